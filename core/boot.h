@@ -1,0 +1,49 @@
+/* boot.h: who am I and where are the others: rank/world/local rank from the init method and the
+ * launcher's environment (torchrun, Slurm, OpenMPI conventions), and the rendezvous key-value store
+ * (gloo style: set / get-with-wait / add) that every later exchange is built on. */
+#ifndef SB_BOOT_H
+#define SB_BOOT_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    int  rank, world;            /* global */
+    int  local_rank, local_world;/* within this node; local_world 0 if unknown */
+    char method[16];             /* "tcp", "env", "file" */
+    char host[256];              /* tcp/env: master address */
+    int  port;                   /* tcp/env: master port */
+    char path[1024];             /* file: the shared path */
+    char ifname[64];             /* --ifname / SYNCBENCH_SOCKET_IFNAME; "" = any */
+    char job[64];                /* job id: isolates concurrent runs; from SYNCBENCH_JOB or the init method */
+    int  timeout_ms;             /* every bootstrap step gives up after this */
+    const char *source;          /* where rank/world came from: "args", "torchrun", "slurm", "openmpi" */
+} boot_cfg_t;
+
+/* Fill cfg from an init method ("tcp://HOST:PORT", "env://", "file:///path"; NULL = "env://") plus the
+ * environment: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; when those
+ * are absent, SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID(/SLURM_NTASKS_PER_NODE) or
+ * OMPI_COMM_WORLD_RANK/_SIZE/_LOCAL_RANK/_LOCAL_SIZE. rank/world passed >= 0 override the environment.
+ * Validates (rank < world, world >= 1, port range, ...) with a clear err_set detail. */
+int boot_cfg_init(boot_cfg_t *cfg, const char *init_method, int rank, int world, int timeout_ms);
+
+/* The address this rank should listen on for peers: the IPv4 address of cfg->ifname when set, else
+ * the address that routes to the master (or 127.0.0.1 for a local master). */
+int boot_local_addr(const boot_cfg_t *cfg, char *out, size_t len);
+
+typedef struct store store_t;
+
+/* Join the rendezvous. tcp/env: rank 0 hosts a ZeroMQ server on host:port (ERR_ADDRINUSE with a clear
+ * detail if the port is taken), every rank connects and says hello with (rank, world); the server
+ * rejects a world that disagrees (ERR_MISMATCH) or a rank already joined (ERR_DUP); an unreachable
+ * master gives ERR_TIMEOUT after cfg->timeout_ms. file: the same checks through files created with
+ * O_EXCL in the shared directory. Returns when every rank has joined. */
+int  store_new(store_t **self_p, const boot_cfg_t *cfg);
+int  store_set(store_t *self, const char *key, const void *val, size_t len);
+/* Wait until key exists (or timeout), then return a malloc'd copy in *val (caller frees). */
+int  store_get(store_t *self, const char *key, void **val, size_t *len, int timeout_ms);
+/* Atomically add delta to the integer counter key (created at 0) and return the new value. */
+int  store_add(store_t *self, const char *key, int64_t delta, int64_t *out);
+/* Leave: rank 0 keeps serving until every rank has left (bounded by the timeout). Safe twice. */
+void store_destroy(store_t **self_p);
+
+#endif

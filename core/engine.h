@@ -1,0 +1,90 @@
+/* engine.h: the one contract between the trainer/bench and the synchronization engines (ps, ring,
+ * tree). The trainer attaches its parameters once, then every step submits gradient buckets as
+ * backward produces them (non-blocking) and waits at the end; when wait returns, parameters are
+ * updated (every worker holds the same values in sync modes). `allreduce` is the raw collective for
+ * `harness bench`. Each engine exports one const engine_ops_t; optional entries may be NULL. */
+#ifndef SB_ENGINE_H
+#define SB_ENGINE_H
+#include <stddef.h>
+#include <stdint.h>
+#include "core/comm.h"
+#include "core/dtype.h"
+#include "core/optim.h"
+
+typedef struct engine engine_t;
+
+typedef struct {
+    int    device;            /* -1: host buffers; >= 0: CUDA device of this rank's buffers */
+    const char *impl;         /* engine-specific implementation choice ("host", "nccl", "gpu", ...); NULL = default */
+    int    timeout_ms;        /* every blocking call inside gives up after this */
+    size_t seg_bytes;         /* pipelining segment; 0 = engine default */
+    int    nworkers;          /* ranks [0, nworkers) train; ranks >= nworkers are dedicated PS servers */
+    /* parameter server */
+    int    ps_servers;        /* dedicated server processes (0 with ps_colocate) */
+    int    ps_colocate;       /* one server thread inside each worker */
+    int    ps_mode;           /* PS_SYNC, PS_ASYNC, PS_SSP */
+    int    ps_ssp_k;          /* staleness bound for PS_SSP */
+    size_t ps_partition_bytes;/* partition size; 0 = default (4 MiB) */
+} engine_cfg_t;
+
+enum { PS_SYNC = 0, PS_ASYNC = 1, PS_SSP = 2 };
+
+/* What the trainer hands over once: the flat f32 master parameters (contiguous arena) and how to
+ * update them. Engines running the optimizer locally (ring, tree) or on servers (ps) use optim.h. */
+typedef struct {
+    float  *params;           /* count f32 master weights (device pointer when cfg.device >= 0) */
+    size_t  count;
+    dtype_t grad_dtype;       /* dtype of submitted gradient buckets */
+    optim_cfg_t optim;
+} param_set_t;
+
+/* A view of a contiguous gradient range [offset, offset+count) of the parameter arena. */
+typedef struct {
+    const void *grad;         /* count elements of grad_dtype */
+    size_t offset;            /* element offset in the parameter arena */
+    size_t count;
+    int    index;             /* bucket number within the step (0 = first submitted) */
+} bucket_t;
+
+/* Per-step input: loss-scale inverse (AMP; 1 otherwise) and the learning rate for this step. */
+typedef struct {
+    uint64_t step;
+    float    inv_scale;
+    float    lr;
+} step_ctx_t;
+
+typedef struct {
+    int    skipped;           /* 1: non-finite gradients, step skipped (AMP overflow) */
+    double comm_ms;           /* time spent moving/reducing data this step */
+    double wait_ms;           /* time wait() blocked */
+} step_out_t;
+
+typedef struct {
+    uint64_t bytes_sent, bytes_received;
+    size_t   mem_engine_bytes;      /* bytes the engine holds (buffers, shards, optimizer state) */
+    size_t   mem_engine_peak_bytes;
+    double   comm_ms_total;
+    const char *impl;               /* implementation actually running */
+    /* PS only: server-side view (zero elsewhere) */
+    uint64_t ps_rejected;           /* malformed or foreign messages rejected */
+    uint64_t ps_stale_waits;        /* SSP: times a worker blocked on the staleness bound */
+} engine_stats_t;
+
+typedef struct engine_ops {
+    const char *name;
+    int  (*create)(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg);
+    /* Collective: on return every worker holds rank 0's initial parameters. */
+    int  (*attach)(engine_t *self, const param_set_t *params);
+    int  (*step_begin)(engine_t *self, const step_ctx_t *ctx);
+    int  (*submit)(engine_t *self, const bucket_t *bucket);            /* non-blocking */
+    int  (*wait)(engine_t *self, step_out_t *out, int timeout_ms);     /* step done: params updated */
+    int  (*allreduce)(engine_t *self, const void *sendbuf, void *recvbuf, size_t count,
+                      dtype_t dt, redop_t op, int timeout_ms);         /* out-of-place allowed */
+    /* Dedicated server ranks (rank >= nworkers) call this instead of training; returns when the
+     * workers are done or failed. NULL for engines without servers. */
+    int  (*serve)(engine_t *self);
+    void (*stats)(engine_t *self, engine_stats_t *out);
+    void (*destroy)(engine_t **self_p);
+} engine_ops_t;
+
+#endif

@@ -1,0 +1,50 @@
+/* tp.h: the point-to-point transport that algorithms run on. Algorithms never see TCP or shared
+ * memory: they acquire a send slot towards a peer, fill it (often by reducing straight into it),
+ * commit it, and on the other side acquire the next received segment, use it in place, release it.
+ * Each ordered pair (src, dst) is one FIFO channel; both sides must agree on the order of segments.
+ *
+ * Backends, chosen per peer: "shm" (same host: a lock-free single-producer/single-consumer ring of
+ * slots in a shared mapping, futex wake-ups) and "tcp" (ZeroMQ PAIR sockets, zero-copy sends).
+ * Every wait has a timeout; a peer that dies shows up as ERR_TIMEOUT or ERR_PEER, never a hang. */
+#ifndef SB_TP_H
+#define SB_TP_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct tp tp_t;
+struct comm;
+
+typedef struct {
+    const char *kind;        /* "auto", "shm" or "tcp" */
+    size_t slot_bytes;       /* largest segment; default 1 MiB */
+    int    slots;            /* segments in flight per channel; default 4 */
+} tp_opts_t;
+
+/* Build the transport for this communicator: publishes this rank's endpoint in the store and learns
+ * the others'. Channels to peers are opened lazily on first use. */
+int  tp_new(tp_t **self_p, struct comm *comm, const tp_opts_t *opts);
+void tp_destroy(tp_t **self_p);
+
+/* Largest segment one slot carries towards peer. */
+size_t tp_slot_bytes(tp_t *self, int peer);
+/* Backend used towards peer: "shm", "tcp" or "self". */
+const char *tp_kind(tp_t *self, int peer);
+
+/* Reserve the next send slot towards peer (waits while the channel is full). *buf gets room for
+ * tp_slot_bytes(peer) bytes. */
+int tp_send_acquire(tp_t *self, int peer, void **buf, int timeout_ms);
+/* Publish the reserved slot holding len bytes. */
+int tp_send_commit(tp_t *self, int peer, size_t len);
+/* Convenience: acquire + memcpy + commit, splitting len into slot-sized segments. */
+int tp_send(tp_t *self, int peer, const void *buf, size_t len, int timeout_ms);
+
+/* Wait for the next segment from peer; *buf points at it in place (valid until release). */
+int tp_recv_acquire(tp_t *self, int peer, const void **buf, size_t *len, int timeout_ms);
+int tp_recv_release(tp_t *self, int peer);
+/* Convenience: receive exactly len bytes (as the sender's tp_send split them) into buf. */
+int tp_recv(tp_t *self, int peer, void *buf, size_t len, int timeout_ms);
+
+/* Bytes moved so far (for stats). */
+void tp_counters(tp_t *self, uint64_t *sent, uint64_t *received);
+
+#endif

@@ -1,0 +1,95 @@
+/* ranks.c: fork P ranks for multi-process tests; no child outlives the call. */
+#include "tests/lib/ranks.h"
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t l = sizeof a;
+    int port = -1;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &l) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+void set_rank_env(int rank, int world, int port, const char *job)
+{
+    char b[32];
+    snprintf(b, sizeof b, "%d", rank); setenv("RANK", b, 1); setenv("LOCAL_RANK", b, 1);
+    snprintf(b, sizeof b, "%d", world); setenv("WORLD_SIZE", b, 1); setenv("LOCAL_WORLD_SIZE", b, 1);
+    snprintf(b, sizeof b, "%d", port); setenv("MASTER_PORT", b, 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("SYNCBENCH_JOB", job, 1);
+}
+
+int run_ranks(int world, rank_fn fn, void *arg, int timeout_ms)
+{
+    int port = free_port();
+    char job[64];
+    static int counter;
+    snprintf(job, sizeof job, "t%d-%d-%ld", (int)getpid(), ++counter, (long)time(NULL));
+    pid_t *pids = calloc((size_t)world, sizeof *pids);
+    int failed = 0;
+    fflush(NULL);
+    for (int r = 0; r < world; r++) {
+        pid_t p = fork();
+        if (p == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            set_rank_env(r, world, port, job);
+            int rc = fn(r, world, arg);
+            fflush(NULL);
+            _exit(rc == 0 ? 0 : 1);
+        }
+        pids[r] = p;
+    }
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int left = world;
+    while (left > 0) {
+        int st;
+        pid_t p = waitpid(-1, &st, WNOHANG);
+        if (p > 0) {
+            for (int r = 0; r < world; r++)
+                if (pids[r] == p) {
+                    pids[r] = 0;
+                    left--;
+                    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+                        failed++;
+                        fprintf(stderr, "run_ranks: rank %d failed (%s %d)\n", r,
+                                WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+                    }
+                }
+            continue;
+        }
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        long ms = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
+        if (ms > timeout_ms) {
+            for (int r = 0; r < world; r++)
+                if (pids[r] > 0) {
+                    fprintf(stderr, "run_ranks: rank %d timed out after %d ms\n", r, timeout_ms);
+                    kill(pids[r], SIGKILL);
+                    waitpid(pids[r], NULL, 0);
+                    failed++;
+                }
+            break;
+        }
+        usleep(2000);
+    }
+    free(pids);
+    return failed;
+}
