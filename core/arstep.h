@@ -1,0 +1,25 @@
+/* arstep.h: the step machinery shared by every allreduce engine (ring, tree): buckets submitted
+ * during backward are queued to a communication thread that allreduces each one (average) as soon
+ * as it arrives and applies the shared optimizer to its range, so communication overlaps backward;
+ * wait() blocks until every bucket of the step is done. Engines supply only the collective. */
+#ifndef SB_ARSTEP_H
+#define SB_ARSTEP_H
+#include "core/engine.h"
+
+/* The engine's collective, called on the communication thread (in-place on buf). */
+typedef int (*arstep_allreduce_fn)(void *ctx, void *buf, size_t count, dtype_t dt, redop_t op,
+                                   int timeout_ms);
+
+typedef struct arstep arstep_t;
+
+int  arstep_new(arstep_t **self_p, comm_t *comm, const engine_cfg_t *cfg, arstep_allreduce_fn fn, void *ctx);
+void arstep_destroy(arstep_t **self_p);
+/* attach: broadcasts rank 0's parameters (through fn: ranks other than 0 contribute zeros, sum), and
+ * creates the optimizer state. */
+int  arstep_attach(arstep_t *self, const param_set_t *params);
+int  arstep_step_begin(arstep_t *self, const step_ctx_t *ctx);
+int  arstep_submit(arstep_t *self, const bucket_t *b);
+int  arstep_wait(arstep_t *self, step_out_t *out, int timeout_ms);
+void arstep_stats(arstep_t *self, engine_stats_t *out);
+
+#endif
