@@ -6,9 +6,10 @@
 #define SB_ARSTEP_H
 #include "core/engine.h"
 
-/* The engine's collective, called on the communication thread (in-place on buf). */
-typedef int (*arstep_allreduce_fn)(void *ctx, void *buf, size_t count, dtype_t dt, redop_t op,
-                                   int timeout_ms);
+/* The engine's collective, called on the communication thread only (so the engine's transport is
+ * used by one thread); out-of-place (sendbuf != recvbuf) or in-place. */
+typedef int (*arstep_allreduce_fn)(void *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                                   dtype_t dt, redop_t op, int timeout_ms);
 
 typedef struct arstep arstep_t;
 
@@ -20,6 +21,9 @@ int  arstep_attach(arstep_t *self, const param_set_t *params);
 int  arstep_step_begin(arstep_t *self, const step_ctx_t *ctx);
 int  arstep_submit(arstep_t *self, const bucket_t *b);
 int  arstep_wait(arstep_t *self, step_out_t *out, int timeout_ms);
+/* Run one collective on the communication thread and wait for it (bench, tests). */
+int  arstep_allreduce(arstep_t *self, const void *sendbuf, void *recvbuf, size_t count, dtype_t dt,
+                      redop_t op, int timeout_ms);
 void arstep_stats(arstep_t *self, engine_stats_t *out);
 
 #endif
