@@ -1,0 +1,194 @@
+/* ring.c: the ring allreduce engine; the host ring algorithm is below, NCCL on GPUs.
+ *
+ * Host ring design: reduce-scatter then allgather over the transport (core/tp.h). The buffer is cut
+ * into P chunks (chunk c = elements [c*q + min(c, r), ...) with q = count/P, r = count%P), and every
+ * chunk into nseg segments of at most seg elements (segment k of every chunk covers the same offsets
+ * within its chunk; a short or empty chunk sends short or empty segments so every link carries the
+ * same sequence). Work is segment-major: for segment k, rank i
+ *   RS step 0      copies its own chunk i, segment k, into the send slot towards i+1;
+ *   RS step s      receives chunk i-s-1 from i-1 and reduces it with its own data straight into the
+ *                  next send slot (no intermediate buffer);
+ *   RS last step   reduces (and scales, for avg) into the output: chunk i+1 is final here, and the
+ *                  same values are written into the send slot as allgather step 0;
+ *   AG steps       receive chunk i-s from i-1, copy it to the output and forward it (except the last).
+ * Every link's sends and receives follow the same order (RS 0..P-2 then AG 0..P-2 per segment), so
+ * the FIFO channels match up. A rank never has more than one segment more sent than received, so a
+ * channel of >= 2 slots can't deadlock; while rank i reduces segment k, its previous segment is in
+ * flight to i+1 and i-1 is producing the next one. */
+#include "ring/ring.h"
+#include "core/arstep.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/timer.h"
+#include <stdlib.h>
+#include <string.h>
+
+#define RING_DEFAULT_SEG (256u << 10)
+
+static inline size_t s_chunk_start(size_t count, int P, int c)
+{
+    size_t q = count / (size_t)P, r = count % (size_t)P;
+    return (size_t)c * q + ((size_t)c < r ? (size_t)c : r);
+}
+static inline size_t s_chunk_len(size_t count, int P, int c)
+{
+    return count / (size_t)P + ((size_t)c < count % (size_t)P ? 1 : 0);
+}
+
+int ring_allreduce_host(comm_t *comm, const void *sendbuf, void *recvbuf, size_t count, dtype_t dt,
+                        redop_t op, size_t seg_bytes, int timeout_ms)
+{
+    const int P = comm->world, me = comm->rank;
+    const size_t esz = dt_size(dt);
+    if (!esz) return err_set(ERR_INVAL, "ring: bad dtype %d", (int)dt);
+    if (op != OP_SUM && op != OP_AVG) return err_set(ERR_INVAL, "ring: bad op %d", (int)op);
+    const float scale = op == OP_AVG ? 1.0f / (float)P : 1.0f;
+    if (P == 1 || count == 0) {
+        if (count && sendbuf != recvbuf) memcpy(recvbuf, sendbuf, count * esz);
+        return 0;
+    }
+    tp_t *tp = comm->tp;
+    const int right = (me + 1) % P, left = (me + P - 1) % P;
+    size_t slot = tp_slot_bytes(tp, right);
+    size_t sb = seg_bytes ? seg_bytes : RING_DEFAULT_SEG;
+    if (sb > slot) sb = slot;
+    size_t seg = sb / esz;
+    if (seg >= 64) seg &= ~(size_t)15; /* keep segments a multiple of 16 elements (vector width) */
+    if (seg == 0) seg = 1;
+    const size_t maxchunk = s_chunk_len(count, P, 0);
+    const size_t nseg = (maxchunk + seg - 1) / seg;
+    const char *src = sendbuf;
+    char *dst = recvbuf;
+    uint64_t dl = deadline_in(timeout_ms);
+
+    for (size_t k = 0; k < nseg; k++) {
+        /* segment k of chunk c: [start(c) + k*seg, + n) */
+#define SEG_OFF(c) (s_chunk_start(count, P, (c)) + k * seg)
+#define SEG_LEN(c) (k * seg >= s_chunk_len(count, P, (c)) ? 0 : \
+                    (s_chunk_len(count, P, (c)) - k * seg < seg ? s_chunk_len(count, P, (c)) - k * seg : seg))
+        void *out;
+        const void *in;
+        size_t inlen;
+        /* RS step 0: my own chunk */
+        int c = me;
+        size_t n = SEG_LEN(c);
+        CHECK(tp_send_acquire(tp, right, &out, deadline_left_ms(dl)));
+        if (n) memcpy(out, src + SEG_OFF(c) * esz, n * esz);
+        CHECK(tp_send_commit(tp, right, n * esz));
+        /* RS steps 1..P-1: receive chunk me-s-1, reduce, pass on (or finish) */
+        for (int s = 0; s < P - 1; s++) {
+            c = (me - s - 1 + 2 * P) % P;
+            n = SEG_LEN(c);
+            size_t off = SEG_OFF(c);
+            CHECK(tp_recv_acquire(tp, left, &in, &inlen, deadline_left_ms(dl)));
+            if (inlen != n * esz) {
+                tp_recv_release(tp, left);
+                return err_set(ERR_PROTO, "ring: rank %d sent %zu bytes for a %zu-byte segment", left, inlen, n * esz);
+            }
+            CHECK(tp_send_acquire(tp, right, &out, deadline_left_ms(dl)));
+            if (s < P - 2) {
+                if (n) dt_add(out, src + off * esz, in, n, dt);
+            } else {
+                /* chunk me+1 is complete: scale into the output and start the allgather with it */
+                if (n) {
+                    if (scale != 1.0f) dt_add_scale(dst + off * esz, src + off * esz, in, n, dt, scale);
+                    else dt_add(dst + off * esz, src + off * esz, in, n, dt);
+                    memcpy(out, dst + off * esz, n * esz);
+                }
+            }
+            CHECK(tp_recv_release(tp, left));
+            CHECK(tp_send_commit(tp, right, n * esz));
+        }
+        /* AG steps: receive chunk me-s, store, forward except the last */
+        for (int s = 0; s < P - 1; s++) {
+            c = (me - s + P) % P;
+            n = SEG_LEN(c);
+            size_t off = SEG_OFF(c);
+            CHECK(tp_recv_acquire(tp, left, &in, &inlen, deadline_left_ms(dl)));
+            if (inlen != n * esz) {
+                tp_recv_release(tp, left);
+                return err_set(ERR_PROTO, "ring: rank %d sent %zu bytes for a %zu-byte segment", left, inlen, n * esz);
+            }
+            if (s < P - 2) {
+                CHECK(tp_send_acquire(tp, right, &out, deadline_left_ms(dl)));
+                if (n) {
+                    memcpy(out, in, n * esz);
+                    memcpy(dst + off * esz, out, n * esz);
+                }
+                CHECK(tp_recv_release(tp, left));
+                CHECK(tp_send_commit(tp, right, n * esz));
+            } else {
+                if (n) memcpy(dst + off * esz, in, n * esz);
+                CHECK(tp_recv_release(tp, left));
+            }
+        }
+#undef SEG_OFF
+#undef SEG_LEN
+    }
+    return 0;
+}
+
+/* ---------- the engine ---------- */
+
+struct engine {
+    comm_t *comm;
+    engine_cfg_t cfg;
+    arstep_t *step;
+};
+
+static int s_host_fn(void *ctx, const void *send, void *recv, size_t count, dtype_t dt, redop_t op, int timeout_ms)
+{
+    engine_t *self = ctx;
+    return ring_allreduce_host(self->comm, send, recv, count, dt, op, self->cfg.seg_bytes, timeout_ms);
+}
+
+static int s_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
+{
+    if (cfg->device >= 0) return err_set(ERR_UNSUP, "ring: GPU buffers need the NCCL build");
+    if (cfg->impl && strcmp(cfg->impl, "host"))
+        return err_set(ERR_INVAL, "ring: unknown implementation '%s' (host, nccl)", cfg->impl);
+    engine_t *self = calloc(1, sizeof *self);
+    if (!self) return ERR_NOMEM;
+    self->comm = comm;
+    self->cfg = *cfg;
+    if (self->cfg.timeout_ms <= 0) self->cfg.timeout_ms = comm->timeout_ms;
+    int rc = arstep_new(&self->step, comm, &self->cfg, s_host_fn, self);
+    if (rc < 0) { free(self); return rc; }
+    *self_p = self;
+    return 0;
+}
+
+static int s_attach(engine_t *self, const param_set_t *p) { return arstep_attach(self->step, p); }
+static int s_step_begin(engine_t *self, const step_ctx_t *c) { return arstep_step_begin(self->step, c); }
+static int s_submit(engine_t *self, const bucket_t *b) { return arstep_submit(self->step, b); }
+static int s_wait(engine_t *self, step_out_t *o, int t) { return arstep_wait(self->step, o, t); }
+static int s_allreduce(engine_t *self, const void *s, void *r, size_t n, dtype_t dt, redop_t op, int t)
+{
+    return arstep_allreduce(self->step, s, r, n, dt, op, t);
+}
+static void s_stats(engine_t *self, engine_stats_t *out)
+{
+    arstep_stats(self->step, out);
+    out->impl = "host";
+}
+static void s_destroy(engine_t **self_p)
+{
+    engine_t *self = self_p ? *self_p : NULL;
+    if (!self) return;
+    arstep_destroy(&self->step);
+    free(self);
+    *self_p = NULL;
+}
+
+const engine_ops_t ring_engine = {
+    .name = "ring",
+    .create = s_create,
+    .attach = s_attach,
+    .step_begin = s_step_begin,
+    .submit = s_submit,
+    .wait = s_wait,
+    .allreduce = s_allreduce,
+    .serve = NULL,
+    .stats = s_stats,
+    .destroy = s_destroy,
+};
