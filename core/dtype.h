@@ -35,4 +35,10 @@ void dt_sum_n(void *dst, const void *const *srcs, int nsrc, size_t count, dtype_
 /* 1 if any element is Inf or NaN (AMP overflow check). */
 int  dt_has_nonfinite(const void *buf, size_t count, dtype_t dt);
 
+/* Which kernel build runs: 0 = portable (auto-vectorized for the build's -march), 1 = AVX2 + F16C.
+ * Chosen once from the CPU (or SYNCBENCH_DT_ISA=0). dt_set_isa forces a level for tests and benchmarks
+ * (-1 or a level the CPU lacks: the best available) and returns the level now in effect. */
+int  dt_isa(void);
+int  dt_set_isa(int level);
+
 #endif
