@@ -112,15 +112,25 @@ int comm_barrier(comm_t *self, int timeout_ms)
 
 int comm_allgather(comm_t *self, const void *mine, size_t len, void *all, int timeout_ms)
 {
+    return comm_allgather_group(self, mine, len, all, self->world, timeout_ms);
+}
+
+int comm_allgather_group(comm_t *self, const void *mine, size_t len, void *all, int n, int timeout_ms)
+{
     char key[64];
-    unsigned long seq = ++self->seq;
+    if (n < 1 || n > self->world || self->rank >= n)
+        return err_set(ERR_INVAL, "allgather: rank %d is not in the group of the first %d ranks", self->rank, n);
+    /* a group's rounds have their own counter, so ranks outside it stay in step with the rest */
+    unsigned long seq = n == self->world ? ++self->seq : ++self->gseq;
+    char ns[16];
+    snprintf(ns, sizeof ns, n == self->world ? "ag" : "ag%d", n);
     uint64_t dl = deadline_in(timeout_ms);
-    snprintf(key, sizeof key, "ag/%lu/%d", seq, self->rank);
+    snprintf(key, sizeof key, "%s/%lu/%d", ns, seq, self->rank);
     CHECK(store_set(self->store, key, mine, len));
-    for (int r = 0; r < self->world; r++) {
+    for (int r = 0; r < n; r++) {
         void *val = NULL;
         size_t l = 0;
-        snprintf(key, sizeof key, "ag/%lu/%d", seq, r);
+        snprintf(key, sizeof key, "%s/%lu/%d", ns, seq, r);
         int rc = store_get(self->store, key, &val, &l, deadline_left_ms(dl));
         if (rc == ERR_TIMEOUT) return err_set(rc, "allgather: rank %d did not contribute within %d ms", r, timeout_ms);
         CHECK(rc);

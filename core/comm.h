@@ -17,7 +17,8 @@ typedef struct comm {
     boot_cfg_t boot;
     store_t *store;
     tp_t *tp;
-    unsigned long seq;            /* round counter for store-based collectives */
+    unsigned long seq;            /* round counter for store-based collectives of all ranks */
+    unsigned long gseq;           /* round counter for collectives of a leading group of ranks */
 } comm_t;
 
 typedef struct {
@@ -31,6 +32,8 @@ void comm_destroy(comm_t **self_p);
 int  comm_barrier(comm_t *self, int timeout_ms);
 /* Every rank contributes len bytes; all[] receives world * len bytes in rank order. */
 int  comm_allgather(comm_t *self, const void *mine, size_t len, void *all, int timeout_ms);
+/* The same among ranks [0, n) only (e.g. the workers while PS servers serve). */
+int  comm_allgather_group(comm_t *self, const void *mine, size_t len, void *all, int n, int timeout_ms);
 /* Root's len bytes end up in buf on every rank (small data, through the store). */
 int  comm_bcast_small(comm_t *self, void *buf, size_t len, int root, int timeout_ms);
 

@@ -71,6 +71,12 @@ typedef struct {
 /* engine table */
 const engine_ops_t *h_engine_find(const char *name);
 const char *h_engine_names(void);     /* "ring, tree, ps" for help text */
+/* The engine configuration for `engine` in this world from the options: nworkers is the world minus
+ * dedicated PS servers (SYNCBENCH_SERVERS from the driver, or --servers when ranks were started by
+ * torchrun/srun/mpirun); device from --gpus and the local rank. */
+void h_engine_cfg(const h_opts_t *o, const comm_t *comm, const char *engine, engine_cfg_t *cfg);
+/* 1 if this rank is a dedicated PS server for cfg (rank >= nworkers). */
+static inline int h_is_server(const comm_t *comm, const engine_cfg_t *cfg) { return comm->rank >= cfg->nworkers; }
 
 /* metadata for JSON results: host, git sha, timestamp, command line, topology, library versions */
 typedef struct {

@@ -1,0 +1,429 @@
+/* main.c: the harness program: parses the command line, then either drives launches (with --procs,
+ * --gpus or --nnodes: one launch of N ranks per (world size, engine)) or, inside a rank (started by
+ * our launcher, torchrun-style env, srun or mpirun), joins the job and runs the mode. */
+#include "harness/harness.h"
+#include "harness/launch.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/topo.h"
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+static void s_usage(FILE *f)
+{
+    fprintf(f,
+"usage: harness [MODE] [options]\n"
+"\n"
+"Modes:\n"
+"  train (default)   train the same model with each engine; throughput, step times, memory balance\n"
+"  bench             the collective alone, nccl-tests style (size, count, algbw, busbw, #wrong)\n"
+"  run               the default CPU comparison: bench + train, every engine, 4 ranks\n"
+"  selftest          launcher self-test (SYNCBENCH_SELFTEST_FAIL/HANG/SLEEP_MS)\n"
+"\n"
+"Ranks:\n"
+"  --procs N             start N local CPU worker ranks (plus --servers for ps)\n"
+"  --gpus N              one rank per GPU\n"
+"  --scaling 1,2,4       repeat for each world size (with --procs)\n"
+"  --nnodes N --node-rank R --master HOST:PORT   multi-node: each node starts its --procs ranks\n"
+"  --init-method M       tcp://HOST:PORT | env:// | file:///path (inside ranks; default env://,\n"
+"                        which reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, or\n"
+"                        Slurm's SLURM_PROCID/SLURM_NTASKS or OpenMPI's OMPI_COMM_WORLD_*)\n"
+"  --ifname IF           network interface for peer traffic (or SYNCBENCH_SOCKET_IFNAME)\n"
+"  --transport T         auto (shm within a node, tcp across) | shm | tcp\n"
+"  --bind core|none      bind each rank to a core (hwloc)\n"
+"  --timeout S           every blocking step gives up after S seconds (default 60)\n"
+"\n"
+"Engines:\n"
+"  --engine LIST         comma list of: %s (default ring)\n"
+"  --impl NAME           engine implementation (ring: host|nccl; tree: host|gpu|nccl)\n"
+"  --servers S           ps: dedicated server processes beside the workers\n"
+"  --ps-colocate         ps: one server thread inside every worker (BytePS style)\n"
+"  --ps-mode M           ps: sync | async | ssp:K\n"
+"  --ps-partition-kb KB  ps: partition size (default 4096)\n"
+"  --seg-kb KB           pipelining segment of ring/tree (default 256)\n"
+"\n"
+"Bench:\n"
+"  --sizes MIN:MAX       bytes, K/M/G suffixes are powers of 1024 (default 4K:64M); one size works\n"
+"  --factor F            size multiplier (default 2)\n"
+"  --iters N --warmup N  timed and warm-up iterations (default 20, 5)\n"
+"  --dtype f32|f16|bf16  element type (default f32)\n"
+"  --op sum|avg          reduction (default sum)\n"
+"\n"
+"Train:\n"
+"  --model mlp:784-1024-1024-10   --data synthetic|PATH   --batch B (global)   --steps N\n"
+"  --warmup-steps N  --optim sgd:lr=0.05,momentum=0.9 | adam:lr=1e-3   --grad-dtype f32|f16|bf16\n"
+"  --bucket-mb MB  --no-overlap  --check-every N  --save PATH  --resume PATH  --drop-last  --seed N\n"
+"  --straggler RANK:MS\n"
+"\n"
+"Output:\n"
+"  --json FILE           append one JSON object per line per result ('-' = stdout)\n"
+"  --quiet               no progress lines\n", h_engine_names());
+}
+
+static int s_parse_size(const char *s, size_t *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || v < 0) return -1;
+    double m = 1;
+    if (*end == 'K' || *end == 'k') m = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm') m = 1024.0 * 1024, end++;
+    else if (*end == 'G' || *end == 'g') m = 1024.0 * 1024 * 1024, end++;
+    if (*end == 'B' || *end == 'b') end++;
+    if (*end) return -1;
+    *out = (size_t)(v * m);
+    return 0;
+}
+
+static int s_parse_int(const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int s_bad(const char *flag, const char *val, const char *want)
+{
+    fprintf(stderr, "harness: bad value '%s' for %s: expected %s\n", val, flag, want);
+    return 2;
+}
+
+enum {
+    O_PROCS = 256, O_GPUS, O_SCALING, O_NNODES, O_NODE_RANK, O_MASTER, O_INIT, O_IFNAME, O_TRANSPORT, O_BIND,
+    O_TIMEOUT, O_ENGINE, O_IMPL, O_SERVERS, O_COLOC, O_PSMODE, O_PSPART, O_SEG, O_SIZES, O_FACTOR, O_ITERS,
+    O_WARMUP, O_DTYPE, O_OP, O_MODEL, O_DATA, O_BATCH, O_STEPS, O_WSTEPS, O_OPTIM, O_GDT, O_BUCKET, O_NOOV,
+    O_CHECKEV, O_SAVE, O_RESUME, O_DROPLAST, O_SEED, O_STRAG, O_JSON, O_QUIET, O_HELP, O_TIMELINE, O_NET, O_CHECK
+};
+
+static const struct option s_longopts[] = {
+    {"procs", 1, 0, O_PROCS}, {"gpus", 1, 0, O_GPUS}, {"scaling", 1, 0, O_SCALING}, {"nnodes", 1, 0, O_NNODES},
+    {"node-rank", 1, 0, O_NODE_RANK}, {"master", 1, 0, O_MASTER}, {"init-method", 1, 0, O_INIT},
+    {"ifname", 1, 0, O_IFNAME}, {"transport", 1, 0, O_TRANSPORT}, {"bind", 1, 0, O_BIND},
+    {"timeout", 1, 0, O_TIMEOUT}, {"engine", 1, 0, O_ENGINE}, {"impl", 1, 0, O_IMPL},
+    {"tree-impl", 1, 0, O_IMPL}, {"ring-impl", 1, 0, O_IMPL}, {"servers", 1, 0, O_SERVERS},
+    {"ps-colocate", 0, 0, O_COLOC}, {"ps-mode", 1, 0, O_PSMODE}, {"ps-partition-kb", 1, 0, O_PSPART},
+    {"seg-kb", 1, 0, O_SEG}, {"sizes", 1, 0, O_SIZES}, {"factor", 1, 0, O_FACTOR}, {"iters", 1, 0, O_ITERS},
+    {"warmup", 1, 0, O_WARMUP}, {"dtype", 1, 0, O_DTYPE}, {"op", 1, 0, O_OP}, {"check", 1, 0, O_CHECK},
+    {"model", 1, 0, O_MODEL}, {"data", 1, 0, O_DATA}, {"batch", 1, 0, O_BATCH}, {"steps", 1, 0, O_STEPS},
+    {"warmup-steps", 1, 0, O_WSTEPS}, {"optim", 1, 0, O_OPTIM}, {"grad-dtype", 1, 0, O_GDT},
+    {"bucket-mb", 1, 0, O_BUCKET}, {"no-overlap", 0, 0, O_NOOV}, {"check-every", 1, 0, O_CHECKEV},
+    {"save", 1, 0, O_SAVE}, {"resume", 1, 0, O_RESUME}, {"drop-last", 0, 0, O_DROPLAST}, {"seed", 1, 0, O_SEED},
+    {"straggler", 1, 0, O_STRAG}, {"json", 1, 0, O_JSON}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP},
+    {"timeline", 1, 0, O_TIMELINE}, {"net", 1, 0, O_NET}, {0, 0, 0, 0}};
+
+static int s_split_ints(const char *s, int *out, int max, int *n)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    *n = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (*n >= max || s_parse_int(t, 1, 1 << 20, &out[*n]) < 0) return -1;
+        (*n)++;
+    }
+    return *n ? 0 : -1;
+}
+
+/* Returns 0, or an exit code (2 for usage errors, 1 for help printed -> exit 0 handled by caller). */
+static int s_parse(h_opts_t *o, int argc, char **argv)
+{
+    static char engbuf[256];
+    memset(o, 0, sizeof *o);
+    o->mode = "train";
+    o->engines[0] = "ring";
+    o->nengines = 1;
+    o->timeout_s = 60;
+    o->size_min = 4096;
+    o->size_max = 64u << 20;
+    o->factor = 2;
+    o->iters = 20;
+    o->warmup = 5;
+    o->dtype = DT_F32;
+    o->op = OP_SUM;
+    o->check = 1;
+    o->model = "mlp:784-1024-1024-10";
+    o->data = "synthetic";
+    o->batch = 256;
+    o->steps = 50;
+    o->warmup_steps = 5;
+    o->optim = "sgd";
+    o->grad_dtype = DT_F32;
+    o->bucket_mb = 25;
+    o->check_every = 0;
+    o->seed = 42;
+    o->bind = "none";
+    o->transport = "auto";
+    o->ps_mode = PS_SYNC;
+    o->argc = argc;
+    o->argv = argv;
+    int first = 1;
+    if (argc > 1 && argv[1][0] != '-') {
+        o->mode = argv[1];
+        first = 2;
+    }
+    static const char *modes[] = {"train", "bench", "run", "selftest", NULL};
+    int known = 0;
+    for (int i = 0; modes[i]; i++) known |= !strcmp(o->mode, modes[i]);
+    if (!known) {
+        fprintf(stderr, "harness: unknown mode '%s' (train, bench, run, selftest); see harness --help\n", o->mode);
+        return 2;
+    }
+    optind = first;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":", s_longopts, NULL)) != -1) {
+        const char *v = optarg;
+        switch (c) {
+        case O_PROCS: if (s_parse_int(v, 1, 4096, &o->procs)) return s_bad("--procs", v, "a rank count >= 1"); break;
+        case O_GPUS: if (s_parse_int(v, 1, 1024, &o->gpus)) return s_bad("--gpus", v, "a GPU count >= 1"); break;
+        case O_SCALING: if (s_split_ints(v, o->scaling, H_MAX_SCALING, &o->nscaling)) return s_bad("--scaling", v, "a comma list of world sizes, e.g. 1,2,4"); break;
+        case O_NNODES: if (s_parse_int(v, 1, 100000, &o->nnodes)) return s_bad("--nnodes", v, "a node count >= 1"); break;
+        case O_NODE_RANK: if (s_parse_int(v, 0, 100000, &o->node_rank)) return s_bad("--node-rank", v, "a node index >= 0"); break;
+        case O_MASTER: o->master = v; break;
+        case O_INIT: o->init_method = v; break;
+        case O_IFNAME: o->ifname = v; break;
+        case O_TRANSPORT:
+            if (strcmp(v, "auto") && strcmp(v, "shm") && strcmp(v, "tcp")) return s_bad("--transport", v, "auto, shm or tcp");
+            o->transport = v; break;
+        case O_BIND:
+            if (strcmp(v, "core") && strcmp(v, "none")) return s_bad("--bind", v, "core or none");
+            o->bind = v; break;
+        case O_TIMEOUT: if (s_parse_int(v, 1, 86400, &o->timeout_s)) return s_bad("--timeout", v, "seconds >= 1"); break;
+        case O_ENGINE: {
+            snprintf(engbuf, sizeof engbuf, "%s", v);
+            o->nengines = 0;
+            for (char *save = NULL, *t = strtok_r(engbuf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                if (!h_engine_find(t)) {
+                    fprintf(stderr, "harness: unknown engine '%s' (known: %s)\n", t, h_engine_names());
+                    return 2;
+                }
+                if (o->nengines >= H_MAX_ENGINES) return s_bad("--engine", v, "at most 8 engines");
+                o->engines[o->nengines++] = t;
+            }
+            if (!o->nengines) return s_bad("--engine", v, h_engine_names());
+            break;
+        }
+        case O_IMPL: o->impl = v; break;
+        case O_SERVERS: if (s_parse_int(v, 0, 4096, &o->ps_servers)) return s_bad("--servers", v, "a server count >= 0"); break;
+        case O_COLOC: o->ps_colocate = 1; break;
+        case O_PSMODE:
+            if (!strcmp(v, "sync")) o->ps_mode = PS_SYNC;
+            else if (!strcmp(v, "async")) o->ps_mode = PS_ASYNC;
+            else if (!strncmp(v, "ssp:", 4) && !s_parse_int(v + 4, 0, 1000000, &o->ps_ssp_k)) o->ps_mode = PS_SSP;
+            else return s_bad("--ps-mode", v, "sync, async or ssp:K");
+            break;
+        case O_PSPART: { int kb; if (s_parse_int(v, 1, 1 << 22, &kb)) return s_bad("--ps-partition-kb", v, "KiB >= 1"); o->ps_partition_bytes = (size_t)kb * 1024; break; }
+        case O_SEG: { int kb; if (s_parse_int(v, 1, 1 << 20, &kb)) return s_bad("--seg-kb", v, "KiB >= 1"); o->seg_bytes = (size_t)kb * 1024; break; }
+        case O_SIZES: {
+            char b[128];
+            snprintf(b, sizeof b, "%s", v);
+            char *colon = strchr(b, ':');
+            if (colon) *colon = '\0';
+            if (s_parse_size(b, &o->size_min) || (colon ? s_parse_size(colon + 1, &o->size_max) : (o->size_max = o->size_min, 0)) ||
+                o->size_min > o->size_max)
+                return s_bad("--sizes", v, "MIN:MAX in bytes with K/M/G suffixes, MIN <= MAX (e.g. 4K:64M)");
+            break;
+        }
+        case O_FACTOR: { char *e; o->factor = strtod(v, &e); if (*e || o->factor <= 1.0) return s_bad("--factor", v, "a number > 1"); break; }
+        case O_ITERS: if (s_parse_int(v, 1, 1000000, &o->iters)) return s_bad("--iters", v, "an integer >= 1"); break;
+        case O_WARMUP: if (s_parse_int(v, 0, 1000000, &o->warmup)) return s_bad("--warmup", v, "an integer >= 0"); break;
+        case O_DTYPE: if (dt_parse(v, &o->dtype)) return s_bad("--dtype", v, "f32, f16 or bf16"); break;
+        case O_OP: if (op_parse(v, &o->op)) return s_bad("--op", v, "sum or avg"); break;
+        case O_CHECK: if (s_parse_int(v, 0, 1, &o->check)) return s_bad("--check", v, "0 or 1"); break;
+        case O_MODEL: o->model = v; break;
+        case O_DATA: o->data = v; break;
+        case O_BATCH: if (s_parse_int(v, 1, 1 << 24, &o->batch)) return s_bad("--batch", v, "a batch size >= 1"); break;
+        case O_STEPS: if (s_parse_int(v, 1, 1 << 30, &o->steps)) return s_bad("--steps", v, "an integer >= 1"); break;
+        case O_WSTEPS: if (s_parse_int(v, 0, 1 << 30, &o->warmup_steps)) return s_bad("--warmup-steps", v, "an integer >= 0"); break;
+        case O_OPTIM: o->optim = v; break;
+        case O_GDT: if (dt_parse(v, &o->grad_dtype)) return s_bad("--grad-dtype", v, "f32, f16 or bf16"); break;
+        case O_BUCKET: { char *e; o->bucket_mb = strtod(v, &e); if (*e || o->bucket_mb <= 0) return s_bad("--bucket-mb", v, "MiB > 0"); break; }
+        case O_NOOV: o->no_overlap = 1; break;
+        case O_CHECKEV: if (s_parse_int(v, 0, 1 << 30, &o->check_every)) return s_bad("--check-every", v, "steps >= 0"); break;
+        case O_SAVE: o->save = v; break;
+        case O_RESUME: o->resume = v; break;
+        case O_DROPLAST: o->drop_last = 1; break;
+        case O_SEED: { char *e; o->seed = strtoull(v, &e, 10); if (*e) return s_bad("--seed", v, "an integer"); break; }
+        case O_STRAG: o->straggler = v; break;
+        case O_JSON: o->json = v; break;
+        case O_QUIET: o->quiet = 1; break;
+        case O_TIMELINE: o->timeline = v; break;
+        case O_NET: o->net = v; break;
+        case O_HELP: s_usage(stdout); return 1;
+        case ':': fprintf(stderr, "harness: %s needs a value\n", argv[optind - 1]); return 2;
+        default: fprintf(stderr, "harness: unknown option '%s'; see harness --help\n", argv[optind - 1]); return 2;
+        }
+    }
+    if (optind < argc) {
+        o->pos = argv + optind;
+        o->npos = argc - optind;
+        fprintf(stderr, "harness: unexpected argument '%s'; see harness --help\n", argv[optind]);
+        return 2;
+    }
+    if (o->gpus && o->procs) {
+        fprintf(stderr, "harness: --gpus and --procs are exclusive (one rank per GPU, or N CPU ranks)\n");
+        return 2;
+    }
+    if ((o->nnodes > 1 || o->node_rank) && !o->master) {
+        fprintf(stderr, "harness: --nnodes needs --master HOST:PORT (the address of node 0)\n");
+        return 2;
+    }
+    if (o->nnodes && o->node_rank >= o->nnodes) {
+        fprintf(stderr, "harness: --node-rank %d must be < --nnodes %d\n", o->node_rank, o->nnodes);
+        return 2;
+    }
+    if (o->ps_servers && o->ps_colocate) {
+        fprintf(stderr, "harness: --servers and --ps-colocate are exclusive\n");
+        return 2;
+    }
+    return 0;
+}
+
+/* ---------- inside a rank ---------- */
+
+static int s_rank_main(h_opts_t *o)
+{
+    /* the driver narrows each launch to one engine and one world */
+    const char *only = getenv("SYNCBENCH_ENGINE");
+    if (only) {
+        o->engines[0] = only;
+        o->nengines = 1;
+    }
+    const char *js = getenv("SYNCBENCH_JSON");
+    if (js && !o->json) o->json = js;
+    if (o->argc > 1 && !strcmp(o->argv[1], "run") && !strcmp(o->mode, "bench")) {
+        /* `harness run` keeps the default comparison short */
+        o->size_max = o->size_max > (16u << 20) ? (16u << 20) : o->size_max;
+        o->iters = o->iters > 10 ? 10 : o->iters;
+    }
+    const char *e = getenv("SYNCBENCH_TIMEOUT");
+    if (e && atoi(e) > 0) o->timeout_s = atoi(e);
+    if (!strcmp(o->mode, "selftest")) {
+        int r = getenv("RANK") ? atoi(getenv("RANK")) : 0, w = getenv("WORLD_SIZE") ? atoi(getenv("WORLD_SIZE")) : 1;
+        return h_selftest(r, w);
+    }
+    /* a plain `harness bench` with no launcher and no rank environment: a world of one */
+    if (!o->init_method && !getenv("RANK") && !getenv("SLURM_PROCID") && !getenv("OMPI_COMM_WORLD_RANK")) {
+        setenv("RANK", "0", 1);
+        setenv("WORLD_SIZE", "1", 1);
+        setenv("LOCAL_RANK", "0", 1);
+        if (!getenv("MASTER_ADDR")) setenv("MASTER_ADDR", "127.0.0.1", 1);
+        if (!getenv("MASTER_PORT")) {
+            char p[16];
+            snprintf(p, sizeof p, "%d", 20000 + (int)(getpid() % 30000));
+            setenv("MASTER_PORT", p, 1);
+        }
+    }
+    boot_cfg_t bc;
+    char msg[1024];
+    int rc = boot_cfg_init(&bc, o->init_method, -1, -1, o->timeout_s * 1000);
+    if (rc < 0) {
+        fprintf(stderr, "harness: %s\n", err_trace(rc, msg, sizeof msg));
+        return 1;
+    }
+    if (o->ifname) snprintf(bc.ifname, sizeof bc.ifname, "%s", o->ifname);
+    log_set_rank(bc.rank);
+    if (strcmp(o->bind, "none")) {
+        char desc[128];
+        rc = topo_bind(o->bind, bc.local_rank, bc.local_world, desc, sizeof desc);
+        if (rc < 0) {
+            fprintf(stderr, "harness: rank %d: --bind: %s\n", bc.rank, err_trace(rc, msg, sizeof msg));
+            return 1;
+        }
+        LOG_I("bound: %s", desc);
+    }
+    comm_t *comm = NULL;
+    comm_opts_t co = {.transport = o->transport};
+    rc = comm_new(&comm, &bc, &co);
+    if (rc < 0) {
+        fprintf(stderr, "harness: rank %d: joining the job failed: %s\n", bc.rank, err_trace(rc, msg, sizeof msg));
+        return 1;
+    }
+    if (!strcmp(o->mode, "bench")) rc = h_bench(o, comm);
+    else rc = h_train(o, comm);
+    if (rc < 0) fprintf(stderr, "harness: rank %d: %s failed: %s\n", comm->rank, o->mode, err_trace(rc, msg, sizeof msg));
+    comm_destroy(&comm);
+    return rc < 0 ? 1 : (rc > 0 ? rc : 0);
+}
+
+/* ---------- the driver: one launch per (world, engine) ---------- */
+
+static int s_drive(h_opts_t *o, const char *mode_override)
+{
+    int worlds[H_MAX_SCALING], nw = 0;
+    int base = o->gpus ? o->gpus : (o->procs ? o->procs : 1);
+    if (o->nscaling) {
+        for (int i = 0; i < o->nscaling; i++) worlds[nw++] = o->scaling[i];
+    } else {
+        worlds[nw++] = base;
+    }
+    int status = 0;
+    for (int wi = 0; wi < nw; wi++) {
+        for (int ei = 0; ei < o->nengines; ei++) {
+            const char *eng = o->engines[ei];
+            int servers = (!strcmp(eng, "ps") && !o->ps_colocate) ? (o->ps_servers ? o->ps_servers : 1) : 0;
+            int nlocal = worlds[wi] + servers;
+            char nw_s[16], srv_s[16];
+            snprintf(nw_s, sizeof nw_s, "%d", worlds[wi]);
+            snprintf(srv_s, sizeof srv_s, "%d", servers);
+            setenv("SYNCBENCH_ENGINE", eng, 1);
+            setenv("SYNCBENCH_NWORKERS", nw_s, 1);
+            setenv("SYNCBENCH_SERVERS", srv_s, 1);
+            if (mode_override) setenv("SYNCBENCH_MODE", mode_override, 1);
+            h_launch_cfg_t lc = {.nlocal = nlocal, .nnodes = o->nnodes, .node_rank = o->node_rank,
+                                 .master = o->master, .timeout_s = o->timeout_s, .gpus = o->gpus, .quiet = 1};
+            if (o->nnodes > 1 && servers) {
+                fprintf(stderr, "harness: multi-node ps with dedicated servers is not supported yet; use --ps-colocate\n");
+                return 2;
+            }
+            int rc = h_launch(&lc, o->argc, o->argv);
+            if (rc != 0) {
+                fprintf(stderr, "harness: %s with engine %s at %d ranks failed\n", mode_override ? mode_override : o->mode, eng, worlds[wi]);
+                if (rc >= 128) return rc; /* interrupted: stop everything */
+                status = 1;
+            }
+        }
+    }
+    unsetenv("SYNCBENCH_ENGINE");
+    unsetenv("SYNCBENCH_NWORKERS");
+    unsetenv("SYNCBENCH_SERVERS");
+    unsetenv("SYNCBENCH_MODE");
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    signal(SIGPIPE, SIG_IGN);
+    h_opts_t o;
+    int rc = s_parse(&o, argc, argv);
+    if (rc == 1) return 0;
+    if (rc) return rc;
+    const char *mode = getenv("SYNCBENCH_MODE");
+    if (mode && h_is_launched()) o.mode = mode;
+    if (h_is_launched()) return s_rank_main(&o);
+    if (!strcmp(o.mode, "run")) {
+        /* the default comparison: every engine, 4 CPU ranks, bench then train */
+        if (!o.procs) o.procs = 4;
+        static const char *all[] = {"ring", "tree", "ps"};
+        o.nengines = 0;
+        for (int i = 0; i < 3; i++) o.engines[o.nengines++] = all[i];
+        if (!o.json) o.json = "results/run-latest.jsonl";
+        setenv("SYNCBENCH_JSON", o.json, 1);
+        printf("# syncbench run: bench then train, engines ring, tree, ps; %d CPU ranks; results in %s\n", o.procs, o.json);
+        fflush(stdout);
+        int a = s_drive(&o, "bench");
+        int b = a >= 128 ? a : s_drive(&o, "train");
+        return a ? a : b;
+    }
+    if (o.procs || o.gpus || o.nnodes || o.nscaling) return s_drive(&o, NULL);
+    return s_rank_main(&o);
+}
