@@ -32,6 +32,11 @@ int boot_local_addr(const boot_cfg_t *cfg, char *out, size_t len);
 
 typedef struct store store_t;
 
+/* Limits of the store: keys are NUL-terminated strings of 1..STORE_KEY_MAX bytes; values hold at most
+ * STORE_VAL_MAX bytes. */
+#define STORE_KEY_MAX 256
+#define STORE_VAL_MAX (1 << 28)
+
 /* Join the rendezvous. tcp/env: rank 0 hosts a ZeroMQ server on host:port (ERR_ADDRINUSE with a clear
  * detail if the port is taken), every rank connects and says hello with (rank, world); the server
  * rejects a world that disagrees (ERR_MISMATCH) or a rank already joined (ERR_DUP); an unreachable
@@ -43,6 +48,8 @@ int  store_set(store_t *self, const char *key, const void *val, size_t len);
 int  store_get(store_t *self, const char *key, void **val, size_t *len, int timeout_ms);
 /* Atomically add delta to the integer counter key (created at 0) and return the new value. */
 int  store_add(store_t *self, const char *key, int64_t delta, int64_t *out);
+/* Remove key (absent is fine). */
+int  store_del(store_t *self, const char *key);
 /* Leave: rank 0 keeps serving until every rank has left (bounded by the timeout). Safe twice. */
 void store_destroy(store_t **self_p);
 
