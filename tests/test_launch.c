@@ -1,0 +1,368 @@
+/* test_launch.c: the launcher end to end: runs the built harness (../harness next to this test binary)
+ * in `selftest` mode with --procs, and checks exit codes, the output relay, the failure line, the
+ * stop on a failing / hanging rank, on SIGINT / SIGTERM / a killed launcher, and that no process of
+ * the job (found by SYNCBENCH_JOB in /proc/PID/environ) is ever left behind. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+typedef struct {
+    pid_t pid;
+    char  job[64];
+    char  out_path[64], err_path[64];
+    long long t0;
+    int   status;
+} s_run_t;
+
+static long long s_now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static void s_harness_path(char *out, size_t len)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    cr_assert(n > 0, "readlink /proc/self/exe");
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    cr_assert(slash);
+    *slash = '\0';
+    int w = snprintf(out, len, "%.*s/../harness", (int)(sizeof self - 16), self);
+    cr_assert(w > 0 && (size_t)w < len, "path too long");
+    struct stat st;
+    cr_assert(stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0,
+              "the harness program %s is missing or not a program: build it first (make)", out);
+}
+
+/* Count processes whose environment holds SYNCBENCH_JOB=job (and, if need, need too), skipping skip. */
+static int s_count_job(const char *job, const char *need, pid_t skip, pid_t *found, int nfound)
+{
+    char want[128];
+    int wl = snprintf(want, sizeof want, "SYNCBENCH_JOB=%s", job);
+    DIR *d = opendir("/proc");
+    cr_assert(d);
+    int count = 0;
+    struct dirent *e;
+    static char buf[1 << 17];
+    while ((e = readdir(d))) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 0 || pid == skip) continue;
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%ld/environ", pid);
+        int fd = open(path, O_RDONLY);
+        if (fd < 0) continue;
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n <= 0) continue;
+        buf[n] = '\0';
+        int has_job = 0, has_need = need == NULL;
+        for (ssize_t off = 0; off < n; off += (ssize_t)strlen(buf + off) + 1) {
+            if (!strcmp(buf + off, want) && wl > 0) has_job = 1;
+            if (need && !strcmp(buf + off, need)) has_need = 1;
+        }
+        if (has_job && has_need) {
+            if (count < nfound) found[count] = (pid_t)pid;
+            count++;
+        }
+    }
+    closedir(d);
+    return count;
+}
+
+static void s_kill_job(const char *job)
+{
+    pid_t pids[64];
+    int n = s_count_job(job, NULL, 0, pids, 64);
+    for (int i = 0; i < n && i < 64; i++) kill(pids[i], SIGKILL);
+}
+
+/* Start `harness selftest --procs N [extra args]` with SYNCBENCH_SELFTEST_* (and SYNCBENCH_JOB) set. */
+static void s_start(s_run_t *run, const char *const *env_add, const char *const *args)
+{
+    static int counter;
+    char harness[PATH_MAX];
+    s_harness_path(harness, sizeof harness);
+    snprintf(run->job, sizeof run->job, "tl-%d-%d-%lld", (int)getpid(), ++counter, s_now_ms());
+    snprintf(run->out_path, sizeof run->out_path, "/tmp/sb-launch-out-XXXXXX");
+    snprintf(run->err_path, sizeof run->err_path, "/tmp/sb-launch-err-XXXXXX");
+    int ofd = mkstemp(run->out_path), efd = mkstemp(run->err_path);
+    cr_assert(ofd >= 0 && efd >= 0);
+
+    size_t ne = 0;
+    for (char **e = environ; *e; e++) ne++;
+    char **envp = calloc(ne + 16, sizeof *envp);
+    size_t k = 0;
+    for (char **e = environ; *e; e++)
+        if (strncmp(*e, "SYNCBENCH_", 10) && strncmp(*e, "RANK=", 5) && strncmp(*e, "WORLD_SIZE=", 11) &&
+            strncmp(*e, "LOCAL_RANK=", 11) && strncmp(*e, "LOCAL_WORLD_SIZE=", 17))
+            envp[k++] = *e;
+    static char jobkv[96];
+    snprintf(jobkv, sizeof jobkv, "SYNCBENCH_JOB=%s", run->job);
+    envp[k++] = jobkv;
+    for (int i = 0; env_add && env_add[i]; i++) envp[k++] = (char *)env_add[i];
+    envp[k] = NULL;
+
+    const char *argv[32];
+    int a = 0;
+    argv[a++] = harness;
+    for (int i = 0; args[i] && a < 31; i++) argv[a++] = args[i];
+    argv[a] = NULL;
+
+    fflush(NULL);
+    run->t0 = s_now_ms();
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(ofd, 1);
+        dup2(efd, 2);
+        execve(harness, (char **)argv, envp);
+        _exit(127);
+    }
+    close(ofd);
+    close(efd);
+    free(envp);
+    run->pid = pid;
+}
+
+/* Wait for the launcher up to timeout_ms; returns its elapsed ms, or -1 on timeout (then it and every
+ * process of the job are SIGKILLed). */
+static long long s_wait(s_run_t *run, int timeout_ms)
+{
+    for (;;) {
+        pid_t p = waitpid(run->pid, &run->status, WNOHANG);
+        if (p == run->pid) return s_now_ms() - run->t0;
+        if (s_now_ms() - run->t0 > timeout_ms) {
+            kill(run->pid, SIGKILL);
+            waitpid(run->pid, &run->status, 0);
+            s_kill_job(run->job);
+            return -1;
+        }
+        usleep(10000);
+    }
+}
+
+/* Processes of the job still alive, polled for up to 500 ms (a leftover would still be there). */
+static int s_leftovers(const s_run_t *run)
+{
+    int n = 0;
+    for (int i = 0; i < 50; i++) {
+        n = s_count_job(run->job, NULL, 0, NULL, 0);
+        if (n == 0) return 0;
+        usleep(10000);
+    }
+    s_kill_job(run->job);
+    return n;
+}
+
+static char *s_slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert(f, "open %s", path);
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return strdup(buf);
+}
+
+static void s_done(s_run_t *run)
+{
+    unlink(run->out_path);
+    unlink(run->err_path);
+}
+
+/* Wait until the launcher has started n ranks (exec'd: SYNCBENCH_LAUNCHED=1 in their environment). */
+static int s_wait_ranks(const s_run_t *run, int n, int timeout_ms, pid_t *pids)
+{
+    long long t = s_now_ms();
+    while (s_now_ms() - t < timeout_ms) {
+        if (s_count_job(run->job, "SYNCBENCH_LAUNCHED=1", run->pid, pids, n) >= n) return 1;
+        usleep(10000);
+    }
+    return 0;
+}
+
+Test(launch, four_ranks_succeed, .timeout = 20)
+{
+    s_run_t run;
+    const char *env[] = {"SYNCBENCH_SELFTEST_SLEEP_MS=100", NULL};
+    const char *args[] = {"selftest", "--procs", "4", NULL};
+    s_start(&run, env, args);
+    long long ms = s_wait(&run, 15000);
+    cr_assert(ms >= 0, "launcher did not finish");
+    char *out = s_slurp(run.out_path), *err = s_slurp(run.err_path);
+    cr_assert(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0, "status %d, stderr:\n%s", run.status, err);
+    /* rank 0's stdout unchanged, nothing else on stdout */
+    char want[256];
+    snprintf(want, sizeof want, "selftest: rank 0/4 started (local 0/4, node 0, master 127.0.0.1:");
+    cr_assert(!strncmp(out, want, strlen(want)), "stdout:\n%s", out);
+    cr_assert(strstr(out, "selftest: rank 0 done\n"), "stdout:\n%s", out);
+    cr_assert(!strstr(out, "[rank"), "stdout has prefixed lines:\n%s", out);
+    /* other ranks prefixed on stderr, with their environment */
+    for (int r = 1; r < 4; r++) {
+        snprintf(want, sizeof want, "[rank %d] selftest: rank %d/4 started (local %d/4, node 0, master 127.0.0.1:", r, r, r);
+        cr_assert(strstr(err, want), "missing '%s' in stderr:\n%s", want, err);
+        snprintf(want, sizeof want, "[rank %d] selftest: rank %d done\n", r, r);
+        cr_assert(strstr(err, want), "missing '%s' in stderr:\n%s", want, err);
+    }
+    snprintf(want, sizeof want, "job %s)", run.job);
+    cr_assert(strstr(out, want), "the rank did not get SYNCBENCH_JOB=%s:\n%s", run.job, out);
+    cr_assert_eq(s_leftovers(&run), 0);
+    free(out); free(err);
+    s_done(&run);
+}
+
+Test(launch, rank_fails_stops_all_fast, .timeout = 20)
+{
+    s_run_t run;
+    const char *env[] = {"SYNCBENCH_SELFTEST_FAIL=2", NULL};   /* the others sleep 30 s */
+    const char *args[] = {"selftest", "--procs", "4", NULL};
+    s_start(&run, env, args);
+    long long ms = s_wait(&run, 10000);
+    cr_assert(ms >= 0, "launcher still running after 10 s: the failure did not stop the job");
+    char *err = s_slurp(run.err_path);
+    cr_assert(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 1, "status %d", run.status);
+    cr_assert_lt(ms, 5000, "took %lld ms", ms);
+    cr_assert(strstr(err, "harness: rank 2 failed (exit 1): selftest: rank 2 failing on purpose\n"),
+              "stderr:\n%s", err);
+    cr_assert_eq(s_leftovers(&run), 0, "processes of the job left behind");
+    free(err);
+    s_done(&run);
+}
+
+Test(launch, exit_code_reported, .timeout = 20)
+{
+    s_run_t run;
+    const char *env[] = {"SYNCBENCH_SELFTEST_FAIL=1:7", NULL};
+    const char *args[] = {"selftest", "--procs", "3", NULL};
+    s_start(&run, env, args);
+    cr_assert(s_wait(&run, 10000) >= 0);
+    char *err = s_slurp(run.err_path);
+    cr_assert(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 1, "status %d", run.status);
+    cr_assert(strstr(err, "harness: rank 1 failed (exit 7): selftest: rank 1 failing on purpose\n"), "stderr:\n%s", err);
+    cr_assert_eq(s_leftovers(&run), 0);
+    free(err);
+    s_done(&run);
+}
+
+Test(launch, hanging_and_failing_rank_cleaned_up, .timeout = 20)
+{
+    s_run_t run;
+    /* rank 1 ignores SIGTERM: only the SIGKILL after the grace period ends it */
+    const char *env[] = {"SYNCBENCH_SELFTEST_FAIL=3", "SYNCBENCH_SELFTEST_HANG=1", NULL};
+    const char *args[] = {"selftest", "--procs", "4", NULL};
+    s_start(&run, env, args);
+    long long ms = s_wait(&run, 12000);
+    cr_assert(ms >= 0, "launcher still running after 12 s");
+    char *err = s_slurp(run.err_path);
+    cr_assert(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 1, "status %d", run.status);
+    cr_assert(strstr(err, "harness: rank 3 failed (exit 1): selftest: rank 3 failing on purpose\n"), "stderr:\n%s", err);
+    cr_assert_geq(ms, 1900, "finished in %lld ms: the grace period was skipped", ms);
+    cr_assert_lt(ms, 8000, "took %lld ms", ms);
+    cr_assert_eq(s_leftovers(&run), 0, "processes of the job left behind");
+    free(err);
+    s_done(&run);
+}
+
+Test(launch, rank_killed_by_signal, .timeout = 20)
+{
+    s_run_t run;
+    const char *args[] = {"selftest", "--procs", "3", NULL};
+    s_start(&run, NULL, args);
+    pid_t pids[3];
+    cr_assert(s_wait_ranks(&run, 3, 5000, pids), "ranks did not start");
+    /* find rank 1 and kill it */
+    pid_t r1[1];
+    cr_assert_eq(s_count_job(run.job, "RANK=1", run.pid, r1, 1), 1);
+    kill(r1[0], SIGKILL);
+    long long ms = s_wait(&run, 10000);
+    cr_assert(ms >= 0 && ms < 8000, "launcher took %lld ms", ms);
+    char *err = s_slurp(run.err_path);
+    cr_assert(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 1, "status %d", run.status);
+    cr_assert(strstr(err, "harness: rank 1 failed (killed by signal 9)"), "stderr:\n%s", err);
+    cr_assert_eq(s_leftovers(&run), 0);
+    free(err);
+    s_done(&run);
+}
+
+Test(launch, sigint_stops_all, .timeout = 20)
+{
+    s_run_t run;
+    const char *args[] = {"selftest", "--procs", "4", NULL};
+    s_start(&run, NULL, args);
+    pid_t pids[4];
+    cr_assert(s_wait_ranks(&run, 4, 5000, pids), "ranks did not start");
+    kill(run.pid, SIGINT);
+    long long t = s_now_ms();
+    cr_assert(s_wait(&run, 10000) >= 0);
+    cr_assert_lt(s_now_ms() - t, 5000);
+    cr_assert(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 130, "status %d", run.status);
+    cr_assert_eq(s_leftovers(&run), 0, "processes of the job left behind");
+    for (int i = 0; i < 4; i++) cr_assert(kill(pids[i], 0) < 0 && errno == ESRCH, "rank pid %d alive", (int)pids[i]);
+    s_done(&run);
+}
+
+Test(launch, sigterm_with_hanging_rank, .timeout = 20)
+{
+    s_run_t run;
+    const char *env[] = {"SYNCBENCH_SELFTEST_HANG=0", NULL};
+    const char *args[] = {"selftest", "--procs", "2", NULL};
+    s_start(&run, env, args);
+    pid_t pids[2];
+    cr_assert(s_wait_ranks(&run, 2, 5000, pids), "ranks did not start");
+    usleep(100000);                                    /* let rank 0 reach its SIGTERM-ignoring hang */
+    kill(run.pid, SIGTERM);
+    cr_assert(s_wait(&run, 10000) >= 0);
+    cr_assert(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 143, "status %d", run.status);
+    cr_assert_eq(s_leftovers(&run), 0, "processes of the job left behind");
+    s_done(&run);
+}
+
+Test(launch, killed_launcher_leaves_nothing, .timeout = 20)
+{
+    s_run_t run;
+    const char *args[] = {"selftest", "--procs", "3", NULL};
+    s_start(&run, NULL, args);
+    pid_t pids[3];
+    cr_assert(s_wait_ranks(&run, 3, 5000, pids), "ranks did not start");
+    kill(run.pid, SIGKILL);                            /* no cleanup possible: PDEATHSIG must do it */
+    waitpid(run.pid, &run.status, 0);
+    cr_assert_eq(s_leftovers(&run), 0, "ranks outlived a SIGKILLed launcher");
+    s_done(&run);
+}
+
+Test(launch, multi_node_ranks, .timeout = 20)
+{
+    s_run_t run;
+    const char *env[] = {"SYNCBENCH_SELFTEST_SLEEP_MS=50", NULL};
+    const char *args[] = {"selftest", "--procs", "2", "--nnodes", "2", "--node-rank", "1",
+                          "--master", "127.0.0.1:29999", NULL};
+    s_start(&run, env, args);
+    cr_assert(s_wait(&run, 10000) >= 0);
+    char *out = s_slurp(run.out_path), *err = s_slurp(run.err_path);
+    cr_assert(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0, "status %d, stderr:\n%s", run.status, err);
+    cr_assert_str_empty(out, "global rank 0 is not on this node, yet stdout has:\n%s", out);
+    cr_assert(strstr(err, "[rank 2] selftest: rank 2/4 started (local 0/2, node 1, master 127.0.0.1:29999,"), "stderr:\n%s", err);
+    cr_assert(strstr(err, "[rank 3] selftest: rank 3/4 started (local 1/2, node 1, master 127.0.0.1:29999,"), "stderr:\n%s", err);
+    cr_assert(!strstr(err, "[rank 0]") && !strstr(err, "[rank 1]"), "stderr:\n%s", err);
+    free(out); free(err);
+    s_done(&run);
+}
