@@ -30,7 +30,7 @@ TEST_LIB_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/lib/*.c))
 TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 LIB := $(BUILD)/libsyncbench.a
 
-.PHONY: all deps run test check-tests clean paper
+.PHONY: all deps run test clean paper peers
 all: $(BUILD)/harness $(TESTS)
 
 deps:
@@ -71,3 +71,9 @@ clean:
 	rm -rf $(BUILD)
 
 -include $(LIB_OBJ:.o=.d) $(HARNESS_OBJ:.o=.d) $(TEST_LIB_OBJ:.o=.d)
+
+# The peer we compare against (OpenMPI from Debian), built only on request.
+peers: $(BUILD)/peers/mpi_allreduce
+$(BUILD)/peers/mpi_allreduce: peers/mpi_allreduce.c
+	@mkdir -p $(@D)
+	mpicc -O3 -o $@ $<
