@@ -600,7 +600,11 @@ int h_launch(const h_launch_cfg_t *cfg, int argc, char **argv)
         long long now = s_now_ms();
         if (L.stopping && !L.killed && now >= L.kill_at_ms) s_stop(&L, 1);
         if (s_all_exited(&L)) {
-            if (all_exited_at < 0) all_exited_at = now;
+            if (all_exited_at < 0) {
+                all_exited_at = now;
+                /* pipes still open after every rank exited: strays the ranks forked hold them */
+                if (s_pipes_open(&L) && L.pgid > 0) (void)kill(-L.pgid, SIGKILL);
+            }
             if (!s_pipes_open(&L) || now - all_exited_at >= S_DRAIN_MS) break;
         }
         int np = 0;
