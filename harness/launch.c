@@ -451,9 +451,9 @@ static int s_start(s_launch_t *L, int i, pid_t parent, const sigset_t *oldmask, 
         return -1;
     }
     if (pid == 0) s_child(r, po[1], pe[1], L->pgid, parent, oldmask, argv);
-    if (setpgid(pid, L->pgid > 0 ? L->pgid : pid) < 0 && errno != EACCES) {
-        /* stays in our group: still tracked by pid */
-    }
+    /* also set here (the child does too) so the group exists before the next fork; if both fail the
+     * rank stays in our group and is still signalled by pid */
+    (void)setpgid(pid, L->pgid > 0 ? L->pgid : pid);
     if (L->pgid == 0) L->pgid = pid;
     r->pid = pid;
     close(po[1]);
