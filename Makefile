@@ -24,9 +24,9 @@ endif
 LIB_DIRS := core ring allreduce-tree ps trainer
 LIB_C    := $(filter-out $(VARIANT_SKIP),$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
 LIB_CU   := $(if $(filter 1,$(CUDA)),$(foreach d,$(LIB_DIRS) core/cuda,$(wildcard $(d)/*.cu)))
-LIB_OBJ  := $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CU:%.cu=$(BUILD)/%.cu.o)
-HARNESS_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard harness/*.c))
-TEST_LIB_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/lib/*.c))
+LIB_OBJ  := $(LIB_C:%.c=$(BUILD)/obj/%.o) $(LIB_CU:%.cu=$(BUILD)/obj/%.cu.o)
+HARNESS_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard harness/*.c))
+TEST_LIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/lib/*.c))
 TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 LIB := $(BUILD)/libsyncbench.a
 
@@ -47,11 +47,11 @@ $(BUILD)/tests/%: tests/%.c $(TEST_LIB_OBJ) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(TEST_LIB_OBJ) $(LIB) $(shell pkg-config --libs criterion 2>/dev/null) $(LDLIBS)
 
-$(BUILD)/%.o: %.c
+$(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/%.cu.o: %.cu
+$(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -c -o $@ $<
 
