@@ -27,7 +27,9 @@ void   optim_destroy(optim_t **self_p);
 int    optim_step(optim_t *self, float *params, const float *grad, size_t offset, size_t count,
                   float grad_scale, float lr, uint64_t step);
 size_t optim_state_bytes(const optim_t *self);
-/* Raw state for checkpoints: nbuf buffers of count floats each. */
+/* Raw state for checkpoints: nbuf buffers of count floats each (SGD with momentum: 1, SGD without: 0,
+ * Adam: 2 = first and second moments). bufs (may be NULL) needs room for OPTIM_MAX_BUFS pointers. */
+#define OPTIM_MAX_BUFS 2
 int    optim_state(optim_t *self, float **bufs, int *nbuf, size_t *count);
 void   optim_cfg_default(optim_cfg_t *cfg, optim_kind_t kind);
 int    optim_parse(const char *s, optim_cfg_t *cfg);   /* "sgd", "sgd:lr=0.1,momentum=0.9", "adam:lr=1e-3" */
