@@ -955,7 +955,8 @@ static int s_tcp_new(store_t *self)
     int left = deadline_left_ms(deadline);
     s_put32(wv, (uint32_t)left);
     detail = NULL;
-    rc = s_call(self, 'J', "", wv, 4, deadline_in(left + REPLY_GRACE_MS), &st, &detail, &dl);
+    rc = s_call(self, 'J', "", wv, 4, deadline_in(left > INT_MAX - REPLY_GRACE_MS ? INT_MAX : left + REPLY_GRACE_MS),
+                &st, &detail, &dl);
     if (rc == ERR_TIMEOUT)
         return err_set(ERR_TIMEOUT, "joined master %s:%d but it stopped answering within %.1f s", cfg->host, cfg->port,
                        s_secs(cfg->timeout_ms));
@@ -1370,7 +1371,8 @@ int store_get(store_t *self, const char *key, void **val, size_t *len, int timeo
         s_put32(wv, (uint32_t)timeout_ms);
         void *d = NULL;
         size_t dl = 0;
-        rc = s_call(self, 'G', key, wv, 4, deadline_in(timeout_ms + REPLY_GRACE_MS), &st, &d, &dl);
+        int wait = timeout_ms > INT_MAX - REPLY_GRACE_MS ? INT_MAX : timeout_ms + REPLY_GRACE_MS;
+        rc = s_call(self, 'G', key, wv, 4, deadline_in(wait), &st, &d, &dl);
         rc = s_tcp_result(self, rc, st, d, "get", key, timeout_ms);
         if (rc == 0) { *val = d; *len = dl; }
     }
