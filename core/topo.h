@@ -8,7 +8,8 @@ int topo_summary(char *buf, size_t len);       /* e.g. "1 package, 2 cores, 2 PU
 int topo_cpu_model(char *buf, size_t len);
 int topo_ncores(void);
 /* Bind the calling process to core (local_rank % cores), or spread "numa" style; "none" does nothing.
- * policy: "core", "none". Writes what was done into desc. */
+ * policy: "core", "numa" (NUMA node local_rank % nodes), "none" (or NULL/""). Unknown policy: ERR_INVAL.
+ * Binds the whole process (every thread). Writes what was done into desc. */
 int topo_bind(const char *policy, int local_rank, int local_world, char *desc, size_t len);
 
 #endif
