@@ -1,0 +1,182 @@
+/* ckpt.c: the checkpoint file: "SBCKPT01", a fixed little-endian header, the parameters, the
+ * optimizer buffers, then a 64-bit hash of everything before it. Writes go to PATH.tmp.<pid>, are
+ * fsync'd, renamed over PATH and the directory is fsync'd. */
+#include "trainer/ckpt.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "core/err.h"
+
+#define MAGIC "SBCKPT01"
+#define VERSION 1u
+
+/* on-disk header (all fields naturally aligned, little-endian on the machines we run) */
+typedef struct {
+    char     magic[8];
+    uint32_t version, header_bytes;
+    char     model[128];
+    char     data[64];
+    uint64_t step, applied, epoch, offset, seed;
+    uint32_t world, drop_last;
+    uint64_t global_batch;
+    uint64_t rng[4];
+    float    amp_scale;
+    uint32_t amp_good;
+    uint64_t amp_overflows;
+    uint32_t optim_kind, grad_dtype;
+    uint64_t count;
+    uint32_t nopt, pad;
+} s_hdr_t;
+
+static inline uint64_t s_mix(uint64_t h, uint64_t w) { return (h ^ w) * 0x100000001b3ull ^ ((h ^ w) >> 29); }
+
+uint64_t ckpt_hash(const void *buf, size_t len, uint64_t seed)
+{
+    const unsigned char *p = buf;
+    uint64_t h[4] = {seed ^ 0xcbf29ce484222325ull, seed + 0x9e3779b97f4a7c15ull, ~seed, seed * 3 + 1};
+    size_t i = 0;
+    for (; i + 32 <= len; i += 32) {
+        uint64_t w[4];
+        memcpy(w, p + i, 32);
+        for (int k = 0; k < 4; k++) h[k] = s_mix(h[k], w[k]);
+    }
+    for (; i < len; i++) h[0] = s_mix(h[0], p[i]);
+    uint64_t r = len;
+    for (int k = 0; k < 4; k++) r = s_mix(r, h[k]) * 0x9e3779b97f4a7c15ull;
+    return r ^ (r >> 32);
+}
+
+static int s_write_all(int fd, const void *buf, size_t len, uint64_t *hash, const char *path)
+{
+    const char *p = buf;
+    if (hash) *hash = ckpt_hash(buf, len, *hash);
+    while (len) {
+        ssize_t w = write(fd, p, len > (1u << 30) ? (1u << 30) : len);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            int e = errno;
+            return err_set(e == ENOSPC ? ERR_NOSPC : ERR_IO, "checkpoint '%s': write: %s", path, strerror(e));
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+int ckpt_write(const char *path, const ckpt_t *c)
+{
+    if (!path || !*path || !c || (c->count && !c->params) || c->nopt < 0 || c->nopt > CKPT_MAX_OPT)
+        return err_set(ERR_INVAL, "checkpoint: bad arguments");
+    s_hdr_t h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, MAGIC, 8);
+    h.version = VERSION;
+    h.header_bytes = sizeof h;
+    snprintf(h.model, sizeof h.model, "%s", c->model);
+    snprintf(h.data, sizeof h.data, "%s", c->data);
+    h.step = c->step; h.applied = c->applied; h.epoch = c->epoch; h.offset = c->offset; h.seed = c->seed;
+    h.world = c->world; h.drop_last = c->drop_last; h.global_batch = c->global_batch;
+    memcpy(h.rng, c->rng, sizeof h.rng);
+    h.amp_scale = c->amp_scale; h.amp_good = c->amp_good; h.amp_overflows = c->amp_overflows;
+    h.optim_kind = c->optim_kind; h.grad_dtype = c->grad_dtype;
+    h.count = c->count;
+    h.nopt = (uint32_t)c->nopt;
+
+    char tmp[4096];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= sizeof tmp)
+        return err_set(ERR_INVAL, "checkpoint: path too long");
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return err_set(ERR_IO, "checkpoint '%s': cannot create '%s': %s", path, tmp, strerror(errno));
+    uint64_t hash = 0;
+    int rc = s_write_all(fd, &h, sizeof h, &hash, path);
+    if (!rc) rc = s_write_all(fd, c->params, c->count * sizeof(float), &hash, path);
+    for (int k = 0; !rc && k < c->nopt; k++) rc = s_write_all(fd, c->opt[k], c->count * sizeof(float), &hash, path);
+    if (!rc) rc = s_write_all(fd, &hash, sizeof hash, NULL, path);
+    if (!rc && fsync(fd) != 0) rc = err_set(ERR_IO, "checkpoint '%s': fsync: %s", path, strerror(errno));
+    if (close(fd) != 0 && !rc) rc = err_set(ERR_IO, "checkpoint '%s': close: %s", path, strerror(errno));
+    if (!rc && rename(tmp, path) != 0) rc = err_set(ERR_IO, "checkpoint '%s': rename: %s", path, strerror(errno));
+    if (rc) {
+        unlink(tmp);
+        return rc;
+    }
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd); /* best effort: some filesystems refuse fsync on directories */
+        close(dfd);
+    }
+    return 0;
+}
+
+void ckpt_free(ckpt_t *c)
+{
+    if (!c) return;
+    free(c->params);
+    c->params = NULL;
+    for (int k = 0; k < CKPT_MAX_OPT; k++) {
+        free(c->opt[k]);
+        c->opt[k] = NULL;
+    }
+}
+
+static int s_read_all(FILE *f, void *buf, size_t len, uint64_t *hash, const char *path, const char *what)
+{
+    if (len && fread(buf, 1, len, f) != len)
+        return err_set(ferror(f) ? ERR_IO : ERR_CORRUPT, "checkpoint '%s': truncated in %s", path, what);
+    if (hash) *hash = ckpt_hash(buf, len, *hash);
+    return 0;
+}
+
+int ckpt_read(const char *path, ckpt_t *c)
+{
+    if (!path || !c) return err_set(ERR_INVAL, "checkpoint: bad arguments");
+    memset(c, 0, sizeof *c);
+    FILE *f = fopen(path, "rb");
+    if (!f) return err_set(ERR_IO, "checkpoint '%s': %s", path, strerror(errno));
+    struct stat st;
+    fstat(fileno(f), &st);
+    s_hdr_t h;
+    uint64_t hash = 0, stored = 0;
+    int rc = s_read_all(f, &h, sizeof h, &hash, path, "the header");
+    if (!rc && memcmp(h.magic, MAGIC, 8))
+        rc = err_set(ERR_CORRUPT, "checkpoint '%s': not a syncbench checkpoint (bad magic)", path);
+    if (!rc && (h.version != VERSION || h.header_bytes != sizeof h))
+        rc = err_set(ERR_CORRUPT, "checkpoint '%s': version %u (header %u bytes); this build reads version %u",
+                     path, h.version, h.header_bytes, VERSION);
+    if (!rc && (h.nopt > CKPT_MAX_OPT || h.count == 0 || h.count > ((uint64_t)1 << 40) ||
+                (uint64_t)st.st_size != sizeof h + (1 + h.nopt) * h.count * sizeof(float) + sizeof(uint64_t)))
+        rc = err_set(ERR_CORRUPT, "checkpoint '%s': %lld bytes does not match its header (%llu params, %u optimizer buffers)",
+                     path, (long long)st.st_size, (unsigned long long)h.count, h.nopt);
+    if (!rc) {
+        h.model[sizeof h.model - 1] = 0;
+        h.data[sizeof h.data - 1] = 0;
+        memcpy(c->model, h.model, sizeof c->model);
+        memcpy(c->data, h.data, sizeof c->data);
+        c->step = h.step; c->applied = h.applied; c->epoch = h.epoch; c->offset = h.offset; c->seed = h.seed;
+        c->world = h.world; c->drop_last = h.drop_last; c->global_batch = h.global_batch;
+        memcpy(c->rng, h.rng, sizeof c->rng);
+        c->amp_scale = h.amp_scale; c->amp_good = h.amp_good; c->amp_overflows = h.amp_overflows;
+        c->optim_kind = h.optim_kind; c->grad_dtype = h.grad_dtype;
+        c->count = (size_t)h.count;
+        c->nopt = (int)h.nopt;
+        size_t bytes = c->count * sizeof(float);
+        if (!(c->params = malloc(bytes))) rc = err_set(ERR_NOMEM, "checkpoint: %zu bytes", bytes);
+        for (int k = 0; !rc && k < c->nopt; k++)
+            if (!(c->opt[k] = malloc(bytes))) rc = err_set(ERR_NOMEM, "checkpoint: %zu bytes", bytes);
+        if (!rc) rc = s_read_all(f, c->params, bytes, &hash, path, "the parameters");
+        for (int k = 0; !rc && k < c->nopt; k++) rc = s_read_all(f, c->opt[k], bytes, &hash, path, "the optimizer state");
+        if (!rc) rc = s_read_all(f, &stored, sizeof stored, NULL, path, "the checksum");
+        if (!rc && stored != hash)
+            rc = err_set(ERR_CORRUPT, "checkpoint '%s': checksum mismatch (stored %016llx, computed %016llx): the file is corrupt",
+                         path, (unsigned long long)stored, (unsigned long long)hash);
+    }
+    fclose(f);
+    if (rc) ckpt_free(c);
+    return rc;
+}

@@ -1,0 +1,469 @@
+/* trainer.c: the training loop behind the engine contract.
+ *
+ * Buckets: built once, as DDP does: walk the parameter tensors in reverse order (b_{L-1}, W_{L-1},
+ * b_{L-2}, ...), closing a bucket once it holds >= cap bytes of f32 gradients (the first bucket's cap
+ * is min(1 MiB, bucket_mb)); since the arena is laid out in forward order, each bucket is one
+ * contiguous, descending range. A bucket is ready when its lowest layer's backward is done (that
+ * layer's input gradient included, so the engine may update those weights at once); the backward
+ * callback submits every ready bucket in order. f16/bf16: the bucket is cast into a wire arena with
+ * the same layout right before submit. In flight during a step: every submitted bucket until wait. */
+#include "trainer/trainer.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "core/err.h"
+#include "core/log.h"
+#include "core/timer.h"
+#include "trainer/amp.h"
+#include "trainer/ckpt.h"
+#include "trainer/data.h"
+#include "trainer/rng.h"
+#include "trainer/sampler.h"
+
+typedef struct {
+    size_t lo, hi;      /* element range [lo, hi) */
+    int    ready_layer; /* ready once backward of this layer is done */
+} s_bucket_t;
+
+struct trainer {
+    trainer_cfg_t cfg;
+    char          model_spec[128];
+    mlp_t        *mlp;
+    dataset_t    *data;
+    sampler_t    *sampler;
+    size_t        local_batch;
+    int32_t      *labels;
+    amp_t         amp;
+    rng_t         rng;
+    s_bucket_t   *buckets;
+    int           nbuckets;
+    int           next_bucket;     /* next to submit this step */
+    void         *wire;            /* f16/bf16 gradients, count elements (NULL for f32) */
+    const engine_ops_t *ops;
+    engine_t     *engine;
+    int           attached;
+    optim_t      *optim;           /* local mode only */
+    float        *pending_opt[CKPT_MAX_OPT]; /* optimizer state from a resume, applied at attach */
+    int           pending_nopt;
+    uint64_t      step, applied, nchecks;
+};
+
+void trainer_cfg_default(trainer_cfg_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->world = 1;
+    optim_cfg_default(&cfg->optim, OPT_SGD);
+    cfg->grad_dtype = DT_F32;
+    cfg->bucket_mb = TRAINER_DEFAULT_BUCKET_MB;
+    cfg->seed = 1;
+    cfg->straggler_rank = -1;
+}
+
+static int s_plan_buckets(trainer_t *t)
+{
+    const mlp_shape_t *s = mlp_shape(t->mlp);
+    double mb = t->cfg.bucket_mb > 0 ? t->cfg.bucket_mb : TRAINER_DEFAULT_BUCKET_MB;
+    size_t cap = (size_t)(mb * 1024.0 * 1024.0);
+    if (cap < sizeof(float)) cap = sizeof(float);
+    size_t first = cap < TRAINER_FIRST_BUCKET_BYTES ? cap : TRAINER_FIRST_BUCKET_BYTES;
+    t->buckets = calloc((size_t)s->nlayers * 2, sizeof *t->buckets);
+    if (!t->buckets) return ERR_NOMEM;
+    int nb = 0;
+    for (int l = s->nlayers - 1; l >= 0; l--) {
+        /* tensors b_l then W_l; the open bucket spans [tensor start, previous bucket's lo) */
+        size_t lo_t[2] = {s->b_off[l], s->w_off[l]};
+        for (int k = 0; k < 2; k++) {
+            size_t top = nb ? t->buckets[nb - 1].lo : s->count;
+            if ((top - lo_t[k]) * sizeof(float) >= (nb == 0 ? first : cap)) {
+                t->buckets[nb].lo = lo_t[k];
+                t->buckets[nb].hi = top;
+                t->buckets[nb].ready_layer = l;
+                nb++;
+            }
+        }
+    }
+    size_t top = nb ? t->buckets[nb - 1].lo : s->count;
+    if (top > 0) {
+        t->buckets[nb].lo = 0;
+        t->buckets[nb].hi = top;
+        t->buckets[nb].ready_layer = 0;
+        nb++;
+    }
+    t->nbuckets = nb;
+    return 0;
+}
+
+int trainer_new(trainer_t **self_p, const trainer_cfg_t *cfg_in)
+{
+    if (!self_p || !cfg_in) return err_set(ERR_INVAL, "trainer_new: no config");
+    *self_p = NULL;
+    trainer_cfg_t cfg = *cfg_in;
+    if (!cfg.model) cfg.model = TRAINER_DEFAULT_MODEL;
+    if (!cfg.global_batch) cfg.global_batch = TRAINER_DEFAULT_BATCH;
+    if (!cfg.synth_samples) cfg.synth_samples = TRAINER_DEFAULT_SYNTH_SAMPLES;
+    if (cfg.timeout_ms <= 0) cfg.timeout_ms = 60000;
+    if (cfg.world < 1 || cfg.rank < 0 || cfg.rank >= cfg.world)
+        return err_set(ERR_INVAL, "trainer: worker rank %d outside world %d", cfg.rank, cfg.world);
+    if (cfg.global_batch % (size_t)cfg.world)
+        return err_set(ERR_INVAL, "trainer: global batch %zu is not a multiple of the %d workers "
+                       "(each worker takes batch / workers samples)", cfg.global_batch, cfg.world);
+    if (dt_size(cfg.grad_dtype) == 0) return err_set(ERR_INVAL, "trainer: bad gradient dtype");
+    trainer_t *t = calloc(1, sizeof *t);
+    if (!t) return ERR_NOMEM;
+    t->cfg = cfg;
+    snprintf(t->model_spec, sizeof t->model_spec, "%s", cfg.model);
+    t->cfg.model = t->model_spec;
+    t->cfg.data = NULL; /* not kept: the caller's string */
+    t->local_batch = cfg.global_batch / (size_t)cfg.world;
+    int rc;
+    mlp_shape_t shape;
+    CHECK_GOTO(rc, mlp_parse(cfg.model, &shape), fail);
+    if (!cfg.data || !*cfg.data || !strcmp(cfg.data, "synthetic"))
+        CHECK_GOTO(rc, dataset_synthetic(&t->data, cfg.synth_samples, shape.dims[0], shape.dims[shape.nlayers], cfg.seed), fail);
+    else
+        CHECK_GOTO(rc, dataset_open(&t->data, cfg.data), fail);
+    if (dataset_dim(t->data) != shape.dims[0] || dataset_classes(t->data) > shape.dims[shape.nlayers]) {
+        rc = err_set(ERR_INVAL, "model %s takes %zu inputs and %zu classes but the %s data has %zu features and %zu classes "
+                     "(e.g. --model mlp:%zu-1024-1024-%zu)", cfg.model, shape.dims[0], shape.dims[shape.nlayers],
+                     dataset_name(t->data), dataset_dim(t->data), dataset_classes(t->data), dataset_dim(t->data),
+                     dataset_classes(t->data));
+        goto fail;
+    }
+    CHECK_GOTO(rc, mlp_new(&t->mlp, &shape, t->local_batch), fail);
+    rng_seed(&t->rng, cfg.seed, 0x747261696e /* "train" */);
+    mlp_init(t->mlp, rng_next(&t->rng));
+    sampler_cfg_t sc = {.n = dataset_size(t->data), .world = cfg.world, .rank = cfg.rank, .seed = cfg.seed,
+                        .shuffle = 1, .drop_last = cfg.drop_last};
+    CHECK_GOTO(rc, sampler_new(&t->sampler, &sc), fail);
+    if (cfg.drop_last && t->local_batch > sampler_num_samples(t->sampler)) {
+        rc = err_set(ERR_INVAL, "trainer: --drop-last with a per-worker batch of %zu but only %zu samples per worker",
+                     t->local_batch, sampler_num_samples(t->sampler));
+        goto fail;
+    }
+    if (!(t->labels = malloc(t->local_batch * sizeof(int32_t)))) {
+        rc = ERR_NOMEM;
+        goto fail;
+    }
+    if (cfg.grad_dtype != DT_F32 && !(t->wire = malloc(shape.count * dt_size(cfg.grad_dtype)))) {
+        rc = err_set(ERR_NOMEM, "trainer: wire gradients");
+        goto fail;
+    }
+    CHECK_GOTO(rc, s_plan_buckets(t), fail);
+    amp_init(&t->amp, cfg.grad_dtype);
+    *self_p = t;
+    return 0;
+fail:
+    trainer_destroy(&t);
+    return rc;
+}
+
+void trainer_destroy(trainer_t **self_p)
+{
+    if (!self_p || !*self_p) return;
+    trainer_t *t = *self_p;
+    mlp_destroy(&t->mlp);
+    dataset_destroy(&t->data);
+    sampler_destroy(&t->sampler);
+    optim_destroy(&t->optim);
+    for (int k = 0; k < CKPT_MAX_OPT; k++) free(t->pending_opt[k]);
+    free(t->labels);
+    free(t->wire);
+    free(t->buckets);
+    free(t);
+    *self_p = NULL;
+}
+
+const mlp_shape_t *trainer_shape(const trainer_t *self) { return mlp_shape(self->mlp); }
+float *trainer_params(trainer_t *self) { return mlp_params(self->mlp); }
+size_t trainer_local_batch(const trainer_t *self) { return self->local_batch; }
+int trainer_nbuckets(const trainer_t *self) { return self->nbuckets; }
+size_t trainer_data_bytes(const trainer_t *self) { return dataset_bytes(self->data); }
+const char *trainer_data_name(const trainer_t *self) { return dataset_name(self->data); }
+uint64_t trainer_steps_done(const trainer_t *self) { return self->step; }
+float trainer_loss_scale(const trainer_t *self) { return self->amp.scale; }
+
+static int s_restore_opt(trainer_t *t)
+{
+    if (!t->pending_nopt) return 0;
+    float *bufs[CKPT_MAX_OPT] = {0};
+    int nbuf = CKPT_MAX_OPT;
+    size_t count = 0;
+    CHECK(optim_state(t->optim, bufs, &nbuf, &count));
+    if (nbuf != t->pending_nopt || count != mlp_shape(t->mlp)->count)
+        return err_set(ERR_MISMATCH, "resume: the checkpoint holds %d optimizer buffers, this optimizer has %d "
+                       "(same --optim as when it was saved?)", t->pending_nopt, nbuf);
+    for (int k = 0; k < nbuf; k++) memcpy(bufs[k], t->pending_opt[k], count * sizeof(float));
+    return 0;
+}
+
+int trainer_attach(trainer_t *self, const engine_ops_t *ops, engine_t *engine)
+{
+    if (self->attached) return err_set(ERR_STATE, "trainer: attach called twice");
+    const mlp_shape_t *s = mlp_shape(self->mlp);
+    if (!ops) {
+        if (self->cfg.world != 1)
+            return err_set(ERR_INVAL, "trainer: no engine with %d workers (local mode is world 1 only)", self->cfg.world);
+        CHECK(optim_new(&self->optim, &self->cfg.optim, s->count));
+        CHECK(s_restore_opt(self));
+    } else {
+        if (!engine || !ops->attach || !ops->submit || !ops->wait)
+            return err_set(ERR_INVAL, "trainer: engine '%s' lacks attach/submit/wait", ops->name ? ops->name : "?");
+        if (self->pending_nopt)
+            return err_set(ERR_UNSUP, "resume: the checkpoint holds optimizer state (momentum/Adam) but engine '%s' does not "
+                           "expose its optimizer state (engine.h has no entry for it); resume in world 1 local mode or "
+                           "use an optimizer without state (sgd, momentum=0)", ops->name);
+        param_set_t ps = {.params = mlp_params(self->mlp), .count = s->count, .grad_dtype = self->cfg.grad_dtype,
+                          .optim = self->cfg.optim};
+        CHECK(ops->attach(engine, &ps));
+    }
+    self->ops = ops;
+    self->engine = engine;
+    self->attached = 1;
+    return 0;
+}
+
+static int s_submit(trainer_t *t, int idx)
+{
+    const s_bucket_t *b = &t->buckets[idx];
+    if (!t->ops) return 0;
+    size_t n = b->hi - b->lo;
+    const void *g = mlp_grads(t->mlp) + b->lo;
+    if (t->wire) {
+        size_t es = dt_size(t->cfg.grad_dtype);
+        void *w = (char *)t->wire + b->lo * es;
+        dt_convert(w, t->cfg.grad_dtype, g, DT_F32, n);
+        g = w;
+    }
+    bucket_t bk = {.grad = g, .offset = b->lo, .count = n, .index = idx};
+    return t->ops->submit(t->engine, &bk);
+}
+
+static int s_layer_done(void *ctx, int layer)
+{
+    trainer_t *t = ctx;
+    if (t->cfg.no_overlap) return 0;
+    while (t->next_bucket < t->nbuckets && t->buckets[t->next_bucket].ready_layer >= layer) {
+        CHECK(s_submit(t, t->next_bucket));
+        t->next_bucket++;
+    }
+    return 0;
+}
+
+static void s_sleep_ms(double ms)
+{
+    if (ms <= 0) return;
+    struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(fmod(ms, 1000.0) * 1e6)};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+int trainer_step(trainer_t *self, trainer_step_t *out)
+{
+    if (!self->attached) return err_set(ERR_STATE, "trainer_step before trainer_attach");
+    trainer_step_t o;
+    memset(&o, 0, sizeof o);
+    uint64_t t0 = now_ns();
+    const size_t *idx;
+    size_t n;
+    CHECK(sampler_next(self->sampler, self->local_batch, &idx, &n));
+    dataset_gather(self->data, idx, n, mlp_input(self->mlp), self->labels);
+    uint64_t t1 = now_ns();
+    if (self->cfg.straggler_rank == self->cfg.rank) s_sleep_ms(self->cfg.straggler_ms);
+    float scale = self->amp.scale, inv = amp_inv_scale(&self->amp);
+    step_ctx_t ctx = {.step = self->applied + 1, .inv_scale = inv, .lr = self->cfg.optim.lr};
+    if (self->ops && self->ops->step_begin) CHECK(self->ops->step_begin(self->engine, &ctx));
+    CHECK(mlp_forward(self->mlp, n, self->labels, scale, &o.loss, &o.correct));
+    self->next_bucket = 0;
+    CHECK(mlp_backward(self->mlp, s_layer_done, self));
+    for (; self->next_bucket < self->nbuckets; self->next_bucket++) CHECK(s_submit(self, self->next_bucket));
+    uint64_t t2 = now_ns();
+    int overflow = 0;
+    if (self->ops) {
+        step_out_t so;
+        memset(&so, 0, sizeof so);
+        CHECK(self->ops->wait(self->engine, &so, self->cfg.timeout_ms));
+        overflow = so.skipped;
+        o.comm_ms = so.comm_ms;
+        o.wait_ms = so.wait_ms;
+    } else {
+        size_t count = mlp_shape(self->mlp)->count;
+        float *g = mlp_grads(self->mlp);
+        if (self->wire) {
+            /* what an engine would see: the gradients rounded to the wire dtype */
+            overflow = amp_to_wire(self->wire, self->cfg.grad_dtype, g, count);
+            if (!overflow) dt_convert(g, DT_F32, self->wire, self->cfg.grad_dtype, count);
+        } else {
+            overflow = dt_has_nonfinite(g, count, DT_F32); /* as the engines do: never apply Inf/NaN */
+        }
+        if (!overflow)
+            CHECK(optim_step(self->optim, mlp_params(self->mlp), g, 0, count, inv, self->cfg.optim.lr, self->applied + 1));
+    }
+    uint64_t t3 = now_ns();
+    if (!self->ops) o.wait_ms = 0;
+    amp_update(&self->amp, overflow);
+    if (!overflow) self->applied++;
+    self->step++;
+    o.step = self->step;
+    o.samples = n;
+    o.skipped = overflow;
+    o.loss_scale = scale;
+    o.nbuckets = self->nbuckets;
+    o.data_ms = (double)(t1 - t0) / 1e6;
+    o.compute_ms = (double)(t2 - t1) / 1e6;
+    if (!self->ops) o.compute_ms += (double)(t3 - t2) / 1e6; /* the local optimizer is compute */
+    else if (o.wait_ms <= 0) o.wait_ms = (double)(t3 - t2) / 1e6;
+    if (self->cfg.check_every > 0 && self->step % (uint64_t)self->cfg.check_every == 0) CHECK(trainer_check(self));
+    o.step_ms = (double)(now_ns() - t0) / 1e6;
+    if (out) *out = o;
+    return 0;
+}
+
+uint64_t trainer_checksum(const trainer_t *self)
+{
+    const mlp_shape_t *s = mlp_shape(self->mlp);
+    return ckpt_hash(mlp_params(self->mlp), s->count * sizeof(float), 0x5eed);
+}
+
+typedef struct {
+    uint64_t step, hash;
+    int32_t rank, pad;
+} s_check_t;
+
+/* One record per worker: ranks [0, world) of the communicator are the workers (dedicated PS servers,
+ * when present, come after them and do not take part). */
+static int s_gather_workers(trainer_t *t, const s_check_t *mine, s_check_t *all)
+{
+    return comm_allgather_group(t->cfg.comm, mine, sizeof *mine, all, t->cfg.world, t->cfg.timeout_ms);
+}
+
+int trainer_check(trainer_t *self)
+{
+    if (!self->cfg.comm || self->cfg.world < 2) return 0;
+    int w = self->cfg.world;
+    s_check_t mine = {.step = self->step, .hash = trainer_checksum(self), .rank = self->cfg.rank};
+    s_check_t *all = calloc((size_t)w, sizeof *all);
+    if (!all) return ERR_NOMEM;
+    int rc = s_gather_workers(self, &mine, all);
+    self->nchecks++;
+    if (rc) {
+        free(all);
+        return rc;
+    }
+    char bad[512];
+    size_t off = 0;
+    int nbad = 0;
+    for (int r = 1; r < w; r++)
+        if (all[r].hash != all[0].hash || all[r].step != all[0].step) {
+            nbad++;
+            if (off < sizeof bad)
+                off += (size_t)snprintf(bad + off, sizeof bad - off, "%s%d (%016llx at step %llu)", nbad > 1 ? ", " : "", r,
+                                        (unsigned long long)all[r].hash, (unsigned long long)all[r].step);
+        }
+    if (nbad) {
+        rc = err_set(ERR_MISMATCH, "parameter checksums differ after step %llu: rank 0 has %016llx; %d rank%s differ: %s",
+                     (unsigned long long)all[0].step, (unsigned long long)all[0].hash, nbad, nbad > 1 ? "s" : "", bad);
+        LOG_E("%s", err_detail());
+    }
+    free(all);
+    return rc;
+}
+
+int trainer_save(trainer_t *self, const char *path)
+{
+    const mlp_shape_t *s = mlp_shape(self->mlp);
+    ckpt_t c;
+    memset(&c, 0, sizeof c);
+    mlp_format(s, c.model, sizeof c.model);
+    snprintf(c.data, sizeof c.data, "%s", dataset_name(self->data));
+    c.step = self->step;
+    c.applied = self->applied;
+    sampler_position(self->sampler, &c.epoch, &c.offset);
+    c.seed = self->cfg.seed;
+    c.world = (uint32_t)self->cfg.world;
+    c.drop_last = (uint32_t)self->cfg.drop_last;
+    c.global_batch = self->cfg.global_batch;
+    memcpy(c.rng, self->rng.s, sizeof c.rng);
+    c.amp_scale = self->amp.scale;
+    c.amp_good = self->amp.good_steps;
+    c.amp_overflows = self->amp.overflows;
+    c.optim_kind = (uint32_t)self->cfg.optim.kind;
+    c.grad_dtype = (uint32_t)self->cfg.grad_dtype;
+    c.count = s->count;
+    c.params = mlp_params(self->mlp);
+    if (self->optim) {
+        float *bufs[CKPT_MAX_OPT] = {0};
+        int nbuf = CKPT_MAX_OPT;
+        size_t count = 0;
+        CHECK(optim_state(self->optim, bufs, &nbuf, &count));
+        if (nbuf > CKPT_MAX_OPT || (nbuf && count != s->count))
+            return err_set(ERR_STATE, "checkpoint: optimizer state of %d x %zu floats", nbuf, count);
+        c.nopt = nbuf;
+        for (int k = 0; k < nbuf; k++) c.opt[k] = bufs[k];
+    } else if (self->ops) {
+        int stateful = self->cfg.optim.kind == OPT_ADAM || self->cfg.optim.momentum != 0.0f;
+        if (stateful)
+            return err_set(ERR_UNSUP, "checkpoint: the optimizer state (momentum/Adam moments) lives inside engine '%s', "
+                           "which does not expose it (engine.h has no entry for it); a checkpoint without it would not "
+                           "resume bit-identically", self->ops->name);
+    }
+    return ckpt_write(path, &c);
+}
+
+int trainer_resume(trainer_t *self, const char *path)
+{
+    if (self->attached) return err_set(ERR_STATE, "resume after attach: resume first, then attach");
+    ckpt_t c;
+    CHECK(ckpt_read(path, &c));
+    const mlp_shape_t *s = mlp_shape(self->mlp);
+    char spec[128];
+    mlp_format(s, spec, sizeof spec);
+    int rc = 0;
+    if (strcmp(spec, c.model) || c.count != s->count)
+        rc = err_set(ERR_MISMATCH, "resume '%s': written for model %s, this run has %s", path, c.model, spec);
+    else if (c.seed != self->cfg.seed)
+        rc = err_set(ERR_MISMATCH, "resume '%s': written with --seed %llu, this run has --seed %llu (data and sampler "
+                     "order derive from it)", path, (unsigned long long)c.seed, (unsigned long long)self->cfg.seed);
+    else if (strcmp(c.data, dataset_name(self->data)))
+        rc = err_set(ERR_MISMATCH, "resume '%s': written while training on %s data, this run uses %s", path, c.data,
+                     dataset_name(self->data));
+    else if (c.optim_kind != (uint32_t)self->cfg.optim.kind)
+        rc = err_set(ERR_MISMATCH, "resume '%s': written with a different optimizer", path);
+    if (rc) {
+        ckpt_free(&c);
+        return rc;
+    }
+    uint64_t offset = c.offset;
+    if (c.world != (uint32_t)self->cfg.world || c.global_batch != self->cfg.global_batch ||
+        c.drop_last != (uint32_t)self->cfg.drop_last) {
+        LOG_W("resume '%s': written with %u workers, batch %llu, drop_last %u; now %d, %zu, %d: the data order "
+              "continues approximately, not bit-identically", path, c.world, (unsigned long long)c.global_batch,
+              c.drop_last, self->cfg.world, self->cfg.global_batch, self->cfg.drop_last);
+        offset = c.world ? c.offset * c.world / (uint64_t)self->cfg.world : 0;
+        if (offset > sampler_num_samples(self->sampler)) offset = sampler_num_samples(self->sampler);
+    }
+    if (c.grad_dtype != (uint32_t)self->cfg.grad_dtype)
+        LOG_W("resume '%s': written with --grad-dtype %s, now %s", path, dt_name((dtype_t)c.grad_dtype),
+              dt_name(self->cfg.grad_dtype));
+    rc = sampler_seek(self->sampler, c.epoch, (size_t)offset);
+    if (!rc) {
+        memcpy(mlp_params(self->mlp), c.params, c.count * sizeof(float));
+        self->step = c.step;
+        self->applied = c.applied;
+        memcpy(self->rng.s, c.rng, sizeof c.rng);
+        if (self->amp.enabled && c.grad_dtype == (uint32_t)self->cfg.grad_dtype) {
+            self->amp.scale = c.amp_scale;
+            self->amp.good_steps = c.amp_good;
+        }
+        self->amp.overflows = c.amp_overflows;
+        for (int k = 0; k < CKPT_MAX_OPT; k++) {
+            free(self->pending_opt[k]);
+            self->pending_opt[k] = c.opt[k];
+            c.opt[k] = NULL;
+        }
+        self->pending_nopt = c.nopt;
+    }
+    ckpt_free(&c);
+    return rc;
+}
