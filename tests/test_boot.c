@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <dirent.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -723,4 +724,68 @@ Test(store_err, malformed_requests, .timeout = 20)
     free(val);
     store_destroy(&st);
     store_destroy(&st);
+}
+
+/* rank 0 in a thread; the test joins as rank 1 over a raw DEALER and sends bad requests after HELLO */
+typedef struct { boot_cfg_t cfg; int rc; double destroy_ms; char detail[512]; } r0_t;
+
+static void *s_rank0(void *arg)
+{
+    r0_t *a = arg;
+    store_t *st = NULL;
+    a->rc = store_new(&st, &a->cfg);
+    snprintf(a->detail, sizeof a->detail, "%s", err_detail());
+    if (a->rc == 0) {
+        void *v = NULL;
+        size_t len = 0;
+        a->rc = store_get(st, "from1", &v, &len, 5000); /* set by the raw client */
+        if (a->rc == 0 && (len != 2 || memcmp(v, "hi", 2))) a->rc = -100;
+        free(v);
+        uint64_t t0 = now_ns();
+        store_destroy(&st); /* returns once the raw client left */
+        a->destroy_ms = (double)(now_ns() - t0) / 1e6;
+    }
+    return NULL;
+}
+
+Test(store_err, malformed_after_join, .timeout = 20)
+{
+    char m[64];
+    snprintf(m, sizeof m, "tcp://127.0.0.1:%d", free_port());
+    r0_t a = {.rc = 1};
+    cr_assert_eq(boot_cfg_init(&a.cfg, m, 0, 2, 8000), 0);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, s_rank0, &a), 0);
+
+    void *ctx = zmq_ctx_new(), *d = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero);
+    cr_assert_eq(zmq_connect(d, m), 0);
+    const char seq[8] = {2, 0, 0, 0, 0, 0, 0, 0};
+    const char *job = a.cfg.job;
+    struct { const char *f[4]; size_t l[4]; int want; const char *say; } cases[] = {
+        {{"H", seq, job, "\1\0\0\0\2\0\0\0"}, {1, 8, strlen(job), 8}, 0, ""},
+        {{"H", seq, job, "\1\0\0\0\2\0\0\0"}, {1, 8, strlen(job), 8}, 0, ""}, /* a repeated hello is harmless */
+        {{"J", seq, "", "\x10\x27\0\0"}, {1, 8, 0, 4}, 0, ""},
+        {{"Z", seq, "k", "v"}, {1, 8, 1, 1}, ERR_PROTO, "unknown store op"},
+        {{"A", seq, "k", "1234"}, {1, 8, 1, 4}, ERR_PROTO, "8-byte delta"},
+        {{"G", seq, "", "\0\0\0\0"}, {1, 8, 0, 4}, ERR_PROTO, "empty key"},
+        {{"G", seq, "k", "\0\0"}, {1, 8, 1, 2}, ERR_PROTO, "4 bytes"},
+        {{"S", seq, "", "v"}, {1, 8, 0, 1}, ERR_PROTO, "empty key"},
+        {{"G", seq, "nokey", "\x32\0\0\0"}, {1, 8, 5, 4}, ERR_TIMEOUT, ""},
+        {{"S", seq, "from1", "hi"}, {1, 8, 5, 2}, 0, ""},
+        {{"L", seq, "", ""}, {1, 8, 0, 0}, 0, ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int status = 1;
+        char detail[256] = "";
+        cr_assert_eq(s_raw(d, cases[i].f, cases[i].l, 4, &status, detail), 0, "case %zu: no reply", i);
+        cr_expect_eq(status, cases[i].want, "case %zu: status %d (%s)", i, status, detail);
+        cr_expect(strstr(detail, cases[i].say), "case %zu: detail '%s' lacks '%s'", i, detail, cases[i].say);
+    }
+    pthread_join(th, NULL);
+    zmq_close(d);
+    zmq_ctx_term(ctx);
+    cr_expect_eq(a.rc, 0, "rank 0: %d %s", a.rc, a.detail);
+    cr_expect_lt(a.destroy_ms, 2000, "rank 0 waited %.0f ms after everyone left", a.destroy_ms);
 }
