@@ -38,6 +38,7 @@ struct arstep {
     int err;                  /* first error from the thread */
     char err_text[512];
     int stop;
+    int busy_direct;          /* a collective runs on the caller's thread */
     double comm_ms_step, comm_ms_total;
     /* attached parameters */
     param_set_t ps;
@@ -56,7 +57,8 @@ static void *s_thread(void *arg)
     arstep_t *self = arg;
     pthread_mutex_lock(&self->mu);
     for (;;) {
-        while (!self->stop && self->qhead == self->qtail) pthread_cond_wait(&self->cv_work, &self->mu);
+        while (!self->stop && (self->qhead == self->qtail || self->busy_direct))
+            pthread_cond_wait(&self->cv_work, &self->mu);
         if (self->stop) break;
         job_t j = self->q[self->qhead % QMAX];
         pthread_mutex_unlock(&self->mu);
@@ -172,6 +174,18 @@ int arstep_allreduce(arstep_t *self, const void *sendbuf, void *recvbuf, size_t 
     job_t j = {sendbuf, recvbuf, count, dt, op};
     size_t target;
     pthread_mutex_lock(&self->mu);
+    if (self->qhead == self->qtail && !self->busy_direct) {
+        /* nothing in flight: run on the caller's thread and save two thread hand-offs (bench latency);
+         * the communication thread stays idle since only this caller could queue work */
+        self->busy_direct = 1;
+        pthread_mutex_unlock(&self->mu);
+        int rc = self->fn(self->ctx, sendbuf, recvbuf, count, dt, op, timeout_ms);
+        pthread_mutex_lock(&self->mu);
+        self->busy_direct = 0;
+        pthread_cond_signal(&self->cv_work);
+        pthread_mutex_unlock(&self->mu);
+        return rc;
+    }
     target = self->done + (self->qtail - self->qhead) + 1;
     pthread_mutex_unlock(&self->mu);
     CHECK(s_enqueue(self, &j));

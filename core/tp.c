@@ -85,7 +85,7 @@ struct tp {
     int rank, world;
     size_t slot_bytes;
     int slots;
-    int spin;
+    int spin;           /* microseconds to spin before sleeping on the futex */
     char prefix[96];
     int *kind;
     shm_chan_t **tx, **rx;
@@ -123,9 +123,16 @@ static int s_peer_dead(_Atomic int32_t *pid)
 static int s_wait_change(tp_t *self, _Atomic uint32_t *word, uint32_t old, _Atomic uint32_t *flag,
                          _Atomic int32_t *peer_pid, uint64_t dl, int peer)
 {
-    for (int i = 0; i < self->spin; i++) {
-        if (atomic_load_explicit(word, memory_order_acquire) != old) return 0;
-        s_pause();
+    if (self->spin > 0) {
+        /* spin for at most spin microseconds: cheap hand-offs when every rank has a core, bounded
+         * waste when something else holds the peer's core */
+        uint64_t until = now_ns() + (uint64_t)self->spin * 1000u;
+        do {
+            for (int i = 0; i < 64; i++) {
+                if (atomic_load_explicit(word, memory_order_acquire) != old) return 0;
+                s_pause();
+            }
+        } while (now_ns() < until);
     }
     for (int y = 0; y < (self->spin ? 0 : 4); y++) {
         if (atomic_load_explicit(word, memory_order_acquire) != old) return 0;
@@ -315,8 +322,8 @@ int tp_new(tp_t **self_p, comm_t *comm, const tp_opts_t *opts)
                        TP_MAX_SLOTS);
     }
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    self->spin = comm->local_world <= ncpu ? 20000 : 0;
-    e = getenv("SYNCBENCH_SHM_SPIN");
+    self->spin = comm->local_world <= ncpu ? 50 : 0; /* microseconds */
+    e = getenv("SYNCBENCH_SHM_SPIN_US");
     if (e) self->spin = atoi(e);
     pthread_mutex_init(&self->pool_mu, NULL);
     self->pool_cap = 2 * self->slots + 4;
