@@ -30,6 +30,8 @@ int  tree_gpu_allreduce(tree_gpu_t *self, const void *send, void *recv, size_t c
 const char *tree_gpu_impl(tree_gpu_t *self);
 /* Bytes this rank's kernels and copies read from peers (for stats). */
 size_t tree_gpu_bytes(tree_gpu_t *self);
+/* Device bytes this rank holds for the tree (its workspace: TREE_GPU_SLOTS x seg_bytes). */
+size_t tree_gpu_mem_bytes(tree_gpu_t *self);
 /* Collective (waits for peers to stop reading this rank's workspace, bounded by the timeout). */
 void tree_gpu_destroy(tree_gpu_t **self_p);
 

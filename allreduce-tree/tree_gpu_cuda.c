@@ -395,6 +395,7 @@ int tree_gpu_allreduce(tree_gpu_t *self, const void *send, void *recv, size_t co
 
 const char *tree_gpu_impl(tree_gpu_t *self) { return self ? self->impl : "none"; }
 size_t tree_gpu_bytes(tree_gpu_t *self) { return self ? self->bytes_read : 0; }
+size_t tree_gpu_mem_bytes(tree_gpu_t *self) { return self ? (size_t)S * self->seg_bytes : 0; }
 
 void tree_gpu_destroy(tree_gpu_t **self_p)
 {

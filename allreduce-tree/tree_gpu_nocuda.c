@@ -19,4 +19,5 @@ int tree_gpu_allreduce(tree_gpu_t *self, const void *send, void *recv, size_t co
 
 const char *tree_gpu_impl(tree_gpu_t *self) { (void)self; return "none (built without CUDA/NCCL)"; }
 size_t tree_gpu_bytes(tree_gpu_t *self) { (void)self; return 0; }
+size_t tree_gpu_mem_bytes(tree_gpu_t *self) { (void)self; return 0; }
 void tree_gpu_destroy(tree_gpu_t **self_p) { if (self_p) *self_p = NULL; }

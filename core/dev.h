@@ -36,6 +36,9 @@ int  dev_visible_parse(const char *cvd, int *ids, int max);
  * Returns the device ordinal (>= 0) within the visible set, or a negative error (ERR_NODEV when none).
  * Describes the choice ("cuda:0 (physical 2, NVIDIA H200, 0000:19:00.0)") into desc when non-NULL. */
 int  dev_select(int local_rank, char *desc, size_t len);
+/* The same among the first ngpus visible devices only (--gpus N with several ranks per GPU: local
+ * rank r uses device r % ngpus); ngpus <= 0 means all; ERR_NODEV when fewer than ngpus are visible. */
+int  dev_select_of(int local_rank, int ngpus, char *desc, size_t len);
 /* The device this process selected, -1 before dev_select. */
 int  dev_current(void);
 /* Name and PCI bus id of a device ("0000:19:00.0"). */

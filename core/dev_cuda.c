@@ -148,13 +148,19 @@ int dev_name(int device, char *name, size_t name_len, char *bus, size_t bus_len)
     return 0;
 }
 
-int dev_select(int local_rank, char *desc, size_t len)
+int dev_select(int local_rank, char *desc, size_t len) { return dev_select_of(local_rank, 0, desc, len); }
+
+int dev_select_of(int local_rank, int ngpus, char *desc, size_t len)
 {
     char why[256];
     int n = dev_count(why, sizeof why);
     if (n <= 0) {
         if (desc && len) snprintf(desc, len, "none (%s)", why);
         return err_set(ERR_NODEV, "no CUDA device: %s", why);
+    }
+    if (ngpus > 0) {
+        if (ngpus > n) CHECK(dev_check_gpus_with(ngpus, n, why, getenv("CUDA_VISIBLE_DEVICES")));
+        n = ngpus;
     }
     if (local_rank < 0) return err_set(ERR_INVAL, "dev_select: local rank %d", local_rank);
     int d = local_rank % n;

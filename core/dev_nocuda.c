@@ -13,9 +13,11 @@ int dev_count(char *why, size_t len)
     return 0;
 }
 
-int dev_select(int local_rank, char *desc, size_t len)
+int dev_select(int local_rank, char *desc, size_t len) { return dev_select_of(local_rank, 0, desc, len); }
+
+int dev_select_of(int local_rank, int ngpus, char *desc, size_t len)
 {
-    (void)local_rank;
+    (void)local_rank; (void)ngpus;
     if (desc && len) snprintf(desc, len, "none (built without CUDA)");
     return err_set(ERR_NODEV, "no CUDA device: built without CUDA");
 }

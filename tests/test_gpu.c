@@ -90,6 +90,7 @@ static int s_hidden_rank(int rank, int world, void *arg)
         bad++;
     }
     if (dev_current() != -1) bad++;
+    if (dev_select_of(1, 2, NULL, 0) != ERR_NODEV) bad++;
     rc = dev_check_gpus(2);
     if (rc != ERR_NODEV || !strstr(err_detail(), "asked for 2 GPUs but none is visible") ||
         !strstr(err_detail(), "CUDA_VISIBLE_DEVICES=)") || !strstr(err_detail(), "--procs")) {
@@ -136,6 +137,10 @@ Test(gpu, count_is_consistent)
     cr_assert_eq(dev_count(NULL, 0), n, "cached");
     cr_assert_eq(dev_check_gpus(n + 1), ERR_NODEV);
     cr_assert(strstr(err_detail(), "--procs"), "%s", err_detail());
+    /* more GPUs than visible: refused before touching CUDA (this process must stay fork-safe) */
+    cr_assert_eq(dev_select_of(0, n + 1, NULL, 0), ERR_NODEV);
+    cr_assert(n == 0 ? strstr(err_detail(), "no CUDA device") != NULL : strstr(err_detail(), "asked for") != NULL,
+              "%s", err_detail());
 }
 
 #if !SB_CUDA
