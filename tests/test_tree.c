@@ -146,13 +146,14 @@ typedef struct {
     size_t counts[8];
     int ncounts;
     size_t seg_bytes;        /* 0 = default */
+    comm_opts_t opts;        /* transport, slots per channel */
 } coll_arg_t;
 
-static int s_open(comm_t **comm)
+static int s_open(comm_t **comm, const comm_opts_t *opts)
 {
     boot_cfg_t cfg;
     int rc = boot_cfg_init(&cfg, "env://", -1, -1, 20000);
-    if (rc == 0) rc = comm_new(comm, &cfg, NULL);
+    if (rc == 0) rc = comm_new(comm, &cfg, opts);
     if (rc < 0) {
         char b[512];
         fprintf(stderr, "comm: %s\n", err_trace(rc, b, sizeof b));
@@ -164,7 +165,7 @@ static int s_coll_rank(int rank, int world, void *argp)
 {
     const coll_arg_t *a = argp;
     comm_t *comm = NULL;
-    if (s_open(&comm) < 0) return 1;
+    if (s_open(&comm, &a->opts) < 0) return 1;
     int bad = 0;
     for (int ci = 0; ci < a->ncounts && !bad; ci++) {
         size_t n = a->counts[ci];
@@ -212,11 +213,15 @@ static int s_coll_rank(int rank, int world, void *argp)
     return bad;
 }
 
-static void s_coll(int P, size_t big, size_t seg_bytes)
+static void s_coll_opts(int P, size_t big, size_t seg_bytes, const char *transport, int slots)
 {
-    coll_arg_t a = {.counts = {0, 1, (size_t)P - 1, 333, big}, .ncounts = 5, .seg_bytes = seg_bytes};
-    cr_assert_eq(run_ranks(P, s_coll_rank, &a, 25000), 0, "P=%d: some ranks failed", P);
+    coll_arg_t a = {.counts = {0, 1, (size_t)P - 1, 333, big}, .ncounts = 5, .seg_bytes = seg_bytes,
+                    .opts = {.transport = transport, .shm_slots = slots}};
+    cr_assert_eq(run_ranks(P, s_coll_rank, &a, 25000), 0, "P=%d (%s, %d slots): some ranks failed", P,
+                 transport ? transport : "auto", slots);
 }
+
+static void s_coll(int P, size_t big, size_t seg_bytes) { s_coll_opts(P, big, seg_bytes, NULL, 0); }
 
 #define BIG 1000003
 
@@ -225,9 +230,9 @@ Test(tree_allreduce, p2, .timeout = 30) { s_coll(2, BIG, 0); }
 Test(tree_allreduce, p3, .timeout = 30) { s_coll(3, BIG, 0); }
 Test(tree_allreduce, p5, .timeout = 30) { s_coll(5, BIG, 0); }
 Test(tree_allreduce, p6, .timeout = 30) { s_coll(6, BIG, 0); }
-Test(tree_allreduce, p7, .timeout = 30) { s_coll(7, 300007, 0); }
-Test(tree_allreduce, p8, .timeout = 30) { s_coll(8, 300007, 0); }
-Test(tree_allreduce, p13, .timeout = 30) { s_coll(13, 100003, 0); }
+Test(tree_allreduce, p7, .timeout = 30) { s_coll(7, BIG, 0); }
+Test(tree_allreduce, p8, .timeout = 30) { s_coll(8, BIG, 0); }
+Test(tree_allreduce, p13, .timeout = 30) { s_coll(13, BIG, 0); }
 
 /* Tiny segments (the 64-byte floor: 16 f32 elements): hundreds of segments per tree, so every
  * channel's slots wrap many times with both trees sharing links in opposite directions. */
@@ -235,13 +240,23 @@ Test(tree_allreduce, many_segments_p2, .timeout = 30) { s_coll(2, 20011, 64); }
 Test(tree_allreduce, many_segments_p5, .timeout = 30) { s_coll(5, 20011, 64); }
 Test(tree_allreduce, many_segments_p8, .timeout = 30) { s_coll(8, 20011, 100); }
 
+/* Two slots per channel, the transport's minimum: the schedule must not deadlock when a link carries
+ * segments of both trees in the same step (see the design comment in tree.c). */
+Test(tree_allreduce, two_slots_p2, .timeout = 30) { s_coll_opts(2, 20011, 64, "shm", 2); }
+Test(tree_allreduce, two_slots_p6, .timeout = 30) { s_coll_opts(6, 20011, 64, "shm", 2); }
+Test(tree_allreduce, two_slots_p7, .timeout = 30) { s_coll_opts(7, 100003, 0, "shm", 2); }
+
+/* The ZeroMQ TCP backend (what ranks on other hosts use). */
+Test(tree_allreduce, tcp_p3, .timeout = 30) { s_coll_opts(3, 100003, 0, "tcp", 0); }
+Test(tree_allreduce, tcp_p6, .timeout = 30) { s_coll_opts(6, 20011, 256, "tcp", 0); }
+
 /* ---------- engine ---------- */
 
 static int s_engine_rank(int rank, int world, void *arg)
 {
     (void)arg;
     comm_t *comm = NULL;
-    if (s_open(&comm) < 0) return 1;
+    if (s_open(&comm, NULL) < 0) return 1;
     engine_t *e = NULL;
     engine_cfg_t cfg = {.device = -1, .impl = NULL, .timeout_ms = 20000};
     int bad = 0;
