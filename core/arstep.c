@@ -195,6 +195,9 @@ int arstep_allreduce(arstep_t *self, const void *sendbuf, void *recvbuf, size_t 
 int arstep_attach(arstep_t *self, const param_set_t *params)
 {
     if (self->attached) return err_set(ERR_STATE, "engine already attached");
+    if (self->cfg.device >= 0)
+        return err_set(ERR_UNSUP, "training on GPU buffers is not implemented yet (the GPU trainer is open work); "
+                                  "`harness bench --gpus N` measures the GPU collectives");
     if (!params->params && params->count) return err_set(ERR_INVAL, "attach: no parameters");
     if (dt_size(params->grad_dtype) == 0) return err_set(ERR_INVAL, "attach: bad gradient dtype");
     self->ps = *params;

@@ -16,6 +16,7 @@
  * channel of >= 2 slots can't deadlock; while rank i reduces segment k, its previous segment is in
  * flight to i+1 and i-1 is producing the next one. */
 #include "ring/ring.h"
+#include "ring/ring_nccl.h"
 #include "core/arstep.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -134,7 +135,14 @@ struct engine {
     comm_t *comm;
     engine_cfg_t cfg;
     arstep_t *step;
+    ring_nccl_t *nccl;   /* GPU buffers: NCCL with NCCL_ALGO=Ring */
 };
+
+static int s_nccl_fn(void *ctx, const void *send, void *recv, size_t count, dtype_t dt, redop_t op, int timeout_ms)
+{
+    engine_t *self = ctx;
+    return ring_nccl_allreduce(self->nccl, send, recv, count, dt, op, timeout_ms);
+}
 
 static int s_host_fn(void *ctx, const void *send, void *recv, size_t count, dtype_t dt, redop_t op, int timeout_ms)
 {
@@ -144,16 +152,26 @@ static int s_host_fn(void *ctx, const void *send, void *recv, size_t count, dtyp
 
 static int s_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
 {
-    if (cfg->device >= 0) return err_set(ERR_UNSUP, "ring: GPU buffers need the NCCL build");
-    if (cfg->impl && strcmp(cfg->impl, "host"))
-        return err_set(ERR_INVAL, "ring: unknown implementation '%s' (host, nccl)", cfg->impl);
+    const char *impl = cfg->impl ? cfg->impl : (cfg->device >= 0 ? "nccl" : "host");
+    if (strcmp(impl, "host") && strcmp(impl, "nccl"))
+        return err_set(ERR_INVAL, "ring: unknown implementation '%s' (host, nccl)", impl);
+    if (!strcmp(impl, "nccl") && cfg->device < 0)
+        return err_set(ERR_INVAL, "ring: --impl nccl needs GPU buffers (--gpus N)");
+    if (!strcmp(impl, "host") && cfg->device >= 0)
+        return err_set(ERR_INVAL, "ring: the host ring works on host buffers; with --gpus use --impl nccl");
     engine_t *self = calloc(1, sizeof *self);
     if (!self) return ERR_NOMEM;
     self->comm = comm;
     self->cfg = *cfg;
     if (self->cfg.timeout_ms <= 0) self->cfg.timeout_ms = comm->timeout_ms;
-    int rc = arstep_new(&self->step, comm, &self->cfg, s_host_fn, self);
-    if (rc < 0) { free(self); return rc; }
+    int rc = 0;
+    if (cfg->device >= 0) rc = ring_nccl_new(&self->nccl, comm, cfg->device, self->cfg.timeout_ms);
+    if (rc == 0) rc = arstep_new(&self->step, comm, &self->cfg, self->nccl ? s_nccl_fn : s_host_fn, self);
+    if (rc < 0) {
+        ring_nccl_destroy(&self->nccl);
+        free(self);
+        return rc;
+    }
     *self_p = self;
     return 0;
 }
@@ -169,13 +187,14 @@ static int s_allreduce(engine_t *self, const void *s, void *r, size_t n, dtype_t
 static void s_stats(engine_t *self, engine_stats_t *out)
 {
     arstep_stats(self->step, out);
-    out->impl = "host";
+    out->impl = self->nccl ? ring_nccl_impl(self->nccl) : "host";
 }
 static void s_destroy(engine_t **self_p)
 {
     engine_t *self = self_p ? *self_p : NULL;
     if (!self) return;
     arstep_destroy(&self->step);
+    ring_nccl_destroy(&self->nccl);
     free(self);
     *self_p = NULL;
 }

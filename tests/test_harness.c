@@ -1,0 +1,197 @@
+/* test_harness.c: the harness program end to end: bench over the launcher (JSON lines, exact results),
+ * the init methods started by hand (tcp://, file://, env://), and the clear failures users meet: bad
+ * flags, unknown engines, world sizes that disagree, an unreachable master, a full disk. */
+#include <criterion/criterion.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "tests/lib/ranks.h"
+
+static char g_harness[PATH_MAX];
+
+static void s_find(void)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    cr_assert(n > 0);
+    self[n] = '\0';
+    *strrchr(self, '/') = '\0';
+    snprintf(g_harness, sizeof g_harness, "%.*s/../harness", PATH_MAX - 16, self);
+    cr_assert(access(g_harness, X_OK) == 0, "build the harness first (make)");
+}
+
+/* Run a shell command line, capture stdout+stderr into out; returns the exit status. */
+static int s_run(const char *cmd, char *out, size_t len, double *secs)
+{
+    char full[4096];
+    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    FILE *p = popen(full, "r");
+    cr_assert(p);
+    size_t o = 0, r;
+    while (o + 1 < len && (r = fread(out + o, 1, len - 1 - o, p)) > 0) o += r;
+    out[o] = '\0';
+    char sink[4096];
+    while (fread(sink, 1, sizeof sink, p) > 0) {}
+    int st = pclose(p);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    if (secs) *secs = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int s_count_lines(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char line[8192];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        if (!needle || strstr(line, needle)) n++;
+    fclose(f);
+    return n;
+}
+
+Test(harness, bench_ring_json, .timeout = 90)
+{
+    s_find();
+    char json[] = "/tmp/sb-test-XXXXXX", cmd[2048], out[1 << 16];
+    int fd = mkstemp(json);
+    close(fd);
+    snprintf(cmd, sizeof cmd, "%s bench --engine ring --procs 3 --sizes 4K:64K --iters 5 --warmup 1 --json %s",
+             g_harness, json);
+    int rc = s_run(cmd, out, sizeof out, NULL);
+    cr_assert_eq(rc, 0, "harness bench failed:\n%s", out);
+    cr_expect(strstr(out, "busbw") != NULL, "no table header:\n%s", out);
+    cr_expect_eq(s_count_lines(json, NULL), 5, "one JSON line per size");
+    cr_expect_eq(s_count_lines(json, "\"mode\":\"bench\""), 5);
+    cr_expect_eq(s_count_lines(json, "\"wrong\":0,"), 5);
+    cr_expect_eq(s_count_lines(json, "\"world\":3,"), 5);
+    cr_expect_eq(s_count_lines(json, "\"busbw_gbs\":"), 5);
+    cr_expect_eq(s_count_lines(json, "\"git_sha\":"), 5);
+    unlink(json);
+}
+
+Test(harness, bench_tcp_transport_and_half_types, .timeout = 90)
+{
+    s_find();
+    char cmd[2048], out[1 << 16];
+    snprintf(cmd, sizeof cmd, "%s bench --engine ring --procs 2 --transport tcp --sizes 1M --dtype bf16 --iters 3",
+             g_harness);
+    int rc = s_run(cmd, out, sizeof out, NULL);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "transport tcp") != NULL, "%s", out);
+    cr_expect(strstr(out, "bf16") != NULL, "%s", out);
+}
+
+Test(harness, bad_flags_are_named, .timeout = 30)
+{
+    s_find();
+    char cmd[2048], out[8192];
+    snprintf(cmd, sizeof cmd, "%s bench --procs zero", g_harness);
+    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
+    cr_expect(strstr(out, "--procs") != NULL, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s bench --engine rung --procs 2", g_harness);
+    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
+    cr_expect(strstr(out, "unknown engine 'rung'") != NULL, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s bench --sizes 64M:4K", g_harness);
+    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
+    cr_expect(strstr(out, "--sizes") != NULL, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s frobnicate", g_harness);
+    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
+    cr_expect(strstr(out, "unknown mode") != NULL, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s bench --bogus", g_harness);
+    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
+    cr_expect(strstr(out, "--bogus") != NULL, "%s", out);
+}
+
+Test(harness, full_disk_loses_nothing, .timeout = 60)
+{
+    s_find();
+    char cmd[2048], out[1 << 15];
+    snprintf(cmd, sizeof cmd, "%s bench --engine ring --procs 2 --sizes 4K --iters 2 --json /dev/full", g_harness);
+    int rc = s_run(cmd, out, sizeof out, NULL);
+    cr_expect_neq(rc, 0, "a results file that cannot be written must fail the run:\n%s", out);
+    cr_expect(strstr(out, "no space") != NULL || strstr(out, "No space") != NULL, "%s", out);
+}
+
+/* Two ranks started by hand with an init method, as srun/mpirun/torchrun users do. */
+static int s_two_ranks(const char *method, const char *w0, const char *w1, char *out0, char *out1, size_t len,
+                       double *secs, int timeout_s)
+{
+    char cmd[2][2048];
+    const char *w[2] = {w0, w1};
+    int port = free_port();
+    for (int r = 0; r < 2; r++) {
+        char m[512];
+        if (!strcmp(method, "tcp")) snprintf(m, sizeof m, "--init-method tcp://127.0.0.1:%d", port);
+        else if (!strcmp(method, "file")) snprintf(m, sizeof m, "--init-method file:///tmp/sb-file-%d", port);
+        else snprintf(m, sizeof m, " ");
+        snprintf(cmd[r], sizeof cmd[r],
+                 "env -u SYNCBENCH_JOB -u SYNCBENCH_LAUNCHED RANK=%d WORLD_SIZE=%s MASTER_ADDR=127.0.0.1 MASTER_PORT=%d "
+                 "%s bench --engine ring --sizes 64K --iters 2 --timeout %d %s",
+                 r, w[r], port, g_harness, timeout_s, m);
+    }
+    char script[5000];
+    char f0[] = "/tmp/sb-o0-XXXXXX", f1[] = "/tmp/sb-o1-XXXXXX";
+    close(mkstemp(f0));
+    close(mkstemp(f1));
+    snprintf(script, sizeof script, "(%s) >%s 2>&1 & p=$!; (%s) >%s 2>&1; b=$?; wait $p; a=$?; exit $((a*16+b))",
+             cmd[0], f0, cmd[1], f1);
+    char dummy[256];
+    int rc = s_run(script, dummy, sizeof dummy, secs);
+    FILE *f = fopen(f0, "r");
+    size_t n = f ? fread(out0, 1, len - 1, f) : 0;
+    out0[n] = '\0';
+    if (f) fclose(f);
+    f = fopen(f1, "r");
+    n = f ? fread(out1, 1, len - 1, f) : 0;
+    out1[n] = '\0';
+    if (f) fclose(f);
+    unlink(f0);
+    unlink(f1);
+    return rc;
+}
+
+Test(harness, init_methods_by_hand, .timeout = 120)
+{
+    s_find();
+    static char o0[1 << 15], o1[1 << 15];
+    const char *methods[] = {"tcp", "env", "file"};
+    for (int i = 0; i < 3; i++) {
+        int rc = s_two_ranks(methods[i], "2", "2", o0, o1, sizeof o0, NULL, 30);
+        cr_expect_eq(rc, 0, "init method %s:\nrank 0:\n%s\nrank 1:\n%s", methods[i], o0, o1);
+        cr_expect(strstr(o0, "65536") != NULL, "rank 0 printed no result row (%s):\n%s", methods[i], o0);
+    }
+}
+
+Test(harness, world_sizes_that_disagree, .timeout = 60)
+{
+    s_find();
+    static char o0[1 << 15], o1[1 << 15];
+    double secs;
+    int rc = s_two_ranks("tcp", "2", "3", o0, o1, sizeof o0, &secs, 5);
+    cr_expect_neq(rc, 0);
+    cr_expect(strstr(o1, "world") != NULL || strstr(o1, "WORLD") != NULL, "rank 1 should say the world sizes disagree:\n%s", o1);
+    cr_expect(secs < 20, "took %.1f s", secs);
+}
+
+Test(harness, unreachable_master_times_out, .timeout = 60)
+{
+    s_find();
+    char cmd[2048], out[1 << 14];
+    int port = free_port();
+    snprintf(cmd, sizeof cmd,
+             "env -u SYNCBENCH_JOB -u SYNCBENCH_LAUNCHED RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=%d "
+             "%s bench --sizes 4K --timeout 2", port, g_harness);
+    double secs;
+    int rc = s_run(cmd, out, sizeof out, &secs);
+    cr_expect_neq(rc, 0);
+    cr_expect(strstr(out, "could not reach") != NULL, "%s", out);
+    cr_expect(secs < 8, "took %.1f s for a 2 s timeout", secs);
+}
