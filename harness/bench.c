@@ -3,6 +3,7 @@
  * time = median over iterations of the slowest rank's time, algbw = bytes / time, busbw = algbw *
  * 2(P-1)/P (GB = 1e9 bytes), P = the number of workers. Dedicated PS servers serve meanwhile. */
 #include "harness/harness.h"
+#include "core/dev.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/mem.h"
@@ -80,7 +81,7 @@ static int s_bench_engine(const h_opts_t *o, comm_t *comm, const char *name, con
     }
     double *times = NULL, *all = NULL;
     row_t *rows = calloc(nsizes, sizeof *rows);
-    void *sendbuf = NULL, *recvbuf = NULL;
+    void *sendbuf = NULL, *recvbuf = NULL, *dsend = NULL, *drecv = NULL;
     engine_stats_t st = {0};
     if (server) {
         if (!ops->serve) { rc = err_set(ERR_STATE, "engine %s has no server role", name); goto done; }
@@ -89,10 +90,17 @@ static int s_bench_engine(const h_opts_t *o, comm_t *comm, const char *name, con
     }
     if (!ops->allreduce) { rc = err_set(ERR_UNSUP, "engine %s has no allreduce", name); goto done; }
     size_t maxb = sizes[nsizes - 1];
-    sendbuf = aligned_alloc(64, maxb ? (maxb + 63) / 64 * 64 : 64);
-    recvbuf = aligned_alloc(64, maxb ? (maxb + 63) / 64 * 64 : 64);
+    size_t alloc = maxb ? (maxb + 63) / 64 * 64 : 64;
+    /* host buffers are filled and checked here; with GPUs the collective runs on device copies */
+    sendbuf = aligned_alloc(64, alloc);
+    recvbuf = aligned_alloc(64, alloc);
     times = calloc((size_t)o->iters, sizeof(double));
     if (!rows || !sendbuf || !recvbuf || !times) { rc = ERR_NOMEM; goto done; }
+    if (cfg.device >= 0) {
+        CHECK_GOTO(rc, dev_malloc(&dsend, alloc), done);
+        CHECK_GOTO(rc, dev_malloc(&drecv, alloc), done);
+    }
+    void *xsend = cfg.device >= 0 ? dsend : sendbuf, *xrecv = cfg.device >= 0 ? drecv : recvbuf;
     int tmo = o->timeout_s * 1000;
     if (comm->rank == 0 && !o->quiet) {
         engine_stats_t s0;
@@ -110,13 +118,18 @@ static int s_bench_engine(const h_opts_t *o, comm_t *comm, const char *name, con
         size_t count = sizes[si] / esz;
         s_fill(sendbuf, count, o->dtype, comm->rank);
         memset(recvbuf, 0xff, sizes[si]);
+        if (cfg.device >= 0) {
+            CHECK_GOTO(rc, dev_memcpy(dsend, sendbuf, sizes[si]), done);
+            CHECK_GOTO(rc, dev_memcpy(drecv, recvbuf, sizes[si]), done);
+        }
         for (int w = 0; w < o->warmup; w++)
-            CHECK_GOTO(rc, ops->allreduce(eng, sendbuf, recvbuf, count, o->dtype, o->op, tmo), done);
+            CHECK_GOTO(rc, ops->allreduce(eng, xsend, xrecv, count, o->dtype, o->op, tmo), done);
         for (int it = 0; it < o->iters; it++) {
             double t0 = now_us();
-            CHECK_GOTO(rc, ops->allreduce(eng, sendbuf, recvbuf, count, o->dtype, o->op, tmo), done);
+            CHECK_GOTO(rc, ops->allreduce(eng, xsend, xrecv, count, o->dtype, o->op, tmo), done);
             times[it] = now_us() - t0;
         }
+        if (cfg.device >= 0) CHECK_GOTO(rc, dev_memcpy(recvbuf, drecv, sizes[si]), done);
         rows[si].wrong = o->check ? s_check(recvbuf, count, o->dtype, P, o->op) : 0;
         /* per iteration the slowest worker, then the median over iterations: gathered at the end */
         size_t per = (size_t)o->iters + 1;
@@ -181,6 +194,8 @@ done:
     free(all);
     free(sendbuf);
     free(recvbuf);
+    dev_free(&dsend);
+    dev_free(&drecv);
     if (rc < 0) { free(rows); return rc; }
     uint64_t total_wrong = 0;
     for (size_t si = 0; rows && si < nsizes; si++) total_wrong += rows[si].wrong;

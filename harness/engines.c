@@ -20,7 +20,8 @@ const char *h_engine_names(void) { return "ring, tree, ps"; }
 void h_engine_cfg(const h_opts_t *o, const comm_t *comm, const char *engine, engine_cfg_t *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
-    cfg->device = o->gpus ? comm->local_rank : -1;
+    const char *dev = getenv("SYNCBENCH_DEVICE"); /* set by the rank after dev_select_of */
+    cfg->device = o->gpus && dev ? atoi(dev) : -1;
     cfg->impl = o->impl;
     cfg->timeout_ms = o->timeout_s * 1000;
     cfg->seg_bytes = o->seg_bytes;
