@@ -1,0 +1,44 @@
+/* ps_van.h: the parameter server's ZeroMQ plumbing (ps-lite's "van"): send one message as a header
+ * frame plus zero-copy payload frames, receive one whole multi-frame message with a timeout, socket
+ * setup with the project's defaults. Nothing here knows about membership, barriers or heartbeats. */
+#ifndef SB_PS_VAN_H
+#define SB_PS_VAN_H
+#include <stddef.h>
+#include <stdint.h>
+#include <zmq.h>
+#include "core/wire.h"
+
+#define PS_VAN_MAX_FRAMES 8     /* identity + header + payload frames we keep; more is malformed */
+
+/* One payload frame to send. zc: hand `data` to ZeroMQ without copying; ZeroMQ calls ffn(data, hint)
+ * once it is done with it (ffn NULL: the caller keeps data alive and unchanged until then). */
+typedef struct {
+    const void *data;
+    size_t len;
+    int zc;
+    zmq_free_fn *ffn;
+    void *hint;
+} ps_frame_t;
+
+/* A received message: frames[0..n) as they came (for a ROUTER, frames[0] is the peer's routing id).
+ * truncated: the sender sent more than PS_VAN_MAX_FRAMES frames (the rest were dropped). */
+typedef struct {
+    zmq_msg_t f[PS_VAN_MAX_FRAMES];
+    int n;
+    int truncated;
+    size_t bytes;
+} ps_vmsg_t;
+
+/* Socket with LINGER 0, the send timeout, high-water marks sized for partition traffic. */
+void *ps_van_socket(void *ctx, int type, int timeout_ms);
+/* Send [ident][header encoded from h][frames...] (ident NULL for a DEALER). Adds bytes to *sent.
+ * Returns 0, ERR_TIMEOUT (send timed out), ERR_PEER (unroutable peer) or ERR_IO. */
+int  ps_van_send(void *sock, const void *ident, size_t ident_len, const wire_hdr_t *h,
+                 const ps_frame_t *frames, int nframes, uint64_t *sent);
+/* Receive one whole message, waiting at most timeout_ms (0: don't wait). 0, ERR_TIMEOUT or ERR_IO. */
+int  ps_van_recv(void *sock, ps_vmsg_t *m, int timeout_ms);
+void ps_van_close_msg(ps_vmsg_t *m);
+static inline const void *ps_van_data(ps_vmsg_t *m, int i) { return zmq_msg_data(&m->f[i]); }
+static inline size_t ps_van_size(ps_vmsg_t *m, int i) { return zmq_msg_size(&m->f[i]); }
+
+#endif

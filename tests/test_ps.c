@@ -1,0 +1,797 @@
+/* test_ps.c: the parameter-server engine on forked ranks: the partition layout; allreduce (push +
+ * pull) with S = 1, 2, 3 dedicated servers and partition sizes that do not divide the buffers
+ * (f32/f16/bf16, sum/avg, in and out of place); colocated servers; sync PS against the local
+ * optimizer reference and against the ring engine over 50 steps (bit-exact for 2 workers, f32 and
+ * f16 with loss scaling and a skipped overflow step); async convergence; ssp:K blocking exactly when
+ * a worker is more than K clocks ahead; malformed and foreign messages sent raw to a server's ROUTER
+ * (rejected, counted, answered, server survives); a dead worker in sync mode named in the error. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+#include "core/boot.h"
+#include "core/comm.h"
+#include "core/dtype.h"
+#include "core/err.h"
+#include "core/optim.h"
+#include "core/wire.h"
+#include "ps/ps.h"
+#include "ps/ps_proto.h"
+#include "ring/ring.h"
+#include "tests/lib/ranks.h"
+
+#define TO 15000
+
+static void s_report(const char *what, int rc)
+{
+    char b[768];
+    fprintf(stderr, "[rank %s] %s: %s\n", getenv("RANK"), what, err_trace(rc, b, sizeof b));
+}
+
+static int s_open(comm_t **comm, int timeout_ms)
+{
+    boot_cfg_t cfg;
+    int rc = boot_cfg_init(&cfg, "env://", -1, -1, timeout_ms);
+    if (rc == 0) rc = comm_new(comm, &cfg, NULL);
+    if (rc < 0) s_report("comm", rc);
+    return rc;
+}
+
+typedef struct {
+    int nworkers, colocate, mode, ssp_k, timeout_ms;
+    size_t part_bytes;
+} topo_t;
+
+static engine_cfg_t s_cfg(const topo_t *t, int world)
+{
+    engine_cfg_t c = {.device = -1, .timeout_ms = t->timeout_ms ? t->timeout_ms : TO, .nworkers = t->nworkers,
+                      .ps_servers = t->colocate ? 0 : world - t->nworkers, .ps_colocate = t->colocate,
+                      .ps_mode = t->mode, .ps_ssp_k = t->ssp_k, .ps_partition_bytes = t->part_bytes};
+    return c;
+}
+
+/* Dedicated server rank: create, serve, destroy. */
+static int s_serve(comm_t *comm, const topo_t *t, uint64_t expect_rejected)
+{
+    engine_cfg_t cfg = s_cfg(t, comm->world);
+    engine_t *e = NULL;
+    int rc = ps_engine.create(&e, comm, &cfg);
+    if (rc < 0) { s_report("create(server)", rc); return 1; }
+    rc = ps_engine.serve(e);
+    if (rc < 0) s_report("serve", rc);
+    engine_stats_t st;
+    ps_engine.stats(e, &st);
+    ps_engine.destroy(&e);
+    ps_engine.destroy(&e);
+    if (rc < 0) return 1;
+    if (st.ps_rejected != expect_rejected) {
+        fprintf(stderr, "server: %llu messages rejected, expected %llu\n", (unsigned long long)st.ps_rejected,
+                (unsigned long long)expect_rejected);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---------- layout ---------- */
+
+Test(ps_layout, balanced_and_covering)
+{
+    size_t totals[] = {1, 2, 7, 250, 251, 1000, 1000003};
+    for (int S = 1; S <= 4; S++)
+        for (size_t i = 0; i < sizeof totals / sizeof *totals; i++) {
+            ps_layout_t l;
+            ps_layout_init(&l, totals[i], 4, 1000, S);
+            size_t next = 0, bytes[4] = {0};
+            for (size_t k = 0; k < l.nparts; k++) {
+                cr_assert_eq(ps_part_start(&l, k), next);
+                size_t n = ps_part_len(&l, k);
+                cr_assert(n > 0 && n <= l.part_elems);
+                next += n;
+                int o = ps_part_owner(&l, k);
+                cr_assert(o >= 0 && o < S);
+                bytes[o] += n * 4;
+            }
+            cr_assert_eq(next, totals[i], "S=%d total=%zu: partitions cover %zu", S, totals[i], next);
+            size_t mx = 0, mn = SIZE_MAX;
+            for (int s = 0; s < S; s++) {
+                if (bytes[s] > mx) mx = bytes[s];
+                if (bytes[s] < mn) mn = bytes[s];
+            }
+            /* bytes balanced to within one partition, and small tensors still spread over servers */
+            cr_assert(mx - mn <= l.part_elems * 4, "S=%d total=%zu: imbalance %zu", S, totals[i], mx - mn);
+            if (totals[i] >= (size_t)S) cr_assert(mn > 0, "S=%d total=%zu: an idle server", S, totals[i]);
+        }
+    ps_layout_t l;
+    ps_layout_init(&l, 1000, 4, 1000, 2);
+    size_t k0, k1;
+    ps_part_range(&l, 240, 20, &k0, &k1);
+    cr_assert(k0 == 0 && k1 == 2);
+}
+
+/* ---------- allreduce ---------- */
+
+static float s_val(int rank, size_t i) { return (float)((int)((i * 7 + (size_t)rank * 3) % 17) - 8) * (float)(rank + 1); }
+
+static int s_ar_check(engine_t *e, int W, size_t count, dtype_t dt, redop_t op, int inplace)
+{
+    size_t esz = dt_size(dt);
+    float *ref = malloc(count * sizeof(float)), *tmp = malloc(count * sizeof(float));
+    void *send = malloc(count * esz), *recv = malloc(count * esz);
+    int rank = atoi(getenv("RANK")), bad = 0;
+    for (size_t i = 0; i < count; i++) {
+        tmp[i] = s_val(rank, i);
+        float s = 0;
+        for (int w = 0; w < W; w++) s += s_val(w, i);
+        ref[i] = op == OP_AVG ? s / (float)W : s;
+    }
+    dt_convert(send, dt, tmp, DT_F32, count);
+    memset(recv, 0xff, count * esz);
+    int rc = ps_engine.allreduce(e, send, inplace ? send : recv, count, dt, op, TO);
+    if (rc < 0) {
+        s_report("allreduce", rc);
+        bad = 1;
+    } else {
+        dt_convert(tmp, DT_F32, inplace ? send : recv, dt, count);
+        for (size_t i = 0; i < count && !bad; i++) {
+            float tol = op == OP_AVG ? (dt == DT_BF16 ? 0.07f : 0.02f) : 0.0f;
+            if (fabsf(tmp[i] - ref[i]) > tol) {
+                fprintf(stderr, "allreduce %s %s n=%zu: [%zu] = %g, expected %g\n", dt_name(dt), op_name(op), count, i,
+                        tmp[i], ref[i]);
+                bad = 1;
+            }
+        }
+    }
+    free(ref); free(tmp); free(send); free(recv);
+    return bad;
+}
+
+static int s_ar_rank(int rank, int world, void *arg)
+{
+    topo_t *t = arg;
+    comm_t *comm = NULL;
+    if (s_open(&comm, TO) < 0) return 1;
+    int fail = 0;
+    if (rank >= t->nworkers) {
+        fail = s_serve(comm, t, 0);
+    } else {
+        engine_cfg_t cfg = s_cfg(t, world);
+        engine_t *e = NULL;
+        int rc = ps_engine.create(&e, comm, &cfg);
+        if (rc < 0) { s_report("create", rc); comm_destroy(&comm); return 1; }
+        size_t counts[] = {1, 7, 1000, 4099, 100003, 1000};
+        for (size_t c = 0; c < sizeof counts / sizeof *counts && !fail; c++)
+            for (int dt = 0; dt < DT_COUNT && !fail; dt++)
+                for (int op = 0; op < 2 && !fail; op++)
+                    fail |= s_ar_check(e, t->nworkers, counts[c], (dtype_t)dt, (redop_t)op, (int)(c + dt + op) % 2);
+        engine_stats_t st;
+        ps_engine.stats(e, &st);
+        if (st.bytes_sent == 0 || st.bytes_received == 0 || !st.impl) { fprintf(stderr, "no traffic counted\n"); fail = 1; }
+        if (st.ps_rejected) { fprintf(stderr, "worker rejected %llu replies\n", (unsigned long long)st.ps_rejected); fail = 1; }
+        /* a server rank refuses worker calls, a worker refuses serve */
+        if (ps_engine.serve(e) != ERR_STATE) fail = 1;
+        ps_engine.destroy(&e);
+        ps_engine.destroy(&e);
+    }
+    comm_destroy(&comm);
+    return fail;
+}
+
+Test(ps_allreduce, one_server, .timeout = 60)
+{
+    topo_t t = {.nworkers = 2, .part_bytes = 1000};
+    cr_assert_eq(run_ranks(3, s_ar_rank, &t, 50000), 0);
+}
+
+Test(ps_allreduce, two_servers, .timeout = 60)
+{
+    topo_t t = {.nworkers = 3, .part_bytes = 1000};
+    cr_assert_eq(run_ranks(5, s_ar_rank, &t, 50000), 0);
+}
+
+Test(ps_allreduce, three_servers_odd_partitions, .timeout = 60)
+{
+    topo_t t = {.nworkers = 2, .part_bytes = 1234};
+    cr_assert_eq(run_ranks(5, s_ar_rank, &t, 50000), 0);
+}
+
+Test(ps_allreduce, colocated, .timeout = 60)
+{
+    topo_t t = {.nworkers = 3, .colocate = 1, .part_bytes = 3000};
+    cr_assert_eq(run_ranks(3, s_ar_rank, &t, 50000), 0);
+}
+
+Test(ps_allreduce, bad_config)
+{
+    comm_t fake = {.rank = 0, .world = 2, .timeout_ms = 1000};
+    engine_t *e = NULL;
+    engine_cfg_t c = {.device = -1, .nworkers = 2, .ps_mode = PS_SYNC};
+    cr_assert_lt(ps_engine.create(&e, &fake, &c), 0, "no server ranks must be refused");
+    c.ps_mode = 7;
+    cr_assert_lt(ps_engine.create(&e, &fake, &c), 0);
+    cr_assert_null(e);
+}
+
+/* ---------- training: a fixed quadratic ---------- */
+
+/* Gradient of worker w at step t for parameters p: a_i (p_i - c_{w,i}) + a small step-dependent term. */
+static void s_grad(float *g, const float *p, size_t n, int w, int t)
+{
+    for (size_t i = 0; i < n; i++) {
+        float a = 0.5f + (float)(i % 5) * 0.25f;
+        float c = (float)((int)(i % 11) - 5) * 0.1f + (float)w * 0.01f;
+        g[i] = a * (p[i] - c) + 0.001f * (float)(((int)i + t * 3 + w) % 7 - 3);
+    }
+}
+
+static void s_init_params(float *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) p[i] = (float)((int)(i % 13) - 6) * 0.3f;
+}
+
+typedef struct {
+    topo_t t;
+    size_t n;
+    int steps;
+    dtype_t gdt;
+    optim_kind_t opt;
+    int overflow_step;        /* step at which worker 1 submits an Inf (-1: none) */
+    float inv_scale;
+    int vs_ring;              /* also run the ring engine and compare bitwise */
+} train_t;
+
+/* Run `steps` steps of engine ops on params; buckets of uneven sizes, last layer first. */
+static int s_train(const engine_ops_t *ops, engine_t *e, float *params, const train_t *a, int rank, float *loss_out)
+{
+    size_t n = a->n, esz = dt_size(a->gdt);
+    float *g = malloc(n * sizeof(float));
+    void *gh = malloc(n * esz);
+    int fail = 0;
+    for (int t = 0; t < a->steps && !fail; t++) {
+        step_ctx_t ctx = {.step = (uint64_t)t + 1, .inv_scale = a->inv_scale, .lr = a->opt == OPT_ADAM ? 0.01f : 0.1f};
+        s_grad(g, params, n, rank, t);
+        /* AMP: the trainer's gradients are loss-scaled */
+        for (size_t i = 0; i < n; i++) g[i] /= a->inv_scale;
+        if (t == a->overflow_step && rank == 1) g[n / 2] = INFINITY;
+        dt_convert(gh, a->gdt, g, DT_F32, n);
+        int rc = ops->step_begin(e, &ctx);
+        size_t cuts[] = {n, n * 2 / 3, n / 3 + 1, n / 7, 0};
+        for (int b = 0; b < 4 && rc == 0; b++) {
+            bucket_t bk = {.grad = (char *)gh + cuts[b + 1] * esz, .offset = cuts[b + 1], .count = cuts[b] - cuts[b + 1],
+                           .index = b};
+            rc = ops->submit(e, &bk);
+        }
+        step_out_t out = {0};
+        float before = params[0];
+        if (rc == 0) rc = ops->wait(e, &out, TO);
+        if (rc < 0) { s_report("train step", rc); fail = 1; break; }
+        if ((t == a->overflow_step) != (out.skipped != 0)) {
+            fprintf(stderr, "step %d: skipped=%d\n", t, out.skipped);
+            fail = 1;
+        }
+        if (out.skipped && params[0] != before) { fprintf(stderr, "skipped step changed params\n"); fail = 1; }
+    }
+    if (loss_out) {
+        s_grad(g, params, n, 0, 0);
+        double l = 0;
+        for (size_t i = 0; i < n; i++) l += (double)g[i] * g[i];
+        *loss_out = (float)l;
+    }
+    free(g); free(gh);
+    return fail;
+}
+
+/* Local reference: the average of every worker's gradient, the shared optimizer, the same skips. */
+static void s_reference(float *p, const train_t *a, int W)
+{
+    size_t n = a->n, esz = dt_size(a->gdt);
+    optim_cfg_t oc;
+    optim_cfg_default(&oc, a->opt);
+    optim_t *o = NULL;
+    optim_new(&o, &oc, n);
+    float *g = malloc(n * sizeof(float)), *acc = malloc(n * sizeof(float));
+    void *gh = malloc(n * esz);
+    uint64_t applied = 0;
+    for (int t = 0; t < a->steps; t++) {
+        memset(acc, 0, n * sizeof(float));
+        for (int w = 0; w < W; w++) {
+            s_grad(g, p, n, w, t);
+            for (size_t i = 0; i < n; i++) g[i] /= a->inv_scale;
+            dt_convert(gh, a->gdt, g, DT_F32, n);
+            dt_convert(g, DT_F32, gh, a->gdt, n);
+            for (size_t i = 0; i < n; i++) acc[i] += g[i];
+        }
+        if (t == a->overflow_step) continue;
+        dt_scale(acc, n, DT_F32, 1.0f / (float)W);
+        dt_convert(gh, a->gdt, acc, DT_F32, n);
+        dt_convert(acc, DT_F32, gh, a->gdt, n);
+        optim_step(o, p, acc, 0, n, a->inv_scale, a->opt == OPT_ADAM ? 0.01f : 0.1f, ++applied);
+    }
+    optim_destroy(&o);
+    free(g); free(acc); free(gh);
+}
+
+static int s_train_rank(int rank, int world, void *arg)
+{
+    train_t *a = arg;
+    comm_t *comm = NULL;
+    if (s_open(&comm, TO) < 0) return 1;
+    int fail = 0;
+    if (rank >= a->t.nworkers) {
+        fail = s_serve(comm, &a->t, 0);
+        comm_destroy(&comm);
+        return fail;
+    }
+    size_t n = a->n;
+    float *p = malloc(n * sizeof(float)), *pr = malloc(n * sizeof(float)), *ref = malloc(n * sizeof(float));
+    s_init_params(ref, n);
+    /* only rank 0's initial values count: the others start from garbage */
+    if (rank == 0) s_init_params(p, n);
+    else for (size_t i = 0; i < n; i++) p[i] = 1234.5f;
+    memcpy(pr, p, n * sizeof(float));
+    param_set_t ps = {.params = p, .count = n, .grad_dtype = a->gdt};
+    optim_cfg_default(&ps.optim, a->opt);
+    engine_cfg_t cfg = s_cfg(&a->t, world);
+    engine_t *e = NULL;
+    int rc = ps_engine.create(&e, comm, &cfg);
+    if (rc == 0) rc = ps_engine.attach(e, &ps);
+    if (rc < 0) { s_report("create/attach", rc); fail = 1; }
+    for (size_t i = 0; i < n && !fail; i++)
+        if (p[i] != ref[i]) { fprintf(stderr, "attach: rank 0's values did not arrive\n"); fail = 1; }
+    float loss = 0;
+    if (!fail) fail = s_train(&ps_engine, e, p, a, rank, &loss);
+    engine_stats_t st;
+    ps_engine.stats(e, &st);
+    if (!fail && a->t.colocate && st.mem_engine_bytes < n * sizeof(float) / (size_t)world) {
+        fprintf(stderr, "colocated server memory not reported (%zu)\n", st.mem_engine_bytes);
+        fail = 1;
+    }
+    ps_engine.destroy(&e);
+    if (!fail) {
+        s_reference(ref, a, a->t.nworkers);
+        double maxd = 0;
+        int exact = a->t.nworkers == 2;
+        for (size_t i = 0; i < n; i++) {
+            double d = fabs((double)p[i] - ref[i]);
+            if (d > maxd) maxd = d;
+            if (exact && p[i] != ref[i]) {
+                fprintf(stderr, "rank %d: PS param %zu = %.9g, reference %.9g (not bit-exact)\n", rank, i, p[i], ref[i]);
+                fail = 1;
+                break;
+            }
+        }
+        if (maxd > 1e-4) { fprintf(stderr, "rank %d: PS differs from the reference by %g\n", rank, maxd); fail = 1; }
+    }
+    if (!fail && a->vs_ring) {
+        /* the ring engine on the same ranks from the same start: identical parameters (2 workers) */
+        engine_t *r = NULL;
+        engine_cfg_t rc_cfg = {.device = -1, .timeout_ms = TO};
+        param_set_t rps = ps;
+        rps.params = pr;
+        rc = ring_engine.create(&r, comm, &rc_cfg);
+        if (rc == 0) rc = ring_engine.attach(r, &rps);
+        if (rc < 0) { s_report("ring", rc); fail = 1; }
+        if (!fail) fail = s_train(&ring_engine, r, pr, a, rank, NULL);
+        if (r) ring_engine.destroy(&r);
+        for (size_t i = 0; i < n && !fail; i++)
+            if (pr[i] != p[i] && (a->t.nworkers == 2 || fabsf(pr[i] - p[i]) > 1e-4f)) {
+                fprintf(stderr, "rank %d: ring param %zu = %.9g, PS %.9g\n", rank, i, pr[i], p[i]);
+                fail = 1;
+            }
+    }
+    free(p); free(pr); free(ref);
+    comm_destroy(&comm);
+    return fail;
+}
+
+Test(ps_sync, equals_reference_and_ring_sgd, .timeout = 90)
+{
+    train_t a = {.t = {.nworkers = 2, .colocate = 1, .mode = PS_SYNC, .part_bytes = 700}, .n = 3001, .steps = 50,
+                 .gdt = DT_F32, .opt = OPT_SGD, .overflow_step = -1, .inv_scale = 1.0f, .vs_ring = 1};
+    cr_assert_eq(run_ranks(2, s_train_rank, &a, 80000), 0);
+}
+
+Test(ps_sync, equals_reference_and_ring_adam_f16_amp_overflow, .timeout = 90)
+{
+    train_t a = {.t = {.nworkers = 2, .colocate = 1, .mode = PS_SYNC, .part_bytes = 1000}, .n = 2000, .steps = 50,
+                 .gdt = DT_F16, .opt = OPT_ADAM, .overflow_step = 7, .inv_scale = 1.0f / 256.0f, .vs_ring = 1};
+    cr_assert_eq(run_ranks(2, s_train_rank, &a, 80000), 0);
+}
+
+Test(ps_sync, three_workers_two_servers_bf16, .timeout = 90)
+{
+    train_t a = {.t = {.nworkers = 3, .mode = PS_SYNC, .part_bytes = 999}, .n = 2500, .steps = 50,
+                 .gdt = DT_BF16, .opt = OPT_SGD, .overflow_step = 3, .inv_scale = 0.5f};
+    cr_assert_eq(run_ranks(5, s_train_rank, &a, 80000), 0);
+}
+
+/* ---------- async ---------- */
+
+static int s_async_rank(int rank, int world, void *arg)
+{
+    train_t *a = arg;
+    comm_t *comm = NULL;
+    if (s_open(&comm, TO) < 0) return 1;
+    int fail = 0;
+    if (rank >= a->t.nworkers) {
+        fail = s_serve(comm, &a->t, 0);
+        comm_destroy(&comm);
+        return fail;
+    }
+    size_t n = a->n;
+    float *p = malloc(n * sizeof(float));
+    s_init_params(p, n);
+    param_set_t ps = {.params = p, .count = n, .grad_dtype = a->gdt};
+    optim_cfg_default(&ps.optim, OPT_SGD);
+    ps.optim.momentum = 0;
+    engine_cfg_t cfg = s_cfg(&a->t, world);
+    engine_t *e = NULL;
+    int rc = ps_engine.create(&e, comm, &cfg);
+    if (rc == 0) rc = ps_engine.attach(e, &ps);
+    if (rc < 0) { s_report("create/attach", rc); fail = 1; }
+    float *g = malloc(n * sizeof(float));
+    s_grad(g, p, n, 0, 0);
+    double l0 = 0, l1 = 0;
+    for (size_t i = 0; i < n; i++) l0 += (double)g[i] * g[i];
+    float loss = 0;
+    if (!fail) fail = s_train(&ps_engine, e, p, a, rank, &loss);
+    l1 = loss;
+    if (!fail && !(l1 < l0 * 1e-2)) {
+        fprintf(stderr, "rank %d: async did not converge: |g|^2 %g -> %g\n", rank, l0, l1);
+        fail = 1;
+    }
+    ps_engine.destroy(&e);
+    free(p); free(g);
+    comm_destroy(&comm);
+    return fail;
+}
+
+Test(ps_async, converges, .timeout = 60)
+{
+    train_t a = {.t = {.nworkers = 3, .mode = PS_ASYNC, .part_bytes = 400}, .n = 1000, .steps = 60, .gdt = DT_F32,
+                 .opt = OPT_SGD, .overflow_step = -1, .inv_scale = 1.0f};
+    cr_assert_eq(run_ranks(4, s_async_rank, &a, 50000), 0);
+}
+
+Test(ps_async, converges_colocated, .timeout = 60)
+{
+    train_t a = {.t = {.nworkers = 2, .colocate = 1, .mode = PS_ASYNC, .part_bytes = 400}, .n = 1000, .steps = 60,
+                 .gdt = DT_F32, .opt = OPT_SGD, .overflow_step = -1, .inv_scale = 1.0f};
+    cr_assert_eq(run_ranks(2, s_async_rank, &a, 50000), 0);
+}
+
+/* ---------- ssp ---------- */
+
+typedef struct {
+    int k;
+    int fds[2];
+} ssp_t;
+
+static char s_last_detail[512];   /* err_detail() of the last failed step (s_report clears it) */
+
+static int s_plain_step(engine_t *e, float *g, size_t n, uint64_t t, int rank)
+{
+    step_ctx_t ctx = {.step = t + 1, .inv_scale = 1, .lr = 0.01f};
+    for (size_t i = 0; i < n; i++) g[i] = 0.01f * (float)(rank + 1);
+    bucket_t b = {.grad = g, .offset = 0, .count = n};
+    int rc = ps_engine.step_begin(e, &ctx);
+    if (rc == 0) rc = ps_engine.submit(e, &b);
+    step_out_t out;
+    if (rc == 0) rc = ps_engine.wait(e, &out, TO);
+    if (rc < 0) {
+        snprintf(s_last_detail, sizeof s_last_detail, "%s", err_detail());
+        s_report("step", rc);
+    }
+    return rc;
+}
+
+static int s_ssp_rank(int rank, int world, void *arg)
+{
+    ssp_t *a = arg;
+    topo_t t = {.nworkers = 2, .mode = PS_SSP, .ssp_k = a->k, .part_bytes = 256};
+    comm_t *comm = NULL;
+    if (s_open(&comm, TO) < 0) return 1;
+    int fail = 0;
+    if (rank == 2) {
+        fail = s_serve(comm, &t, 0);
+        comm_destroy(&comm);
+        return fail;
+    }
+    size_t n = 300;
+    float p[300], g[300];
+    s_init_params(p, n);
+    param_set_t ps = {.params = p, .count = n, .grad_dtype = DT_F32};
+    optim_cfg_default(&ps.optim, OPT_SGD);
+    engine_cfg_t cfg = s_cfg(&t, world);
+    engine_t *e = NULL;
+    int rc = ps_engine.create(&e, comm, &cfg);
+    if (rc == 0) rc = ps_engine.attach(e, &ps);
+    if (rc < 0) { s_report("create/attach", rc); return 1; }
+    engine_stats_t st;
+    int total = a->k + 3;
+    if (rank == 0) {
+        /* fast worker: K steps ahead of a worker still at clock 0 is allowed... */
+        for (int s = 0; s < a->k && !fail; s++) fail |= s_plain_step(e, g, n, (uint64_t)s, rank) < 0;
+        ps_engine.stats(e, &st);
+        if (st.ps_stale_waits != 0) {
+            fprintf(stderr, "fast worker blocked %llu times within K=%d clocks\n", (unsigned long long)st.ps_stale_waits, a->k);
+            fail = 1;
+        }
+        if (write(a->fds[1], "go", 2) != 2) fail = 1;
+        /* ...K+1 is not: this step blocks until the slow worker finishes its first step */
+        if (!fail) fail |= s_plain_step(e, g, n, (uint64_t)a->k, rank) < 0;
+        ps_engine.stats(e, &st);
+        if (st.ps_stale_waits != 1) {
+            fprintf(stderr, "fast worker at K+1 clocks ahead: %llu stale waits, expected 1\n",
+                    (unsigned long long)st.ps_stale_waits);
+            fail = 1;
+        }
+        for (int s = a->k + 1; s < total && !fail; s++) fail |= s_plain_step(e, g, n, (uint64_t)s, rank) < 0;
+    } else {
+        char b[2];
+        if (read(a->fds[0], b, 2) != 2) fail = 1;
+        usleep(400000);   /* slow on purpose */
+        for (int s = 0; s < total && !fail; s++) {
+            if (s) usleep(50000);   /* and stays slow: never ahead of the fast one */
+            fail |= s_plain_step(e, g, n, (uint64_t)s, rank) < 0;
+        }
+        ps_engine.stats(e, &st);
+        if (st.ps_stale_waits != 0) {
+            fprintf(stderr, "slow worker blocked %llu times\n", (unsigned long long)st.ps_stale_waits);
+            fail = 1;
+        }
+    }
+    ps_engine.destroy(&e);
+    comm_destroy(&comm);
+    return fail;
+}
+
+Test(ps_ssp, blocks_exactly_beyond_k, .timeout = 60)
+{
+    for (int k = 0; k <= 2; k += 2) {
+        ssp_t a = {.k = k};
+        cr_assert_eq(pipe(a.fds), 0);
+        cr_assert_eq(run_ranks(3, s_ssp_rank, &a, 40000), 0, "K=%d", k);
+        close(a.fds[0]);
+        close(a.fds[1]);
+    }
+}
+
+/* ---------- malformed and foreign messages ---------- */
+
+#define NBAD 12
+
+static int s_raw_send(void *sock, const wire_hdr_t *h, const void *const *fr, const size_t *len, int nfr)
+{
+    unsigned char buf[WIRE_HDR_MAX];
+    int hl = wire_encode(h, buf, sizeof buf);
+    if (hl < 0) return hl;
+    if (zmq_send(sock, buf, (size_t)hl, nfr ? ZMQ_SNDMORE : 0) < 0) return ERR_IO;
+    for (int i = 0; i < nfr; i++)
+        if (zmq_send(sock, fr[i], len[i], i + 1 < nfr ? ZMQ_SNDMORE : 0) < 0) return ERR_IO;
+    return 0;
+}
+
+/* Receive one reply; returns its type (or -1), copies payload frame 1 into out (up to cap bytes). */
+static int s_raw_recv(void *sock, wire_hdr_t *h, void *out, size_t cap)
+{
+    zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(&it, 1, 5000) <= 0) return -1;
+    zmq_msg_t m;
+    int type = -1, part = 0, more = 1;
+    while (more) {
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, sock, 0) < 0) return -1;
+        if (part == 0 && wire_decode(zmq_msg_data(&m), zmq_msg_size(&m), h) == 0) type = (int)h->type;
+        if (part == 1 && out) memcpy(out, zmq_msg_data(&m), zmq_msg_size(&m) < cap ? zmq_msg_size(&m) : cap);
+        more = zmq_msg_more(&m);
+        zmq_msg_close(&m);
+        part++;
+    }
+    return type;
+}
+
+static int s_raw_rank(int rank, int world, void *arg)
+{
+    (void)arg;
+    topo_t t = {.nworkers = 1, .mode = PS_SYNC};
+    comm_t *comm = NULL;
+    if (s_open(&comm, TO) < 0) return 1;
+    if (rank == 1) {
+        int f = s_serve(comm, &t, NBAD);
+        comm_destroy(&comm);
+        return f;
+    }
+    (void)world;
+    /* rank 0 plays the worker by hand */
+    void *val = NULL;
+    size_t len = 0;
+    if (store_get(comm->store, "ps/1/srv/0", &val, &len, TO) < 0) return 1;
+    void *ctx = zmq_ctx_new();
+    void *good = zmq_socket(ctx, ZMQ_DEALER), *foreign = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(good, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(foreign, ZMQ_LINGER, &zero, sizeof zero);
+    uint64_t job = ps_job_id(comm->job, 1);
+    unsigned char id[PS_ID_LEN];
+    ps_routing_id(job, 0, id);
+    zmq_setsockopt(good, ZMQ_ROUTING_ID, id, PS_ID_LEN);
+    zmq_connect(good, (char *)val);
+    zmq_connect(foreign, (char *)val);
+    free(val);
+    int fail = 0, nerr = 0;
+    wire_hdr_t r;
+    const size_t N = 10;
+    float vals[10], got[10], grad[10];
+    for (size_t i = 0; i < N; i++) { vals[i] = (float)i; grad[i] = 1.0f; }
+    ps_meta_t meta = {.total = N, .step = 1, .lr = 0.5f, .inv_scale = 1.0f};
+    optim_cfg_t oc;
+    optim_cfg_default(&oc, OPT_SGD);
+    oc.momentum = 0;
+    const void *fr[3];
+    size_t fl[3];
+#define EXPECT_ERR(sock)                                                                    \
+    do {                                                                                    \
+        int ty = s_raw_recv(sock, &r, NULL, 0);                                             \
+        if (ty != WIRE_ERROR) { fprintf(stderr, "line %d: no ERROR reply (%d)\n", __LINE__, ty); fail = 1; } \
+        else nerr++;                                                                        \
+    } while (0)
+    /* 1: garbage instead of a header */
+    zmq_send(foreign, "garbage!", 8, 0);
+    EXPECT_ERR(foreign);
+    /* 2: a well-formed header from an unknown sender (no worker routing id) */
+    wire_hdr_t h = {.type = WIRE_PUSH, .sender = 0, .job = job, .key = 0, .clock = 0, .count = N, .dtype = DT_F32,
+                    .aux = PS_F_AR, .nframes = 2};
+    fr[0] = &meta; fl[0] = sizeof meta; fr[1] = grad; fl[1] = sizeof grad;
+    s_raw_send(foreign, &h, fr, fl, 2);
+    EXPECT_ERR(foreign);
+    /* 3: foreign job id */
+    h.job = job + 99;
+    s_raw_send(good, &h, fr, fl, 2);
+    EXPECT_ERR(good);
+    h.job = job;
+    /* 4: wrong key */
+    h.key = 5;
+    s_raw_send(good, &h, fr, fl, 2);
+    EXPECT_ERR(good);
+    h.key = 0;
+    /* 5: wrong size (header says 10 elements, 9 sent) */
+    fl[1] = 9 * sizeof(float);
+    s_raw_send(good, &h, fr, fl, 2);
+    EXPECT_ERR(good);
+    fl[1] = sizeof grad;
+    /* 6: clock from the future */
+    h.clock = 7;
+    s_raw_send(good, &h, fr, fl, 2);
+    EXPECT_ERR(good);
+    h.clock = 0;
+    /* 7: header announces 2 frames, 1 follows */
+    s_raw_send(good, &h, fr, fl, 1);
+    EXPECT_ERR(good);
+    /* 8: a sender rank that does not exist */
+    h.sender = 5;
+    s_raw_send(good, &h, fr, fl, 2);
+    EXPECT_ERR(good);
+    h.sender = 0;
+    /* a correct allreduce round still works: push + commit */
+    s_raw_send(good, &h, fr, fl, 2);
+    wire_hdr_t pl = {.type = WIRE_PULL, .sender = 0, .job = job, .key = 0, .clock = 1, .dtype = DT_F32,
+                     .aux = PS_F_AR | PS_F_COMMIT, .nframes = 1};
+    s_raw_send(good, &pl, fr, fl, 1);
+    memset(got, 0, sizeof got);
+    if (s_raw_recv(good, &r, got, sizeof got) != WIRE_PARAMS || r.clock != 1 || got[3] != 1.0f) {
+        fprintf(stderr, "valid allreduce after bad input failed\n");
+        fail = 1;
+    }
+    /* parameters: INIT, pull version 0 */
+    wire_hdr_t in = {.type = WIRE_INIT, .sender = 0, .job = job, .key = 0, .clock = 0, .offset = 0, .count = N,
+                     .dtype = DT_F32, .aux = DT_F32, .nframes = 3};
+    fr[0] = &meta; fl[0] = sizeof meta; fr[1] = &oc; fl[1] = sizeof oc; fr[2] = vals; fl[2] = sizeof vals;
+    s_raw_send(good, &in, fr, fl, 3);
+    /* 9: INIT twice */
+    s_raw_send(good, &in, fr, fl, 3);
+    EXPECT_ERR(good);
+    pl.aux = 0;
+    pl.clock = 0;
+    s_raw_send(good, &pl, fr, fl, 1);
+    if (s_raw_recv(good, &r, got, sizeof got) != WIRE_PARAMS || memcmp(got, vals, sizeof vals)) {
+        fprintf(stderr, "pull of version 0 failed\n");
+        fail = 1;
+    }
+    /* 10: push with the wrong dtype (f16 into f32 gradients) */
+    uint16_t half[10] = {0};
+    wire_hdr_t pu = {.type = WIRE_PUSH, .sender = 0, .job = job, .key = 0, .clock = 0, .count = N, .dtype = DT_F16,
+                     .nframes = 2};
+    fr[1] = half; fl[1] = sizeof half;
+    s_raw_send(good, &pu, fr, fl, 2);
+    EXPECT_ERR(good);
+    /* 11: commit for a future clock */
+    pl.aux = PS_F_COMMIT;
+    pl.clock = 5;
+    s_raw_send(good, &pl, fr, fl, 1);
+    EXPECT_ERR(good);
+    /* 12: a push past the partition's end */
+    pu.dtype = DT_F32;
+    pu.offset = 5;
+    fr[1] = grad; fl[1] = sizeof grad;
+    s_raw_send(good, &pu, fr, fl, 2);
+    EXPECT_ERR(good);
+    /* a correct step: p - lr * g with lr 0.5, g = 1 */
+    pu.offset = 0;
+    s_raw_send(good, &pu, fr, fl, 2);
+    pl.clock = 1;
+    s_raw_send(good, &pl, fr, fl, 1);
+    if (s_raw_recv(good, &r, got, sizeof got) != WIRE_PARAMS || r.clock != 1) {
+        fprintf(stderr, "valid step after bad input failed\n");
+        fail = 1;
+    } else {
+        for (size_t i = 0; i < N; i++)
+            if (got[i] != vals[i] - 0.5f) { fprintf(stderr, "param %zu = %g\n", i, got[i]); fail = 1; break; }
+    }
+    if (nerr != NBAD) { fprintf(stderr, "%d ERROR replies, expected %d\n", nerr, NBAD); fail = 1; }
+    wire_hdr_t bye = {.type = WIRE_BYE, .sender = 0, .job = job, .dtype = DT_F32};
+    s_raw_send(good, &bye, NULL, NULL, 0);
+    usleep(100000);
+    zmq_close(good);
+    zmq_close(foreign);
+    zmq_ctx_term(ctx);
+    comm_destroy(&comm);
+    return fail;
+}
+
+Test(ps_server, rejects_malformed_and_foreign, .timeout = 40)
+{
+    cr_assert_eq(run_ranks(2, s_raw_rank, NULL, 30000), 0);
+}
+
+/* ---------- a dead worker ---------- */
+
+static int s_dead_rank(int rank, int world, void *arg)
+{
+    topo_t *t = arg;
+    comm_t *comm = NULL;
+    if (s_open(&comm, t->timeout_ms) < 0) return 1;
+    if (rank >= t->nworkers) {
+        engine_cfg_t cfg = s_cfg(t, world);
+        engine_t *e = NULL;
+        int rc = ps_engine.create(&e, comm, &cfg);
+        if (rc == 0) rc = ps_engine.serve(e);
+        int ok = rc == ERR_PEER && strstr(err_detail(), "worker rank 2");
+        if (!ok) fprintf(stderr, "server: rc %d (%s), expected a failure naming rank 2\n", rc, err_detail());
+        ps_engine.destroy(&e);
+        comm_destroy(&comm);
+        return ok ? 0 : 1;
+    }
+    size_t n = 500;
+    float p[500], g[500];
+    s_init_params(p, n);
+    param_set_t ps = {.params = p, .count = n, .grad_dtype = DT_F32};
+    optim_cfg_default(&ps.optim, OPT_SGD);
+    engine_cfg_t cfg = s_cfg(t, world);
+    engine_t *e = NULL;
+    int rc = ps_engine.create(&e, comm, &cfg);
+    if (rc == 0) rc = ps_engine.attach(e, &ps);
+    for (uint64_t s = 0; s < 2 && rc == 0; s++) rc = s_plain_step(e, g, n, s, rank);
+    if (rc < 0) return 1;
+    if (rank == 2) _exit(0);   /* dies: no BYE, no destroy */
+    rc = s_plain_step(e, g, n, 2, rank);
+    int ok = rc < 0 && strstr(s_last_detail, "worker rank 2") != NULL;
+    if (!ok) fprintf(stderr, "worker %d: rc %d (%s), expected a failure naming rank 2\n", rank, rc, s_last_detail);
+    ps_engine.destroy(&e);
+    comm_destroy(&comm);
+    return ok ? 0 : 1;
+}
+
+Test(ps_failure, dead_worker_sync_dedicated, .timeout = 40)
+{
+    topo_t t = {.nworkers = 3, .mode = PS_SYNC, .timeout_ms = 3000, .part_bytes = 512};
+    cr_assert_eq(run_ranks(4, s_dead_rank, &t, 30000), 0);
+}
+
+Test(ps_failure, dead_worker_sync_colocated, .timeout = 40)
+{
+    topo_t t = {.nworkers = 3, .colocate = 1, .mode = PS_SYNC, .timeout_ms = 3000, .part_bytes = 512};
+    cr_assert_eq(run_ranks(3, s_dead_rank, &t, 30000), 0);
+}
