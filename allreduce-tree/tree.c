@@ -49,10 +49,13 @@
  * (S segments) when a receiver lags; steps = nseg + 2D per tree, both trees in the same loop so every
  * link carries data in both directions. */
 #include "allreduce-tree/tree.h"
+#include "allreduce-tree/tree_gpu.h"
 #include "core/arstep.h"
+#include "core/dev.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -285,11 +288,19 @@ int tree_allreduce_host(comm_t *comm, const void *sendbuf, void *recvbuf, size_t
 
 /* ---------- engine ---------- */
 
+/* impl: "host" (host buffers: the double binary tree above; with device buffers: staged through pinned
+ * host memory), "gpu" (tree_gpu: CUDA IPC within a node; the default with device buffers), "nccl"
+ * (NCCL with NCCL_ALGO=Tree). Every impl runs under core/arstep (overlap, optimizer). */
 struct engine {
     comm_t *comm;
     engine_cfg_t cfg;
     const char *impl;
+    char impl_desc[128];
     arstep_t *step;
+    tree_gpu_t *gpu;
+    tree_nccl_t *nccl;
+    void *stage;                     /* impl host on device buffers: pinned staging buffer */
+    size_t stage_bytes;
 };
 
 static int s_host_fn(void *ctx, const void *sendbuf, void *recvbuf, size_t count, dtype_t dt, redop_t op,
@@ -299,11 +310,46 @@ static int s_host_fn(void *ctx, const void *sendbuf, void *recvbuf, size_t count
     return tree_allreduce_host(self->comm, sendbuf, recvbuf, count, dt, op, self->cfg.seg_bytes, timeout_ms);
 }
 
+static int s_staged_fn(void *ctx, const void *sendbuf, void *recvbuf, size_t count, dtype_t dt, redop_t op,
+                       int timeout_ms)
+{
+    engine_t *self = ctx;
+    size_t bytes = count * dt_size(dt);
+    if (!bytes) return tree_allreduce_host(self->comm, NULL, NULL, 0, dt, op, self->cfg.seg_bytes, timeout_ms);
+    if (bytes > self->stage_bytes) {
+        dev_host_free(&self->stage);
+        self->stage_bytes = 0;
+        CHECK(dev_host_alloc(&self->stage, bytes));
+        self->stage_bytes = bytes;
+    }
+    CHECK(dev_memcpy(self->stage, sendbuf, bytes));
+    CHECK(tree_allreduce_host(self->comm, self->stage, self->stage, count, dt, op, self->cfg.seg_bytes, timeout_ms));
+    CHECK(dev_memcpy(recvbuf, self->stage, bytes));
+    return 0;
+}
+
+static int s_gpu_fn(void *ctx, const void *sendbuf, void *recvbuf, size_t count, dtype_t dt, redop_t op,
+                    int timeout_ms)
+{
+    engine_t *self = ctx;
+    return tree_gpu_allreduce(self->gpu, sendbuf, recvbuf, count, dt, op, timeout_ms);
+}
+
+static int s_nccl_fn(void *ctx, const void *sendbuf, void *recvbuf, size_t count, dtype_t dt, redop_t op,
+                     int timeout_ms)
+{
+    engine_t *self = ctx;
+    return tree_nccl_allreduce(self->nccl, sendbuf, recvbuf, count, dt, op, timeout_ms);
+}
+
 static void s_destroy(engine_t **self_p)
 {
     engine_t *self = self_p ? *self_p : NULL;
     if (!self) return;
-    arstep_destroy(&self->step);
+    arstep_destroy(&self->step);     /* first: its thread may still call into the impls */
+    tree_gpu_destroy(&self->gpu);
+    tree_nccl_destroy(&self->nccl);
+    dev_host_free(&self->stage);
     free(self);
     *self_p = NULL;
 }
@@ -311,21 +357,34 @@ static void s_destroy(engine_t **self_p)
 static int s_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
 {
     if (!self_p || !comm || !cfg) return err_set(ERR_INVAL, "tree: create needs a communicator and a config");
+    *self_p = NULL;
     const char *impl = cfg->impl && *cfg->impl ? cfg->impl : (cfg->device < 0 ? "host" : "gpu");
-    if (cfg->device < 0 && strcmp(impl, "host"))
-        return err_set(ERR_INVAL, "tree: implementation '%s' needs a GPU (--gpus); host buffers use 'host'", impl);
-    if (cfg->device >= 0)
-        return err_set(ERR_UNSUP, "tree: implementation '%s' on device %d is not available in this build",
-                       impl, cfg->device);
+    arstep_allreduce_fn fn;
+    if (!strcmp(impl, "host")) fn = cfg->device < 0 ? s_host_fn : s_staged_fn;
+    else if (!strcmp(impl, "gpu")) fn = s_gpu_fn;
+    else if (!strcmp(impl, "nccl")) fn = s_nccl_fn;
+    else return err_set(ERR_INVAL, "tree: unknown implementation '%s' (host, gpu, nccl)", impl);
+    if (cfg->device < 0 && fn != s_host_fn)
+        return err_set(ERR_INVAL, "tree: implementation '%s' needs GPU buffers (--gpus); host buffers use 'host'", impl);
     engine_t *self = calloc(1, sizeof *self);
     if (!self) return ERR_NOMEM;
     self->comm = comm;
     self->cfg = *cfg;
     self->cfg.impl = NULL;           /* the caller's string may not outlive us */
     if (self->cfg.timeout_ms <= 0) self->cfg.timeout_ms = comm->timeout_ms;
-    self->impl = "host";
     int rc;
-    CHECK_GOTO(rc, arstep_new(&self->step, comm, &self->cfg, s_host_fn, self), fail);
+    if (fn == s_gpu_fn) {
+        CHECK_GOTO(rc, tree_gpu_new(&self->gpu, comm, cfg->device, cfg->seg_bytes, self->cfg.timeout_ms), fail);
+        snprintf(self->impl_desc, sizeof self->impl_desc, "%s", tree_gpu_impl(self->gpu));
+    } else if (fn == s_nccl_fn) {
+        CHECK_GOTO(rc, tree_nccl_new(&self->nccl, comm, cfg->device, self->cfg.timeout_ms), fail);
+        snprintf(self->impl_desc, sizeof self->impl_desc, "%s", tree_nccl_impl(self->nccl));
+    } else {
+        snprintf(self->impl_desc, sizeof self->impl_desc, "%s",
+                 fn == s_host_fn ? "host" : "host (staged from device buffers)");
+    }
+    self->impl = self->impl_desc;
+    CHECK_GOTO(rc, arstep_new(&self->step, comm, &self->cfg, fn, self), fail);
     *self_p = self;
     return 0;
 fail:
@@ -364,6 +423,14 @@ static void s_stats(engine_t *self, engine_stats_t *out)
 {
     arstep_stats(self->step, out);
     out->impl = self->impl;
+    if (self->gpu) {                 /* data moves by peer reads, not through the transport */
+        out->bytes_received += tree_gpu_bytes(self->gpu);
+        out->mem_engine_bytes += tree_gpu_mem_bytes(self->gpu);
+        out->mem_engine_peak_bytes += tree_gpu_mem_bytes(self->gpu);
+    }
+    if (self->nccl) out->bytes_sent += ncclw_bytes(self->nccl);
+    out->mem_engine_bytes += self->stage_bytes;
+    out->mem_engine_peak_bytes += self->stage_bytes;
 }
 
 const engine_ops_t tree_engine = {

@@ -1,7 +1,8 @@
 /* test_tree.c: the tree allreduce: double binary tree shape properties for P = 1..64, the host
  * collective's exact results on forked ranks (P in {1,2,3,5,6,7,8,13}, counts 0, 1, P-1, a few
  * hundred and ~1M, f32/f16/bf16, sum/avg, out-of-place and in-place, default and tiny segments), and
- * the engine vtable (create, allreduce, stats, destroy). */
+ * the engine vtable (create, allreduce, stats, destroy; impls gpu / nccl / staged host on device buffers,
+ * skipped without a GPU). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include "allreduce-tree/tree.h"
 #include "core/boot.h"
 #include "core/comm.h"
+#include "core/dev.h"
 #include "core/dtype.h"
 #include "core/err.h"
 #include "tests/lib/ranks.h"
@@ -291,11 +293,78 @@ Test(tree_engine, create_allreduce_stats_destroy, .timeout = 30)
     cr_assert_eq(run_ranks(3, s_engine_rank, NULL, 25000), 0);
 }
 
-Test(tree_engine, rejects_unknown_host_impl)
+Test(tree_engine, rejects_bad_impl)
 {
     engine_t *e = NULL;
-    engine_cfg_t cfg = {.device = -1, .impl = "nccl"};
     comm_t fake = {.rank = 0, .world = 1};
-    cr_assert_lt(tree_engine.create(&e, &fake, &cfg), 0);
-    cr_assert_null(e);
+    const char *impls[] = {"nccl", "gpu", "bogus"};
+    for (int i = 0; i < 3; i++) {
+        engine_cfg_t cfg = {.device = -1, .impl = impls[i]};
+        cr_assert_eq(tree_engine.create(&e, &fake, &cfg), ERR_INVAL, "impl %s on host buffers", impls[i]);
+        cr_assert_null(e);
+    }
+}
+
+/* ---------- engine on device buffers (skips without a GPU) ---------- */
+
+typedef struct {
+    const char *impl;
+} gpu_arg_t;
+
+static int s_gpu_engine_rank(int rank, int world, void *argp)
+{
+    const gpu_arg_t *a = argp;
+    comm_t *comm = NULL;
+    if (s_open(&comm, NULL) < 0) return 1;
+    int bad = 0, rc;
+    char b[512];
+    engine_t *e = NULL;
+    void *d = NULL;
+    size_t n = 1000003;
+    float *h = malloc(n * sizeof(float));
+    int dev = dev_select(comm->local_rank, NULL, 0);
+    if (dev < 0 || !h) { fprintf(stderr, "dev_select: %s\n", err_detail()); bad = 1; goto out; }
+    engine_cfg_t cfg = {.device = dev, .impl = a->impl, .timeout_ms = 30000};
+    rc = tree_engine.create(&e, comm, &cfg);
+    if (rc < 0) { fprintf(stderr, "create %s: %s\n", a->impl, err_trace(rc, b, sizeof b)); bad = 1; goto out; }
+    if (dev_malloc(&d, n * sizeof(float)) < 0) { bad = 1; goto out; }
+    for (int op = 0; op < 2 && !bad; op++) {
+        for (size_t i = 0; i < n; i++) h[i] = s_x(i, rank, world);
+        if (dev_memcpy(d, h, n * sizeof(float)) < 0) { bad = 1; break; }
+        rc = tree_engine.allreduce(e, d, d, n, DT_F32, (redop_t)op, 30000);
+        if (rc < 0) { fprintf(stderr, "%s allreduce: %s\n", a->impl, err_trace(rc, b, sizeof b)); bad = 1; break; }
+        if (dev_memcpy(h, d, n * sizeof(float)) < 0) { bad = 1; break; }
+        for (size_t i = 0; i < n && !bad; i++) {
+            float want = op == OP_SUM ? (float)world * s_k(i) : s_k(i);
+            if (h[i] != want) { fprintf(stderr, "%s [%zu] = %g, want %g\n", a->impl, i, h[i], want); bad = 1; }
+        }
+    }
+    engine_stats_t st;
+    tree_engine.stats(e, &st);
+    if (rank == 0) fprintf(stderr, "tree engine on device %d: %s\n", dev, st.impl);
+    if (comm_barrier(comm, 30000) < 0) bad = 1;
+out:
+    dev_free(&d);
+    tree_engine.destroy(&e);
+    free(h);
+    comm_destroy(&comm);
+    return bad;
+}
+
+static void s_gpu_engine(const char *impl, int P)
+{
+    char why[256] = "";
+    if (dev_count(why, sizeof why) == 0) cr_skip_test("no CUDA device: %s", why);
+    gpu_arg_t a = {.impl = impl};
+    cr_assert_eq(run_ranks(P, s_gpu_engine_rank, &a, 100000), 0, "tree engine impl %s, P=%d", impl, P);
+}
+
+/* Two ranks may share one GPU for the IPC tree and the staged host tree; NCCL needs a GPU per rank. */
+Test(tree_engine_gpu, impl_gpu, .timeout = 120) { s_gpu_engine("gpu", 2); }
+Test(tree_engine_gpu, impl_host_staged, .timeout = 120) { s_gpu_engine("host", 2); }
+Test(tree_engine_gpu, impl_nccl, .timeout = 120)
+{
+    char why[256] = "";
+    int n = dev_count(why, sizeof why);
+    s_gpu_engine("nccl", n >= 2 ? 2 : 1);
 }
