@@ -313,7 +313,7 @@ int trainer_step(trainer_t *self, trainer_step_t *out)
     o.data_ms = (double)(t1 - t0) / 1e6;
     o.compute_ms = (double)(t2 - t1) / 1e6;
     if (!self->ops) o.compute_ms += (double)(t3 - t2) / 1e6; /* the local optimizer is compute */
-    else if (o.wait_ms <= 0) o.wait_ms = (double)(t3 - t2) / 1e6;
+    else o.sync_ms = (double)(t3 - t2) / 1e6;
     if (self->cfg.check_every > 0 && self->step % (uint64_t)self->cfg.check_every == 0) CHECK(trainer_check(self));
     o.step_ms = (double)(now_ns() - t0) / 1e6;
     if (out) *out = o;
@@ -401,14 +401,20 @@ int trainer_save(trainer_t *self, const char *path)
             return err_set(ERR_STATE, "checkpoint: optimizer state of %d x %zu floats", nbuf, count);
         c.nopt = nbuf;
         for (int k = 0; k < nbuf; k++) c.opt[k] = bufs[k];
-    } else if (self->ops) {
-        int stateful = self->cfg.optim.kind == OPT_ADAM || self->cfg.optim.momentum != 0.0f;
-        if (stateful)
-            return err_set(ERR_UNSUP, "checkpoint: the optimizer state (momentum/Adam moments) lives inside engine '%s', "
-                           "which does not expose it (engine.h has no entry for it); a checkpoint without it would not "
-                           "resume bit-identically", self->ops->name);
+    } else {
+        CHECK(trainer_can_save(self));
     }
     return ckpt_write(path, &c);
+}
+
+int trainer_can_save(const trainer_t *self)
+{
+    int stateful = self->cfg.optim.kind == OPT_ADAM || self->cfg.optim.momentum != 0.0f;
+    if (self->ops && stateful)
+        return err_set(ERR_UNSUP, "checkpoint: the optimizer state (momentum/Adam moments) lives inside engine '%s', "
+                       "which does not expose it (engine.h has no entry for it), and a checkpoint without it would not "
+                       "resume bit-identically; use --optim sgd:momentum=0 with an engine for now", self->ops->name);
+    return 0;
 }
 
 int trainer_resume(trainer_t *self, const char *path)

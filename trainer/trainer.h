@@ -51,6 +51,7 @@ typedef struct {
     int      skipped;           /* overflow: no update, loss scale lowered */
     float    loss_scale;        /* scale used for this step */
     double   step_ms, data_ms, compute_ms, comm_ms, wait_ms;
+    double   sync_ms;           /* the whole engine wait() call: blocking + the optimizer update */
     int      nbuckets;
 } trainer_step_t;
 
@@ -65,6 +66,8 @@ int  trainer_check(trainer_t *self);
 uint64_t trainer_checksum(const trainer_t *self);
 /* Checkpoints (ckpt.h). save: any rank may write (rank 0 in the harness). resume: before attach. */
 int  trainer_save(trainer_t *self, const char *path);
+/* 0 if trainer_save can write a complete checkpoint in this setup; else why not (ERR_UNSUP). */
+int  trainer_can_save(const trainer_t *self);
 int  trainer_resume(trainer_t *self, const char *path);
 
 const mlp_shape_t *trainer_shape(const trainer_t *self);

@@ -1,0 +1,183 @@
+/* gemmbench.c: `harness gemm`: what the BLAS alone reaches on the trainer's GEMM shapes, to put the
+ * trainer's compute rate (harness train's "compute samples/s") in proportion. Each of --procs forked
+ * processes allocates the model's matrices for its per-worker batch and times the step's sgemm calls
+ * back to back (no bias, activation, loss, data or communication); the median iteration gives the
+ * rate. Results travel back over a pipe. */
+#include "harness/gemmbench.h"
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "core/err.h"
+#include "core/timer.h"
+#include "trainer/model.h"
+#include "trainer/trainer.h"
+
+typedef struct {
+    double ms_p50, ms_min;
+    double layer_ms[MLP_MAX_LAYERS][3];
+    int threads;
+    int ok;
+} s_res_t;
+
+static int s_cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static float *s_buf(size_t n)
+{
+    float *p = NULL;
+    if (posix_memalign((void **)&p, 64, (n ? n : 1) * sizeof(float))) return NULL;
+    for (size_t i = 0; i < n; i++) p[i] = (float)((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
+    return p;
+}
+
+static void s_one(const mlp_shape_t *s, size_t b, int threads, int warmup, int iters, s_res_t *res)
+{
+    memset(res, 0, sizeof *res);
+    openblas_set_num_threads(threads);
+    res->threads = openblas_get_num_threads();
+    int L = s->nlayers;
+    float *w[MLP_MAX_LAYERS], *gw[MLP_MAX_LAYERS], *act[MLP_MAX_LAYERS + 1], *dz[MLP_MAX_LAYERS + 1];
+    for (int l = 0; l <= L; l++) {
+        act[l] = s_buf(b * s->dims[l]);
+        dz[l] = s_buf(b * s->dims[l]);
+        if (!act[l] || !dz[l]) return;
+        if (l < L) {
+            w[l] = s_buf(s->dims[l] * s->dims[l + 1]);
+            gw[l] = s_buf(s->dims[l] * s->dims[l + 1]);
+            if (!w[l] || !gw[l]) return;
+        }
+    }
+    double *t = calloc((size_t)iters, sizeof(double));
+    if (!t) return;
+    for (int it = -warmup; it < iters; it++) {
+        uint64_t t0 = now_ns();
+        for (int l = 0; l < L; l++) {
+            uint64_t a = now_ns();
+            int in = (int)s->dims[l], out = (int)s->dims[l + 1];
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)b, out, in, 1.0f, act[l], in, w[l], in, 0.0f,
+                        act[l + 1], out);
+            if (it >= 0) res->layer_ms[l][0] += (double)(now_ns() - a) / 1e6 / iters;
+        }
+        for (int l = L - 1; l >= 0; l--) {
+            int in = (int)s->dims[l], out = (int)s->dims[l + 1];
+            uint64_t a = now_ns();
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, (int)b, 1.0f, dz[l + 1], out, act[l], in, 0.0f,
+                        gw[l], in);
+            uint64_t c = now_ns();
+            if (l > 0)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)b, in, out, 1.0f, dz[l + 1], out, w[l], in,
+                            0.0f, dz[l], in);
+            if (it >= 0) {
+                res->layer_ms[l][1] += (double)(c - a) / 1e6 / iters;
+                res->layer_ms[l][2] += (double)(now_ns() - c) / 1e6 / iters;
+            }
+        }
+        if (it >= 0) t[it] = (double)(now_ns() - t0) / 1e6;
+    }
+    qsort(t, (size_t)iters, sizeof *t, s_cmp_d);
+    res->ms_p50 = t[iters / 2];
+    res->ms_min = t[0];
+    res->ok = 1;
+    free(t);
+    for (int l = 0; l <= L; l++) {
+        free(act[l]);
+        free(dz[l]);
+        if (l < L) {
+            free(w[l]);
+            free(gw[l]);
+        }
+    }
+}
+
+int h_gemm_bench(const h_opts_t *o)
+{
+    mlp_shape_t s;
+    CHECK(mlp_parse(o->model ? o->model : TRAINER_DEFAULT_MODEL, &s));
+    int P = o->procs > 0 ? o->procs : 1;
+    size_t batch = o->batch > 0 ? (size_t)o->batch : TRAINER_DEFAULT_BATCH;
+    if (batch % (size_t)P) return err_set(ERR_INVAL, "gemm: batch %zu is not a multiple of --procs %d", batch, P);
+    size_t b = batch / (size_t)P;
+    int iters = o->iters > 0 ? o->iters : 20, warmup = o->warmup >= 0 ? o->warmup : 5;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = (int)(cores / P) > 0 ? (int)(cores / P) : 1;
+    const char *e = getenv("OPENBLAS_NUM_THREADS");
+    if (!e) e = getenv("OMP_NUM_THREADS");
+    if (e && atoi(e) > 0) threads = atoi(e);
+    s_res_t *res = calloc((size_t)P, sizeof *res);
+    pid_t *pids = calloc((size_t)P, sizeof *pids);
+    int (*pipes)[2] = calloc((size_t)P, sizeof *pipes);
+    if (!res || !pids || !pipes) return ERR_NOMEM;
+    fflush(NULL);
+    for (int p = 0; p < P; p++) {
+        if (pipe(pipes[p]) != 0) return err_set(ERR_SYS, "gemm: pipe");
+        pids[p] = fork();
+        if (pids[p] < 0) return err_set(ERR_SYS, "gemm: fork");
+        if (pids[p] == 0) {
+            s_res_t r;
+            s_one(&s, b, threads, warmup, iters, &r);
+            ssize_t w = write(pipes[p][1], &r, sizeof r);
+            _exit(w == (ssize_t)sizeof r && r.ok ? 0 : 1);
+        }
+        close(pipes[p][1]);
+    }
+    int bad = 0;
+    for (int p = 0; p < P; p++) {
+        ssize_t got = read(pipes[p][0], &res[p], sizeof res[p]);
+        close(pipes[p][0]);
+        int st = 0;
+        waitpid(pids[p], &st, 0);
+        if (got != (ssize_t)sizeof res[p] || !res[p].ok || !WIFEXITED(st) || WEXITSTATUS(st)) bad++;
+    }
+    free(pids);
+    free(pipes);
+    if (bad) {
+        free(res);
+        return err_set(ERR_NOMEM, "gemm: %d of %d processes failed (out of memory?)", bad, P);
+    }
+    double flop = mlp_flops_per_sample(&s);
+    double sum_sps = 0;
+    for (int p = 0; p < P; p++) sum_sps += (double)b * 1000.0 / res[p].ms_p50;
+    char model[160];
+    mlp_format(&s, model, sizeof model);
+    printf("# syncbench gemm: the sgemm calls of one training step of %s, batch %zu per process, %d process%s x %d BLAS "
+           "thread%s, %d iterations (median)\n", model, b, P, P > 1 ? "es" : "", res[0].threads, res[0].threads > 1 ? "s" : "",
+           iters);
+    printf("# %-5s %8s %4s %4s %10s %10s %10s\n", "layer", "shape", "", "", "fwd (ms)", "dW (ms)", "dX (ms)");
+    for (int l = 0; l < s.nlayers; l++)
+        printf("  %-5d %8zu x %-8zu %10.3f %10.3f %10.3f\n", l, s.dims[l + 1], s.dims[l], res[0].layer_ms[l][0],
+               res[0].layer_ms[l][1], res[0].layer_ms[l][2]);
+    for (int p = 0; p < P; p++)
+        printf("  process %d: %.3f ms/step (min %.3f), %.1f samples/s, %.2f GFLOP/s\n", p, res[p].ms_p50, res[p].ms_min,
+               (double)b * 1000.0 / res[p].ms_p50, flop * (double)b / res[p].ms_p50 / 1e6);
+    printf("  total: %.1f samples/s, %.2f GFLOP/s (%.3g GFLOP per sample)\n", sum_sps, sum_sps * flop / 1e9, flop / 1e9);
+    fflush(stdout);
+    int rc = 0;
+    if (o->json) {
+        h_meta_t m;
+        h_meta_fill(&m, o->argc, o->argv);
+        char ms[200], hs[300], ss[100], ts[80], cs[4200], cpu[300];
+        h_json_str(ms, sizeof ms, model);
+        h_json_str(hs, sizeof hs, m.host);
+        h_json_str(ss, sizeof ss, m.git_sha);
+        h_json_str(ts, sizeof ts, m.timestamp);
+        h_json_str(cs, sizeof cs, m.cmdline);
+        h_json_str(cpu, sizeof cpu, m.cpu);
+        char line[8192];
+        int n = snprintf(line, sizeof line,
+                         "{\"mode\": \"gemm\", \"model\": %s, \"procs\": %d, \"blas_threads\": %d, \"batch\": %zu, "
+                         "\"local_batch\": %zu, \"iters\": %d, \"step_ms_p50\": %.4f, \"samples_per_s\": %.3f, "
+                         "\"gflops\": %.3f, \"host\": %s, \"git_sha\": %s, \"timestamp\": %s, \"cmdline\": %s, \"cpu\": %s}\n",
+                         ms, P, res[0].threads, batch, b, iters, res[0].ms_p50, sum_sps, sum_sps * flop / 1e9, hs, ss, ts, cs,
+                         cpu);
+        if (n > 0 && (size_t)n < sizeof line) rc = h_json_append(o->json, line, (size_t)n);
+    }
+    free(res);
+    return rc;
+}

@@ -1,0 +1,351 @@
+/* train.c: `harness train`: for each engine, every worker trains the shared model (trainer/) under
+ * that engine: warm-up steps, then --steps timed steps. Each rank measures its own samples/s, step
+ * time p50/p99, compute vs communication vs waiting time, loss and peak RSS; the ranks allgather one
+ * fixed-size record each and rank 0 prints the table and appends one JSON line per engine. Dedicated
+ * PS server ranks serve meanwhile and contribute their memory. OpenBLAS threads per rank: the
+ * cores divided by the ranks sharing this host (torchrun's OMP_NUM_THREADS=1 for several ranks on
+ * few cores), unless OPENBLAS_NUM_THREADS / OMP_NUM_THREADS say otherwise. */
+#include "harness/harness.h"
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "core/err.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/timer.h"
+#include "trainer/trainer.h"
+
+/* one record per rank, allgathered (plain data, same layout on every rank) */
+typedef struct {
+    int32_t  rank, server, threads, nbuckets;
+    double   samples_per_s;         /* local batch * timed steps / timed seconds */
+    double   compute_samples_per_s; /* local batch / compute time (p50) */
+    double   step_p50, step_p99, compute_p50, comm_p50, wait_p50, data_p50, sync_p50;
+    double   loss_first, loss_last, acc_last;
+    double   elapsed_s;
+    uint64_t mem_peak, mem_engine_peak, bytes_sent, bytes_received, skipped, samples;
+    float    loss_scale;
+    int32_t  pad;
+} s_rank_t;
+
+static int s_cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Percentile (nearest rank) of n values; sorts v. */
+static double s_pct(double *v, size_t n, double p)
+{
+    if (!n) return 0;
+    qsort(v, n, sizeof *v, s_cmp_d);
+    size_t k = (size_t)ceil(p / 100.0 * (double)n);
+    return v[k ? k - 1 : 0];
+}
+
+static int s_blas_threads(const comm_t *comm)
+{
+    const char *e = getenv("OPENBLAS_NUM_THREADS");
+    if (!e) e = getenv("OMP_NUM_THREADS");
+    if (e && atoi(e) > 0) return openblas_get_num_threads();
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int lw = comm->local_world > 0 ? comm->local_world : 1;
+    int t = (int)(cores / lw);
+    if (t < 1) t = 1;
+    openblas_set_num_threads(t);
+    return t;
+}
+
+static void s_progress(const h_opts_t *o, const char *engine, int tty, int i, int total, const trainer_step_t *st,
+                       int nworkers, int warm)
+{
+    if (o->quiet) return;
+    double rate = st->step_ms > 0 ? (double)st->samples * nworkers * 1000.0 / st->step_ms : 0;
+    if (tty) {
+        printf("\r  %-5s %s %4d/%-4d  loss %.4f  ~%.0f samples/s  step %.2f ms  scale %g   ", engine, warm ? "warm-up" : "step   ",
+               i, total, st->loss, rate, st->step_ms, (double)st->loss_scale);
+        fflush(stdout);
+    } else {
+        int every = total >= 10 ? total / 10 : 1;
+        if (i % every == 0 || i == total) {
+            printf("# %s %s %d/%d: loss %.4f, ~%.0f samples/s (rank 0 x %d), step %.2f ms\n", engine, warm ? "warm-up" : "step",
+                   i, total, st->loss, rate, nworkers, st->step_ms);
+            fflush(stdout);
+        }
+    }
+}
+
+static int s_parse_straggler(const char *s, int *rank, double *ms)
+{
+    *rank = -1;
+    *ms = 0;
+    if (!s || !*s) return 0;
+    char *end;
+    long r = strtol(s, &end, 10);
+    if (end == s || *end != ':' || r < 0) return err_set(ERR_INVAL, "--straggler '%s': expected RANK:MS", s);
+    double v = strtod(end + 1, &end);
+    if (*end || !(v >= 0)) return err_set(ERR_INVAL, "--straggler '%s': expected RANK:MS", s);
+    *rank = (int)r;
+    *ms = v;
+    return 0;
+}
+
+typedef struct {
+    double *step, *compute, *comm, *wait, *data, *sync;
+} s_series_t;
+
+static int s_run_worker(const h_opts_t *o, comm_t *comm, const char *name, const engine_ops_t *ops, engine_t **eng,
+                        const engine_cfg_t *ecfg, s_rank_t *me, trainer_t **tp)
+{
+    trainer_cfg_t tc;
+    trainer_cfg_default(&tc);
+    tc.model = o->model;
+    tc.data = o->data;
+    tc.global_batch = o->batch > 0 ? (size_t)o->batch : 0;
+    tc.world = ecfg->nworkers;
+    tc.rank = comm->rank;
+    if (o->optim) CHECK(optim_parse(o->optim, &tc.optim));
+    tc.grad_dtype = o->grad_dtype;
+    tc.bucket_mb = o->bucket_mb;
+    tc.no_overlap = o->no_overlap;
+    int sync_mode = strcmp(name, "ps") || ecfg->ps_mode == PS_SYNC;
+    tc.check_every = sync_mode ? o->check_every : 0;
+    tc.drop_last = o->drop_last;
+    tc.seed = o->seed;
+    tc.timeout_ms = o->timeout_s > 0 ? o->timeout_s * 1000 : 60000;
+    CHECK(s_parse_straggler(o->straggler, &tc.straggler_rank, &tc.straggler_ms));
+    tc.comm = comm;
+    CHECK(trainer_new(tp, &tc));
+    trainer_t *t = *tp;
+    if (o->resume) CHECK(trainer_resume(t, o->resume));
+    CHECK(trainer_attach(t, ops, *eng));
+    if (o->save) CHECK(trainer_can_save(t)); /* every rank, before training: fail early and together */
+
+    int W = o->warmup_steps > 0 ? o->warmup_steps : 0, S = o->steps > 0 ? o->steps : 1;
+    s_series_t s = {calloc((size_t)S, sizeof(double)), calloc((size_t)S, sizeof(double)), calloc((size_t)S, sizeof(double)),
+                    calloc((size_t)S, sizeof(double)), calloc((size_t)S, sizeof(double)), calloc((size_t)S, sizeof(double))};
+    int rc = 0;
+    if (!s.step || !s.compute || !s.comm || !s.wait || !s.data || !s.sync) {
+        rc = ERR_NOMEM;
+        goto out;
+    }
+    int tty = comm->rank == 0 && isatty(STDOUT_FILENO);
+    int show = comm->rank == 0;
+    trainer_step_t st;
+    for (int i = 0; i < W; i++) {
+        CHECK_GOTO(rc, trainer_step(t, &st), out);
+        if (i == 0) me->loss_first = st.loss;
+        if (show) s_progress(o, name, tty, i + 1, W, &st, ecfg->nworkers, 1);
+    }
+    uint64_t t0 = now_ns();
+    for (int i = 0; i < S; i++) {
+        CHECK_GOTO(rc, trainer_step(t, &st), out);
+        if (i == 0 && W == 0) me->loss_first = st.loss;
+        s.step[i] = st.step_ms;
+        s.compute[i] = st.compute_ms;
+        s.comm[i] = st.comm_ms;
+        s.wait[i] = st.wait_ms;
+        s.data[i] = st.data_ms;
+        s.sync[i] = st.sync_ms;
+        me->samples += st.samples;
+        me->skipped += (uint64_t)st.skipped;
+        if (show) s_progress(o, name, tty, i + 1, S, &st, ecfg->nworkers, 0);
+    }
+    double secs = (double)(now_ns() - t0) / 1e9;
+    if (tty && !o->quiet) printf("\r%100s\r", "");
+    /* a last comparison of the parameters, whatever --check-every says (sync modes only) */
+    if (sync_mode) CHECK_GOTO(rc, trainer_check(t), out);
+    me->loss_last = st.loss;
+    me->acc_last = st.samples ? (double)st.correct / (double)st.samples : 0;
+    me->loss_scale = trainer_loss_scale(t);
+    me->elapsed_s = secs;
+    me->samples_per_s = secs > 0 ? (double)me->samples / secs : 0;
+    me->step_p99 = s_pct(s.step, (size_t)S, 99);
+    me->step_p50 = s_pct(s.step, (size_t)S, 50);
+    me->compute_p50 = s_pct(s.compute, (size_t)S, 50);
+    me->comm_p50 = s_pct(s.comm, (size_t)S, 50);
+    me->wait_p50 = s_pct(s.wait, (size_t)S, 50);
+    me->data_p50 = s_pct(s.data, (size_t)S, 50);
+    me->sync_p50 = s_pct(s.sync, (size_t)S, 50);
+    me->compute_samples_per_s = me->compute_p50 > 0 ? (double)trainer_local_batch(t) * 1000.0 / me->compute_p50 : 0;
+    me->nbuckets = trainer_nbuckets(t);
+out:
+    free(s.step); free(s.compute); free(s.comm); free(s.wait); free(s.data); free(s.sync);
+    return rc;
+}
+
+static void s_fmt_list_u64(char *buf, size_t len, const s_rank_t *all, int n)
+{
+    size_t off = (size_t)snprintf(buf, len, "[");
+    for (int r = 0; r < n && off < len; r++)
+        off += (size_t)snprintf(buf + off, len - off, "%s%llu", r ? ", " : "", (unsigned long long)all[r].mem_peak);
+    if (off < len) snprintf(buf + off, len - off, "]");
+}
+
+static void s_report(const h_opts_t *o, comm_t *comm, const char *name, const engine_cfg_t *ecfg, const s_rank_t *all,
+                     const trainer_t *t, const char *impl, const h_meta_t *meta)
+{
+    int P = ecfg->nworkers, R = comm->world;
+    double sps = 0, csps = 0, step50 = 0, step99 = 0, comp50 = 0, comm50 = 0, wait50 = 0, lf = 0, ll = 0, acc = 0;
+    double data50 = 0, sync50 = 0;
+    uint64_t sent = 0, skipped = all[0].skipped;
+    for (int r = 0; r < P; r++) {
+        sps += all[r].samples_per_s;
+        csps += all[r].compute_samples_per_s;
+        step50 = fmax(step50, all[r].step_p50);
+        step99 = fmax(step99, all[r].step_p99);
+        comp50 = fmax(comp50, all[r].compute_p50);
+        comm50 = fmax(comm50, all[r].comm_p50);
+        wait50 = fmax(wait50, all[r].wait_p50);
+        data50 = fmax(data50, all[r].data_p50);
+        sync50 = fmax(sync50, all[r].sync_p50);
+        lf += all[r].loss_first / P;
+        ll += all[r].loss_last / P;
+        acc += all[r].acc_last / P;
+    }
+    double mmax = 0, msum = 0;
+    for (int r = 0; r < R; r++) {
+        sent += all[r].bytes_sent;
+        mmax = fmax(mmax, (double)all[r].mem_peak);
+        msum += (double)all[r].mem_peak;
+    }
+    double imb = msum > 0 ? mmax / (msum / R) : 0;
+    const mlp_shape_t *sh = trainer_shape(t);
+    char model[160];
+    mlp_format(sh, model, sizeof model);
+    size_t lb = trainer_local_batch(t);
+    printf("#\n# syncbench train: engine %s (%s), %d worker%s%s, model %s (%.2fM params, %d bucket%s of <= %g MiB%s), "
+           "data %s, batch %zu (%zu/worker), optim %s, grads %s, %d BLAS thread%s/rank\n",
+           name, impl ? impl : "default", P, P > 1 ? "s" : "", R > P ? " + dedicated servers" : "", model,
+           (double)sh->count / 1e6, all[0].nbuckets, all[0].nbuckets > 1 ? "s" : "", o->bucket_mb > 0 ? o->bucket_mb : 25.0,
+           o->no_overlap ? ", no overlap" : "", trainer_data_name(t), lb * (size_t)P, lb, o->optim ? o->optim : "sgd",
+           dt_name(o->grad_dtype), all[0].threads, all[0].threads > 1 ? "s" : "");
+    printf("# %-6s %5s %11s %11s %9s %9s %9s %9s %9s %17s %10s %9s\n", "engine", "world", "samples/s", "compute", "step p50",
+           "step p99", "compute", "comm", "wait", "loss", "mem peak", "mem");
+    printf("# %-6s %5s %11s %11s %9s %9s %9s %9s %9s %17s %10s %9s\n", "", "", "(sum)", "samples/s", "(ms)", "(ms)",
+           "p50 (ms)", "p50 (ms)", "p50 (ms)", "first -> last", "max (MiB)", "max/mean");
+    printf("  %-6s %5d %11.1f %11.1f %9.2f %9.2f %9.2f %9.2f %9.2f %8.4f -> %6.4f %10.1f %9.3f\n", name, P, sps, csps, step50,
+           step99, comp50, comm50, wait50, lf, ll, mmax / 1048576.0, imb);
+    if (skipped) printf("# %llu step%s skipped on overflow; final loss scale %g\n", (unsigned long long)skipped,
+                        skipped > 1 ? "s" : "", (double)all[0].loss_scale);
+    for (int r = 0; r < R && R <= 16; r++)
+        printf("#   rank %2d %-6s %10.1f samples/s  step p50 %7.2f ms  compute %7.2f  comm %7.2f  wait %7.2f  peak %7.1f MiB\n",
+               r, all[r].server ? "server" : "worker", all[r].samples_per_s, all[r].step_p50, all[r].compute_p50,
+               all[r].comm_p50, all[r].wait_p50, (double)all[r].mem_peak / 1048576.0);
+    fflush(stdout);
+    if (!o->json) return;
+    static char line[16384];
+    char eng_s[64], model_s[200], data_s[300], optim_s[200], host_s[300], sha_s[100], ts_s[80], cmd_s[4200], cpu_s[300],
+        topo_s[600], ver_s[600], impl_s[100], mem_s[2048], sps_s[2048];
+    h_json_str(eng_s, sizeof eng_s, name);
+    h_json_str(impl_s, sizeof impl_s, impl ? impl : "default");
+    h_json_str(model_s, sizeof model_s, model);
+    h_json_str(data_s, sizeof data_s, trainer_data_name(t));
+    h_json_str(optim_s, sizeof optim_s, o->optim ? o->optim : "sgd");
+    h_json_str(host_s, sizeof host_s, meta->host);
+    h_json_str(sha_s, sizeof sha_s, meta->git_sha);
+    h_json_str(ts_s, sizeof ts_s, meta->timestamp);
+    h_json_str(cmd_s, sizeof cmd_s, meta->cmdline);
+    h_json_str(cpu_s, sizeof cpu_s, meta->cpu);
+    h_json_str(topo_s, sizeof topo_s, meta->topo);
+    h_json_str(ver_s, sizeof ver_s, meta->versions);
+    s_fmt_list_u64(mem_s, sizeof mem_s, all, R);
+    size_t off = (size_t)snprintf(sps_s, sizeof sps_s, "[");
+    for (int r = 0; r < P && off < sizeof sps_s; r++)
+        off += (size_t)snprintf(sps_s + off, sizeof sps_s - off, "%s%.3f", r ? ", " : "", all[r].samples_per_s);
+    if (off < sizeof sps_s) snprintf(sps_s + off, sizeof sps_s - off, "]");
+    int n = snprintf(line, sizeof line,
+        "{\"mode\": \"train\", \"engine\": %s, \"impl\": %s, \"world\": %d, \"ranks\": %d, \"servers\": %d, "
+        "\"steps\": %d, \"warmup_steps\": %d, \"batch\": %zu, \"local_batch\": %zu, \"model\": %s, \"params\": %zu, "
+        "\"data\": %s, \"optim\": %s, \"grad_dtype\": \"%s\", \"bucket_mb\": %g, \"nbuckets\": %d, \"overlap\": %s, "
+        "\"blas_threads\": %d, \"samples_per_s\": %.3f, \"samples_per_s_rank\": %s, \"compute_samples_per_s\": %.3f, "
+        "\"step_ms_p50\": %.4f, \"step_ms_p99\": %.4f, \"compute_ms_p50\": %.4f, \"comm_ms_p50\": %.4f, "
+        "\"wait_ms_p50\": %.4f, \"data_ms_p50\": %.4f, \"sync_ms_p50\": %.4f, \"loss_first\": %.6f, \"loss_last\": %.6f, \"acc_last\": %.4f, \"skipped_steps\": %llu, "
+        "\"bytes_sent\": %llu, \"mem_peak_bytes\": %s, \"mem_imbalance\": %.4f, \"host\": %s, \"git_sha\": %s, "
+        "\"timestamp\": %s, \"cmdline\": %s, \"cpu\": %s, \"topo\": %s, \"versions\": %s}\n",
+        eng_s, impl_s, P, R, R - P, o->steps, o->warmup_steps, lb * (size_t)P, lb, model_s, sh->count, data_s, optim_s,
+        dt_name(o->grad_dtype), o->bucket_mb > 0 ? o->bucket_mb : 25.0, all[0].nbuckets, o->no_overlap ? "false" : "true",
+        all[0].threads, sps, sps_s, csps, step50, step99, comp50, comm50, wait50, data50, sync50, lf, ll, acc,
+        (unsigned long long)skipped, (unsigned long long)sent, mem_s, imb, host_s, sha_s, ts_s, cmd_s, cpu_s, topo_s, ver_s);
+    if (n > 0 && (size_t)n < sizeof line) {
+        int rc = h_json_append(o->json, line, (size_t)n);
+        if (rc < 0) {
+            char msg[512];
+            fprintf(stderr, "harness: %s\n", err_trace(rc, msg, sizeof msg));
+        }
+    } else {
+        fprintf(stderr, "harness: train result line too long; not written\n");
+    }
+}
+
+static int s_train_engine(const h_opts_t *o, comm_t *comm, const char *name, const h_meta_t *meta)
+{
+    const engine_ops_t *ops = h_engine_find(name);
+    if (!ops) return err_set(ERR_INVAL, "unknown engine '%s' (have %s)", name, h_engine_names());
+    engine_cfg_t ecfg;
+    h_engine_cfg(o, comm, name, &ecfg);
+    if (ecfg.nworkers < 1) return err_set(ERR_INVAL, "engine %s: no workers", name);
+    if (ecfg.device >= 0) return err_set(ERR_UNSUP, "train on GPUs (--gpus) is not supported by this trainer yet (CPU only)");
+    s_rank_t me;
+    memset(&me, 0, sizeof me);
+    me.rank = comm->rank;
+    me.threads = s_blas_threads(comm);
+    mem_reset_peak();
+    engine_t *eng = NULL;
+    trainer_t *t = NULL;
+    int rc = ops->create(&eng, comm, &ecfg);
+    if (rc < 0) {
+        err_note(rc, __FILE__, __LINE__, "ops->create");
+        return rc;
+    }
+    engine_stats_t es;
+    memset(&es, 0, sizeof es);
+    if (h_is_server(comm, &ecfg)) {
+        me.server = 1;
+        if (!ops->serve) rc = err_set(ERR_STATE, "engine %s has no server role", name);
+        else rc = ops->serve(eng);
+    } else {
+        rc = s_run_worker(o, comm, name, ops, &eng, &ecfg, &me, &t);
+    }
+    if (ops->stats) ops->stats(eng, &es);
+    me.bytes_sent = es.bytes_sent;
+    me.bytes_received = es.bytes_received;
+    me.mem_engine_peak = es.mem_engine_peak_bytes;
+    const char *impl = es.impl;
+    char impl_buf[64];
+    snprintf(impl_buf, sizeof impl_buf, "%s", impl ? impl : "default");
+    ops->destroy(&eng); /* before the gather: workers leaving is what lets dedicated servers return */
+    me.mem_peak = mem_peak_rss();
+    if (rc < 0) {
+        trainer_destroy(&t);
+        return rc;
+    }
+    s_rank_t *all = calloc((size_t)comm->world, sizeof *all);
+    if (!all) {
+        trainer_destroy(&t);
+        return ERR_NOMEM;
+    }
+    rc = comm_allgather(comm, &me, sizeof me, all, o->timeout_s > 0 ? o->timeout_s * 1000 : 60000);
+    if (rc == 0 && comm->rank == 0) s_report(o, comm, name, &ecfg, all, t, impl_buf, meta);
+    /* after the gather, so a failing write cannot leave the other ranks waiting */
+    if (rc == 0 && o->save && comm->rank == 0) {
+        rc = trainer_save(t, o->save);
+        if (rc == 0 && !o->quiet)
+            printf("# %s: checkpoint after step %llu written to %s\n", name, (unsigned long long)trainer_steps_done(t), o->save);
+    }
+    free(all);
+    trainer_destroy(&t);
+    return rc;
+}
+
+int h_train(const h_opts_t *o, comm_t *comm)
+{
+    h_meta_t meta;
+    memset(&meta, 0, sizeof meta);
+    if (comm->rank == 0) h_meta_fill(&meta, o->argc, o->argv);
+    for (int i = 0; i < o->nengines; i++) CHECK(s_train_engine(o, comm, o->engines[i], &meta));
+    return 0;
+}
