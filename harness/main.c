@@ -3,6 +3,8 @@
  * our launcher, torchrun-style env, srun or mpirun), joins the job and runs the mode. */
 #include "harness/harness.h"
 #include "harness/launch.h"
+#include "harness/model.h"
+#include "harness/report.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/topo.h"
@@ -25,6 +27,9 @@ static void s_usage(FILE *f)
 "  bench             the collective alone, nccl-tests style (size, count, algbw, busbw, #wrong)\n"
 "  run               the default CPU comparison: bench + train, every engine, 4 ranks\n"
 "  selftest          launcher self-test (SYNCBENCH_SELFTEST_FAIL/HANG/SLEEP_MS)\n"
+"  report FILE...    engines side by side from results files, plus PNG/SVG plots (--plots DIR)\n"
+"  model [FILE...]   fit alpha/beta/gamma on this setup (2 ranks), predict each engine beside the\n"
+"                    measured results in FILE... (or --measured FILE), extrapolate to P = 1024\n"
 "\n"
 "Ranks:\n"
 "  --procs N             start N local CPU worker ranks (plus --servers for ps)\n"
@@ -63,6 +68,8 @@ static void s_usage(FILE *f)
 "\n"
 "Output:\n"
 "  --json FILE           append one JSON object per line per result ('-' = stdout)\n"
+"  --plots DIR           report: where figures go (default: plots/ next to the first file)\n"
+"  --measured FILE       model: a results file to compare against (as a positional FILE)\n"
 "  --quiet               no progress lines\n", h_engine_names());
 }
 
@@ -102,7 +109,8 @@ enum {
     O_PROCS = 256, O_GPUS, O_SCALING, O_NNODES, O_NODE_RANK, O_MASTER, O_INIT, O_IFNAME, O_TRANSPORT, O_BIND,
     O_TIMEOUT, O_ENGINE, O_IMPL, O_SERVERS, O_COLOC, O_PSMODE, O_PSPART, O_SEG, O_SIZES, O_FACTOR, O_ITERS,
     O_WARMUP, O_DTYPE, O_OP, O_MODEL, O_DATA, O_BATCH, O_STEPS, O_WSTEPS, O_OPTIM, O_GDT, O_BUCKET, O_NOOV,
-    O_CHECKEV, O_SAVE, O_RESUME, O_DROPLAST, O_SEED, O_STRAG, O_JSON, O_QUIET, O_HELP, O_TIMELINE, O_NET, O_CHECK
+    O_CHECKEV, O_SAVE, O_RESUME, O_DROPLAST, O_SEED, O_STRAG, O_JSON, O_QUIET, O_HELP, O_TIMELINE, O_NET, O_CHECK,
+    O_PLOTS, O_MEASURED
 };
 
 static const struct option s_longopts[] = {
@@ -119,7 +127,8 @@ static const struct option s_longopts[] = {
     {"bucket-mb", 1, 0, O_BUCKET}, {"no-overlap", 0, 0, O_NOOV}, {"check-every", 1, 0, O_CHECKEV},
     {"save", 1, 0, O_SAVE}, {"resume", 1, 0, O_RESUME}, {"drop-last", 0, 0, O_DROPLAST}, {"seed", 1, 0, O_SEED},
     {"straggler", 1, 0, O_STRAG}, {"json", 1, 0, O_JSON}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP},
-    {"timeline", 1, 0, O_TIMELINE}, {"net", 1, 0, O_NET}, {0, 0, 0, 0}};
+    {"timeline", 1, 0, O_TIMELINE}, {"net", 1, 0, O_NET}, {"plots", 1, 0, O_PLOTS},
+    {"measured", 1, 0, O_MEASURED}, {0, 0, 0, 0}};
 
 static int s_split_ints(const char *s, int *out, int max, int *n)
 {
@@ -132,6 +141,11 @@ static int s_split_ints(const char *s, int *out, int max, int *n)
     }
     return *n ? 0 : -1;
 }
+
+/* report / model: figures folder and results files (positional ones and --measured) */
+static const char *s_plots_dir;
+static char *s_measured[64];
+static int s_nmeasured;
 
 /* Returns 0, or an exit code (2 for usage errors, 1 for help printed -> exit 0 handled by caller). */
 static int s_parse(h_opts_t *o, int argc, char **argv)
@@ -170,11 +184,11 @@ static int s_parse(h_opts_t *o, int argc, char **argv)
         o->mode = argv[1];
         first = 2;
     }
-    static const char *modes[] = {"train", "bench", "run", "selftest", NULL};
+    static const char *modes[] = {"train", "bench", "run", "selftest", "report", "model", NULL};
     int known = 0;
     for (int i = 0; modes[i]; i++) known |= !strcmp(o->mode, modes[i]);
     if (!known) {
-        fprintf(stderr, "harness: unknown mode '%s' (train, bench, run, selftest); see harness --help\n", o->mode);
+        fprintf(stderr, "harness: unknown mode '%s' (train, bench, run, selftest, report, model); see harness --help\n", o->mode);
         return 2;
     }
     optind = first;
@@ -258,12 +272,22 @@ static int s_parse(h_opts_t *o, int argc, char **argv)
         case O_QUIET: o->quiet = 1; break;
         case O_TIMELINE: o->timeline = v; break;
         case O_NET: o->net = v; break;
+        case O_PLOTS: s_plots_dir = v; break;
+        case O_MEASURED:
+            if (s_nmeasured >= (int)(sizeof s_measured / sizeof s_measured[0])) return s_bad("--measured", v, "at most 64 files");
+            s_measured[s_nmeasured++] = (char *)v;
+            break;
         case O_HELP: s_usage(stdout); return 1;
         case ':': fprintf(stderr, "harness: %s needs a value\n", argv[optind - 1]); return 2;
         default: fprintf(stderr, "harness: unknown option '%s'; see harness --help\n", argv[optind - 1]); return 2;
         }
     }
-    if (optind < argc) {
+    if (optind < argc && (!strcmp(o->mode, "report") || !strcmp(o->mode, "model"))) {
+        /* results files; --measured files come after them */
+        o->pos = argv + optind;
+        o->npos = argc - optind;
+        for (int i = 0; i < o->npos && s_nmeasured < 64; i++) s_measured[s_nmeasured++] = o->pos[i];
+    } else if (optind < argc) {
         o->pos = argv + optind;
         o->npos = argc - optind;
         fprintf(stderr, "harness: unexpected argument '%s'; see harness --help\n", argv[optind]);
@@ -349,6 +373,7 @@ static int s_rank_main(h_opts_t *o)
         return 1;
     }
     if (!strcmp(o->mode, "bench")) rc = h_bench(o, comm);
+    else if (!strcmp(o->mode, "model")) rc = h_model(o, comm, s_nmeasured, s_measured);
     else rc = h_train(o, comm);
     if (rc < 0) fprintf(stderr, "harness: rank %d: %s failed: %s\n", comm->rank, o->mode, err_trace(rc, msg, sizeof msg));
     comm_destroy(&comm);
@@ -410,6 +435,15 @@ int main(int argc, char **argv)
     const char *mode = getenv("SYNCBENCH_MODE");
     if (mode && h_is_launched()) o.mode = mode;
     if (h_is_launched()) return s_rank_main(&o);
+    if (!strcmp(o.mode, "report")) return h_report(s_nmeasured, s_measured, s_plots_dir);
+    if (!strcmp(o.mode, "model")) {
+        /* one launch of the probe world (2 ranks by default), whatever --engine / --scaling say */
+        if (!o.procs && !o.gpus && !o.nnodes) o.procs = 2;
+        o.nscaling = 0;
+        o.engines[0] = "ring";
+        o.nengines = 1;
+        return s_drive(&o, NULL);
+    }
     if (!strcmp(o.mode, "run")) {
         /* the default comparison: every engine, 4 CPU ranks, bench then train */
         if (!o.procs) o.procs = 4;

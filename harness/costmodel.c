@@ -1,0 +1,127 @@
+/* costmodel.c: the alpha-beta-gamma formulas of costmodel.h and the least-squares fits.
+ *
+ * Derivations (n bytes per rank, P ranks, one full-duplex link per rank):
+ *  - ring: each of the 2(P-1) steps moves one chunk n/P over every link at once and starts with one
+ *    message latency; the P-1 reduce-scatter steps each add one chunk.
+ *  - tree: both halves (n/2) travel their own tree concurrently, in segments; the schedule is lock-step
+ *    (tree.c: up-op of segment s at depth d in step s + D - d, down-op in step s + D + d), nseg + 2D
+ *    steps. In one step a rank sends one segment per edge it has in either tree (parent + children),
+ *    so the step is bounded by the busiest rank: k segments out (and, symmetrically, k in) and c child
+ *    segments reduced. For P >= 4 an interior rank has k = 4, so the volume is about 2 n beta, against
+ *    the ring's 2 (P-1)/P n beta.
+ *  - ps: see costmodel.h. */
+#include "harness/costmodel.h"
+#include "allreduce-tree/tree.h"
+#include <math.h>
+#include <stdlib.h>
+
+double h_cm_ring(const h_cm_t *m, int P, double n)
+{
+    if (P <= 1 || n <= 0) return 0;
+    double f = (double)(P - 1) / P;
+    return 2.0 * (P - 1) * m->alpha + 2.0 * f * n * m->beta + f * n * m->gamma;
+}
+
+void h_cm_tree_shape(int P, int *depth, int *k, int *c)
+{
+    *depth = 0, *k = 0, *c = 0;
+    if (P <= 1) return;
+    int *dep = malloc((size_t)P * sizeof *dep);
+    if (!dep) return;
+    for (int t = 0; t < 2; t++) {
+        /* depth of every rank: walk up to the root (D <= ceil(log2 P), so this is cheap) */
+        for (int r = 0; r < P; r++) {
+            int d = 0, x = r, parent, ch[2];
+            for (;;) {
+                tree_shape(P, t, x, &parent, ch);
+                if (parent < 0 || d > P) break;
+                x = parent;
+                d++;
+            }
+            dep[r] = d;
+            if (d > *depth) *depth = d;
+        }
+    }
+    for (int r = 0; r < P; r++) {
+        int sends = 0, reduces = 0;
+        for (int t = 0; t < 2; t++) {
+            int parent, ch[2];
+            tree_shape(P, t, r, &parent, ch);
+            int nc = (ch[0] >= 0) + (ch[1] >= 0);
+            sends += (parent >= 0) + nc;
+            reduces += nc;
+        }
+        if (sends > *k) *k = sends;
+        if (reduces > *c) *c = reduces;
+    }
+    free(dep);
+}
+
+double h_cm_tree_seg(double n, double slot)
+{
+    double half = ceil(n / 2);
+    double sb = half / 8;
+    if (sb > 256.0 * 1024) sb = 256.0 * 1024;
+    if (sb < 16.0 * 1024) sb = 16.0 * 1024;
+    if (slot > 0 && sb > slot) sb = slot;
+    return sb;
+}
+
+double h_cm_tree(const h_cm_t *m, int P, double n, double seg)
+{
+    if (P <= 1 || n <= 0) return 0;
+    if (seg <= 0) seg = h_cm_tree_seg(n, 1024.0 * 1024);
+    double half = ceil(n / 2);
+    double nseg = ceil(half / seg);
+    double s = half < seg ? half : seg;
+    int D, k, c;
+    h_cm_tree_shape(P, &D, &k, &c);
+    return (nseg + 2.0 * D) * (m->alpha + k * s * m->beta + c * s * m->gamma);
+}
+
+double h_cm_ps(const h_cm_t *m, int N, int S, int colocate, double n, double part)
+{
+    if (N < 1 || n <= 0) return 0;
+    if (part <= 0) part = 4.0 * 1024 * 1024;
+    if (colocate) {
+        if (N == 1) return 2 * m->alpha;   /* the worker's own server over inproc */
+        double f = (double)(N - 1) / N;
+        return 2 * m->alpha + 2 * f * n * m->beta + f * n * m->gamma;
+    }
+    if (S < 1) S = 1;
+    double per = n / S;                       /* bytes each server owns */
+    double link = fmax(n, (double)N * per);
+    double last = (double)N * fmin(part, per);
+    return 2 * m->alpha + link * m->beta + last * m->beta + (N - 1) * per * m->gamma;
+}
+
+int h_cm_linfit(const double *x, const double *y, const double *w, size_t k, double *a, double *b)
+{
+    double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (size_t i = 0; i < k; i++) {
+        double wi = w ? w[i] : 1.0;
+        sw += wi, sx += wi * x[i], sy += wi * y[i], sxx += wi * x[i] * x[i], sxy += wi * x[i] * y[i];
+    }
+    double den = sw * sxx - sx * sx;
+    if (k < 2 || !(fabs(den) > 1e-300 * (sw * sxx + 1e-300))) return -1;
+    *b = (sw * sxy - sx * sy) / den;
+    *a = (sy - *b * sx) / sw;
+    return 0;
+}
+
+int h_cm_fit_ab(const double *n, const double *t, size_t k, double *alpha, double *beta)
+{
+    double *w = malloc((k ? k : 1) * sizeof *w);
+    if (!w) return -1;
+    for (size_t i = 0; i < k; i++) w[i] = t[i] > 0 ? 1.0 / (t[i] * t[i]) : 0;
+    int rc = h_cm_linfit(n, t, w, k, alpha, beta);
+    if (rc == 0 && *alpha < 0) {
+        /* a negative intercept: refit the slope through the origin */
+        double sxy = 0, sxx = 0;
+        for (size_t i = 0; i < k; i++) sxy += w[i] * n[i] * t[i], sxx += w[i] * n[i] * n[i];
+        *alpha = 0;
+        *beta = sxx > 0 ? sxy / sxx : 0;
+    }
+    free(w);
+    return rc;
+}

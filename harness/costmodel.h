@@ -1,0 +1,44 @@
+/* costmodel.h: the alpha-beta-gamma cost model of the three engines' allreduce (pure functions, no
+ * I/O): alpha = latency per message (s), beta = transfer time per byte on one link (s/B), gamma =
+ * reduction time per byte (s/B, one add of two buffers). Links are full duplex; every rank has its own
+ * link (what --net gives: one shaped veth per rank). See costmodel.c for each formula's derivation. */
+#ifndef SB_HARNESS_COSTMODEL_H
+#define SB_HARNESS_COSTMODEL_H
+#include <stddef.h>
+
+typedef struct {
+    double alpha, beta, gamma;
+} h_cm_t;
+
+/* Ring (reduce-scatter + allgather): 2(P-1) alpha + 2(P-1)/P n beta + (P-1)/P n gamma. */
+double h_cm_ring(const h_cm_t *m, int P, double n);
+
+/* The host double binary tree as allreduce-tree/tree.c runs it: each half of the buffer goes up and
+ * down one tree in segments of seg bytes (0: the engine's default rule), nseg + 2D lock steps, each
+ * costing alpha + k seg beta + c seg gamma, with k the most segments a rank sends in one step (its
+ * parent edge and child edges in both trees) and c the most child segments it reduces. */
+double h_cm_tree(const h_cm_t *m, int P, double n, double seg);
+/* The pieces h_cm_tree uses (exposed for tests): depth D, k, c of the double binary tree of P. */
+void   h_cm_tree_shape(int P, int *depth, int *k, int *c);
+/* The tree engine's segment size for an n-byte allreduce (256 KiB, at least 8 segments per half down
+ * to 16 KiB, at most slot bytes). */
+double h_cm_tree_seg(double n, double slot);
+
+/* Parameter server, N workers, S dedicated servers (colocate = 0) or one server inside every worker
+ * (colocate = 1, S = N; a worker's traffic to its own server is free). Pushes and pulls are
+ * pipelined over partitions of part bytes (0: 4 MiB), so a link carries its in and out traffic at the
+ * same time:
+ *   dedicated: a server's link moves N n / S each way, a worker's n: time 2 alpha + max(n, N n/S) beta
+ *              + N min(part, n/S) beta (the last partition's round trip) + (N-1) n/S gamma;
+ *   colocated: every rank sends (N-1)/N n as a worker and (N-1)/N n as a server:
+ *              2 alpha + 2 (N-1)/N n beta + (N-1)/N n gamma. */
+double h_cm_ps(const h_cm_t *m, int N, int S, int colocate, double n, double part);
+
+/* Weighted least squares y = a + b x with weights w (NULL: 1). Returns 0, or -1 when degenerate. */
+int h_cm_linfit(const double *x, const double *y, const double *w, size_t k, double *a, double *b);
+
+/* Fit alpha and beta from one-way times t[i] (s) of messages of n[i] bytes, minimizing relative
+ * error (weights 1/t^2) so that small messages decide alpha; alpha is clamped at >= 0. */
+int h_cm_fit_ab(const double *n, const double *t, size_t k, double *alpha, double *beta);
+
+#endif

@@ -1,0 +1,372 @@
+/* jsonl.c: the strict reader of flat JSON-lines results (see jsonl.h). A recursive-descent parser
+ * over one line with a cursor; every failure records its column and what was expected. */
+#include "harness/jsonl.h"
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *s;
+    size_t len, pos;
+    char *err;
+    size_t errlen;
+    int failed;
+} s_cur_t;
+
+static int s_fail(s_cur_t *c, const char *fmt, ...)
+{
+    if (c->failed) return -1;
+    c->failed = 1;
+    char msg[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (c->err && c->errlen) snprintf(c->err, c->errlen, "column %zu: %s", c->pos + 1, msg);
+    return -1;
+}
+
+static void s_ws(s_cur_t *c)
+{
+    while (c->pos < c->len && (c->s[c->pos] == ' ' || c->s[c->pos] == '\t' || c->s[c->pos] == '\r' || c->s[c->pos] == '\n'))
+        c->pos++;
+}
+
+static int s_peek(s_cur_t *c) { return c->pos < c->len ? (unsigned char)c->s[c->pos] : -1; }
+
+static int s_expect(s_cur_t *c, char ch)
+{
+    s_ws(c);
+    if (s_peek(c) != (unsigned char)ch) {
+        if (s_peek(c) < 0) return s_fail(c, "expected '%c', found the end of the line", ch);
+        return s_fail(c, "expected '%c', found '%c'", ch, c->s[c->pos]);
+    }
+    c->pos++;
+    return 0;
+}
+
+static int s_hex4(s_cur_t *c, unsigned *out)
+{
+    if (c->pos + 4 > c->len) return s_fail(c, "truncated \\u escape");
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        char h = c->s[c->pos + (size_t)i];
+        v <<= 4;
+        if (h >= '0' && h <= '9') v |= (unsigned)(h - '0');
+        else if (h >= 'a' && h <= 'f') v |= (unsigned)(h - 'a' + 10);
+        else if (h >= 'A' && h <= 'F') v |= (unsigned)(h - 'A' + 10);
+        else return s_fail(c, "bad hex digit in \\u escape");
+    }
+    c->pos += 4;
+    *out = v;
+    return 0;
+}
+
+static size_t s_utf8(char *d, unsigned cp)
+{
+    if (cp < 0x80) { d[0] = (char)cp; return 1; }
+    if (cp < 0x800) { d[0] = (char)(0xc0 | (cp >> 6)); d[1] = (char)(0x80 | (cp & 0x3f)); return 2; }
+    if (cp < 0x10000) {
+        d[0] = (char)(0xe0 | (cp >> 12)); d[1] = (char)(0x80 | ((cp >> 6) & 0x3f)); d[2] = (char)(0x80 | (cp & 0x3f));
+        return 3;
+    }
+    d[0] = (char)(0xf0 | (cp >> 18)); d[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+    d[2] = (char)(0x80 | ((cp >> 6) & 0x3f)); d[3] = (char)(0x80 | (cp & 0x3f));
+    return 4;
+}
+
+/* A string at the cursor (the opening quote included) -> malloc'd, unescaped. */
+static int s_string(s_cur_t *c, char **out)
+{
+    *out = NULL;
+    if (s_expect(c, '"')) return -1;
+    size_t start = c->pos;
+    /* unescaped length <= escaped length */
+    size_t end = start;
+    while (end < c->len && c->s[end] != '"') end += (c->s[end] == '\\') ? 2 : 1;
+    if (end >= c->len) return s_fail(c, "unterminated string");
+    char *d = malloc(end - start + 1);
+    if (!d) return s_fail(c, "out of memory");
+    size_t k = 0;
+    while (c->pos < c->len && c->s[c->pos] != '"') {
+        unsigned char ch = (unsigned char)c->s[c->pos];
+        if (ch < 0x20) { free(d); return s_fail(c, "control character in a string"); }
+        if (ch != '\\') { d[k++] = (char)ch; c->pos++; continue; }
+        c->pos++;
+        if (c->pos >= c->len) { free(d); return s_fail(c, "unterminated escape"); }
+        char e = c->s[c->pos++];
+        switch (e) {
+        case '"': d[k++] = '"'; break;
+        case '\\': d[k++] = '\\'; break;
+        case '/': d[k++] = '/'; break;
+        case 'b': d[k++] = '\b'; break;
+        case 'f': d[k++] = '\f'; break;
+        case 'n': d[k++] = '\n'; break;
+        case 'r': d[k++] = '\r'; break;
+        case 't': d[k++] = '\t'; break;
+        case 'u': {
+            unsigned cp;
+            if (s_hex4(c, &cp)) { free(d); return -1; }
+            if (cp >= 0xd800 && cp < 0xdc00) {
+                unsigned lo;
+                if (c->pos + 2 > c->len || c->s[c->pos] != '\\' || c->s[c->pos + 1] != 'u') {
+                    free(d);
+                    return s_fail(c, "lone high surrogate in \\u escape");
+                }
+                c->pos += 2;
+                if (s_hex4(c, &lo)) { free(d); return -1; }
+                if (lo < 0xdc00 || lo > 0xdfff) { free(d); return s_fail(c, "bad low surrogate in \\u escape"); }
+                cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+            } else if (cp >= 0xdc00 && cp < 0xe000) {
+                free(d);
+                return s_fail(c, "lone low surrogate in \\u escape");
+            }
+            if (cp == 0) { free(d); return s_fail(c, "\\u0000 in a string"); }
+            /* at most 6 escaped chars -> at most 4 bytes: fits */
+            k += s_utf8(d + k, cp);
+            break;
+        }
+        default: free(d); c->pos--; return s_fail(c, "bad escape '\\%c'", e);
+        }
+    }
+    d[k] = '\0';
+    c->pos++; /* closing quote */
+    *out = d;
+    return 0;
+}
+
+/* A JSON number (strict grammar: -?(0|[1-9]d*)(.d+)?([eE][+-]?d+)?). */
+static int s_number(s_cur_t *c, double *out)
+{
+    size_t p = c->pos;
+    const char *s = c->s;
+    if (p < c->len && s[p] == '-') p++;
+    if (p >= c->len || s[p] < '0' || s[p] > '9') return s_fail(c, "expected a value");
+    if (s[p] == '0') p++;
+    else while (p < c->len && s[p] >= '0' && s[p] <= '9') p++;
+    if (p < c->len && s[p] == '.') {
+        p++;
+        if (p >= c->len || s[p] < '0' || s[p] > '9') { c->pos = p; return s_fail(c, "expected a digit after '.'"); }
+        while (p < c->len && s[p] >= '0' && s[p] <= '9') p++;
+    }
+    if (p < c->len && (s[p] == 'e' || s[p] == 'E')) {
+        p++;
+        if (p < c->len && (s[p] == '+' || s[p] == '-')) p++;
+        if (p >= c->len || s[p] < '0' || s[p] > '9') { c->pos = p; return s_fail(c, "expected a digit in the exponent"); }
+        while (p < c->len && s[p] >= '0' && s[p] <= '9') p++;
+    }
+    char buf[64];
+    size_t n = p - c->pos;
+    if (n >= sizeof buf) return s_fail(c, "number too long");
+    memcpy(buf, s + c->pos, n);
+    buf[n] = '\0';
+    errno = 0;
+    double v = strtod(buf, NULL);
+    if (!isfinite(v)) return s_fail(c, "number out of range");
+    c->pos = p;
+    *out = v;
+    return 0;
+}
+
+static int s_lit(s_cur_t *c, const char *w)
+{
+    size_t n = strlen(w);
+    if (c->pos + n > c->len || memcmp(c->s + c->pos, w, n)) return s_fail(c, "expected a value");
+    c->pos += n;
+    return 0;
+}
+
+static int s_value(s_cur_t *c, h_jfield_t *f)
+{
+    s_ws(c);
+    int ch = s_peek(c);
+    if (ch < 0) return s_fail(c, "expected a value, found the end of the line");
+    if (ch == '"') { f->type = HJ_STR; return s_string(c, &f->str); }
+    if (ch == 't') { f->type = HJ_BOOL; f->num = 1; return s_lit(c, "true"); }
+    if (ch == 'f') { f->type = HJ_BOOL; f->num = 0; return s_lit(c, "false"); }
+    if (ch == 'n') { f->type = HJ_NULL; return s_lit(c, "null"); }
+    if (ch == '{') return s_fail(c, "nested objects are not expected in a results line");
+    if (ch == '[') {
+        f->type = HJ_ARR;
+        c->pos++;
+        size_t cap = 0;
+        s_ws(c);
+        if (s_peek(c) == ']') { c->pos++; return 0; }
+        for (;;) {
+            double v;
+            s_ws(c);
+            if (s_peek(c) == '"' || s_peek(c) == '[' || s_peek(c) == '{')
+                return s_fail(c, "only arrays of numbers are expected in a results line");
+            if (s_number(c, &v)) return -1;
+            if (f->n == cap) {
+                cap = cap ? cap * 2 : 8;
+                double *a = realloc(f->arr, cap * sizeof *a);
+                if (!a) return s_fail(c, "out of memory");
+                f->arr = a;
+            }
+            f->arr[f->n++] = v;
+            s_ws(c);
+            if (s_peek(c) == ',') { c->pos++; continue; }
+            return s_expect(c, ']');
+        }
+    }
+    f->type = HJ_NUM;
+    return s_number(c, &f->num);
+}
+
+static void s_field_free(h_jfield_t *f)
+{
+    free(f->key);
+    free(f->str);
+    free(f->arr);
+    memset(f, 0, sizeof *f);
+}
+
+void h_jfree(h_jobj_t *obj)
+{
+    if (!obj) return;
+    for (size_t i = 0; i < obj->n; i++) s_field_free(&obj->f[i]);
+    free(obj->f);
+    obj->f = NULL;
+    obj->n = obj->cap = 0;
+}
+
+int h_jparse(const char *line, size_t len, h_jobj_t *obj, char *err, size_t errlen)
+{
+    s_cur_t c = {.s = line, .len = len, .err = err, .errlen = errlen};
+    if (err && errlen) err[0] = '\0';
+    obj->f = NULL;
+    obj->n = obj->cap = 0;
+    if (s_expect(&c, '{')) goto bad;
+    s_ws(&c);
+    if (s_peek(&c) == '}') { c.pos++; goto tail; }
+    for (;;) {
+        h_jfield_t f = {0};
+        s_ws(&c);
+        if (s_peek(&c) != '"') { s_fail(&c, "expected a key in double quotes"); goto bad; }
+        if (s_string(&c, &f.key)) goto bad;
+        if (h_jget(obj, f.key)) {
+            s_fail(&c, "duplicate key \"%s\"", f.key);
+            s_field_free(&f);
+            goto bad;
+        }
+        if (s_expect(&c, ':') || s_value(&c, &f)) { s_field_free(&f); goto bad; }
+        if (obj->n == obj->cap) {
+            size_t cap = obj->cap ? obj->cap * 2 : 32;
+            h_jfield_t *a = realloc(obj->f, cap * sizeof *a);
+            if (!a) { s_field_free(&f); s_fail(&c, "out of memory"); goto bad; }
+            obj->f = a;
+            obj->cap = cap;
+        }
+        obj->f[obj->n++] = f;
+        s_ws(&c);
+        if (s_peek(&c) == ',') { c.pos++; continue; }
+        if (s_expect(&c, '}')) goto bad;
+        break;
+    }
+tail:
+    s_ws(&c);
+    if (c.pos != c.len) { s_fail(&c, "trailing characters after the object"); goto bad; }
+    return 0;
+bad:
+    h_jfree(obj);
+    return -1;
+}
+
+const h_jfield_t *h_jget(const h_jobj_t *obj, const char *key)
+{
+    for (size_t i = 0; obj && i < obj->n; i++)
+        if (!strcmp(obj->f[i].key, key)) return &obj->f[i];
+    return NULL;
+}
+
+double h_jnum(const h_jobj_t *obj, const char *key, double dflt)
+{
+    const h_jfield_t *f = h_jget(obj, key);
+    return f && f->type == HJ_NUM ? f->num : dflt;
+}
+
+const char *h_jstr(const h_jobj_t *obj, const char *key, const char *dflt)
+{
+    const h_jfield_t *f = h_jget(obj, key);
+    return f && f->type == HJ_STR ? f->str : dflt;
+}
+
+int h_jread_files(int nfiles, char **files, h_jobj_t **objs, size_t *nobjs, size_t *nbad, void *diag)
+{
+    FILE *dg = diag;
+    int status = 0;
+    size_t cap = *nobjs;
+    for (int fi = 0; fi < nfiles; fi++) {
+        FILE *f = fopen(files[fi], "r");
+        if (!f) {
+            if (dg) fprintf(dg, "harness: cannot read %s: %s\n", files[fi], strerror(errno));
+            status = -1;
+            continue;
+        }
+        char *line = NULL;
+        size_t lcap = 0;
+        ssize_t n;
+        size_t lineno = 0;
+        while ((n = getline(&line, &lcap, f)) >= 0) {
+            lineno++;
+            size_t len = (size_t)n;
+            while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
+            size_t k = 0;
+            while (k < len && (line[k] == ' ' || line[k] == '\t')) k++;
+            if (k == len) continue;
+            if (memchr(line, '\0', len)) {
+                if (dg) fprintf(dg, "%s:%zu: malformed result line: NUL byte\n", files[fi], lineno);
+                (*nbad)++;
+                continue;
+            }
+            h_jobj_t o = {0};
+            char err[256];
+            if (h_jparse(line, len, &o, err, sizeof err) < 0) {
+                if (dg) fprintf(dg, "%s:%zu: malformed result line: %s\n", files[fi], lineno, err);
+                (*nbad)++;
+                continue;
+            }
+            if (!h_jstr(&o, "mode", NULL)) {
+                if (dg) fprintf(dg, "%s:%zu: malformed result line: no \"mode\" string\n", files[fi], lineno);
+                (*nbad)++;
+                h_jfree(&o);
+                continue;
+            }
+            snprintf(o.src, sizeof o.src, "%s:%zu", files[fi], lineno);
+            if (*nobjs == cap) {
+                cap = cap ? cap * 2 : 64;
+                h_jobj_t *a = realloc(*objs, cap * sizeof *a);
+                if (!a) {
+                    h_jfree(&o);
+                    if (dg) fprintf(dg, "harness: out of memory reading %s\n", files[fi]);
+                    free(line);
+                    fclose(f);
+                    return -1;
+                }
+                *objs = a;
+            }
+            (*objs)[(*nobjs)++] = o;
+        }
+        if (ferror(f)) {
+            if (dg) fprintf(dg, "harness: error reading %s: %s\n", files[fi], strerror(errno));
+            status = -1;
+        }
+        free(line);
+        fclose(f);
+    }
+    return status;
+}
+
+void h_jfree_all(h_jobj_t **objs, size_t *nobjs)
+{
+    if (!objs || !*objs) return;
+    for (size_t i = 0; i < *nobjs; i++) h_jfree(&(*objs)[i]);
+    free(*objs);
+    *objs = NULL;
+    *nobjs = 0;
+}

@@ -1,0 +1,44 @@
+/* jsonl.h: a small, strict reader for the flat JSON objects of results files (one object per line):
+ * values are numbers, strings, true/false/null and arrays of numbers; anything else (nested objects,
+ * arrays of strings, trailing garbage, bad escapes, duplicate keys) is an error with a message that
+ * says where. Used by `harness report` and `harness model`. */
+#ifndef SB_HARNESS_JSONL_H
+#define SB_HARNESS_JSONL_H
+#include <stddef.h>
+
+typedef enum { HJ_NUM, HJ_STR, HJ_ARR, HJ_BOOL, HJ_NULL } h_jtype_t;
+
+typedef struct {
+    char     *key;
+    h_jtype_t type;
+    double    num;      /* HJ_NUM; HJ_BOOL: 0 or 1 */
+    char     *str;      /* HJ_STR (unescaped, UTF-8) */
+    double   *arr;      /* HJ_ARR */
+    size_t    n;        /* HJ_ARR: elements */
+} h_jfield_t;
+
+typedef struct {
+    h_jfield_t *f;
+    size_t      n, cap;
+    char        src[256];   /* "file:line" it came from */
+} h_jobj_t;
+
+/* Parse one line (no '\n' needed; trailing whitespace allowed) into obj (which must be zeroed or
+ * freed). Returns 0, or -1 with a message in err ("column 17: expected ':'"); obj is then empty. */
+int  h_jparse(const char *line, size_t len, h_jobj_t *obj, char *err, size_t errlen);
+void h_jfree(h_jobj_t *obj);
+
+const h_jfield_t *h_jget(const h_jobj_t *obj, const char *key);
+/* Number of key, or dflt when absent or not a number. */
+double      h_jnum(const h_jobj_t *obj, const char *key, double dflt);
+/* String of key, or dflt when absent or not a string. */
+const char *h_jstr(const h_jobj_t *obj, const char *key, const char *dflt);
+
+/* Read every line of the files: good objects are appended to *objs (realloc'd, *nobjs updated), each
+ * malformed line is reported on `diag` (when not NULL) as "FILE:LINE: malformed result line: why" and
+ * counted in *nbad. Blank lines are skipped silently. Returns 0, or -1 when a file cannot be read
+ * (reported on diag; the other files are still read). */
+int  h_jread_files(int nfiles, char **files, h_jobj_t **objs, size_t *nobjs, size_t *nbad, void *diag);
+void h_jfree_all(h_jobj_t **objs, size_t *nobjs);
+
+#endif

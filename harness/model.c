@@ -1,0 +1,327 @@
+/* model.c: `harness model`: fits the cost model (costmodel.h) on the current setup and puts its
+ * predictions beside measured results.
+ *
+ * Probe: ranks 0 and 1 ping-pong over the transport the engines use (core/tp.h: shm, tcp, or tcp
+ * through --net's shaped links) for sizes 8 B .. 4 MiB; one-way time = median round trip / 2; alpha
+ * and beta from a least-squares fit weighted for relative error. gamma: rank 0 times dt_add (f32) on
+ * 4 MiB buffers. Then rank 0 predicts every measured bench line (allreduce time) and train line (step
+ * time = measured compute p50 + predicted allreduce of the gradients, no overlap) from the files,
+ * prints predicted, measured and the error, extrapolates each engine to P = 1024, and with --json
+ * appends "mode":"model" lines that `harness report` plots. */
+#include "harness/model.h"
+#include "harness/costmodel.h"
+#include "harness/jsonl.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/timer.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define S_NSIZES 8
+static const size_t s_sizes[S_NSIZES] = {8, 64, 512, 4096, 32768, 262144, 1048576, 4194304};
+
+static int s_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double s_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, s_cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Ping-pong between ranks 0 and 1; rank 0 gets the one-way times (s) in t[]. */
+static int s_pingpong(comm_t *comm, int tmo, double *t)
+{
+    int me = comm->rank, peer = 1 - me;
+    char *buf = malloc(s_sizes[S_NSIZES - 1]);
+    if (!buf) return ERR_NOMEM;
+    memset(buf, 0x5a, s_sizes[S_NSIZES - 1]);
+    int rc = 0;
+    double rtt[64];
+    for (int si = 0; si < S_NSIZES; si++) {
+        size_t n = s_sizes[si];
+        int iters = n <= 32768 ? 41 : n <= 1048576 ? 15 : 7, warm = 3;
+        for (int it = 0; it < warm + iters; it++) {
+            double t0 = now_us();
+            if (me == 0) {
+                CHECK_GOTO(rc, tp_send(comm->tp, peer, buf, n, tmo), out);
+                CHECK_GOTO(rc, tp_recv(comm->tp, peer, buf, n, tmo), out);
+            } else {
+                CHECK_GOTO(rc, tp_recv(comm->tp, peer, buf, n, tmo), out);
+                CHECK_GOTO(rc, tp_send(comm->tp, peer, buf, n, tmo), out);
+            }
+            if (it >= warm) rtt[it - warm] = now_us() - t0;
+        }
+        if (me == 0) t[si] = s_median(rtt, iters) / 2 * 1e-6;
+    }
+out:
+    free(buf);
+    return rc;
+}
+
+static double s_gamma(void)
+{
+    size_t count = 1u << 20;           /* 4 MiB of f32 */
+    float *a = aligned_alloc(64, count * 4), *b = aligned_alloc(64, count * 4);
+    if (!a || !b) { free(a); free(b); return 0; }
+    for (size_t i = 0; i < count; i++) a[i] = (float)(i % 7), b[i] = (float)(i % 5);
+    double t[9];
+    dt_add(a, a, b, count, DT_F32); /* warm */
+    for (int i = 0; i < 9; i++) {
+        double t0 = now_us();
+        dt_add(a, a, b, count, DT_F32);
+        t[i] = now_us() - t0;
+    }
+    free(a);
+    free(b);
+    return s_median(t, 9) * 1e-6 / (double)(count * 4);
+}
+
+/* One engine configuration as results describe it. */
+typedef struct {
+    char engine[16], impl[32];
+    int servers, colocate;
+    int has_coloc;   /* the source line had a "colocate" field (keep labels equal to the report's) */
+} s_eng_t;
+
+static void s_eng_of(const h_jobj_t *o, s_eng_t *e)
+{
+    memset(e, 0, sizeof *e);
+    snprintf(e->engine, sizeof e->engine, "%s", h_jstr(o, "engine", "?"));
+    snprintf(e->impl, sizeof e->impl, "%s", h_jstr(o, "impl", "default"));
+    e->servers = (int)h_jnum(o, "servers", 0);
+    const h_jfield_t *c = h_jget(o, "colocate");
+    e->has_coloc = c && (c->type == HJ_NUM || c->type == HJ_BOOL);
+    e->colocate = e->has_coloc ? c->num != 0 : (!strcmp(e->engine, "ps") && e->servers == 0);
+}
+
+static int s_eng_same(const s_eng_t *a, const s_eng_t *b)
+{
+    return !strcmp(a->engine, b->engine) && !strcmp(a->impl, b->impl) && a->servers == b->servers && a->colocate == b->colocate;
+}
+
+static void s_eng_label(const s_eng_t *e, char *out, size_t len)
+{
+    size_t el = strlen(e->engine);
+    if (!strncmp(e->impl, e->engine, el) && e->impl[el] == '-') { snprintf(out, len, "%s", e->impl); return; }
+    size_t k = (size_t)snprintf(out, len, "%s", e->engine);
+    if (strcmp(e->impl, "default") && strcmp(e->impl, "host") && k < len) k += (size_t)snprintf(out + k, len - k, "/%s", e->impl);
+    if (!strcmp(e->engine, "ps") && k < len) {
+        if (e->colocate) snprintf(out + k, len - k, "-coloc");
+        else if (e->servers > 0) snprintf(out + k, len - k, "-s%d", e->servers);
+    }
+}
+
+/* Predicted allreduce time (s) of engine e with P workers on n bytes; < 0: not modelled. */
+static double s_predict(const h_cm_t *m, const s_eng_t *e, int P, double n)
+{
+    /* host paths only: "default", "host", or a descriptive "<engine>-..." (ps-sync-servers1); GPU
+     * implementations (nccl, gpu) are not modelled */
+    size_t el = strlen(e->engine);
+    int host = !strcmp(e->impl, "default") || !strcmp(e->impl, "host") || (!strncmp(e->impl, e->engine, el) && e->impl[el] == '-');
+    if (!host) return -1;
+    if (!strcmp(e->engine, "ring")) return h_cm_ring(m, P, n);
+    if (!strcmp(e->engine, "tree")) return h_cm_tree(m, P, n, 0);
+    if (!strcmp(e->engine, "ps")) return h_cm_ps(m, P, e->colocate ? P : (e->servers ? e->servers : 1), e->colocate, n, 0);
+    return -1;
+}
+
+typedef struct {
+    char *buf;
+    size_t len, cap;
+} s_out_t;
+
+static void s_line(s_out_t *out, const char *line, int n)
+{
+    if (n <= 0) return;
+    if (out->len + (size_t)n + 1 > out->cap) {
+        size_t cap = (out->cap + (size_t)n + 1) * 2;
+        char *b = realloc(out->buf, cap);
+        if (!b) return;
+        out->buf = b;
+        out->cap = cap;
+    }
+    memcpy(out->buf + out->len, line, (size_t)n);
+    out->len += (size_t)n;
+}
+
+static void s_model_line(s_out_t *out, const s_eng_t *e, const char *what, int P, double n, double pred_s, double meas_s,
+                         const h_cm_t *m, const char *probe, const h_meta_t *meta, const char *cmd)
+{
+    char line[4096], meas[48], err[48], coloc[32] = "";
+    if (meas_s > 0) {
+        snprintf(meas, sizeof meas, "%.3f", meas_s * 1e6);
+        snprintf(err, sizeof err, "%.2f", 100.0 * (pred_s - meas_s) / meas_s);
+    } else {
+        snprintf(meas, sizeof meas, "null");
+        snprintf(err, sizeof err, "null");
+    }
+    if (e->has_coloc) snprintf(coloc, sizeof coloc, "\"colocate\":%d,", e->colocate);
+    int k = snprintf(line, sizeof line,
+        "{\"mode\":\"model\",\"what\":\"%s\",\"engine\":\"%s\",\"impl\":\"%s\",\"world\":%d,\"servers\":%d,%s"
+        "\"bytes\":%.0f,\"pred_us\":%.3f,\"meas_us\":%s,\"err_pct\":%s,\"alpha_us\":%.4f,\"beta_ns_per_byte\":%.6f,"
+        "\"gamma_ns_per_byte\":%.6f,\"probe\":\"%s\",\"git_sha\":\"%s\",\"timestamp\":\"%s\",\"cmdline\":%s}\n",
+        what, e->engine, e->impl, P, e->servers, coloc, n, pred_s * 1e6, meas, err, m->alpha * 1e6, m->beta * 1e9,
+        m->gamma * 1e9, probe, meta->git_sha, meta->timestamp, cmd);
+    if (k > 0 && (size_t)k < sizeof line) s_line(out, line, k);
+}
+
+static void s_fmt_bytes(double b, char *out, size_t len)
+{
+    if (b >= 1048576.0 && fmod(b, 1048576.0) == 0) snprintf(out, len, "%.0fM", b / 1048576.0);
+    else if (b >= 1024.0 && fmod(b, 1024.0) == 0) snprintf(out, len, "%.0fK", b / 1024.0);
+    else snprintf(out, len, "%.0f", b);
+}
+
+static int s_report(const h_opts_t *o, const comm_t *comm, const h_cm_t *m, const double *t, int nfiles, char **files)
+{
+    h_meta_t meta;
+    h_meta_fill(&meta, o->argc, o->argv);
+    char cmd[2200];
+    h_json_str(cmd, sizeof cmd, meta.cmdline);
+    const char *probe = tp_kind(comm->tp, 1);
+    s_out_t out = {0};
+    char line[1024];
+    int k;
+
+    printf("# syncbench model: probe between ranks 0 and 1 over %s (%d sizes, 8 B .. 4 MiB)\n", probe, S_NSIZES);
+    printf("#   alpha %.2f us   beta %.4f ns/B (%.3f GB/s)   gamma %.4f ns/B (%.2f GB/s reduction)\n", m->alpha * 1e6,
+           m->beta * 1e9, m->beta > 0 ? 1e-9 / m->beta : 0, m->gamma * 1e9, m->gamma > 0 ? 1e-9 / m->gamma : 0);
+    printf("# %10s %12s %12s %8s\n", "size", "one-way(us)", "fit(us)", "err%");
+    for (int i = 0; i < S_NSIZES; i++) {
+        char sz[32];
+        s_fmt_bytes((double)s_sizes[i], sz, sizeof sz);
+        double f = m->alpha + m->beta * (double)s_sizes[i];
+        printf("  %10s %12.2f %12.2f %+8.1f\n", sz, t[i] * 1e6, f * 1e6, 100 * (f - t[i]) / t[i]);
+    }
+    k = snprintf(line, sizeof line,
+        "{\"mode\":\"model\",\"what\":\"fit\",\"world\":2,\"probe\":\"%s\",\"alpha_us\":%.4f,\"beta_ns_per_byte\":%.6f,"
+        "\"gamma_ns_per_byte\":%.6f,\"git_sha\":\"%s\",\"timestamp\":\"%s\",\"cmdline\":%s}\n",
+        probe, m->alpha * 1e6, m->beta * 1e9, m->gamma * 1e9, meta.git_sha, meta.timestamp, cmd);
+    if (k > 0 && (size_t)k < sizeof line) s_line(&out, line, k);
+
+    h_jobj_t *objs = NULL;
+    size_t n = 0, nbad = 0;
+    if (nfiles) h_jread_files(nfiles, files, &objs, &n, &nbad, stderr);
+    s_eng_t engs[32];
+    double big[32];
+    int neng = 0;
+    double sum_err = 0, sum_err248 = 0;
+    int nerr = 0, nerr248 = 0, within248 = 0;
+    if (n) {
+        printf("#\n# predicted against measured (%zu result line%s from %d file%s%s)\n", n, n == 1 ? "" : "s", nfiles,
+               nfiles == 1 ? "" : "s", nbad ? "; malformed lines skipped" : "");
+        printf("# %-6s %-14s %5s %8s %12s %12s %8s\n", "what", "engine", "world", "size", "pred(us)", "meas(us)", "err%");
+    }
+    for (size_t i = 0; i < n; i++) {
+        const h_jobj_t *r = &objs[i];
+        const char *mode = h_jstr(r, "mode", "");
+        int P = (int)h_jnum(r, "world", 0);
+        if (P < 1) continue;
+        s_eng_t e;
+        s_eng_of(r, &e);
+        double bytes, meas, pred;
+        const char *what;
+        if (!strcmp(mode, "bench")) {
+            what = "bench";
+            bytes = h_jnum(r, "bytes", -1);
+            meas = h_jnum(r, "time_us", -1) * 1e-6;
+            if (bytes <= 0 || meas <= 0) continue;
+            pred = s_predict(m, &e, P, bytes);
+        } else if (!strcmp(mode, "train")) {
+            what = "train";
+            double params = h_jnum(r, "params", -1);
+            const char *gd = h_jstr(r, "grad_dtype", "f32");
+            bytes = params * (strcmp(gd, "f32") ? 2 : 4);
+            meas = h_jnum(r, "step_ms_p50", -1) * 1e-3;
+            double comp = h_jnum(r, "compute_ms_p50", -1) * 1e-3;
+            if (params <= 0 || meas <= 0 || comp < 0) continue;
+            pred = s_predict(m, &e, P, bytes);
+            if (pred >= 0) pred += comp;
+        } else {
+            continue;
+        }
+        if (pred < 0) continue;
+        char label[64], sz[32];
+        s_eng_label(&e, label, sizeof label);
+        s_fmt_bytes(bytes, sz, sizeof sz);
+        double err = 100.0 * (pred - meas) / meas;
+        printf("  %-6s %-14s %5d %8s %12.1f %12.1f %+8.1f\n", what, label, P, sz, pred * 1e6, meas * 1e6, err);
+        sum_err += fabs(err), nerr++;
+        if (P == 2 || P == 4 || P == 8) {
+            sum_err248 += fabs(err), nerr248++;
+            within248 += fabs(err) <= 15.0;
+        }
+        s_model_line(&out, &e, what, P, bytes, pred, meas, m, probe, &meta, cmd);
+        if (!strcmp(what, "bench")) {
+            int j = 0;
+            while (j < neng && !s_eng_same(&engs[j], &e)) j++;
+            if (j == neng && neng < 32) { engs[neng] = e; big[neng] = bytes; neng++; }
+            else if (j < neng && bytes > big[j]) big[j] = bytes;
+        }
+    }
+    if (nerr)
+        printf("# mean |err| %.1f%% over %d points; P in {2,4,8}: mean |err| %.1f%%, %d of %d within 15%%\n", sum_err / nerr,
+               nerr, nerr248 ? sum_err248 / nerr248 : 0.0, within248, nerr248);
+    if (!neng) {
+        static const char *names[] = {"ring", "tree", "ps", "ps"};
+        for (int j = 0; j < 4; j++) {
+            memset(&engs[j], 0, sizeof engs[j]);
+            snprintf(engs[j].engine, sizeof engs[j].engine, "%s", names[j]);
+            snprintf(engs[j].impl, sizeof engs[j].impl, "default");
+            engs[j].has_coloc = 1;
+            engs[j].colocate = j == 3;
+            engs[j].servers = j == 2 ? 1 : 0;
+            big[j] = 64.0 * 1024 * 1024;
+        }
+        neng = 4;
+    }
+    /* extrapolation: each engine at its largest measured size, P = 2 .. 1024 */
+    printf("#\n# extrapolation: predicted allreduce time (ms) of each engine's largest measured size\n# %-14s %8s", "engine", "size");
+    for (int P = 2; P <= 1024; P *= 2) printf(" %8d", P);
+    printf("\n");
+    for (int j = 0; j < neng; j++) {
+        char label[64], sz[32];
+        s_eng_label(&engs[j], label, sizeof label);
+        s_fmt_bytes(big[j], sz, sizeof sz);
+        printf("  %-14s %8s", label, sz);
+        for (int P = 2; P <= 1024; P *= 2) {
+            double p = s_predict(m, &engs[j], P, big[j]);
+            printf(" %8.2f", p * 1e3);
+            s_model_line(&out, &engs[j], "bench", P, big[j], p, -1, m, probe, &meta, cmd);
+        }
+        printf("\n");
+    }
+    fflush(stdout);
+    int rc = 0;
+    if (o->json && out.len) rc = h_json_append(o->json, out.buf, out.len);
+    free(out.buf);
+    h_jfree_all(&objs, &n);
+    return rc;
+}
+
+int h_model(const h_opts_t *o, comm_t *comm, int nfiles, char **files)
+{
+    if (comm->world < 2)
+        return err_set(ERR_INVAL, "model: the probe needs 2 ranks (harness model --procs 2, the default)");
+    int tmo = o->timeout_s * 1000;
+    double t[S_NSIZES] = {0};
+    int rc = 0;
+    if (comm->rank <= 1) rc = s_pingpong(comm, tmo, t);
+    if (rc < 0) return rc;
+    if (comm->rank == 0) {
+        h_cm_t m = {0};
+        double x[S_NSIZES];
+        for (int i = 0; i < S_NSIZES; i++) x[i] = (double)s_sizes[i];
+        if (h_cm_fit_ab(x, t, S_NSIZES, &m.alpha, &m.beta) < 0) return err_set(ERR_STATE, "model: the alpha-beta fit failed");
+        m.gamma = s_gamma();
+        rc = s_report(o, comm, &m, t, nfiles, files);
+    }
+    int b = comm_barrier(comm, tmo);
+    return rc < 0 ? rc : b;
+}

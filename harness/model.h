@@ -1,0 +1,13 @@
+/* model.h: `harness model`: probes this setup for the cost model's alpha, beta and gamma, predicts each
+ * engine's allreduce (and train step) beside measured results, extrapolates to P = 1024. */
+#ifndef SB_HARNESS_MODEL_H
+#define SB_HARNESS_MODEL_H
+#include "harness/harness.h"
+
+/* Runs on every rank of the probe world (>= 2 ranks: ranks 0 and 1 ping-pong over the transport; the
+ * others only wait). Rank 0 reads the measured results files, prints the tables and, with --json,
+ * appends "mode":"model" lines (one "what":"fit" line, then one per prediction). Returns 0 or a
+ * negative error code. */
+int h_model(const h_opts_t *o, comm_t *comm, int nfiles, char **files);
+
+#endif

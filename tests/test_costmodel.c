@@ -1,0 +1,100 @@
+/* test_costmodel.c: the cost model of `harness model` (harness/costmodel.c) on known inputs: ring,
+ * double binary tree (shape numbers from allreduce-tree's tree_shape), parameter server (dedicated and
+ * colocated), and the least-squares fits. (tests/test_model.c is the trainer's MLP.) */
+#include <criterion/criterion.h>
+#include <math.h>
+
+#include "harness/costmodel.c"
+
+#define NEAR(a, b) (fabs((double)(a) - (double)(b)) <= 1e-9 * fmax(1e-12, fabs((double)(b))))
+
+static const h_cm_t M = {.alpha = 1e-6, .beta = 1e-9, .gamma = 0.5e-9};
+
+Test(costmodel, ring)
+{
+    /* 2*3*1us + 2*3/4*1e6*1ns + 3/4*1e6*0.5ns = 6us + 1.5ms + 0.375ms */
+    cr_assert(NEAR(h_cm_ring(&M, 4, 1e6), 1.881e-3), "%.9g", h_cm_ring(&M, 4, 1e6));
+    cr_assert(NEAR(h_cm_ring(&M, 2, 1e6), 2e-6 + 1e-3 + 0.25e-3));
+    cr_assert_eq(h_cm_ring(&M, 1, 1e6), 0);
+    cr_assert_eq(h_cm_ring(&M, 8, 0), 0);
+    /* bandwidth term tends to 2 n beta: P = 1024 with alpha 0 */
+    h_cm_t m = {.beta = 1e-9};
+    cr_assert(NEAR(h_cm_ring(&m, 1024, 1e6), 2.0 * 1023 / 1024 * 1e-3));
+}
+
+Test(costmodel, tree_shape)
+{
+    int D, k, c;
+    h_cm_tree_shape(1, &D, &k, &c);
+    cr_assert(D == 0 && k == 0 && c == 0);
+    h_cm_tree_shape(2, &D, &k, &c);          /* 0 -> 1 in tree 0, 1 -> 0 in tree 1 */
+    cr_assert(D == 1 && k == 2 && c == 1, "P=2: D %d k %d c %d", D, k, c);
+    h_cm_tree_shape(4, &D, &k, &c);          /* 0 -> 2 -> {1,3}; mirror 3 -> 1 -> {2,0} */
+    cr_assert(D == 2 && k == 4 && c == 2, "P=4: D %d k %d c %d", D, k, c);
+    for (int P = 3; P <= 1024; P = P * 2 + 1) {
+        h_cm_tree_shape(P, &D, &k, &c);
+        int lg = 0;
+        while ((1 << lg) < P) lg++;
+        cr_assert(D >= 1 && D <= lg, "P=%d: depth %d > ceil(log2 P) %d", P, D, lg);
+        cr_assert(k >= 2 && k <= 4 && c >= 1 && c <= 2, "P=%d: k %d c %d", P, k, c);
+    }
+}
+
+Test(costmodel, tree)
+{
+    /* P = 4, n = 4 MiB: halves of 2 MiB, segments of 256 KiB: 8 segments, D = 2: 12 steps of
+     * 1us + 4*256Ki*1ns + 2*256Ki*0.5ns */
+    double seg = h_cm_tree_seg(4.0 * 1048576, 1048576);
+    cr_assert_eq(seg, 262144.0);
+    double step = 1e-6 + 4 * 262144 * 1e-9 + 2 * 262144 * 0.5e-9;
+    cr_assert(NEAR(h_cm_tree(&M, 4, 4.0 * 1048576, 0), 12 * step), "%.9g", h_cm_tree(&M, 4, 4.0 * 1048576, 0));
+    /* small messages: at least 8 segments per half, not below 16 KiB; a slot caps the segment */
+    cr_assert_eq(h_cm_tree_seg(1048576, 1048576), 65536.0);
+    cr_assert_eq(h_cm_tree_seg(1024, 1048576), 16384.0);
+    cr_assert_eq(h_cm_tree_seg(64.0 * 1048576, 131072), 131072.0);
+    /* a message smaller than a segment is one segment of n/2: P = 2, n = 8 KiB, 1 + 2 steps */
+    double s2 = 1e-6 + 2 * 4096 * 1e-9 + 1 * 4096 * 0.5e-9;
+    cr_assert(NEAR(h_cm_tree(&M, 2, 8192, 0), 3 * s2));
+    cr_assert_eq(h_cm_tree(&M, 1, 8192, 0), 0);
+}
+
+Test(costmodel, ps)
+{
+    /* N = 4 workers, one server, 1 MB in one partition: the server link carries 4 MB in and out, the
+     * last (only) partition's reply cannot start before its pushes: 2us + (4e6 + 4e6) ns + 3e6 * 0.5ns */
+    cr_assert(NEAR(h_cm_ps(&M, 4, 1, 0, 1e6, 0), 2e-6 + 8e-3 + 1.5e-3), "%.9g", h_cm_ps(&M, 4, 1, 0, 1e6, 0));
+    /* many partitions: the server's in and out overlap; only one partition's round adds up */
+    double n = 64.0 * 1048576, part = 4.0 * 1048576;
+    cr_assert(NEAR(h_cm_ps(&M, 4, 1, 0, n, part), 2e-6 + 4 * n * 1e-9 + 4 * part * 1e-9 + 3 * n * 0.5e-9));
+    /* as many servers as workers: the worker link (n) bounds */
+    cr_assert(NEAR(h_cm_ps(&M, 4, 4, 0, 1e6, 0), 2e-6 + 1e6 * 1e-9 + 4 * 0.25e6 * 1e-9 + 3 * 0.25e6 * 0.5e-9));
+    /* colocated: 2 (N-1)/N n each way, like the ring's volume */
+    cr_assert(NEAR(h_cm_ps(&M, 4, 4, 1, 1e6, 0), 2e-6 + 1.5e6 * 1e-9 + 0.75e6 * 0.5e-9));
+    cr_assert(NEAR(h_cm_ps(&M, 1, 1, 1, 1e6, 0), 2e-6));
+    /* the classic result: one server's time grows with N, the ring's does not */
+    h_cm_t m = {.beta = 1e-9};
+    cr_assert(h_cm_ps(&m, 8, 1, 0, n, 0) > 3.5 * h_cm_ring(&m, 8, n));
+    cr_assert(h_cm_ps(&m, 64, 1, 0, n, 0) / h_cm_ps(&m, 8, 1, 0, n, 0) > 7.5);
+}
+
+Test(costmodel, fits)
+{
+    double x[] = {1, 2, 3, 4, 5}, y[5], a, b;
+    for (int i = 0; i < 5; i++) y[i] = 3 + 2 * x[i];
+    cr_assert_eq(h_cm_linfit(x, y, NULL, 5, &a, &b), 0);
+    cr_assert(NEAR(a, 3) && NEAR(b, 2));
+    cr_assert_eq(h_cm_linfit(x, y, NULL, 1, &a, &b), -1);
+    double same[] = {2, 2, 2};
+    cr_assert_eq(h_cm_linfit(same, y, NULL, 3, &a, &b), -1);
+    /* alpha 5 us, beta 1 ns/B recovered from exact one-way times over 8 B .. 4 MiB */
+    double n[8], t[8], al, be;
+    for (int i = 0; i < 8; i++) n[i] = 8.0 * pow(8, i), t[i] = 5e-6 + n[i] * 1e-9;
+    cr_assert_eq(h_cm_fit_ab(n, t, 8, &al, &be), 0);
+    cr_assert(fabs(al - 5e-6) < 1e-12 && fabs(be - 1e-9) < 1e-15, "alpha %g beta %g", al, be);
+    /* noise that would give a negative intercept: alpha clamps to 0, beta through the origin */
+    double n2[] = {1000, 2000, 4000}, t2[] = {0.5e-6, 1.9e-6, 4.1e-6};
+    cr_assert_eq(h_cm_fit_ab(n2, t2, 3, &al, &be), 0);
+    double num = 0, den = 0;   /* weights 1/t^2 through the origin: sum(n/t) / sum((n/t)^2) */
+    for (int i = 0; i < 3; i++) num += n2[i] / t2[i], den += (n2[i] / t2[i]) * (n2[i] / t2[i]);
+    cr_assert(al == 0 && NEAR(be, num / den), "alpha %g beta %g", al, be);
+}
