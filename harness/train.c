@@ -64,6 +64,10 @@ static void s_progress(const h_opts_t *o, const char *engine, int tty, int i, in
 {
     if (o->quiet) return;
     double rate = st->step_ms > 0 ? (double)st->samples * nworkers * 1000.0 / st->step_ms : 0;
+    static double last_ms;
+    double now = now_ms();
+    if (tty && i != total && now - last_ms < 100) return; /* at most 10 updates a second */
+    last_ms = now;
     if (tty) {
         printf("\r  %-5s %s %4d/%-4d  loss %.4f  ~%.0f samples/s  step %.2f ms  scale %g   ", engine, warm ? "warm-up" : "step   ",
                i, total, st->loss, rate, st->step_ms, (double)st->loss_scale);
