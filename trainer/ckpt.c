@@ -140,7 +140,11 @@ int ckpt_read(const char *path, ckpt_t *c)
     FILE *f = fopen(path, "rb");
     if (!f) return err_set(ERR_IO, "checkpoint '%s': %s", path, strerror(errno));
     struct stat st;
-    fstat(fileno(f), &st);
+    if (fstat(fileno(f), &st) != 0) {
+        int e = errno;
+        fclose(f);
+        return err_set(ERR_IO, "checkpoint '%s': %s", path, strerror(e));
+    }
     s_hdr_t h;
     uint64_t hash = 0, stored = 0;
     int rc = s_read_all(f, &h, sizeof h, &hash, path, "the header");
