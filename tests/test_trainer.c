@@ -406,7 +406,7 @@ static int s_eq_rank(int rank, int world, void *argp)
         rc = trainer_check(t);
         if (rc == ERR_MISMATCH) {
             char want[64];
-            snprintf(want, sizeof want, "1 rank differ: %d (", arg->corrupt_rank);
+            snprintf(want, sizeof want, "1 rank differs from it: %d (", arg->corrupt_rank);
             rc = strstr(err_detail(), want) ? 0 : ERR_WRONG;
             if (rc) fprintf(stderr, "rank %d: unexpected detail: %s\n", rank, err_detail());
         } else {

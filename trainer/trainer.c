@@ -362,8 +362,8 @@ int trainer_check(trainer_t *self)
                                         (unsigned long long)all[r].hash, (unsigned long long)all[r].step);
         }
     if (nbad) {
-        rc = err_set(ERR_MISMATCH, "parameter checksums differ after step %llu: rank 0 has %016llx; %d rank%s differ: %s",
-                     (unsigned long long)all[0].step, (unsigned long long)all[0].hash, nbad, nbad > 1 ? "s" : "", bad);
+        rc = err_set(ERR_MISMATCH, "parameter checksums differ after step %llu: rank 0 has %016llx; %d rank%s from it: %s",
+                     (unsigned long long)all[0].step, (unsigned long long)all[0].hash, nbad, nbad > 1 ? "s differ" : " differs", bad);
         LOG_E("%s", err_detail());
     }
     free(all);
