@@ -238,8 +238,12 @@ static int ps_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
         return err_set(ERR_INVAL, "ps: unknown mode %d", cfg->ps_mode);
     if (cfg->ps_mode == PS_SSP && cfg->ps_ssp_k < 0) return err_set(ERR_INVAL, "ps: ssp bound must be >= 0");
     int W = cfg->nworkers > 0 ? cfg->nworkers : (cfg->ps_colocate ? comm->world : comm->world - cfg->ps_servers);
+    /* no dedicated server rank and none asked for (e.g. a single rank): run colocated */
+    int colocate = cfg->ps_colocate || (W == comm->world && cfg->ps_servers <= 0);
+    if (colocate && !cfg->ps_colocate && comm->rank == 0)
+        LOG_I("ps: no dedicated server ranks: running one server thread inside every worker (colocated)");
     int S;
-    if (cfg->ps_colocate) {
+    if (colocate) {
         if (W != comm->world)
             return err_set(ERR_INVAL, "ps: colocated mode runs a server in every worker (nworkers %d, world %d)", W,
                            comm->world);
@@ -257,6 +261,7 @@ static int ps_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
     if (!self) return ERR_NOMEM;
     self->comm = comm;
     self->cfg = *cfg;
+    self->cfg.ps_colocate = colocate;
     if (self->cfg.timeout_ms <= 0) self->cfg.timeout_ms = comm->timeout_ms > 0 ? comm->timeout_ms : 60000;
     if (!self->cfg.ps_partition_bytes) self->cfg.ps_partition_bytes = PS_DEFAULT_PART_BYTES;
     self->nworkers = W;
@@ -268,7 +273,7 @@ static int ps_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
     char mode[32];
     if (cfg->ps_mode == PS_SSP) snprintf(mode, sizeof mode, "ssp:%d", cfg->ps_ssp_k);
     else snprintf(mode, sizeof mode, "%s", cfg->ps_mode == PS_SYNC ? "sync" : "async");
-    snprintf(self->impl, sizeof self->impl, "ps-%s-%s%d", mode, cfg->ps_colocate ? "colocated" : "servers", S);
+    snprintf(self->impl, sizeof self->impl, "ps-%s-%s%d", mode, colocate ? "colocated" : "servers", S);
     int rc = 0;
     self->zctx = zmq_ctx_new();
     if (!self->zctx) {
@@ -285,7 +290,7 @@ static int ps_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
         *self_p = self;
         return 0;
     }
-    if (cfg->ps_colocate) {
+    if (colocate) {
         sc.index = comm->rank;
         sc.local_worker = comm->rank;
         CHECK_GOTO(rc, ps_server_new(&self->server, &sc), fail);
@@ -299,7 +304,7 @@ static int ps_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
         if (!c->sock) { rc = err_set(ERR_IO, "ps: cannot create a socket"); goto fail; }
         zmq_setsockopt(c->sock, ZMQ_ROUTING_ID, self->id, PS_ID_LEN);
         char ep[300];
-        if (cfg->ps_colocate && s == comm->rank) {
+        if (colocate && s == comm->rank) {
             c->local = 1;
             snprintf(ep, sizeof ep, "%s", ps_server_inproc(self->server));
         } else {

@@ -207,8 +207,15 @@ Test(ps_allreduce, bad_config)
 {
     comm_t fake = {.rank = 0, .world = 2, .timeout_ms = 1000};
     engine_t *e = NULL;
-    engine_cfg_t c = {.device = -1, .nworkers = 2, .ps_mode = PS_SYNC};
-    cr_assert_lt(ps_engine.create(&e, &fake, &c), 0, "no server ranks must be refused");
+    engine_cfg_t c = {.device = -1, .nworkers = 2, .ps_servers = 1, .ps_mode = PS_SYNC};
+    cr_assert_lt(ps_engine.create(&e, &fake, &c), 0, "servers asked for but no server ranks: refused");
+    c.nworkers = 3;
+    cr_assert_lt(ps_engine.create(&e, &fake, &c), 0, "more workers than ranks: refused");
+    c.nworkers = 2;
+    c.ps_servers = 0;
+    c.ps_mode = PS_SSP;
+    c.ps_ssp_k = -1;
+    cr_assert_lt(ps_engine.create(&e, &fake, &c), 0, "negative staleness bound: refused");
     c.ps_mode = 7;
     cr_assert_lt(ps_engine.create(&e, &fake, &c), 0);
     cr_assert_null(e);
@@ -782,6 +789,44 @@ static int s_dead_rank(int rank, int world, void *arg)
     ps_engine.destroy(&e);
     comm_destroy(&comm);
     return ok ? 0 : 1;
+}
+
+/* async: the servers drop a dead worker and carry on with the others */
+static int s_dead_async_rank(int rank, int world, void *arg)
+{
+    topo_t *t = arg;
+    comm_t *comm = NULL;
+    if (s_open(&comm, t->timeout_ms) < 0) return 1;
+    if (rank >= t->nworkers) {
+        int f = s_serve(comm, t, 0);
+        comm_destroy(&comm);
+        return f;
+    }
+    size_t n = 500;
+    float p[500], g[500];
+    s_init_params(p, n);
+    param_set_t ps = {.params = p, .count = n, .grad_dtype = DT_F32};
+    optim_cfg_default(&ps.optim, OPT_SGD);
+    engine_cfg_t cfg = s_cfg(t, world);
+    engine_t *e = NULL;
+    int rc = ps_engine.create(&e, comm, &cfg);
+    if (rc == 0) rc = ps_engine.attach(e, &ps);
+    for (uint64_t s = 0; s < 2 && rc == 0; s++) rc = s_plain_step(e, g, n, s, rank);
+    if (rc < 0) return 1;
+    if (rank == 2) _exit(0);
+    for (uint64_t s = 2; s < 8 && rc == 0; s++) {
+        usleep(100000);
+        rc = s_plain_step(e, g, n, s, rank);
+    }
+    ps_engine.destroy(&e);
+    comm_destroy(&comm);
+    return rc < 0;
+}
+
+Test(ps_failure, dead_worker_async_carries_on, .timeout = 40)
+{
+    topo_t t = {.nworkers = 3, .mode = PS_ASYNC, .timeout_ms = 2000, .part_bytes = 512};
+    cr_assert_eq(run_ranks(5, s_dead_async_rank, &t, 30000), 0);
 }
 
 Test(ps_failure, dead_worker_sync_dedicated, .timeout = 40)
