@@ -14,9 +14,9 @@
  * both trees; we avoid that.)
  *
  * Data: elements [0, c0) go up and down tree 0, [c0, count) tree 1 (c0 about count/2, rounded to 16
- * elements so both halves start aligned). Each half is cut into segments of `seg` elements (seg_bytes,
- * default 256 KiB, smaller for small messages so the pipeline still fills, never more than a transport
- * slot).
+ * elements so both halves start aligned). Each half is cut into segments of `seg` elements (seg_bytes;
+ * by default sqrt(half * alpha/beta / 2D) clamped to 16..256 KiB, which balances pipeline fill against
+ * per-segment hand-offs; never more than a transport slot).
  *
  * Schedule: global steps tau = 0, 1, ... In tree t with maximum depth D, the rank at depth d
  *   - up-op for segment s at tau = s + (D - d): acquire the segment from each child, acquire the send
@@ -55,12 +55,14 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define TREE_SEG_DEFAULT (256u << 10)
 #define TREE_SEG_MIN     (16u << 10)
+#define TREE_ALPHA_OVER_BETA (32u << 10)
 #define TREE_SPLIT_ALIGN 16
 
 /* ---------- shape ---------- */
@@ -247,20 +249,25 @@ int tree_allreduce_host(comm_t *comm, const void *sendbuf, void *recvbuf, size_t
     size_t slot = SIZE_MAX;
     for (int r = 0; r < world; r++)
         if (r != rank && tp_slot_bytes(comm->tp, r) < slot) slot = tp_slot_bytes(comm->tp, r);
+    s_tree_t tr[2];
+    int depth = 1;
+    for (int t = 0; t < 2; t++) {
+        CHECK(s_tree_init(&tr[t], world, t, rank));
+        if (tr[t].maxdepth > depth) depth = tr[t].maxdepth;
+    }
     size_t sb = seg_bytes;
-    if (!sb) {                       /* default: 256 KiB, but at least ~8 segments per tree down to 16 KiB */
-        sb = c0 * esz / 8;
-        if (sb > TREE_SEG_DEFAULT) sb = TREE_SEG_DEFAULT;
-        if (sb < TREE_SEG_MIN) sb = TREE_SEG_MIN;
+    if (!sb) {
+        /* A half of h bytes in segments of g bytes takes about (h/g + 2D) steps of (alpha + g beta):
+         * minimal at g = sqrt(h alpha / (2 D beta)). alpha/beta ~ 32 KiB here (a hand-off of some
+         * microseconds against a few GB/s of copy); clamped to [16 KiB, 256 KiB]. */
+        double g = sqrt((double)c0 * (double)esz * (double)TREE_ALPHA_OVER_BETA / (2.0 * depth));
+        sb = g > TREE_SEG_DEFAULT ? TREE_SEG_DEFAULT : g < TREE_SEG_MIN ? TREE_SEG_MIN : (size_t)g;
     }
     if (sb > slot) sb = slot;
     if (sb >= 128) sb &= ~(size_t)63;
     size_t seg = sb / esz;
     if (seg == 0) seg = 1;
-
-    s_tree_t tr[2];
     for (int t = 0; t < 2; t++) {
-        CHECK(s_tree_init(&tr[t], world, t, rank));
         tr[t].off = t == 0 ? 0 : c0;
         tr[t].cnt = t == 0 ? c0 : count - c0;
         tr[t].nseg = (tr[t].cnt + seg - 1) / seg;
