@@ -221,16 +221,29 @@ static void s_round_reset(slot_t *s, int W)
     s->touched = 0;
 }
 
-/* agg[0..n) += src (n elements of dt) */
+/* agg[0..n) += src (n elements of dt). src points into a received frame, which ZeroMQ may place at
+ * any byte offset: misaligned input is read through memcpy. */
 static void s_accumulate(float *agg, const void *src, size_t n, dtype_t dt)
 {
     if (dt == DT_F32) {
-        dt_add(agg, agg, src, n, DT_F32);
+        if (((uintptr_t)src & (sizeof(float) - 1)) == 0) {
+            dt_add(agg, agg, src, n, DT_F32);
+            return;
+        }
+        float tmp[1024];
+        for (size_t i = 0; i < n; i += 1024) {
+            size_t m = n - i < 1024 ? n - i : 1024;
+            memcpy(tmp, (const char *)src + i * sizeof(float), m * sizeof(float));
+            dt_add(agg + i, agg + i, tmp, m, DT_F32);
+        }
         return;
     }
-    const uint16_t *h = src;
-    if (dt == DT_F16) for (size_t i = 0; i < n; i++) agg[i] += f16_to_f32(h[i]);
-    else for (size_t i = 0; i < n; i++) agg[i] += bf16_to_f32(h[i]);
+    const unsigned char *p = src;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, p + 2 * i, 2);
+        agg[i] += dt == DT_F16 ? f16_to_f32(h) : bf16_to_f32(h);
+    }
 }
 
 /* ---------- replies ---------- */
@@ -644,12 +657,12 @@ static int s_on_params(ps_server_t *self, int w, const void *ident, size_t idlen
             REJ(ERR_PROTO, "key %llu: push for clock %llu, worker %d is at %llu (%s)", (unsigned long long)h->key,
                 (unsigned long long)h->clock, w, (unsigned long long)s->wclock[w],
                 h->clock > s->wclock[w] ? "clock from the future" : "stale clock");
-        if (dt_has_nonfinite(src, n, self->grad_dt)) {
+        memset(s->agg + off, 0, n * sizeof(float));
+        s_accumulate(s->agg + off, src, n, self->grad_dt);
+        if (dt_has_nonfinite(s->agg + off, n, DT_F32)) {
             atomic_fetch_add(&self->skipped, 1);
             return 0;
         }
-        memset(s->agg + off, 0, n * sizeof(float));
-        s_accumulate(s->agg + off, src, n, self->grad_dt);
         int rc = optim_step(s->opt, s->params + off, s->agg + off, off, n, meta->inv_scale / (float)W, meta->lr,
                             h->clock + 1);
         if (rc < 0) REJ(rc, "optimizer failed: %s", err_str(rc));

@@ -568,7 +568,8 @@ Test(ps_ssp, blocks_exactly_beyond_k, .timeout = 60)
 
 /* ---------- malformed and foreign messages ---------- */
 
-#define NBAD 12
+#define NFUZZ 100
+#define NBAD (12 + NFUZZ)
 
 static int s_raw_send(void *sock, const wire_hdr_t *h, const void *const *fr, const size_t *len, int nfr)
 {
@@ -648,6 +649,19 @@ static int s_raw_rank(int rank, int world, void *arg)
     /* 1: garbage instead of a header */
     zmq_send(foreign, "garbage!", 8, 0);
     EXPECT_ERR(foreign);
+    /* random multi-frame junk, deterministic: every message rejected and answered, none crashes */
+    unsigned seed = 12345;
+    for (int i = 0; i < NFUZZ && !fail; i++) {
+        int nf = 1 + (int)(rand_r(&seed) % 4);
+        for (int f = 0; f < nf; f++) {
+            unsigned char junk[300];
+            size_t jl = rand_r(&seed) % sizeof junk;
+            for (size_t j = 0; j < jl; j++) junk[j] = (unsigned char)rand_r(&seed);
+            if (jl && (i & 1)) junk[0] = 0x8a;   /* looks like a msgpack map of 10 */
+            zmq_send(i % 3 ? foreign : good, junk, jl, f + 1 < nf ? ZMQ_SNDMORE : 0);
+        }
+        EXPECT_ERR(i % 3 ? foreign : good);
+    }
     /* 2: a well-formed header from an unknown sender (no worker routing id) */
     wire_hdr_t h = {.type = WIRE_PUSH, .sender = 0, .job = job, .key = 0, .clock = 0, .count = N, .dtype = DT_F32,
                     .aux = PS_F_AR, .nframes = 2};
