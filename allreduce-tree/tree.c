@@ -225,6 +225,26 @@ static int s_down(const s_run_t *run, const s_tree_t *tr, size_t s)
     return 0;
 }
 
+/* Default segment: a half of h bytes in segments of g bytes takes about (h/g + 2D) steps of
+ * (alpha + g beta), minimal at g = sqrt(h alpha / (2 D beta)); alpha/beta ~ 32 KiB here (a hand-off of
+ * some microseconds against a few GB/s of copying); clamped to [16 KiB, 256 KiB]. */
+static size_t s_seg_auto(size_t half_bytes, int depth)
+{
+    double g = sqrt((double)half_bytes * (double)TREE_ALPHA_OVER_BETA / (2.0 * (depth > 0 ? depth : 1)));
+    return g > TREE_SEG_DEFAULT ? TREE_SEG_DEFAULT : g < TREE_SEG_MIN ? TREE_SEG_MIN : (size_t)g;
+}
+
+size_t tree_seg_default(int world, size_t bytes)
+{
+    int depth = 1;
+    for (int t = 0; t < 2; t++)
+        for (int r = 0; r < world; r++) {
+            int d = s_depth(world, t, r);
+            if (d > depth) depth = d;
+        }
+    return s_seg_auto((bytes + 1) / 2, depth);
+}
+
 int tree_allreduce_host(comm_t *comm, const void *sendbuf, void *recvbuf, size_t count, dtype_t dt,
                         redop_t op, size_t seg_bytes, int timeout_ms)
 {
@@ -255,14 +275,7 @@ int tree_allreduce_host(comm_t *comm, const void *sendbuf, void *recvbuf, size_t
         CHECK(s_tree_init(&tr[t], world, t, rank));
         if (tr[t].maxdepth > depth) depth = tr[t].maxdepth;
     }
-    size_t sb = seg_bytes;
-    if (!sb) {
-        /* A half of h bytes in segments of g bytes takes about (h/g + 2D) steps of (alpha + g beta):
-         * minimal at g = sqrt(h alpha / (2 D beta)). alpha/beta ~ 32 KiB here (a hand-off of some
-         * microseconds against a few GB/s of copy); clamped to [16 KiB, 256 KiB]. */
-        double g = sqrt((double)c0 * (double)esz * (double)TREE_ALPHA_OVER_BETA / (2.0 * depth));
-        sb = g > TREE_SEG_DEFAULT ? TREE_SEG_DEFAULT : g < TREE_SEG_MIN ? TREE_SEG_MIN : (size_t)g;
-    }
+    size_t sb = seg_bytes ? seg_bytes : s_seg_auto(c0 * esz, depth);
     if (sb > slot) sb = slot;
     if (sb >= 128) sb &= ~(size_t)63;
     size_t seg = sb / esz;

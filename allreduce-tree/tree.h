@@ -9,7 +9,14 @@ extern const engine_ops_t tree_engine;
 /* Double binary tree shape: for tree t (0 or 1) give rank r's parent (-1 for the root) and up to two
  * children (-1 when absent). Each rank is interior in at most one tree. */
 void tree_shape(int world, int t, int rank, int *parent, int child[2]);
+/* The host collective over comm's transport: out-of-place or in-place (sendbuf == recvbuf); sum or avg
+ * (the root scales once by 1/P, every rank ends bit-identical); f32/f16/bf16 (f32 accumulation); any
+ * count. seg_bytes (0 = tree_seg_default) and count must be the same on every rank; timeout_ms <= 0
+ * means comm->timeout_ms. */
 int  tree_allreduce_host(comm_t *comm, const void *sendbuf, void *recvbuf, size_t count, dtype_t dt,
                          redop_t op, size_t seg_bytes, int timeout_ms);
+/* The segment tree_allreduce_host picks for a message of `bytes` over world ranks when seg_bytes is 0
+ * (before the cap at the transport's slot size): for cost models. */
+size_t tree_seg_default(int world, size_t bytes);
 
 #endif

@@ -112,6 +112,20 @@ Test(tree_shape, out_of_range_gives_no_edges)
     cr_assert(p == 1 && c[0] == -1 && c[1] == -1);
 }
 
+Test(tree_shape, default_segment)
+{
+    for (int P = 2; P <= 16; P++) {
+        size_t prev = 0;
+        for (size_t b = 4096; b <= ((size_t)1 << 30); b *= 2) {
+            size_t g = tree_seg_default(P, b);
+            cr_assert(g >= 16384 && g <= 262144, "P=%d bytes=%zu: segment %zu", P, b, g);
+            cr_assert(g >= prev, "P=%d: segment shrinks at %zu bytes", P, b);
+            prev = g;
+        }
+        cr_assert_eq(prev, 262144);
+    }
+}
+
 /* ---------- collective ---------- */
 
 /* Inputs with a known exact result: x_r(i) = k(i) + d_r(i) with k(i) in {0, +-1, +-2, +-4, 8} and
