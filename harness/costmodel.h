@@ -14,9 +14,10 @@ typedef struct {
 double h_cm_ring(const h_cm_t *m, int P, double n);
 
 /* The host double binary tree as allreduce-tree/tree.c runs it: each half of the buffer goes up and
- * down one tree in segments of seg bytes (0: the engine's default rule), nseg + 2D lock steps, each
+ * down one tree in segments of seg bytes (0: the engine's default rule): nseg steady-state steps, each
  * costing alpha + k seg beta + c seg gamma, with k the most segments a rank sends in one step (its
- * parent edge and child edges in both trees) and c the most child segments it reduces. */
+ * parent edge and child edges in both trees) and c the most child segments it reduces, plus 2D fill
+ * and drain steps of alpha + seg beta (D = the trees' depth). */
 double h_cm_tree(const h_cm_t *m, int P, double n, double seg);
 /* The pieces h_cm_tree uses (exposed for tests): depth D, k, c of the double binary tree of P. */
 void   h_cm_tree_shape(int P, int *depth, int *k, int *c);
@@ -37,8 +38,10 @@ double h_cm_ps(const h_cm_t *m, int N, int S, int colocate, double n, double par
 /* Weighted least squares y = a + b x with weights w (NULL: 1). Returns 0, or -1 when degenerate. */
 int h_cm_linfit(const double *x, const double *y, const double *w, size_t k, double *a, double *b);
 
-/* Fit alpha and beta from one-way times t[i] (s) of messages of n[i] bytes, minimizing relative
- * error (weights 1/t^2) so that small messages decide alpha; alpha is clamped at >= 0. */
+/* Fit alpha and beta from one-way times t[i] (s) of messages of n[i] bytes: beta is the least-squares
+ * slope over messages >= 256 KiB, alpha the mean excess of messages <= 512 B over beta n (a shaper's
+ * burst makes mid sizes look faster than the link: they decide neither). Without enough points in
+ * those ranges: one fit weighted for relative error. alpha is clamped at >= 0. */
 int h_cm_fit_ab(const double *n, const double *t, size_t k, double *alpha, double *beta);
 
 #endif

@@ -67,6 +67,8 @@ typedef struct {
     long long kill_at_ms;            /* SIGKILL deadline once stopping */
     int    grace_ms;
     int    stdout_ok;
+    int  (*child_setup)(void *, int); /* cfg->child_setup, run between fork and exec */
+    void  *child_arg;
 } s_launch_t;
 
 static long long s_now_ms(void)
@@ -412,9 +414,10 @@ static void s_handle_signals(s_launch_t *L)
 }
 
 /* Child side of fork: never returns. Only async-signal-safe calls. */
-static void s_child(const s_rank_t *r, int out_w, int err_w, pid_t pgid, pid_t parent,
+static void s_child(const s_launch_t *L, int i, int out_w, int err_w, pid_t pgid, pid_t parent,
                     const sigset_t *oldmask, char **argv)
 {
+    const s_rank_t *r = &L->r[i];
     (void)setpgid(0, pgid);
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent) _exit(126);
     int nul = open("/dev/null", O_RDONLY);
@@ -422,6 +425,12 @@ static void s_child(const s_rank_t *r, int out_w, int err_w, pid_t pgid, pid_t p
         dup2(err_w, STDERR_FILENO) < 0)
         _exit(126);
     if (nul > 2) close(nul);
+    if (L->child_setup && L->child_setup(L->child_arg, i) != 0) {
+        static const char smsg[] = "harness: launcher: rank set-up (child_setup) failed\n";
+        ssize_t w = write(STDERR_FILENO, smsg, sizeof smsg - 1);
+        (void)w;
+        _exit(126);
+    }
     signal(SIGPIPE, SIG_DFL);
     signal(SIGCHLD, SIG_DFL);
     sigprocmask(SIG_SETMASK, oldmask, NULL);
@@ -450,7 +459,7 @@ static int s_start(s_launch_t *L, int i, pid_t parent, const sigset_t *oldmask, 
         errno = e;
         return -1;
     }
-    if (pid == 0) s_child(r, po[1], pe[1], L->pgid, parent, oldmask, argv);
+    if (pid == 0) s_child(L, i, po[1], pe[1], L->pgid, parent, oldmask, argv);
     /* also set here (the child does too) so the group exists before the next fork; if both fail the
      * rank stays in our group and is still signalled by pid */
     (void)setpgid(pid, L->pgid > 0 ? L->pgid : pid);
@@ -537,7 +546,8 @@ int h_launch(const h_launch_cfg_t *cfg, int argc, char **argv)
 
     /* argv copy, NULL-terminated */
     char **av = calloc((size_t)argc + 1, sizeof *av);
-    s_launch_t L = {.n = cfg->nlocal, .sfd = -1, .grace_ms = S_GRACE_MS, .stdout_ok = 1};
+    s_launch_t L = {.n = cfg->nlocal, .sfd = -1, .grace_ms = S_GRACE_MS, .stdout_ok = 1,
+                    .child_setup = cfg->child_setup, .child_arg = cfg->child_arg};
     L.r = calloc((size_t)cfg->nlocal, sizeof *L.r);
     struct pollfd *pfd = calloc(1 + 2 * (size_t)cfg->nlocal, sizeof *pfd);
     int *pmap = calloc(1 + 2 * (size_t)cfg->nlocal, sizeof *pmap);

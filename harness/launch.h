@@ -35,6 +35,11 @@ typedef struct {
     int timeout_s;         /* also passed to ranks (SYNCBENCH_TIMEOUT); caps the grace period when stopping */
     int gpus;              /* > 0: exported as SYNCBENCH_GPUS=n; ranks pick a device from LOCAL_RANK */
     int quiet;             /* no launch banner (the failure line is always printed) */
+    /* Optional: runs in each rank's process between fork and exec, after its output is redirected
+     * (async-signal-safe calls only: e.g. setns into the rank's network namespace for --net).
+     * Non-zero: that rank exits 126 with a message on its stderr, which stops the launch. */
+    int (*child_setup)(void *arg, int local_rank);
+    void *child_arg;
 } h_launch_cfg_t;
 
 /* 1 inside a rank started by h_launch (SYNCBENCH_LAUNCHED=1), else 0. */

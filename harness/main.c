@@ -4,6 +4,7 @@
 #include "harness/harness.h"
 #include "harness/launch.h"
 #include "harness/model.h"
+#include "harness/netem.h"
 #include "harness/report.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -67,6 +68,8 @@ static void s_usage(FILE *f)
 "  --straggler RANK:MS\n"
 "\n"
 "Output:\n"
+"  --net bw=RATE[,per=rank|node][,nodes=K]   emulated network (root): one namespace per rank (or per\n"
+"                        node group), veth + bridge, tc tbf at RATE both ways (e.g. bw=1gbit); TCP\n"
 "  --json FILE           append one JSON object per line per result ('-' = stdout)\n"
 "  --plots DIR           report: where figures go (default: plots/ next to the first file)\n"
 "  --measured FILE       model: a results file to compare against (as a positional FILE)\n"
@@ -382,8 +385,59 @@ static int s_rank_main(h_opts_t *o)
 
 /* ---------- the driver: one launch per (world, engine) ---------- */
 
+/* --net: the emulated network of the current s_drive (namespaces live for all its launches) */
+static h_netem_t *s_net;
+static char **s_net_argv;
+static int s_net_argc;
+static volatile sig_atomic_t s_net_sig;
+static void s_net_on_signal(int sig) { s_net_sig = sig; }
+static int s_drive(h_opts_t *o, const char *mode_override);
+
+/* Set up the namespaces for the largest launch, run s_drive inside them, and always remove them. */
+static int s_drive_net(h_opts_t *o, const char *mode_override)
+{
+    h_netem_spec_t spec;
+    char err[512];
+    if (h_netem_parse(o->net, &spec, err, sizeof err) < 0) {
+        fprintf(stderr, "harness: %s\n", err);
+        return 2;
+    }
+    if (o->nnodes > 1 || o->master || o->gpus) {
+        fprintf(stderr, "harness: --net emulates a network on one machine: not with --nnodes, --master or --gpus\n");
+        return 2;
+    }
+    int maxw = o->procs ? o->procs : 1;
+    for (int i = 0; i < o->nscaling; i++) maxw = o->scaling[i] > maxw ? o->scaling[i] : maxw;
+    int maxs = 0;
+    for (int i = 0; i < o->nengines; i++)
+        if (!strcmp(o->engines[i], "ps") && !o->ps_colocate) maxs = o->ps_servers ? o->ps_servers : 1;
+    struct sigaction sa = {.sa_handler = s_net_on_signal}, old[3];
+    static const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
+    for (int i = 0; i < 3; i++) sigaction(sigs[i], &sa, &old[i]);
+    s_net_sig = 0;
+    int rc;
+    if (h_netem_new(&s_net, &spec, maxw + maxs, err, sizeof err) < 0) {
+        fprintf(stderr, "harness: %s\n", err);
+        rc = 1;
+    } else if (!(s_net_argv = h_netem_argv(o->argc, o->argv, &s_net_argc))) {
+        rc = 1;
+    } else {
+        if (!o->quiet)
+            fprintf(stderr, "harness: --net %s: %d namespaces (%s..), tc tbf %s each way, TCP transport\n", o->net,
+                    spec.per_node ? spec.nodes : maxw + maxs, h_netem_ns(s_net, 0), spec.rate);
+        rc = s_net_sig ? 128 + s_net_sig : s_drive(o, mode_override);
+    }
+    h_netem_destroy(&s_net);
+    free(s_net_argv);
+    s_net_argv = NULL;
+    for (int i = 0; i < 3; i++) sigaction(sigs[i], &old[i], NULL);
+    if (s_net_sig && rc < 128) rc = 128 + s_net_sig;
+    return rc;
+}
+
 static int s_drive(h_opts_t *o, const char *mode_override)
 {
+    if (o->net && !s_net) return s_drive_net(o, mode_override);
     int worlds[H_MAX_SCALING], nw = 0;
     int base = o->gpus ? o->gpus : (o->procs ? o->procs : 1);
     if (o->nscaling) {
@@ -410,7 +464,9 @@ static int s_drive(h_opts_t *o, const char *mode_override)
                 fprintf(stderr, "harness: multi-node ps with dedicated servers is not supported yet; use --ps-colocate\n");
                 return 2;
             }
-            int rc = h_launch(&lc, o->argc, o->argv);
+            char net_master[64];
+            if (s_net) h_netem_launch_cfg(s_net, &lc, nlocal, net_master, sizeof net_master);
+            int rc = s_net ? h_launch(&lc, s_net_argc, s_net_argv) : h_launch(&lc, o->argc, o->argv);
             if (rc != 0) {
                 fprintf(stderr, "harness: %s with engine %s at %d ranks failed\n", mode_override ? mode_override : o->mode, eng, worlds[wi]);
                 if (rc >= 128) return rc; /* interrupted: stop everything */

@@ -216,7 +216,7 @@ static int s_report(const h_opts_t *o, const comm_t *comm, const h_cm_t *m, cons
     if (n) {
         printf("#\n# predicted against measured (%zu result line%s from %d file%s%s)\n", n, n == 1 ? "" : "s", nfiles,
                nfiles == 1 ? "" : "s", nbad ? "; malformed lines skipped" : "");
-        printf("# %-6s %-14s %5s %8s %12s %12s %8s\n", "what", "engine", "world", "size", "pred(us)", "meas(us)", "err%");
+        printf("# %-6s %-18s %5s %8s %12s %12s %8s\n", "what", "engine", "world", "size", "pred(us)", "meas(us)", "err%");
     }
     for (size_t i = 0; i < n; i++) {
         const h_jobj_t *r = &objs[i];
@@ -251,7 +251,7 @@ static int s_report(const h_opts_t *o, const comm_t *comm, const h_cm_t *m, cons
         s_eng_label(&e, label, sizeof label);
         s_fmt_bytes(bytes, sz, sizeof sz);
         double err = 100.0 * (pred - meas) / meas;
-        printf("  %-6s %-14s %5d %8s %12.1f %12.1f %+8.1f\n", what, label, P, sz, pred * 1e6, meas * 1e6, err);
+        printf("  %-6s %-18s %5d %8s %12.1f %12.1f %+8.1f\n", what, label, P, sz, pred * 1e6, meas * 1e6, err);
         sum_err += fabs(err), nerr++;
         if (P == 2 || P == 4 || P == 8) {
             sum_err248 += fabs(err), nerr248++;
@@ -282,14 +282,14 @@ static int s_report(const h_opts_t *o, const comm_t *comm, const h_cm_t *m, cons
         neng = 4;
     }
     /* extrapolation: each engine at its largest measured size, P = 2 .. 1024 */
-    printf("#\n# extrapolation: predicted allreduce time (ms) of each engine's largest measured size\n# %-14s %8s", "engine", "size");
+    printf("#\n# extrapolation: predicted allreduce time (ms) of each engine's largest measured size\n# %-18s %8s", "engine", "size");
     for (int P = 2; P <= 1024; P *= 2) printf(" %8d", P);
     printf("\n");
     for (int j = 0; j < neng; j++) {
         char label[64], sz[32];
         s_eng_label(&engs[j], label, sizeof label);
         s_fmt_bytes(big[j], sz, sizeof sz);
-        printf("  %-14s %8s", label, sz);
+        printf("  %-18s %8s", label, sz);
         for (int P = 2; P <= 1024; P *= 2) {
             double p = s_predict(m, &engs[j], P, big[j]);
             printf(" %8.2f", p * 1e3);

@@ -1,0 +1,49 @@
+/* netem.h: `--net bw=RATE[,per=rank|node][,nodes=K]`: an emulated network on one machine. The driver
+ * creates one network namespace per rank (per=node: per group of ranks, K groups, default 2), each
+ * joined by a veth pair to a bridge that lives in a namespace of its own (nothing is added to the
+ * root namespace), addresses 10.231.X.Y/16, and a tc tbf at RATE on both ends of every veth (a
+ * full-duplex link of RATE per rank). Ranks enter their namespace between fork and exec (the
+ * launcher's child_setup hook) and talk TCP to rank 0's address. Needs root. This kernel has no
+ * sch_netem, so tc cannot add delay: delay= is refused with that explanation. */
+#ifndef SB_HARNESS_NETEM_H
+#define SB_HARNESS_NETEM_H
+#include <stddef.h>
+#include "harness/launch.h"
+
+typedef struct {
+    double bits_per_s;       /* bw= */
+    char   rate[32];         /* the rate as tc takes it ("1000000000bit") */
+    int    per_node;         /* per=node */
+    int    nodes;            /* nodes=K (per=node), default 2 */
+} h_netem_spec_t;
+
+typedef struct h_netem h_netem_t;
+
+/* Parse a --net spec; 0, or -1 with the reason in err. */
+int h_netem_parse(const char *spec, h_netem_spec_t *out, char *err, size_t errlen);
+
+/* Create the namespaces, bridge, veths, addresses and shaping for nranks ranks. Removes namespaces
+ * left by harness processes that no longer exist first. On failure everything created is removed and
+ * err says why (not root, ip/tc missing, a command's own message). */
+int  h_netem_new(h_netem_t **self_p, const h_netem_spec_t *spec, int nranks, char *err, size_t errlen);
+/* Remove every namespace (and with them the veths, bridge and qdiscs); safe twice and on NULL. */
+void h_netem_destroy(h_netem_t **self_p);
+
+/* The IPv4 address of rank r's namespace ("10.231.0.1"). */
+const char *h_netem_addr(const h_netem_t *self, int rank);
+/* Name of rank r's namespace ("sb-1234-0"). */
+const char *h_netem_ns(const h_netem_t *self, int rank);
+/* For the launcher's child_setup: enter rank local_rank's namespace (setns on a descriptor opened
+ * beforehand: async-signal-safe). arg is the h_netem_t. Returns 0 or -1. */
+int  h_netem_enter(void *arg, int local_rank);
+
+/* Driver side, per launch of nlocal ranks (<= the nranks of h_netem_new): map ranks onto the
+ * namespaces (per=node: contiguous groups), and point lc at them: master = rank 0's address and a
+ * fixed port (the namespaces are fresh), child_setup = h_netem_enter. master_buf must outlive the
+ * launch. */
+void h_netem_launch_cfg(h_netem_t *self, h_launch_cfg_t *lc, int nlocal, char *master_buf, size_t len);
+/* argv + "--transport tcp" (ranks in separate namespaces cannot share memory channels; the later
+ * option wins). Returns a malloc'd NULL-terminated array (free it with free()), *ac its length. */
+char **h_netem_argv(int argc, char **argv, int *ac);
+
+#endif

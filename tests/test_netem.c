@@ -1,0 +1,154 @@
+/* test_netem.c: --net's emulated network (harness/netem.c): spec parsing (delay= refused with the
+ * reason), and, as root, namespace set-up (addresses, tbf on both veth ends, TCP between two
+ * namespaces at about the shaped rate) and clean-up (nothing left in /var/run/netns). */
+#include <criterion/criterion.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "harness/netem.c"
+
+Test(netem, parse)
+{
+    h_netem_spec_t s;
+    char err[512];
+    cr_assert_eq(h_netem_parse("bw=1gbit", &s, err, sizeof err), 0, "%s", err);
+    cr_assert(s.bits_per_s == 1e9 && !s.per_node && !strcmp(s.rate, "1000000000bit"));
+    cr_assert_eq(h_netem_parse("bw=100mbit,per=node,nodes=3", &s, err, sizeof err), 0, "%s", err);
+    cr_assert(s.bits_per_s == 1e8 && s.per_node && s.nodes == 3);
+    cr_assert_eq(h_netem_parse("bw=1gbit,delay=1ms", &s, err, sizeof err), -1);
+    cr_assert(strstr(err, "sch_netem"), "%s", err);
+    static const char *bad[] = {"", "bw", "bw=", "bw=1", "bw=fast", "bw=-1gbit", "bw=1gbit,per=host", "per=node",
+                                "bw=1gbit,nodes=0", "bw=1gbit,x=1", NULL};
+    for (int i = 0; bad[i]; i++) cr_assert_eq(h_netem_parse(bad[i], &s, err, sizeof err), -1, "accepted '%s'", bad[i]);
+}
+
+static int s_ns_exists(const char *name)
+{
+    char p[512];
+    snprintf(p, sizeof p, S_NETNS_DIR "/%s", name);
+    return access(p, F_OK) == 0;
+}
+
+static double s_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+Test(netem, setup_shaping_cleanup, .timeout = 60)
+{
+    if (geteuid() != 0) cr_skip_test("needs root (network namespaces, veth, tc)");
+    if (!s_have("ip") || !s_have("tc")) cr_skip_test("ip / tc (iproute2) not installed");
+    h_netem_spec_t spec;
+    char err[512];
+    cr_assert_eq(h_netem_parse("bw=100mbit", &spec, err, sizeof err), 0);
+    h_netem_t *net = NULL;
+    cr_assert_eq(h_netem_new(&net, &spec, 3, err, sizeof err), 0, "%s", err);
+    char names[4][64];
+    for (int r = 0; r < 3; r++) {
+        snprintf(names[r], sizeof names[r], "%s", h_netem_ns(net, r));
+        cr_assert(s_ns_exists(names[r]), "%s missing", names[r]);
+    }
+    snprintf(names[3], sizeof names[3], "%s", net->brns);
+    cr_assert(s_ns_exists(names[3]));
+    cr_assert_str_eq(h_netem_addr(net, 0), "10.231.0.1");
+    cr_assert_str_eq(h_netem_addr(net, 2), "10.231.0.3");
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "tc -n %s qdisc show dev eth0 | grep -q 'tbf.*rate 100Mbit'", names[1]);
+    cr_assert_eq(system(cmd), 0, "no tbf in %s", names[1]);
+
+    /* TCP from rank 1's namespace to rank 0's: 2.5 MB at 100 Mbit/s takes >= ~0.2 s (unshaped veth:
+     * a few ms) */
+    int ready[2];
+    cr_assert_eq(pipe(ready), 0);
+    const size_t total = 2500000;
+    pid_t srv = fork();
+    if (srv == 0) {
+        if (h_netem_enter(net, 0) < 0) _exit(2);
+        int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+        setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(29501)};
+        inet_pton(AF_INET, "10.231.0.1", &a.sin_addr);
+        if (bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 1) < 0) _exit(3);
+        if (write(ready[1], "x", 1) != 1) _exit(4);
+        int c = accept(l, NULL, NULL);
+        static char buf[65536];
+        size_t got = 0;
+        ssize_t n;
+        while ((n = read(c, buf, sizeof buf)) > 0) got += (size_t)n;
+        _exit(got == total ? 0 : 5);
+    }
+    char x;
+    cr_assert_eq(read(ready[0], &x, 1), 1);
+    pid_t cli = fork();
+    if (cli == 0) {
+        if (h_netem_enter(net, 1) < 0) _exit(2);
+        int s = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(29501)};
+        inet_pton(AF_INET, "10.231.0.1", &a.sin_addr);
+        if (connect(s, (struct sockaddr *)&a, sizeof a) < 0) _exit(3);
+        static char buf[65536];
+        size_t sent = 0;
+        while (sent < total) {
+            size_t k = total - sent < sizeof buf ? total - sent : sizeof buf;
+            ssize_t n = write(s, buf, k);
+            if (n <= 0) _exit(4);
+            sent += (size_t)n;
+        }
+        close(s);
+        _exit(0);
+    }
+    double t0 = s_now();
+    int st;
+    cr_assert_eq(waitpid(cli, &st, 0), cli);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "client exit %d", WEXITSTATUS(st));
+    cr_assert_eq(waitpid(srv, &st, 0), srv);
+    double dt = s_now() - t0;
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "server exit %d", WEXITSTATUS(st));
+    double mbit = total * 8 / dt / 1e6;
+    cr_assert(mbit > 60 && mbit < 125, "throughput %.1f Mbit/s through a 100 Mbit/s link", mbit);
+
+    h_netem_destroy(&net);
+    cr_assert_null(net);
+    h_netem_destroy(&net);    /* safe twice */
+    for (int i = 0; i < 4; i++) cr_assert(!s_ns_exists(names[i]), "%s left behind", names[i]);
+}
+
+Test(netem, per_node_groups, .timeout = 30)
+{
+    if (geteuid() != 0) cr_skip_test("needs root (network namespaces, veth, tc)");
+    if (!s_have("ip") || !s_have("tc")) cr_skip_test("ip / tc (iproute2) not installed");
+    h_netem_spec_t spec;
+    char err[512];
+    cr_assert_eq(h_netem_parse("bw=1gbit,per=node,nodes=2", &spec, err, sizeof err), 0);
+    h_netem_t *net = NULL;
+    cr_assert_eq(h_netem_new(&net, &spec, 4, err, sizeof err), 0, "%s", err);
+    cr_assert_str_eq(h_netem_ns(net, 0), h_netem_ns(net, 1));
+    cr_assert_str_eq(h_netem_ns(net, 2), h_netem_ns(net, 3));
+    cr_assert_str_neq(h_netem_ns(net, 1), h_netem_ns(net, 2));
+    h_launch_cfg_t lc = {0};
+    char m[64];
+    h_netem_launch_cfg(net, &lc, 2, m, sizeof m);   /* a smaller world still spans both nodes */
+    cr_assert_str_neq(h_netem_ns(net, 0), h_netem_ns(net, 1));
+    cr_assert_str_eq(m, "10.231.0.1:29500");
+    cr_assert(lc.child_setup == h_netem_enter && lc.child_arg == net);
+    char n0[64];
+    snprintf(n0, sizeof n0, "%s", h_netem_ns(net, 0));
+    h_netem_destroy(&net);
+    cr_assert(!s_ns_exists(n0));
+}
+
+Test(netem, not_root_message)
+{
+    if (geteuid() == 0) cr_skip_test("running as root: the not-root path is not reachable here");
+    h_netem_spec_t spec;
+    char err[512];
+    cr_assert_eq(h_netem_parse("bw=1gbit", &spec, err, sizeof err), 0);
+    h_netem_t *net = NULL;
+    cr_assert_eq(h_netem_new(&net, &spec, 2, err, sizeof err), -1);
+    cr_assert(strstr(err, "needs root"), "%s", err);
+}
