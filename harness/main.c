@@ -6,6 +6,7 @@
 #include "harness/model.h"
 #include "harness/netem.h"
 #include "harness/report.h"
+#include "core/dev.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/topo.h"
@@ -368,6 +369,19 @@ static int s_rank_main(h_opts_t *o)
         }
         LOG_I("bound: %s", desc);
     }
+    if (o->gpus) {
+        char desc[256] = "";
+        int lr = bc.local_rank >= 0 ? bc.local_rank : bc.rank;
+        int dev = dev_select_of(lr, o->gpus, desc, sizeof desc);
+        if (dev < 0) {
+            fprintf(stderr, "harness: rank %d: %s\n", bc.rank, err_trace(dev, msg, sizeof msg));
+            return 1;
+        }
+        char d[16];
+        snprintf(d, sizeof d, "%d", dev);
+        setenv("SYNCBENCH_DEVICE", d, 1);
+        LOG_I("using %s", desc);
+    }
     comm_t *comm = NULL;
     comm_opts_t co = {.transport = o->transport};
     rc = comm_new(&comm, &bc, &co);
@@ -446,6 +460,14 @@ static int s_drive(h_opts_t *o, const char *mode_override)
         worlds[nw++] = base;
     }
     int status = 0;
+    if (o->gpus) {
+        int maxw = 0;
+        for (int i = 0; i < nw; i++) maxw = worlds[i] > maxw ? worlds[i] : maxw;
+        if (dev_check_gpus(maxw) < 0) {
+            fprintf(stderr, "harness: %s\n", err_detail());
+            return 1;
+        }
+    }
     for (int wi = 0; wi < nw; wi++) {
         for (int ei = 0; ei < o->nengines; ei++) {
             const char *eng = o->engines[ei];
