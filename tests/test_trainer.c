@@ -349,6 +349,87 @@ Test(trainer, data_files_missing_corrupt_and_valid)
     free(ib);
 }
 
+/* ---- a recording engine: what the trainer submits, and when ---- */
+
+typedef struct {
+    float *gbase;          /* the gradient arena, learnt from the first bucket */
+    size_t count;
+    int nsub;
+    size_t off[32], cnt[32];
+    int idx[32];
+    int w0_untouched_at_first; /* layer 0's weight gradients not yet computed when bucket 0 arrived */
+} s_mock_t;
+static s_mock_t g_mock;
+
+static int s_mock_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
+{
+    (void)comm; (void)cfg;
+    *self_p = (engine_t *)&g_mock;
+    return 0;
+}
+static int s_mock_attach(engine_t *self, const param_set_t *ps) { (void)self; g_mock.count = ps->count; return 0; }
+static int s_mock_begin(engine_t *self, const step_ctx_t *ctx) { (void)self; (void)ctx; g_mock.nsub = 0; return 0; }
+static int s_mock_submit(engine_t *self, const bucket_t *b)
+{
+    (void)self;
+    if (g_mock.nsub >= 32) return ERR_RANGE;
+    if (b->index == 0) {
+        g_mock.gbase = (float *)b->grad - b->offset;
+        g_mock.w0_untouched_at_first = isnan(g_mock.gbase[0]);
+    }
+    g_mock.off[g_mock.nsub] = b->offset;
+    g_mock.cnt[g_mock.nsub] = b->count;
+    g_mock.idx[g_mock.nsub] = b->index;
+    g_mock.nsub++;
+    return 0;
+}
+static int s_mock_wait(engine_t *self, step_out_t *out, int timeout_ms)
+{
+    (void)self; (void)timeout_ms;
+    memset(out, 0, sizeof *out);
+    /* poison the gradients: the next step's backward overwrites them layer by layer */
+    for (size_t i = 0; i < g_mock.count; i++) g_mock.gbase[i] = NAN;
+    return 0;
+}
+static void s_mock_destroy(engine_t **self_p) { *self_p = NULL; }
+static const engine_ops_t s_mock_engine = {.name = "mock", .create = s_mock_create, .attach = s_mock_attach,
+                                           .step_begin = s_mock_begin, .submit = s_mock_submit, .wait = s_mock_wait,
+                                           .destroy = s_mock_destroy};
+
+static void s_overlap_case(int no_overlap)
+{
+    trainer_cfg_t c;
+    s_cfg(&c, "mlp:784-256-128-64-10", 32, 256, "sgd:lr=0.01,momentum=0");
+    c.bucket_mb = 0.01; /* 10 KiB: [b3 W3 b2 W2], [b1 W1], [b0 W0] */
+    c.no_overlap = no_overlap;
+    trainer_t *t = NULL;
+    engine_t *e = NULL;
+    cr_assert_eq(trainer_new(&t, &c), 0);
+    cr_assert_eq(s_mock_engine.create(&e, NULL, NULL), 0);
+    cr_assert_eq(trainer_attach(t, &s_mock_engine, e), 0);
+    trainer_step_t st;
+    for (int k = 0; k < 2; k++) cr_assert_eq(trainer_step(t, &st), 0, "%s", err_detail());
+    int nb = trainer_nbuckets(t);
+    cr_assert_eq(g_mock.nsub, nb);
+    cr_assert_eq(nb, 3);
+    /* reverse layer order, contiguous, descending, covering the arena once */
+    size_t top = g_mock.count;
+    for (int i = 0; i < nb; i++) {
+        cr_assert_eq(g_mock.idx[i], i);
+        cr_assert_eq(g_mock.off[i] + g_mock.cnt[i], top, "bucket %d ends where the previous one starts", i);
+        top = g_mock.off[i];
+    }
+    cr_assert_eq(top, 0u);
+    if (no_overlap)
+        cr_assert_eq(g_mock.w0_untouched_at_first, 0, "--no-overlap: submitted after backward finished");
+    else
+        cr_assert_eq(g_mock.w0_untouched_at_first, 1, "overlap: bucket 0 submitted before layer 0's backward");
+    trainer_destroy(&t);
+}
+
+Test(trainer, buckets_submitted_during_backward) { s_overlap_case(0); }
+Test(trainer, no_overlap_submits_after_backward) { s_overlap_case(1); }
+
 /* ---- multi-rank: world 4 under the ring engine vs world 1 ---- */
 
 #define EQ_STEPS 12
