@@ -1,5 +1,5 @@
-/* gemmbench.h: `harness gemm`: the bare-BLAS reference for `harness train`. Declared here (not in
- * harness.h, which the lead owns) until main.c wires the mode. */
+/* gemmbench.h: `harness gemm`: the bare-BLAS reference for `harness train`.
+ */
 #ifndef SB_HARNESS_GEMMBENCH_H
 #define SB_HARNESS_GEMMBENCH_H
 #include "harness/harness.h"

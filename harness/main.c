@@ -2,6 +2,7 @@
  * --gpus or --nnodes: one launch of N ranks per (world size, engine)) or, inside a rank (started by
  * our launcher, torchrun-style env, srun or mpirun), joins the job and runs the mode. */
 #include "harness/harness.h"
+#include "harness/gemmbench.h"
 #include "harness/launch.h"
 #include "harness/model.h"
 #include "harness/netem.h"
@@ -28,6 +29,7 @@ static void s_usage(FILE *f)
 "  train (default)   train the same model with each engine; throughput, step times, memory balance\n"
 "  bench             the collective alone, nccl-tests style (size, count, algbw, busbw, #wrong)\n"
 "  run               the default CPU comparison: bench + train, every engine, 4 ranks\n"
+"  gemm              the bare BLAS GEMMs of one training step (the trainer's compute ceiling)\n"
 "  selftest          launcher self-test (SYNCBENCH_SELFTEST_FAIL/HANG/SLEEP_MS)\n"
 "  report FILE...    engines side by side from results files, plus PNG/SVG plots (--plots DIR)\n"
 "  model [FILE...]   fit alpha/beta/gamma on this setup (2 ranks), predict each engine beside the\n"
@@ -188,11 +190,11 @@ static int s_parse(h_opts_t *o, int argc, char **argv)
         o->mode = argv[1];
         first = 2;
     }
-    static const char *modes[] = {"train", "bench", "run", "selftest", "report", "model", NULL};
+    static const char *modes[] = {"train", "bench", "run", "selftest", "report", "model", "gemm", NULL};
     int known = 0;
     for (int i = 0; modes[i]; i++) known |= !strcmp(o->mode, modes[i]);
     if (!known) {
-        fprintf(stderr, "harness: unknown mode '%s' (train, bench, run, selftest, report, model); see harness --help\n", o->mode);
+        fprintf(stderr, "harness: unknown mode '%s' (train, bench, run, selftest, report, model, gemm); see harness --help\n", o->mode);
         return 2;
     }
     optind = first;
@@ -514,6 +516,15 @@ int main(int argc, char **argv)
     if (mode && h_is_launched()) o.mode = mode;
     if (h_is_launched()) return s_rank_main(&o);
     if (!strcmp(o.mode, "report")) return h_report(s_nmeasured, s_measured, s_plots_dir);
+    if (!strcmp(o.mode, "gemm")) {
+        int grc = h_gemm_bench(&o);
+        if (grc < 0) {
+            char m[512];
+            fprintf(stderr, "harness: gemm: %s\n", err_trace(grc, m, sizeof m));
+            return 1;
+        }
+        return 0;
+    }
     if (!strcmp(o.mode, "model")) {
         /* one launch of the probe world (2 ranks by default), whatever --engine / --scaling say */
         if (!o.procs && !o.gpus && !o.nnodes) o.procs = 2;
@@ -534,6 +545,13 @@ int main(int argc, char **argv)
         fflush(stdout);
         int a = s_drive(&o, "bench");
         int b = a >= 128 ? a : s_drive(&o, "train");
+        if (a < 128 && b < 128 && strcmp(o.json, "-")) {
+            /* the comparison side by side, and where the figures went */
+            char *files[1] = {(char *)o.json};
+            printf("\n# syncbench run: the engines side by side (harness report %s)\n", o.json);
+            fflush(stdout);
+            h_report(1, files, NULL);
+        }
         return a ? a : b;
     }
     if (o.procs || o.gpus || o.nnodes || o.nscaling) return s_drive(&o, NULL);
