@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void s_usage(FILE *f)
@@ -539,7 +540,13 @@ int main(int argc, char **argv)
         static const char *all[] = {"ring", "tree", "ps"};
         o.nengines = 0;
         for (int i = 0; i < 3; i++) o.engines[o.nengines++] = all[i];
-        if (!o.json) o.json = "results/run-latest.jsonl";
+        if (!o.json) {
+            /* a scratch file of this run only (results/tmp is not committed) */
+            o.json = "results/tmp/run-latest.jsonl";
+            mkdir("results", 0755);
+            mkdir("results/tmp", 0755);
+            unlink(o.json);
+        }
         setenv("SYNCBENCH_JSON", o.json, 1);
         printf("# syncbench run: bench then train, engines ring, tree, ps; %d CPU ranks; results in %s\n", o.procs, o.json);
         fflush(stdout);
