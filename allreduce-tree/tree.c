@@ -37,8 +37,9 @@
  * Why no cyclic wait (with S >= 2 slots per channel; tp requires >= 2, default 4): order every action
  * by (step, op index). An acquire of a received segment waits for a send in the previous step. A send
  * acquire of the m-th segment on a channel waits for the release of segment m-S, which happens one
- * step after it was sent. With at most two segments per step on a channel, m-S was sent in an earlier
- * step, so the release is at most in the same step as the waiting send; when it is the same step,
+ * step after it was sent. With at most two segments per step on a channel, m-S was sent at least
+ * ceil((S+1)/2) - 1 steps before m: with S >= 4 the release happens in an earlier step than the
+ * waiting send. With S = 2 or 3 it is at most in the same step as the waiting send; when it is,
  * the ordering per step (tree 0 messages before tree 1) makes segments m and m-S come from the same
  * tree op (so the wait follows tree edges in one direction: towards the root for up-ops, away from it
  * for down-ops, which ends) or the release sits in an earlier op of the step. Every wait thus points to
