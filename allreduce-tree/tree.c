@@ -57,6 +57,7 @@
 #include "core/log.h"
 #include "core/timer.h"
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,6 +134,7 @@ typedef struct {
     size_t esz, seg;
     float scale;
     uint64_t dl;
+    void *scratch[2];                /* aligned copies of misaligned received segments (tcp) */
 } s_run_t;
 
 static int s_depth(int world, int t, int rank)
@@ -175,7 +177,21 @@ static inline void s_seg(const s_run_t *run, const s_tree_t *tr, size_t s, size_
     *n = end - *e0 < run->seg ? end - *e0 : run->seg;
 }
 
-static int s_up(const s_run_t *run, const s_tree_t *tr, size_t s)
+/* ZeroMQ may hand a received segment at any byte address; the reduction kernels read typed
+ * elements, so a misaligned segment is first copied to an aligned scratch buffer. */
+static int s_aligned(s_run_t *run, int k, const void **buf, size_t bytes)
+{
+    if ((uintptr_t)*buf % run->esz == 0) return 0;
+    if (!run->scratch[k]) {
+        size_t cap = (run->seg * run->esz + 63) & ~(size_t)63;
+        if (!(run->scratch[k] = aligned_alloc(64, cap))) return ERR_NOMEM;
+    }
+    memcpy(run->scratch[k], *buf, bytes);
+    *buf = run->scratch[k];
+    return 0;
+}
+
+static int s_up(s_run_t *run, const s_tree_t *tr, size_t s)
 {
     size_t e0, n;
     s_seg(run, tr, s, &e0, &n);
@@ -186,6 +202,7 @@ static int s_up(const s_run_t *run, const s_tree_t *tr, size_t s)
         CHECK(tp_recv_acquire(run->tp, tr->child[k], &in[k + 1], &len, s_left(run)));
         if (len != bytes)
             return err_set(ERR_PROTO, "tree: rank %d sent a %zu-byte segment, expected %zu", tr->child[k], len, bytes);
+        CHECK(s_aligned(run, k, &in[k + 1], bytes));
     }
     void *out;
     float scale = 1.0f;
@@ -294,17 +311,21 @@ int tree_allreduce_host(comm_t *comm, const void *sendbuf, void *recvbuf, size_t
     for (int t = 0; t < 2; t++)
         if (tr[t].nseg && tr[t].nseg + 2 * (size_t)tr[t].maxdepth > steps)
             steps = tr[t].nseg + 2 * (size_t)tr[t].maxdepth;
-    for (size_t tau = 0; tau < steps; tau++) {
-        for (int t = 0; t < 2; t++) {
+    int rc = 0;
+    for (size_t tau = 0; tau < steps && rc == 0; tau++) {
+        for (int t = 0; t < 2 && rc == 0; t++) {
             const s_tree_t *x = &tr[t];
             if (!x->nseg) continue;
             size_t lag = (size_t)(x->maxdepth - x->depth);
-            if (tau >= lag && tau - lag < x->nseg) CHECK(s_up(&run, x, tau - lag));
+            if (tau >= lag && tau - lag < x->nseg) CHECK_GOTO(rc, s_up(&run, x, tau - lag), done);
             lag = (size_t)(x->maxdepth + x->depth);
-            if (tau >= lag && tau - lag < x->nseg) CHECK(s_down(&run, x, tau - lag));
+            if (tau >= lag && tau - lag < x->nseg) CHECK_GOTO(rc, s_down(&run, x, tau - lag), done);
         }
     }
-    return 0;
+done:
+    free(run.scratch[0]);
+    free(run.scratch[1]);
+    return rc;
 }
 
 /* ---------- engine ---------- */
