@@ -81,6 +81,11 @@ void comm_destroy(comm_t **self_p)
 {
     comm_t *self = self_p ? *self_p : NULL;
     if (!self) return;
+    /* Channels open lazily, so a rank that finished early may hold a channel its peer has yet to
+     * open and drain: meet once more before the transport goes (bounded, so a dead rank can't hold
+     * the others for long). */
+    if (self->tp && self->store && self->world > 1)
+        (void)comm_barrier(self, self->timeout_ms < 5000 ? self->timeout_ms : 5000);
     tp_destroy(&self->tp);
     store_destroy(&self->store);
     free(self->node_of);

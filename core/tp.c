@@ -78,6 +78,7 @@ typedef struct {
     void *pending;      /* acquired send buffer */
     qmsg_t *qhead, *qtail;
     qmsg_t *cur;        /* acquired receive */
+    void *bounce;       /* aligned copy of a misaligned payload */
 } tcp_peer_t;
 
 struct tp {
@@ -410,6 +411,7 @@ void tp_destroy(tp_t **self_p)
             tcp_peer_t *tp = &self->tcp[r];
             if (tp->dealer) zmq_close(tp->dealer);
             free(tp->pending);
+            free(tp->bounce);
             if (tp->cur) { zmq_msg_close(&tp->cur->msg); free(tp->cur); }
             while (tp->qhead) {
                 qmsg_t *q = tp->qhead;
@@ -525,6 +527,13 @@ int tp_recv_acquire(tp_t *self, int peer, const void **buf, size_t *len, int tim
         }
         *buf = zmq_msg_data(&tp->cur->msg);
         *len = zmq_msg_size(&tp->cur->msg);
+        if (((uintptr_t)*buf & 63) && *len) {
+            /* ZeroMQ may hand a payload at any address: reductions want aligned elements */
+            if (!tp->bounce) tp->bounce = aligned_alloc(64, (self->slot_bytes + 63) & ~(size_t)63);
+            if (!tp->bounce) return ERR_NOMEM;
+            memcpy(tp->bounce, *buf, *len);
+            *buf = tp->bounce;
+        }
         return 0;
     }
     if (!self->rx[peer]) CHECK(s_shm_open(self, peer, self->rank, &self->rx[peer]));
