@@ -87,6 +87,7 @@ struct tp {
     size_t slot_bytes;
     int slots;
     int spin;           /* microseconds to spin before sleeping on the futex */
+    int yield_us;       /* then microseconds to yield the core before sleeping */
     char prefix[96];
     int *kind;
     shm_chan_t **tx, **rx;
@@ -135,9 +136,14 @@ static int s_wait_change(tp_t *self, _Atomic uint32_t *word, uint32_t old, _Atom
             }
         } while (now_ns() < until);
     }
-    for (int y = 0; y < (self->spin ? 0 : 4); y++) {
-        if (atomic_load_explicit(word, memory_order_acquire) != old) return 0;
-        sched_yield();
+    if (self->yield_us > 0) {
+        /* ranks outnumber cores: hand the core to another rank (likely the one we wait for) rather
+         * than sleep, since a futex wake-up in a VM costs tens of microseconds */
+        uint64_t until = now_ns() + (uint64_t)self->yield_us * 1000u;
+        do {
+            if (atomic_load_explicit(word, memory_order_acquire) != old) return 0;
+            sched_yield();
+        } while (now_ns() < until);
     }
     for (;;) {
         atomic_store(flag, 1);
@@ -323,9 +329,13 @@ int tp_new(tp_t **self_p, comm_t *comm, const tp_opts_t *opts)
                        TP_MAX_SLOTS);
     }
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    self->spin = comm->local_world <= ncpu ? 50 : 0; /* microseconds */
+    int oversub = comm->local_world > ncpu;
+    self->spin = oversub ? 0 : 50; /* microseconds */
+    self->yield_us = oversub ? 2000 : 0;
     e = getenv("SYNCBENCH_SHM_SPIN_US");
     if (e) self->spin = atoi(e);
+    e = getenv("SYNCBENCH_SHM_YIELD_US");
+    if (e) self->yield_us = atoi(e);
     pthread_mutex_init(&self->pool_mu, NULL);
     self->pool_cap = 2 * self->slots + 4;
     self->pool = calloc((size_t)self->pool_cap, sizeof(void *));

@@ -46,7 +46,7 @@ static void s_usage(FILE *f)
 "                        Slurm's SLURM_PROCID/SLURM_NTASKS or OpenMPI's OMPI_COMM_WORLD_*)\n"
 "  --ifname IF           network interface for peer traffic (or SYNCBENCH_SOCKET_IFNAME)\n"
 "  --transport T         auto (shm within a node, tcp across) | shm | tcp\n"
-"  --bind core|none      bind each rank to a core (hwloc)\n"
+"  --bind auto|core|numa|none   bind ranks with hwloc (auto: a core each while ranks fit)\n"
 "  --timeout S           every blocking step gives up after S seconds (default 60)\n"
 "\n"
 "Engines:\n"
@@ -181,7 +181,7 @@ static int s_parse(h_opts_t *o, int argc, char **argv)
     o->bucket_mb = 25;
     o->check_every = 0;
     o->seed = 42;
-    o->bind = "none";
+    o->bind = "auto";
     o->transport = "auto";
     o->ps_mode = PS_SYNC;
     o->argc = argc;
@@ -216,7 +216,8 @@ static int s_parse(h_opts_t *o, int argc, char **argv)
             if (strcmp(v, "auto") && strcmp(v, "shm") && strcmp(v, "tcp")) return s_bad("--transport", v, "auto, shm or tcp");
             o->transport = v; break;
         case O_BIND:
-            if (strcmp(v, "core") && strcmp(v, "none")) return s_bad("--bind", v, "core or none");
+            if (strcmp(v, "core") && strcmp(v, "numa") && strcmp(v, "none") && strcmp(v, "auto"))
+                return s_bad("--bind", v, "auto, core, numa or none");
             o->bind = v; break;
         case O_TIMEOUT: if (s_parse_int(v, 1, 86400, &o->timeout_s)) return s_bad("--timeout", v, "seconds >= 1"); break;
         case O_ENGINE: {
@@ -363,9 +364,15 @@ static int s_rank_main(h_opts_t *o)
     }
     if (o->ifname) snprintf(bc.ifname, sizeof bc.ifname, "%s", o->ifname);
     log_set_rank(bc.rank);
-    if (strcmp(o->bind, "none")) {
+    const char *bind = o->bind;
+    if (!strcmp(bind, "auto")) {
+        /* like mpirun: one core per rank while ranks fit, no binding when oversubscribed */
+        int lw = bc.local_world > 0 ? bc.local_world : bc.world;
+        bind = lw <= topo_ncores() ? "core" : "none";
+    }
+    if (strcmp(bind, "none")) {
         char desc[128];
-        rc = topo_bind(o->bind, bc.local_rank, bc.local_world, desc, sizeof desc);
+        rc = topo_bind(bind, bc.local_rank >= 0 ? bc.local_rank : bc.rank, bc.local_world, desc, sizeof desc);
         if (rc < 0) {
             fprintf(stderr, "harness: rank %d: --bind: %s\n", bc.rank, err_trace(rc, msg, sizeof msg));
             return 1;
