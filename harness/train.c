@@ -2,12 +2,14 @@
  * that engine: warm-up steps, then --steps timed steps. Each rank measures its own samples/s, step
  * time p50/p99, compute vs communication vs waiting time, loss and peak RSS; the ranks allgather one
  * fixed-size record each and rank 0 prints the table and appends one JSON line per engine. Dedicated
- * PS server ranks serve meanwhile and contribute their memory. OpenBLAS threads per rank: the
- * cores divided by the ranks sharing this host (torchrun's OMP_NUM_THREADS=1 for several ranks on
- * few cores), unless OPENBLAS_NUM_THREADS / OMP_NUM_THREADS say otherwise. */
+ * PS server ranks serve meanwhile and contribute their memory. OpenBLAS threads per rank: the CPUs
+ * the rank is bound to, or when unbound the cores divided by the ranks sharing this host (torchrun's
+ * OMP_NUM_THREADS=1 for several ranks on few cores), unless OPENBLAS_NUM_THREADS / OMP_NUM_THREADS say
+ * otherwise. */
 #include "harness/harness.h"
 #include <cblas.h>
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +56,12 @@ static int s_blas_threads(const comm_t *comm)
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int lw = comm->local_world > 0 ? comm->local_world : 1;
     int t = (int)(cores / lw);
+    /* bound (--bind core/numa): the CPUs this rank owns; unbound: a share of the machine */
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int mine = CPU_COUNT(&set);
+        if (mine < cores) t = mine;
+    }
     if (t < 1) t = 1;
     openblas_set_num_threads(t);
     return t;
