@@ -22,7 +22,7 @@ typedef struct comm {
 } comm_t;
 
 typedef struct {
-    const char *transport;   /* "auto" (shm within a node, tcp across), "shm", "tcp" */
+    const char *transport;   /* "auto" (shm within a node, tcp across), "shm", "tcp", "zmq" */
     size_t shm_slot_bytes;   /* shared-memory channel slot size; 0 = default */
     int    shm_slots;        /* slots per channel; 0 = default */
 } comm_opts_t;

@@ -8,7 +8,10 @@
  * the other side wakes it only when a waiter flag is set. Sleeps are sliced so the deadline and the
  * peer's liveness (its pid) are checked: a dead peer gives ERR_PEER, a slow one ERR_TIMEOUT.
  *
- * tcp (other hosts, or --transport tcp): every rank binds one ZeroMQ ROUTER and reaches each peer
+ * tcp (other hosts, or --transport tcp): plain TCP connections, one per pair, with a progress engine
+ * and no helper threads (core/tp_sock.c); the lowest latency across hosts.
+ *
+ * zmq (--transport zmq): every rank binds one ZeroMQ ROUTER and reaches each peer
  * through a DEALER whose routing id is its rank; sends are zero-copy (the slot buffer is handed to
  * ZeroMQ with a free callback that returns it to a pool); received messages are queued per peer so
  * receives can target one peer while others' segments wait. Frames are validated (routing id length,
@@ -19,6 +22,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "core/tp_sock.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -40,7 +44,7 @@
 #define TP_DEFAULT_SLOTS 4
 #define TP_SLICE_MS 100
 
-enum { K_SELF = 0, K_SHM = 1, K_TCP = 2 };
+enum { K_SELF = 0, K_SHM = 1, K_ZMQ = 2, K_SOCK = 3 };
 
 typedef struct {
     _Atomic uint32_t head;
@@ -91,7 +95,8 @@ struct tp {
     char prefix[96];
     int *kind;
     shm_chan_t **tx, **rx;
-    /* tcp */
+    tp_sock_t *sock;
+    /* zmq */
     void *zctx, *router;
     tcp_peer_t *tcp;
     pthread_mutex_t pool_mu;
@@ -346,21 +351,23 @@ int tp_new(tp_t **self_p, comm_t *comm, const tp_opts_t *opts)
     if (!self->pool || !self->kind || !self->tx || !self->rx || !self->tcp) { rc = ERR_NOMEM; goto fail; }
 
     const char *kind = opts && opts->kind ? opts->kind : "auto";
-    if (strcmp(kind, "auto") && strcmp(kind, "shm") && strcmp(kind, "tcp")) {
-        rc = err_set(ERR_INVAL, "unknown transport '%s' (auto, shm, tcp)", kind);
+    if (strcmp(kind, "auto") && strcmp(kind, "shm") && strcmp(kind, "tcp") && strcmp(kind, "zmq")) {
+        rc = err_set(ERR_INVAL, "unknown transport '%s' (auto, shm, tcp, zmq)", kind);
         goto fail;
     }
-    int any_tcp = 0;
+    int any_tcp = 0, any_sock = 0;
     for (int r = 0; r < self->world; r++) {
         int same = comm->node_of[r] == comm->node;
         if (r == self->rank) self->kind[r] = K_SELF;
-        else if (!strcmp(kind, "tcp") || !same) self->kind[r] = K_TCP;
+        else if (!strcmp(kind, "zmq")) self->kind[r] = K_ZMQ;
+        else if (!strcmp(kind, "tcp") || !same) self->kind[r] = K_SOCK;
         else self->kind[r] = K_SHM;
+        any_sock |= self->kind[r] == K_SOCK;
         if (!strcmp(kind, "shm") && !same) {
             rc = err_set(ERR_INVAL, "--transport shm but rank %d is on another host", r);
             goto fail;
         }
-        any_tcp |= self->kind[r] == K_TCP;
+        any_tcp |= self->kind[r] == K_ZMQ;
     }
     /* a per-run prefix: job id (sanitised) plus a nonce from rank 0, so stale names never collide */
     uint64_t nonce = 0;
@@ -373,6 +380,7 @@ int tp_new(tp_t **self_p, comm_t *comm, const tp_opts_t *opts)
             *c = '_';
     snprintf(self->prefix, sizeof self->prefix, "sb.%s.%llx", job, (unsigned long long)nonce);
 
+    if (any_sock) CHECK_GOTO(rc, tp_sock_new(&self->sock, comm, self->prefix, self->slot_bytes), fail);
     if (any_tcp) {
         self->zctx = zmq_ctx_new();
         self->router = self->zctx ? zmq_socket(self->zctx, ZMQ_ROUTER) : NULL;
@@ -431,6 +439,7 @@ void tp_destroy(tp_t **self_p)
             }
         }
     }
+    tp_sock_destroy(&self->sock);
     if (self->router) zmq_close(self->router);
     if (self->zctx) zmq_ctx_term(self->zctx);
     for (int i = 0; i < self->npool; i++) free(self->pool[i]);
@@ -453,7 +462,12 @@ size_t tp_slot_bytes(tp_t *self, int peer)
 const char *tp_kind(tp_t *self, int peer)
 {
     if (peer < 0 || peer >= self->world) return "none";
-    return self->kind[peer] == K_SHM ? "shm" : self->kind[peer] == K_TCP ? "tcp" : "self";
+    switch (self->kind[peer]) {
+    case K_SHM: return "shm";
+    case K_ZMQ: return "zmq";
+    case K_SOCK: return "tcp";
+    default: return "self";
+    }
 }
 
 static int s_check_peer(tp_t *self, int peer)
@@ -466,7 +480,8 @@ static int s_check_peer(tp_t *self, int peer)
 int tp_send_acquire(tp_t *self, int peer, void **buf, int timeout_ms)
 {
     CHECK(s_check_peer(self, peer));
-    if (self->kind[peer] == K_TCP) {
+    if (self->kind[peer] == K_SOCK) return tp_sock_send_acquire(self->sock, peer, buf, timeout_ms);
+    if (self->kind[peer] == K_ZMQ) {
         tcp_peer_t *tp = &self->tcp[peer];
         CHECK(s_tcp_dealer(self, peer, deadline_in(timeout_ms)));
         if (!tp->pending) tp->pending = s_pool_get(self);
@@ -495,7 +510,12 @@ int tp_send_commit(tp_t *self, int peer, size_t len)
 {
     CHECK(s_check_peer(self, peer));
     if (len > self->slot_bytes) return err_set(ERR_RANGE, "transport: segment of %zu bytes > slot %zu", len, self->slot_bytes);
-    if (self->kind[peer] == K_TCP) {
+    if (self->kind[peer] == K_SOCK) {
+        CHECK(tp_sock_send_commit(self->sock, peer, len, self->comm->timeout_ms));
+        atomic_fetch_add(&self->sent, len);
+        return 0;
+    }
+    if (self->kind[peer] == K_ZMQ) {
         tcp_peer_t *tp = &self->tcp[peer];
         if (!tp->pending) return err_set(ERR_STATE, "transport: commit without acquire");
         zmq_msg_t m;
@@ -522,7 +542,12 @@ int tp_send_commit(tp_t *self, int peer, size_t len)
 int tp_recv_acquire(tp_t *self, int peer, const void **buf, size_t *len, int timeout_ms)
 {
     CHECK(s_check_peer(self, peer));
-    if (self->kind[peer] == K_TCP) {
+    if (self->kind[peer] == K_SOCK) {
+        CHECK(tp_sock_recv_acquire(self->sock, peer, buf, len, timeout_ms));
+        atomic_fetch_add(&self->received, *len);
+        return 0;
+    }
+    if (self->kind[peer] == K_ZMQ) {
         tcp_peer_t *tp = &self->tcp[peer];
         if (!tp->cur) {
             uint64_t dl = deadline_in(timeout_ms);
@@ -568,7 +593,8 @@ int tp_recv_acquire(tp_t *self, int peer, const void **buf, size_t *len, int tim
 int tp_recv_release(tp_t *self, int peer)
 {
     CHECK(s_check_peer(self, peer));
-    if (self->kind[peer] == K_TCP) {
+    if (self->kind[peer] == K_SOCK) return tp_sock_recv_release(self->sock, peer);
+    if (self->kind[peer] == K_ZMQ) {
         tcp_peer_t *tp = &self->tcp[peer];
         if (!tp->cur) return err_set(ERR_STATE, "transport: release without acquire");
         atomic_fetch_add(&self->received, zmq_msg_size(&tp->cur->msg));

@@ -4,7 +4,8 @@
  * Each ordered pair (src, dst) is one FIFO channel; both sides must agree on the order of segments.
  *
  * Backends, chosen per peer: "shm" (same host: a lock-free single-producer/single-consumer ring of
- * slots in a shared mapping, futex wake-ups) and "tcp" (ZeroMQ PAIR sockets, zero-copy sends).
+ * slots in a shared mapping, futex wake-ups), "tcp" (plain TCP, one connection per pair, no helper
+ * threads; the default across hosts) and "zmq" (ZeroMQ ROUTER/DEALER, zero-copy sends).
  * Every wait has a timeout; a peer that dies shows up as ERR_TIMEOUT or ERR_PEER, never a hang. */
 #ifndef SB_TP_H
 #define SB_TP_H
@@ -15,7 +16,7 @@ typedef struct tp tp_t;
 struct comm;
 
 typedef struct {
-    const char *kind;        /* "auto", "shm" or "tcp" */
+    const char *kind;        /* "auto", "shm", "tcp" or "zmq" */
     size_t slot_bytes;       /* largest segment; default 1 MiB */
     int    slots;            /* segments in flight per channel; default 4 */
 } tp_opts_t;
@@ -27,7 +28,7 @@ void tp_destroy(tp_t **self_p);
 
 /* Largest segment one slot carries towards peer. */
 size_t tp_slot_bytes(tp_t *self, int peer);
-/* Backend used towards peer: "shm", "tcp" or "self". */
+/* Backend used towards peer: "shm", "tcp", "zmq" or "self". */
 const char *tp_kind(tp_t *self, int peer);
 
 /* Reserve the next send slot towards peer (waits while the channel is full). *buf gets room for

@@ -45,7 +45,7 @@ static void s_usage(FILE *f)
 "                        which reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, or\n"
 "                        Slurm's SLURM_PROCID/SLURM_NTASKS or OpenMPI's OMPI_COMM_WORLD_*)\n"
 "  --ifname IF           network interface for peer traffic (or SYNCBENCH_SOCKET_IFNAME)\n"
-"  --transport T         auto (shm within a node, tcp across) | shm | tcp\n"
+"  --transport T         auto (shm within a node, tcp across) | shm | tcp | zmq\n"
 "  --bind auto|core|numa|none   bind ranks with hwloc (auto: a core each while ranks fit)\n"
 "  --timeout S           every blocking step gives up after S seconds (default 60)\n"
 "\n"
@@ -213,7 +213,7 @@ static int s_parse(h_opts_t *o, int argc, char **argv)
         case O_INIT: o->init_method = v; break;
         case O_IFNAME: o->ifname = v; break;
         case O_TRANSPORT:
-            if (strcmp(v, "auto") && strcmp(v, "shm") && strcmp(v, "tcp")) return s_bad("--transport", v, "auto, shm or tcp");
+            if (strcmp(v, "auto") && strcmp(v, "shm") && strcmp(v, "tcp") && strcmp(v, "zmq")) return s_bad("--transport", v, "auto, shm, tcp or zmq");
             o->transport = v; break;
         case O_BIND:
             if (strcmp(v, "core") && strcmp(v, "numa") && strcmp(v, "none") && strcmp(v, "auto"))

@@ -95,6 +95,18 @@ Test(ring, tcp_transport, .timeout = 120)
     cr_assert_eq(run_ranks(3, s_ring_rank, &c, 110000), 0);
 }
 
+Test(ring, zmq_transport, .timeout = 120)
+{
+    ring_case_t c = {"zmq", 64 << 10, 0, 0};
+    cr_assert_eq(run_ranks(3, s_ring_rank, &c, 110000), 0);
+}
+
+Test(ring, tcp_transport_oversubscribed, .timeout = 120)
+{
+    ring_case_t c = {"tcp", 16 << 10, 0, 0};
+    cr_assert_eq(run_ranks(5, s_ring_rank, &c, 110000), 0);
+}
+
 Test(ring, tiny_segments_many_in_flight, .timeout = 120)
 {
     /* 4 KiB slots and 1 KiB segments: thousands of segments through every channel */

@@ -1,0 +1,457 @@
+/* tp_sock.c: plain-TCP backend of the transport, for ranks on different hosts (or --transport tcp).
+ *
+ * One TCP connection per pair of ranks, full duplex, opened lazily: the lower rank connects to the
+ * higher rank's listener and says hello (magic, run nonce, its rank); the higher rank accepts
+ * whenever it makes progress. A segment on the wire is an 8-byte little-endian length followed by the
+ * payload. Sockets are non-blocking and there are no helper threads: every wait runs one progress
+ * loop that polls the connection being written, every connection for incoming segments (queued per
+ * peer in pooled, 64-byte aligned buffers, so reductions read aligned data in place) and the
+ * listener. A commit returns once its segment is in the kernel, while reads keep flowing, so two
+ * ranks writing to each other at once never deadlock on full socket buffers. Everything received is
+ * checked: a hello with the wrong magic, nonce or rank, or a length above the slot size, closes that
+ * connection and is counted; EOF from a connected peer is ERR_PEER naming the rank. */
+#include "core/tp_sock.h"
+#include "core/boot.h"
+#include "core/comm.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/timer.h"
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define HELLO_MAGIC 0x53424b43u /* "SBKC" */
+#define SLICE_MS 100
+
+typedef struct seg {
+    struct seg *next;
+    size_t len;
+    char *data;
+} seg_t;
+
+typedef struct {
+    int fd;
+    char *sbuf;              /* send slot */
+    /* incoming state machine */
+    uint64_t hdr;
+    size_t hdr_got;
+    seg_t *cur;              /* segment being filled */
+    size_t got;
+    seg_t *qhead, *qtail;    /* complete segments */
+    seg_t *acq;              /* handed to the caller */
+} speer_t;
+
+typedef struct {
+    int fd;
+    uint32_t buf[4];
+    size_t got;
+} pending_t;
+
+struct tp_sock {
+    comm_t *comm;
+    int rank, world;
+    size_t slot;
+    uint64_t nonce;
+    char prefix[96];
+    int lfd;
+    speer_t *p;
+    pending_t pend[64];      /* accepted connections whose hello is incomplete */
+    int npend;
+    seg_t *pool;
+    uint64_t rejected;
+    int spins;               /* non-blocking polls before sleeping in poll() */
+    int yield_us;            /* oversubscribed: poll-and-yield this long before sleeping */
+};
+
+static int s_nonblock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+static void s_tune(int fd)
+{
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+static seg_t *s_seg_get(tp_sock_t *self)
+{
+    seg_t *s = self->pool;
+    if (s) {
+        self->pool = s->next;
+        s->next = NULL;
+        return s;
+    }
+    s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->data = aligned_alloc(64, (self->slot + 63) & ~(size_t)63);
+    if (!s->data) { free(s); return NULL; }
+    return s;
+}
+
+static void s_seg_put(tp_sock_t *self, seg_t *s)
+{
+    s->next = self->pool;
+    self->pool = s;
+}
+
+int tp_sock_new(tp_sock_t **self_p, comm_t *comm, const char *prefix, size_t slot_bytes)
+{
+    tp_sock_t *self = calloc(1, sizeof *self);
+    if (!self) return ERR_NOMEM;
+    self->comm = comm;
+    self->rank = comm->rank;
+    self->world = comm->world;
+    self->slot = slot_bytes;
+    self->lfd = -1;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int oversub = comm->local_world > ncpu;
+    self->spins = oversub ? 0 : 64;
+    self->yield_us = oversub ? 2000 : 0;
+    const char *e = getenv("SYNCBENCH_TCP_SPINS");
+    if (e) self->spins = atoi(e);
+    e = getenv("SYNCBENCH_TCP_YIELD_US");
+    if (e) self->yield_us = atoi(e);
+    snprintf(self->prefix, sizeof self->prefix, "%s", prefix);
+    for (const char *c = prefix; *c; c++) self->nonce = self->nonce * 131 + (unsigned char)*c;
+    self->p = calloc((size_t)self->world, sizeof(speer_t));
+    if (!self->p) { free(self); return ERR_NOMEM; }
+    for (int r = 0; r < self->world; r++) self->p[r].fd = -1;
+    int rc = 0;
+    char addr[128];
+    CHECK_GOTO(rc, boot_local_addr(&comm->boot, addr, sizeof addr), fail);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
+    if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) {
+        rc = err_set(ERR_INVAL, "transport: local address '%s' is not IPv4", addr);
+        goto fail;
+    }
+    self->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    socklen_t sl = sizeof sa;
+    if (self->lfd < 0 || bind(self->lfd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(self->lfd, 256) < 0 ||
+        getsockname(self->lfd, (struct sockaddr *)&sa, &sl) < 0 || s_nonblock(self->lfd) < 0) {
+        rc = err_set(ERR_SYS, "transport: cannot listen on %s: %s", addr, strerror(errno));
+        goto fail;
+    }
+    char key[160], ep[160];
+    snprintf(key, sizeof key, "tp/%s/sock/%d", self->prefix, self->rank);
+    int n = snprintf(ep, sizeof ep, "%s:%d", addr, ntohs(sa.sin_port));
+    CHECK_GOTO(rc, store_set(comm->store, key, ep, (size_t)n), fail);
+    *self_p = self;
+    return 0;
+fail:
+    tp_sock_destroy(&self);
+    return rc;
+}
+
+void tp_sock_destroy(tp_sock_t **self_p)
+{
+    tp_sock_t *self = self_p ? *self_p : NULL;
+    if (!self) return;
+    for (int r = 0; self->p && r < self->world; r++) {
+        speer_t *p = &self->p[r];
+        if (p->fd >= 0) close(p->fd);
+        free(p->sbuf);
+        seg_t *lists[3] = {p->qhead, p->cur, p->acq};
+        for (int i = 0; i < 3; i++)
+            for (seg_t *s = lists[i], *n; s; s = n) {
+                n = i == 0 ? s->next : NULL;
+                free(s->data);
+                free(s);
+            }
+    }
+    for (seg_t *s = self->pool, *n; s; s = n) {
+        n = s->next;
+        free(s->data);
+        free(s);
+    }
+    for (int i = 0; i < self->npend; i++) close(self->pend[i].fd);
+    if (self->lfd >= 0) close(self->lfd);
+    free(self->p);
+    free(self);
+    *self_p = NULL;
+}
+
+uint64_t tp_sock_rejected(tp_sock_t *self) { return self->rejected; }
+
+/* Drop a connection that broke the protocol. */
+static void s_reject(tp_sock_t *self, int fd, const char *why)
+{
+    self->rejected++;
+    LOG_W("transport: dropped a TCP connection: %s", why);
+    close(fd);
+}
+
+/* Read whatever is available on peer r's connection into its queue. */
+static int s_read_peer(tp_sock_t *self, int r)
+{
+    speer_t *p = &self->p[r];
+    for (;;) {
+        if (p->hdr_got < sizeof p->hdr) {
+            ssize_t n = recv(p->fd, (char *)&p->hdr + p->hdr_got, sizeof p->hdr - p->hdr_got, 0);
+            if (n == 0) return err_set(ERR_PEER, "transport: rank %d closed its connection to rank %d", r, self->rank);
+            if (n < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
+                return err_set(ERR_PEER, "transport: connection from rank %d: %s", r, strerror(errno));
+            }
+            p->hdr_got += (size_t)n;
+            if (p->hdr_got < sizeof p->hdr) continue;
+            if (p->hdr > self->slot) {
+                s_reject(self, p->fd, "segment longer than a slot");
+                p->fd = -1;
+                return err_set(ERR_PROTO, "transport: rank %d announced a %llu-byte segment (slot %zu)", r,
+                               (unsigned long long)p->hdr, self->slot);
+            }
+            p->cur = s_seg_get(self);
+            if (!p->cur) return ERR_NOMEM;
+            p->cur->len = (size_t)p->hdr;
+            p->got = 0;
+        }
+        if (p->got < p->cur->len) {
+            ssize_t n = recv(p->fd, p->cur->data + p->got, p->cur->len - p->got, 0);
+            if (n == 0) return err_set(ERR_PEER, "transport: rank %d closed its connection to rank %d", r, self->rank);
+            if (n < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
+                return err_set(ERR_PEER, "transport: connection from rank %d: %s", r, strerror(errno));
+            }
+            p->got += (size_t)n;
+            if (p->got < p->cur->len) continue;
+        }
+        if (p->qtail) p->qtail->next = p->cur;
+        else p->qhead = p->cur;
+        p->qtail = p->cur;
+        p->cur = NULL;
+        p->hdr_got = 0;
+    }
+}
+
+/* Accept connections and finish hellos. */
+static int s_accept(tp_sock_t *self)
+{
+    for (;;) {
+        int fd = accept4(self->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) break;
+        if (self->npend == (int)(sizeof self->pend / sizeof self->pend[0])) {
+            s_reject(self, fd, "too many half-open connections");
+            continue;
+        }
+        self->pend[self->npend++] = (pending_t){.fd = fd};
+    }
+    for (int i = 0; i < self->npend; i++) {
+        pending_t *q = &self->pend[i];
+        ssize_t n = recv(q->fd, (char *)q->buf + q->got, sizeof q->buf - q->got, 0);
+        int drop = 0;
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) drop = 1;
+        else if (n > 0) q->got += (size_t)n;
+        if (!drop && q->got == sizeof q->buf) {
+            uint64_t nonce;
+            memcpy(&nonce, &q->buf[1], 8);
+            int from = (int)q->buf[3];
+            if (q->buf[0] != HELLO_MAGIC || nonce != self->nonce || from < 0 || from >= self->rank ||
+                self->p[from].fd >= 0) {
+                s_reject(self, q->fd, "bad hello (foreign job, wrong rank or a second connection)");
+            } else {
+                s_tune(q->fd);
+                self->p[from].fd = q->fd;
+            }
+            *q = self->pend[--self->npend];
+            i--;
+            continue;
+        }
+        if (drop) {
+            s_reject(self, q->fd, "closed before its hello");
+            *q = self->pend[--self->npend];
+            i--;
+        }
+    }
+    return 0;
+}
+
+/* One round of progress: wait up to ms for anything, then read every readable connection. When
+ * wfd >= 0 it is also polled for writability. */
+static int s_progress(tp_sock_t *self, int wfd, int ms)
+{
+    struct pollfd fds[1 + 64 + 1024];
+    int map[1 + 64 + 1024];
+    int n = 0;
+    fds[n] = (struct pollfd){.fd = self->lfd, .events = POLLIN};
+    map[n++] = -1;
+    for (int i = 0; i < self->npend; i++) {
+        fds[n] = (struct pollfd){.fd = self->pend[i].fd, .events = POLLIN};
+        map[n++] = -1;
+    }
+    for (int r = 0; r < self->world && n < (int)(sizeof fds / sizeof fds[0]); r++)
+        if (self->p[r].fd >= 0) {
+            fds[n] = (struct pollfd){.fd = self->p[r].fd, .events = POLLIN | (self->p[r].fd == wfd ? POLLOUT : 0)};
+            map[n++] = r;
+        }
+    int k = poll(fds, (nfds_t)n, ms);
+    if (k < 0) return errno == EINTR ? 0 : err_set(ERR_SYS, "poll: %s", strerror(errno));
+    if (k == 0) return 0;
+    for (int i = 0; i < n; i++) {
+        if (!fds[i].revents) continue;
+        if (map[i] < 0) {
+            CHECK(s_accept(self));
+            continue;
+        }
+        if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) CHECK(s_read_peer(self, map[i]));
+    }
+    return 0;
+}
+
+/* Make sure the connection to peer exists. */
+static int s_connect(tp_sock_t *self, int peer, uint64_t dl)
+{
+    speer_t *p = &self->p[peer];
+    if (p->fd >= 0) return 0;
+    if (peer > self->rank) {
+        char key[160];
+        snprintf(key, sizeof key, "tp/%s/sock/%d", self->prefix, peer);
+        void *val = NULL;
+        size_t len = 0;
+        int rc = store_get(self->comm->store, key, &val, &len, deadline_left_ms(dl));
+        if (rc < 0) { free(val); return err_set(rc, "transport: no address from rank %d", peer); }
+        char ep[160];
+        snprintf(ep, sizeof ep, "%.*s", (int)(len < 159 ? len : 159), (char *)val);
+        free(val);
+        char *colon = strrchr(ep, ':');
+        struct sockaddr_in sa = {.sin_family = AF_INET};
+        if (!colon || (*colon = '\0', inet_pton(AF_INET, ep, &sa.sin_addr) != 1))
+            return err_set(ERR_PROTO, "transport: rank %d published a bad address", peer);
+        sa.sin_port = htons((uint16_t)atoi(colon + 1));
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) return err_set(ERR_SYS, "socket: %s", strerror(errno));
+        s_nonblock(fd);
+        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0 && errno != EINPROGRESS) {
+            int e = errno;
+            close(fd);
+            return err_set(ERR_PEER, "transport: cannot connect to rank %d at %s:%s: %s", peer, ep, colon + 1, strerror(e));
+        }
+        struct pollfd pf = {.fd = fd, .events = POLLOUT};
+        int left = deadline_left_ms(dl);
+        if (poll(&pf, 1, left < 0 ? -1 : left) <= 0) {
+            close(fd);
+            return err_set(ERR_TIMEOUT, "transport: connecting to rank %d at %s timed out", peer, ep);
+        }
+        int err = 0;
+        socklen_t el = sizeof err;
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+        if (err) {
+            close(fd);
+            return err_set(ERR_PEER, "transport: cannot connect to rank %d at %s: %s", peer, ep, strerror(err));
+        }
+        uint32_t hello[4] = {HELLO_MAGIC, 0, 0, (uint32_t)self->rank};
+        memcpy(&hello[1], &self->nonce, 8);
+        size_t off = 0;
+        while (off < sizeof hello) {
+            ssize_t w = send(fd, (char *)hello + off, sizeof hello - off, MSG_NOSIGNAL);
+            if (w > 0) off += (size_t)w;
+            else if (w < 0 && errno != EAGAIN && errno != EINTR) {
+                close(fd);
+                return err_set(ERR_PEER, "transport: hello to rank %d: %s", peer, strerror(errno));
+            } else {
+                pf.events = POLLOUT;
+                poll(&pf, 1, 10);
+            }
+        }
+        s_tune(fd);
+        p->fd = fd;
+        return 0;
+    }
+    /* the lower rank connects to us: accept until it does */
+    while (p->fd < 0) {
+        int left = deadline_left_ms(dl);
+        if (left == 0) return err_set(ERR_TIMEOUT, "transport: rank %d never connected to rank %d", peer, self->rank);
+        CHECK(s_progress(self, -1, left < 0 || left > SLICE_MS ? SLICE_MS : left));
+    }
+    return 0;
+}
+
+int tp_sock_send_acquire(tp_sock_t *self, int peer, void **buf, int timeout_ms)
+{
+    CHECK(s_connect(self, peer, deadline_in(timeout_ms)));
+    speer_t *p = &self->p[peer];
+    if (!p->sbuf && !(p->sbuf = aligned_alloc(64, (self->slot + 63) & ~(size_t)63))) return ERR_NOMEM;
+    *buf = p->sbuf;
+    return 0;
+}
+
+int tp_sock_send_commit(tp_sock_t *self, int peer, size_t len, int timeout_ms)
+{
+    speer_t *p = &self->p[peer];
+    if (p->fd < 0 || !p->sbuf) return err_set(ERR_STATE, "transport: commit without acquire");
+    uint64_t hdr = len;
+    struct iovec iov[2] = {{&hdr, sizeof hdr}, {p->sbuf, len}};
+    size_t total = sizeof hdr + len, done = 0;
+    uint64_t dl = deadline_in(timeout_ms);
+    while (done < total) {
+        struct iovec v[2];
+        int nv = 0;
+        size_t skip = done;
+        for (int i = 0; i < 2; i++) {
+            if (skip >= iov[i].iov_len) { skip -= iov[i].iov_len; continue; }
+            v[nv].iov_base = (char *)iov[i].iov_base + skip;
+            v[nv].iov_len = iov[i].iov_len - skip;
+            skip = 0;
+            nv++;
+        }
+        struct msghdr mh = {.msg_iov = v, .msg_iovlen = (size_t)nv};
+        ssize_t w = sendmsg(p->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0) { done += (size_t)w; continue; }
+        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            return err_set(ERR_PEER, "transport: sending to rank %d: %s", peer, strerror(errno));
+        int left = deadline_left_ms(dl);
+        if (left == 0) return err_set(ERR_TIMEOUT, "transport: rank %d stopped reading from rank %d", peer, self->rank);
+        /* the socket is full: keep reading everyone meanwhile */
+        CHECK(s_progress(self, p->fd, left < 0 || left > SLICE_MS ? SLICE_MS : left));
+    }
+    return 0;
+}
+
+int tp_sock_recv_acquire(tp_sock_t *self, int peer, const void **buf, size_t *len, int timeout_ms)
+{
+    uint64_t dl = deadline_in(timeout_ms);
+    CHECK(s_connect(self, peer, dl));
+    speer_t *p = &self->p[peer];
+    if (!p->acq) {
+        if (!p->qhead) CHECK(s_read_peer(self, peer));
+        int spins = 0;
+        uint64_t yield_until = now_ns() + (uint64_t)self->yield_us * 1000u;
+        while (!p->qhead) {
+            int left = deadline_left_ms(dl);
+            if (left == 0) return err_set(ERR_TIMEOUT, "transport: rank %d waited too long for rank %d (tcp)", self->rank, peer);
+            /* non-blocking rounds first (yielding the core when ranks outnumber cores): a wake-up
+             * from poll() costs tens of microseconds in a VM, often more than the wait itself */
+            int busy = spins < self->spins || (self->yield_us && now_ns() < yield_until);
+            int ms = busy ? 0 : (left < 0 || left > SLICE_MS ? SLICE_MS : left);
+            CHECK(s_progress(self, -1, ms));
+            if (busy && !p->qhead && self->yield_us) sched_yield();
+            spins++;
+        }
+        p->acq = p->qhead;
+        p->qhead = p->acq->next;
+        if (!p->qhead) p->qtail = NULL;
+        p->acq->next = NULL;
+    }
+    *buf = p->acq->data;
+    *len = p->acq->len;
+    return 0;
+}
+
+int tp_sock_recv_release(tp_sock_t *self, int peer)
+{
+    speer_t *p = &self->p[peer];
+    if (!p->acq) return err_set(ERR_STATE, "transport: release without acquire");
+    s_seg_put(self, p->acq);
+    p->acq = NULL;
+    return 0;
+}
