@@ -475,6 +475,11 @@ static void s_stats(engine_t *self, engine_stats_t *out)
     out->mem_engine_peak_bytes += self->stage_bytes;
 }
 
+static int s_optim_state(engine_t *self, float **bufs, int *nbuf, size_t *count)
+{
+    return arstep_optim_state(self->step, bufs, nbuf, count);
+}
+
 const engine_ops_t tree_engine = {
     .name = "tree",
     .create = s_create,
@@ -485,5 +490,6 @@ const engine_ops_t tree_engine = {
     .allreduce = s_allreduce,
     .serve = NULL,
     .stats = s_stats,
+    .optim_state = s_optim_state,
     .destroy = s_destroy,
 };

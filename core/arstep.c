@@ -251,7 +251,8 @@ int arstep_wait(arstep_t *self, step_out_t *out, int timeout_ms)
     if (self->ps.grad_dtype != DT_F32) dt_convert(self->gacc, DT_F32, self->gbuf, self->ps.grad_dtype, n);
     int skip = dt_has_nonfinite(self->gacc, n, DT_F32);
     if (!skip) {
-        self->applied++;
+        /* Adam's t: the trainer's count when it gives one (a resumed run continues it), else ours */
+        self->applied = self->sctx.step ? self->sctx.step : self->applied + 1;
         CHECK(optim_step(self->opt, self->ps.params, self->gacc, 0, n, self->sctx.inv_scale, self->sctx.lr,
                          self->applied));
     }
@@ -274,4 +275,10 @@ void arstep_stats(arstep_t *self, engine_stats_t *out)
     pthread_mutex_lock(&self->mu);
     out->comm_ms_total = self->comm_ms_total;
     pthread_mutex_unlock(&self->mu);
+}
+
+int arstep_optim_state(arstep_t *self, float **bufs, int *nbuf, size_t *count)
+{
+    if (!self->opt) return err_set(ERR_STATE, "optimizer state before attach");
+    return optim_state(self->opt, bufs, nbuf, count);
 }

@@ -25,5 +25,6 @@ int  arstep_wait(arstep_t *self, step_out_t *out, int timeout_ms);
 int  arstep_allreduce(arstep_t *self, const void *sendbuf, void *recvbuf, size_t count, dtype_t dt,
                       redop_t op, int timeout_ms);
 void arstep_stats(arstep_t *self, engine_stats_t *out);
+int  arstep_optim_state(arstep_t *self, float **bufs, int *nbuf, size_t *count);
 
 #endif

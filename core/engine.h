@@ -48,7 +48,7 @@ typedef struct {
 
 /* Per-step input: loss-scale inverse (AMP; 1 otherwise) and the learning rate for this step. */
 typedef struct {
-    uint64_t step;
+    uint64_t step;            /* optimizer steps applied so far + 1 (Adam's t); 0: the engine counts */
     float    inv_scale;
     float    lr;
 } step_ctx_t;
@@ -84,6 +84,9 @@ typedef struct engine_ops {
      * workers are done or failed. NULL for engines without servers. */
     int  (*serve)(engine_t *self);
     void (*stats)(engine_t *self, engine_stats_t *out);
+    /* The optimizer state over the whole arena (checkpoints): nbuf buffers of count floats, writable
+     * so a resumed run can restore them after attach. NULL where the state lives elsewhere (ps). */
+    int  (*optim_state)(engine_t *self, float **bufs, int *nbuf, size_t *count);
     void (*destroy)(engine_t **self_p);
 } engine_ops_t;
 

@@ -199,6 +199,11 @@ static void s_destroy(engine_t **self_p)
     *self_p = NULL;
 }
 
+static int s_optim_state(engine_t *self, float **bufs, int *nbuf, size_t *count)
+{
+    return arstep_optim_state(self->step, bufs, nbuf, count);
+}
+
 const engine_ops_t ring_engine = {
     .name = "ring",
     .create = s_create,
@@ -209,5 +214,6 @@ const engine_ops_t ring_engine = {
     .allreduce = s_allreduce,
     .serve = NULL,
     .stats = s_stats,
+    .optim_state = s_optim_state,
     .destroy = s_destroy,
 };

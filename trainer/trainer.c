@@ -210,13 +210,24 @@ int trainer_attach(trainer_t *self, const engine_ops_t *ops, engine_t *engine)
     } else {
         if (!engine || !ops->attach || !ops->submit || !ops->wait)
             return err_set(ERR_INVAL, "trainer: engine '%s' lacks attach/submit/wait", ops->name ? ops->name : "?");
-        if (self->pending_nopt)
-            return err_set(ERR_UNSUP, "resume: the checkpoint holds optimizer state (momentum/Adam) but engine '%s' does not "
-                           "expose its optimizer state (engine.h has no entry for it); resume in world 1 local mode or "
-                           "use an optimizer without state (sgd, momentum=0)", ops->name);
+        if (self->pending_nopt && !ops->optim_state)
+            return err_set(ERR_UNSUP, "resume: the checkpoint holds optimizer state (momentum/Adam) but engine '%s' keeps "
+                           "its optimizer state where this rank cannot restore it; resume with ring or tree, in world 1 "
+                           "local mode, or use an optimizer without state (sgd, momentum=0)", ops->name);
         param_set_t ps = {.params = mlp_params(self->mlp), .count = s->count, .grad_dtype = self->cfg.grad_dtype,
                           .optim = self->cfg.optim};
         CHECK(ops->attach(engine, &ps));
+        if (self->pending_nopt) {
+            /* the engine's optimizer exists now: put the checkpoint's state into it */
+            float *bufs[CKPT_MAX_OPT] = {0};
+            int nbuf = CKPT_MAX_OPT;
+            size_t count = 0;
+            CHECK(ops->optim_state(engine, bufs, &nbuf, &count));
+            if (nbuf != self->pending_nopt || count != s->count)
+                return err_set(ERR_MISMATCH, "resume: the checkpoint holds %d optimizer buffers, engine '%s' has %d "
+                               "(same --optim as when it was saved?)", self->pending_nopt, ops->name, nbuf);
+            for (int k = 0; k < nbuf; k++) memcpy(bufs[k], self->pending_opt[k], count * sizeof(float));
+        }
     }
     self->ops = ops;
     self->engine = engine;
@@ -392,11 +403,12 @@ int trainer_save(trainer_t *self, const char *path)
     c.grad_dtype = (uint32_t)self->cfg.grad_dtype;
     c.count = s->count;
     c.params = mlp_params(self->mlp);
-    if (self->optim) {
+    if (self->optim || (self->ops && self->ops->optim_state && self->engine)) {
         float *bufs[CKPT_MAX_OPT] = {0};
         int nbuf = CKPT_MAX_OPT;
         size_t count = 0;
-        CHECK(optim_state(self->optim, bufs, &nbuf, &count));
+        if (self->optim) CHECK(optim_state(self->optim, bufs, &nbuf, &count));
+        else CHECK(self->ops->optim_state(self->engine, bufs, &nbuf, &count));
         if (nbuf > CKPT_MAX_OPT || (nbuf && count != s->count))
             return err_set(ERR_STATE, "checkpoint: optimizer state of %d x %zu floats", nbuf, count);
         c.nopt = nbuf;
@@ -410,10 +422,10 @@ int trainer_save(trainer_t *self, const char *path)
 int trainer_can_save(const trainer_t *self)
 {
     int stateful = self->cfg.optim.kind == OPT_ADAM || self->cfg.optim.momentum != 0.0f;
-    if (self->ops && stateful)
-        return err_set(ERR_UNSUP, "checkpoint: the optimizer state (momentum/Adam moments) lives inside engine '%s', "
-                       "which does not expose it (engine.h has no entry for it), and a checkpoint without it would not "
-                       "resume bit-identically; use --optim sgd:momentum=0 with an engine for now", self->ops->name);
+    if (self->ops && stateful && !self->ops->optim_state)
+        return err_set(ERR_UNSUP, "checkpoint: the optimizer state (momentum/Adam moments) of engine '%s' lives on its "
+                       "servers, and a checkpoint without it would not resume bit-identically; use ring or tree, or "
+                       "--optim sgd:momentum=0", self->ops->name);
     return 0;
 }
 
