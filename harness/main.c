@@ -179,7 +179,7 @@ static int s_parse(h_opts_t *o, int argc, char **argv)
     o->optim = "sgd";
     o->grad_dtype = DT_F32;
     o->bucket_mb = 25;
-    o->check_every = 0;
+    o->check_every = 100;
     o->seed = 42;
     o->bind = "auto";
     o->transport = "auto";
