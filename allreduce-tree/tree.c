@@ -434,25 +434,7 @@ fail:
     return rc;
 }
 
-static int s_attach(engine_t *self, const param_set_t *params)
-{
-    return arstep_attach(self->step, params);
-}
-
-static int s_step_begin(engine_t *self, const step_ctx_t *ctx)
-{
-    return arstep_step_begin(self->step, ctx);
-}
-
-static int s_submit(engine_t *self, const bucket_t *bucket)
-{
-    return arstep_submit(self->step, bucket);
-}
-
-static int s_wait(engine_t *self, step_out_t *out, int timeout_ms)
-{
-    return arstep_wait(self->step, out, timeout_ms);
-}
+ARSTEP_FORWARDERS(step)
 
 static int s_allreduce(engine_t *self, const void *sendbuf, void *recvbuf, size_t count, dtype_t dt,
                        redop_t op, int timeout_ms)
@@ -473,11 +455,6 @@ static void s_stats(engine_t *self, engine_stats_t *out)
     if (self->nccl) out->bytes_sent += ncclw_bytes(self->nccl);
     out->mem_engine_bytes += self->stage_bytes;
     out->mem_engine_peak_bytes += self->stage_bytes;
-}
-
-static int s_optim_state(engine_t *self, float **bufs, int *nbuf, size_t *count)
-{
-    return arstep_optim_state(self->step, bufs, nbuf, count);
 }
 
 const engine_ops_t tree_engine = {

@@ -27,4 +27,16 @@ int  arstep_allreduce(arstep_t *self, const void *sendbuf, void *recvbuf, size_t
 void arstep_stats(arstep_t *self, engine_stats_t *out);
 int  arstep_optim_state(arstep_t *self, float **bufs, int *nbuf, size_t *count);
 
+/* The entries every arstep-based engine forwards unchanged, for a `struct engine` holding its arstep in
+ * member `m`: defines static s_attach, s_step_begin, s_submit, s_wait and s_optim_state. */
+#define ARSTEP_FORWARDERS(m)                                                                          \
+    static int s_attach(engine_t *self, const param_set_t *p) { return arstep_attach(self->m, p); }   \
+    static int s_step_begin(engine_t *self, const step_ctx_t *c) { return arstep_step_begin(self->m, c); } \
+    static int s_submit(engine_t *self, const bucket_t *b) { return arstep_submit(self->m, b); }     \
+    static int s_wait(engine_t *self, step_out_t *o, int t) { return arstep_wait(self->m, o, t); }   \
+    static int s_optim_state(engine_t *self, float **bufs, int *nbuf, size_t *count)                \
+    {                                                                                                 \
+        return arstep_optim_state(self->m, bufs, nbuf, count);                                        \
+    }
+
 #endif

@@ -176,10 +176,8 @@ static int s_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
     return 0;
 }
 
-static int s_attach(engine_t *self, const param_set_t *p) { return arstep_attach(self->step, p); }
-static int s_step_begin(engine_t *self, const step_ctx_t *c) { return arstep_step_begin(self->step, c); }
-static int s_submit(engine_t *self, const bucket_t *b) { return arstep_submit(self->step, b); }
-static int s_wait(engine_t *self, step_out_t *o, int t) { return arstep_wait(self->step, o, t); }
+ARSTEP_FORWARDERS(step)
+
 static int s_allreduce(engine_t *self, const void *s, void *r, size_t n, dtype_t dt, redop_t op, int t)
 {
     return arstep_allreduce(self->step, s, r, n, dt, op, t);
@@ -197,11 +195,6 @@ static void s_destroy(engine_t **self_p)
     ring_nccl_destroy(&self->nccl);
     free(self);
     *self_p = NULL;
-}
-
-static int s_optim_state(engine_t *self, float **bufs, int *nbuf, size_t *count)
-{
-    return arstep_optim_state(self->step, bufs, nbuf, count);
 }
 
 const engine_ops_t ring_engine = {
