@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/timer.h"
+#include "core/trace.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,8 +127,10 @@ static int s_bench_engine(const h_opts_t *o, comm_t *comm, const char *name, con
             CHECK_GOTO(rc, ops->allreduce(eng, xsend, xrecv, count, o->dtype, o->op, tmo), done);
         for (int it = 0; it < o->iters; it++) {
             double t0 = now_us();
+            uint64_t tr = trace_t0(); /* --timeline: one span per timed iteration */
             CHECK_GOTO(rc, ops->allreduce(eng, xsend, xrecv, count, o->dtype, o->op, tmo), done);
             times[it] = now_us() - t0;
+            trace_x2("iteration", tr, "bytes", (int64_t)sizes[si], "iter", it);
         }
         if (cfg.device >= 0) CHECK_GOTO(rc, dev_memcpy(recvbuf, drecv, sizes[si]), done);
         rows[si].wrong = o->check ? s_check(recvbuf, count, o->dtype, P, o->op) : 0;
@@ -168,7 +171,8 @@ static int s_bench_engine(const h_opts_t *o, comm_t *comm, const char *name, con
             if (o->json) {
                 engine_stats_t s1;
                 ops->stats(eng, &s1);
-                char line[4096], cmd[2200], host[256], topo[512], cpu[300];
+                char line[4600], cmd[2200], host[256], topo[512], cpu[300], net[160];
+                h_json_str(net, sizeof net, o->net ? o->net : "");
                 h_json_str(cmd, sizeof cmd, meta->cmdline);
                 h_json_str(host, sizeof host, meta->host);
                 h_json_str(topo, sizeof topo, meta->topo);
@@ -178,11 +182,11 @@ static int s_bench_engine(const h_opts_t *o, comm_t *comm, const char *name, con
                     "\"colocate\":%d,\"transport\":\"%s\",\"bytes\":%zu,\"count\":%zu,\"dtype\":\"%s\",\"op\":\"%s\","
                     "\"iters\":%d,\"warmup\":%d,\"time_us\":%.3f,\"algbw_gbs\":%.6f,\"busbw_gbs\":%.6f,"
                     "\"wrong\":%llu,\"host\":%s,\"git_sha\":\"%s\",\"timestamp\":\"%s\",\"cmdline\":%s,"
-                    "\"topology\":%s,\"cpu\":%s,\"versions\":\"%s\"}\n",
+                    "\"topology\":%s,\"cpu\":%s,\"versions\":\"%s\",\"net\":%s}\n",
                     name, s1.impl ? s1.impl : "default", P, cfg.ps_servers, cfg.ps_colocate,
                     comm->world > 1 ? tp_kind(comm->tp, (comm->rank + 1) % comm->world) : "self", sizes[si], count,
                     dt_name(o->dtype), op_name(o->op), o->iters, o->warmup, t, algbw, busbw,
-                    (unsigned long long)wrong, host, meta->git_sha, meta->timestamp, cmd, topo, cpu, meta->versions);
+                    (unsigned long long)wrong, host, meta->git_sha, meta->timestamp, cmd, topo, cpu, meta->versions, net);
                 if (n > 0 && (size_t)n < sizeof line) CHECK_GOTO(rc, h_json_append(o->json, line, (size_t)n), done);
             }
         }

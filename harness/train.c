@@ -264,6 +264,9 @@ static void s_report(const h_opts_t *o, comm_t *comm, const char *name, const en
     h_json_str(cpu_s, sizeof cpu_s, meta->cpu);
     h_json_str(topo_s, sizeof topo_s, meta->topo);
     h_json_str(ver_s, sizeof ver_s, meta->versions);
+    char net_s[160], strag_s[96];
+    h_json_str(net_s, sizeof net_s, o->net ? o->net : "");
+    h_json_str(strag_s, sizeof strag_s, o->straggler ? o->straggler : "");
     s_fmt_list_u64(mem_s, sizeof mem_s, all, R);
     size_t off = (size_t)snprintf(sps_s, sizeof sps_s, "[");
     for (int r = 0; r < P && off < sizeof sps_s; r++)
@@ -277,11 +280,12 @@ static void s_report(const h_opts_t *o, comm_t *comm, const char *name, const en
         "\"step_ms_p50\": %.4f, \"step_ms_p99\": %.4f, \"compute_ms_p50\": %.4f, \"comm_ms_p50\": %.4f, "
         "\"wait_ms_p50\": %.4f, \"data_ms_p50\": %.4f, \"sync_ms_p50\": %.4f, \"loss_first\": %.6f, \"loss_last\": %.6f, \"acc_last\": %.4f, \"skipped_steps\": %llu, "
         "\"bytes_sent\": %llu, \"mem_peak_bytes\": %s, \"mem_imbalance\": %.4f, \"host\": %s, \"git_sha\": %s, "
-        "\"timestamp\": %s, \"cmdline\": %s, \"cpu\": %s, \"topo\": %s, \"versions\": %s}\n",
+        "\"timestamp\": %s, \"cmdline\": %s, \"cpu\": %s, \"topo\": %s, \"versions\": %s, \"net\": %s, "
+        "\"straggler\": %s}\n",
         eng_s, impl_s, P, R, R - P, o->steps, o->warmup_steps, lb * (size_t)P, lb, model_s, sh->count, data_s, optim_s,
         dt_name(o->grad_dtype), o->bucket_mb > 0 ? o->bucket_mb : 25.0, all[0].nbuckets, o->no_overlap ? "false" : "true",
         all[0].threads, sps, sps_s, csps, step50, step99, comp50, comm50, wait50, data50, sync50, lf, ll, acc,
-        (unsigned long long)skipped, (unsigned long long)sent, mem_s, imb, host_s, sha_s, ts_s, cmd_s, cpu_s, topo_s, ver_s);
+        (unsigned long long)skipped, (unsigned long long)sent, mem_s, imb, host_s, sha_s, ts_s, cmd_s, cpu_s, topo_s, ver_s, net_s, strag_s);
     if (n > 0 && (size_t)n < sizeof line) {
         int rc = h_json_append(o->json, line, (size_t)n);
         if (rc < 0) {
