@@ -8,6 +8,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "core/trace.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@ typedef struct {
     size_t count;
     dtype_t dt;
     redop_t op;
+    int bucket;               /* bucket index for the timeline; -1 for a raw allreduce */
 } job_t;
 
 #define QMAX 4096
@@ -55,6 +57,7 @@ struct arstep {
 static void *s_thread(void *arg)
 {
     arstep_t *self = arg;
+    trace_thread_name("comm");
     pthread_mutex_lock(&self->mu);
     for (;;) {
         while (!self->stop && (self->qhead == self->qtail || self->busy_direct))
@@ -64,7 +67,9 @@ static void *s_thread(void *arg)
         pthread_mutex_unlock(&self->mu);
         int rc = 0;
         double t0 = now_ms();
+        uint64_t tr = trace_t0();
         if (!self->err) rc = self->fn(self->ctx, j.send, j.recv, j.count, j.dt, j.op, self->cfg.timeout_ms);
+        trace_x2("allreduce", tr, "bucket", j.bucket, "bytes", (int64_t)(j.count * dt_size(j.dt)));
         double dt = now_ms() - t0;
         char text[512] = "";
         if (rc < 0) err_trace(rc, text, sizeof text);
@@ -171,7 +176,7 @@ static int s_wait_done(arstep_t *self, size_t target, int timeout_ms)
 int arstep_allreduce(arstep_t *self, const void *sendbuf, void *recvbuf, size_t count, dtype_t dt,
                      redop_t op, int timeout_ms)
 {
-    job_t j = {sendbuf, recvbuf, count, dt, op};
+    job_t j = {sendbuf, recvbuf, count, dt, op, -1};
     size_t target;
     pthread_mutex_lock(&self->mu);
     if (self->qhead == self->qtail && !self->busy_direct) {
@@ -179,7 +184,9 @@ int arstep_allreduce(arstep_t *self, const void *sendbuf, void *recvbuf, size_t 
          * the communication thread stays idle since only this caller could queue work */
         self->busy_direct = 1;
         pthread_mutex_unlock(&self->mu);
+        uint64_t tr = trace_t0();
         int rc = self->fn(self->ctx, sendbuf, recvbuf, count, dt, op, timeout_ms);
+        trace_x1("allreduce", tr, "bytes", (int64_t)(count * dt_size(dt)));
         pthread_mutex_lock(&self->mu);
         self->busy_direct = 0;
         pthread_cond_signal(&self->cv_work);
@@ -236,7 +243,7 @@ int arstep_submit(arstep_t *self, const bucket_t *b)
     if (b->offset > self->ps.count || b->count > self->ps.count - b->offset)
         return err_set(ERR_RANGE, "bucket [%zu, +%zu) outside the %zu parameters", b->offset, b->count, self->ps.count);
     size_t esz = dt_size(self->ps.grad_dtype);
-    job_t j = {b->grad, (char *)self->gbuf + b->offset * esz, b->count, self->ps.grad_dtype, OP_AVG};
+    job_t j = {b->grad, (char *)self->gbuf + b->offset * esz, b->count, self->ps.grad_dtype, OP_AVG, b->index};
     CHECK(s_enqueue(self, &j));
     self->submitted_step++;
     return 0;
@@ -245,7 +252,9 @@ int arstep_submit(arstep_t *self, const bucket_t *b)
 int arstep_wait(arstep_t *self, step_out_t *out, int timeout_ms)
 {
     double t0 = now_ms();
+    uint64_t tr = trace_t0();
     CHECK(s_wait_done(self, self->base_done + self->submitted_step, timeout_ms));
+    trace_x("wait buckets", tr);
     double waited = now_ms() - t0;
     size_t n = self->ps.count;
     if (self->ps.grad_dtype != DT_F32) dt_convert(self->gacc, DT_F32, self->gbuf, self->ps.grad_dtype, n);
@@ -253,8 +262,10 @@ int arstep_wait(arstep_t *self, step_out_t *out, int timeout_ms)
     if (!skip) {
         /* Adam's t: the trainer's count when it gives one (a resumed run continues it), else ours */
         self->applied = self->sctx.step ? self->sctx.step : self->applied + 1;
+        tr = trace_t0();
         CHECK(optim_step(self->opt, self->ps.params, self->gacc, 0, n, self->sctx.inv_scale, self->sctx.lr,
                          self->applied));
+        trace_x("optimizer", tr);
     }
     if (out) {
         out->skipped = skip;

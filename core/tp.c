@@ -22,6 +22,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "core/trace.h"
 #include "core/tp_sock.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -508,6 +509,7 @@ int tp_send_acquire(tp_t *self, int peer, void **buf, int timeout_ms)
 
 int tp_send_commit(tp_t *self, int peer, size_t len)
 {
+    trace_instant("send", "peer", peer, "bytes", (int64_t)len); /* timeline: one branch when off */
     CHECK(s_check_peer(self, peer));
     if (len > self->slot_bytes) return err_set(ERR_RANGE, "transport: segment of %zu bytes > slot %zu", len, self->slot_bytes);
     if (self->kind[peer] == K_SOCK) {
@@ -539,7 +541,7 @@ int tp_send_commit(tp_t *self, int peer, size_t len)
     return 0;
 }
 
-int tp_recv_acquire(tp_t *self, int peer, const void **buf, size_t *len, int timeout_ms)
+static int s_recv_acquire(tp_t *self, int peer, const void **buf, size_t *len, int timeout_ms)
 {
     CHECK(s_check_peer(self, peer));
     if (self->kind[peer] == K_SOCK) {
@@ -588,6 +590,14 @@ int tp_recv_acquire(tp_t *self, int peer, const void **buf, size_t *len, int tim
     *buf = c->data + (size_t)slot * self->slot_bytes;
     *len = (size_t)l;
     return 0;
+}
+
+int tp_recv_acquire(tp_t *self, int peer, const void **buf, size_t *len, int timeout_ms)
+{
+    uint64_t tr = trace_t0(); /* timeline: the wait for each received segment */
+    int rc = s_recv_acquire(self, peer, buf, len, timeout_ms);
+    trace_x2("recv", tr, "peer", peer, "bytes", rc == 0 ? (int64_t)*len : -1);
+    return rc;
 }
 
 int tp_recv_release(tp_t *self, int peer)

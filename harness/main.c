@@ -7,6 +7,7 @@
 #include "harness/model.h"
 #include "harness/netem.h"
 #include "harness/report.h"
+#include "harness/timeline.h"
 #include "core/dev.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -75,6 +76,8 @@ static void s_usage(FILE *f)
 "  --net bw=RATE[,per=rank|node][,nodes=K]   emulated network (root): one namespace per rank (or per\n"
 "                        node group), veth + bridge, tc tbf at RATE both ways (e.g. bw=1gbit); TCP\n"
 "  --json FILE           append one JSON object per line per result ('-' = stdout)\n"
+"  --timeline FILE       train/bench: Chrome trace JSON of every rank (compute, buckets, collectives,\n"
+"                        segments, waits) for chrome://tracing or ui.perfetto.dev\n"
 "  --plots DIR           report: where figures go (default: plots/ next to the first file)\n"
 "  --measured FILE       model: a results file to compare against (as a positional FILE)\n"
 "  --quiet               no progress lines\n", h_engine_names());
@@ -399,9 +402,12 @@ static int s_rank_main(h_opts_t *o)
         fprintf(stderr, "harness: rank %d: joining the job failed: %s\n", bc.rank, err_trace(rc, msg, sizeof msg));
         return 1;
     }
-    if (!strcmp(o->mode, "bench")) rc = h_bench(o, comm);
+    rc = h_timeline_begin(o, comm); /* --timeline: every rank records, rank 0 writes the file at the end */
+    if (rc < 0) {}
+    else if (!strcmp(o->mode, "bench")) rc = h_bench(o, comm);
     else if (!strcmp(o->mode, "model")) rc = h_model(o, comm, s_nmeasured, s_measured);
     else rc = h_train(o, comm);
+    if (rc >= 0 && h_timeline_end(o, comm) < 0 && rc == 0) rc = 1; /* h_timeline_end said why */
     if (rc < 0) fprintf(stderr, "harness: rank %d: %s failed: %s\n", comm->rank, o->mode, err_trace(rc, msg, sizeof msg));
     comm_destroy(&comm);
     return rc < 0 ? 1 : (rc > 0 ? rc : 0);
@@ -490,6 +496,13 @@ static int s_drive(h_opts_t *o, const char *mode_override)
             setenv("SYNCBENCH_NWORKERS", nw_s, 1);
             setenv("SYNCBENCH_SERVERS", srv_s, 1);
             if (mode_override) setenv("SYNCBENCH_MODE", mode_override, 1);
+            if (o->timeline && (nw * o->nengines > 1 || mode_override)) {
+                /* several launches: one timeline file each, FILE.[MODE-]ENGINE.pN.json */
+                char tag[96];
+                snprintf(tag, sizeof tag, "%s%s%s.p%d", mode_override ? mode_override : "", mode_override ? "-" : "", eng,
+                         worlds[wi]);
+                setenv("SYNCBENCH_TIMELINE_TAG", tag, 1);
+            }
             h_launch_cfg_t lc = {.nlocal = nlocal, .nnodes = o->nnodes, .node_rank = o->node_rank,
                                  .master = o->master, .timeout_s = o->timeout_s, .gpus = o->gpus, .quiet = 1};
             if (o->nnodes > 1 && servers) {
@@ -510,6 +523,7 @@ static int s_drive(h_opts_t *o, const char *mode_override)
     unsetenv("SYNCBENCH_NWORKERS");
     unsetenv("SYNCBENCH_SERVERS");
     unsetenv("SYNCBENCH_MODE");
+    unsetenv("SYNCBENCH_TIMELINE_TAG");
     return status;
 }
 

@@ -24,6 +24,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/timer.h"
+#include "core/trace.h"
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,6 +101,7 @@ static int s_push(engine_t *self, int s, int flags, uint64_t key, uint64_t clock
                   dtype_t dt, const ps_meta_t *meta, const void *data)
 {
     wire_hdr_t h = s_hdr(self, WIRE_PUSH, key, clock, offset, count, dt, flags, 2);
+    trace_instant("push", "server", s, "bytes", (int64_t)(count * dt_size(dt)));
     atomic_fetch_add(&self->zc_inflight, 1);
     ps_frame_t fr[2] = {{meta, sizeof *meta, 0, NULL, NULL},
                         {data, count * dt_size(dt), 1, s_zc_free, (void *)&self->zc_inflight}};
@@ -435,7 +437,9 @@ static int ps_wait(engine_t *self, step_out_t *out, int timeout_ms)
     }
     collect_t c = {.ar = 0, .lay = &self->lay, .dst = self->ps.params, .dt = DT_F32, .clock_all = self->clock + 1,
                    .exact = self->cfg.ps_mode == PS_SYNC};
+    uint64_t tr = trace_t0(); /* timeline: waiting for the servers' parameters */
     CHECK(s_collect(self, &c, self->lay.nparts, timeout_ms));
+    trace_x1("pull wait", tr, "parts", (int64_t)self->lay.nparts);
     CHECK(s_drain_zc(self, dl));
     self->clock++;
     self->overflow = 0;

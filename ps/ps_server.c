@@ -27,6 +27,7 @@
 #include "core/mem.h"
 #include "core/optim.h"
 #include "core/timer.h"
+#include "core/trace.h"
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -348,7 +349,9 @@ static void s_complete_round(ps_server_t *self, slot_t *s)
         if (s->dt == DT_F16) for (size_t i = 0; i < s->len; i++) s->agg[i] = f16_to_f32(f32_to_f16(s->agg[i]));
         else if (s->dt == DT_BF16) for (size_t i = 0; i < s->len; i++) s->agg[i] = bf16_to_f32(f32_to_bf16(s->agg[i]));
         s->applied++;
+        uint64_t tr = trace_t0();
         int rc = optim_step(s->opt, s->params, s->agg, 0, s->len, s->meta.inv_scale, s->meta.lr, s->applied);
+        trace_x1("server optimizer", tr, "key", (int64_t)s->key);
         if (rc < 0) LOG_E("ps server %d: optimizer step failed on key %llu: %s", self->cfg.index,
                           (unsigned long long)s->key, err_str(rc));
     }
@@ -821,6 +824,7 @@ static int s_loop(ps_server_t *self, void *pipe)
     int stopping = 0;
     uint64_t stop_ns = 0;
     self->start_ns = now_ns();
+    trace_thread_name("ps server");
     for (;;) {
         zmq_pollitem_t it[2] = {{self->router, 0, ZMQ_POLLIN, 0}, {pipe, 0, ZMQ_POLLIN, 0}};
         int rc = zmq_poll(it, pipe ? 2 : 1, 20);
@@ -834,7 +838,9 @@ static int s_loop(ps_server_t *self, void *pipe)
         for (int i = 0; i < 256 && (it[0].revents & ZMQ_POLLIN); i++) {
             ps_vmsg_t m;
             if (ps_van_recv(self->router, &m, 0) < 0) break;
+            uint64_t tr = trace_t0(); /* timeline: one span per message handled */
             int hrc = s_on_message(self, &m);
+            trace_x("server message", tr);
             ps_van_close_msg(&m);
             if (hrc < 0) LOG_E("ps server %d: %s", self->cfg.index, err_str(hrc));
         }

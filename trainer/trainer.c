@@ -16,6 +16,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "core/trace.h"
 #include "trainer/amp.h"
 #include "trainer/ckpt.h"
 #include "trainer/data.h"
@@ -48,6 +49,7 @@ struct trainer {
     float        *pending_opt[CKPT_MAX_OPT]; /* optimizer state from a resume, applied at attach */
     int           pending_nopt;
     uint64_t      step, applied, nchecks;
+    uint64_t      tr_layer;        /* timeline: start of the current layer's backward (0 when off) */
 };
 
 void trainer_cfg_default(trainer_cfg_t *cfg)
@@ -248,12 +250,25 @@ static int s_submit(trainer_t *t, int idx)
         g = w;
     }
     bucket_t bk = {.grad = g, .offset = b->lo, .count = n, .index = idx};
-    return t->ops->submit(t->engine, &bk);
+    uint64_t tr = trace_t0();
+    int rc = t->ops->submit(t->engine, &bk);
+    trace_x2("submit", tr, "bucket", idx, "bytes", (int64_t)(n * dt_size(t->cfg.grad_dtype)));
+    return rc;
 }
 
+static int s_layer_submit(trainer_t *t, int layer);
+/* backward callback: timeline span of this layer's backward (since the previous callback), then submits */
 static int s_layer_done(void *ctx, int layer)
 {
     trainer_t *t = ctx;
+    trace_x1("backward layer", t->tr_layer, "layer", layer);
+    int rc = s_layer_submit(t, layer);
+    t->tr_layer = trace_t0();
+    return rc;
+}
+
+static int s_layer_submit(trainer_t *t, int layer)
+{
     if (t->cfg.no_overlap) return 0;
     while (t->next_bucket < t->nbuckets && t->buckets[t->next_bucket].ready_layer >= layer) {
         CHECK(s_submit(t, t->next_bucket));
@@ -276,25 +291,35 @@ int trainer_step(trainer_t *self, trainer_step_t *out)
     trainer_step_t o;
     memset(&o, 0, sizeof o);
     uint64_t t0 = now_ns();
+    uint64_t tr_step = trace_t0(), tr = tr_step; /* timeline (core/trace.h): 0 when off */
     const size_t *idx;
     size_t n;
     CHECK(sampler_next(self->sampler, self->local_batch, &idx, &n));
     dataset_gather(self->data, idx, n, mlp_input(self->mlp), self->labels);
+    trace_x1("data", tr, "samples", (int64_t)n);
+    tr = trace_t0();
     uint64_t t1 = now_ns();
     if (self->cfg.straggler_rank == self->cfg.rank) s_sleep_ms(self->cfg.straggler_ms);
+    if (self->cfg.straggler_rank == self->cfg.rank) trace_x("straggler sleep", tr);
     float scale = self->amp.scale, inv = amp_inv_scale(&self->amp);
     step_ctx_t ctx = {.step = self->applied + 1, .inv_scale = inv, .lr = self->cfg.optim.lr};
     if (self->ops && self->ops->step_begin) CHECK(self->ops->step_begin(self->engine, &ctx));
+    tr = trace_t0();
     CHECK(mlp_forward(self->mlp, n, self->labels, scale, &o.loss, &o.correct));
+    trace_x("forward", tr);
     self->next_bucket = 0;
+    self->tr_layer = tr = trace_t0();
     CHECK(mlp_backward(self->mlp, s_layer_done, self));
     for (; self->next_bucket < self->nbuckets; self->next_bucket++) CHECK(s_submit(self, self->next_bucket));
+    trace_x("backward", tr);
+    tr = trace_t0();
     uint64_t t2 = now_ns();
     int overflow = 0;
     if (self->ops) {
         step_out_t so;
         memset(&so, 0, sizeof so);
         CHECK(self->ops->wait(self->engine, &so, self->cfg.timeout_ms));
+        trace_x("sync", tr); /* the engine's wait: buckets done, optimizer applied */
         overflow = so.skipped;
         o.comm_ms = so.comm_ms;
         o.wait_ms = so.wait_ms;
@@ -310,6 +335,7 @@ int trainer_step(trainer_t *self, trainer_step_t *out)
         }
         if (!overflow)
             CHECK(optim_step(self->optim, mlp_params(self->mlp), g, 0, count, inv, self->cfg.optim.lr, self->applied + 1));
+        trace_x("optimizer", tr);
     }
     uint64_t t3 = now_ns();
     if (!self->ops) o.wait_ms = 0;
@@ -327,6 +353,7 @@ int trainer_step(trainer_t *self, trainer_step_t *out)
     else o.sync_ms = (double)(t3 - t2) / 1e6;
     if (self->cfg.check_every > 0 && self->step % (uint64_t)self->cfg.check_every == 0) CHECK(trainer_check(self));
     o.step_ms = (double)(now_ns() - t0) / 1e6;
+    trace_x1("step", tr_step, "step", (int64_t)self->step);
     if (out) *out = o;
     return 0;
 }
