@@ -35,6 +35,8 @@ void h_timeline_path(const char *file, const char *tag, char *out, size_t len)
     }
 }
 
+static void s_name_main(const h_opts_t *o, const comm_t *comm);
+
 int h_timeline_begin(const h_opts_t *o, comm_t *comm)
 {
     s_on = 0;
@@ -48,7 +50,7 @@ int h_timeline_begin(const h_opts_t *o, comm_t *comm)
     CHECK(trace_enable(cap));
     s_base = base;
     s_on = 1;
-    trace_thread_name(strcmp(o->mode, "bench") ? "trainer" : "bench");
+    s_name_main(o, comm);
     return 0;
 }
 
@@ -59,6 +61,13 @@ static const char *s_role(const h_opts_t *o, const comm_t *comm)
     engine_cfg_t cfg;
     h_engine_cfg(o, comm, o->engines[0], &cfg);
     return h_is_server(comm, &cfg) ? "server" : "worker";
+}
+
+/* Name the main thread after what it does; a dedicated PS server's loop names itself ("ps server"). */
+static void s_name_main(const h_opts_t *o, const comm_t *comm)
+{
+    if (!strcmp(s_role(o, comm), "server")) return;
+    trace_thread_name(strcmp(o->mode, "bench") ? "trainer" : "bench");
 }
 
 typedef struct {
