@@ -348,7 +348,8 @@ static void s_complete_round(ps_server_t *self, slot_t *s)
         dt_scale(s->agg, s->len, DT_F32, 1.0f / (float)W);
         if (s->dt == DT_F16) for (size_t i = 0; i < s->len; i++) s->agg[i] = f16_to_f32(f32_to_f16(s->agg[i]));
         else if (s->dt == DT_BF16) for (size_t i = 0; i < s->len; i++) s->agg[i] = bf16_to_f32(f32_to_bf16(s->agg[i]));
-        s->applied++;
+        /* Adam's t: the trainer's count when it sends one (a resumed run continues it), else ours */
+        s->applied = s->meta.step ? s->meta.step : s->applied + 1;
         uint64_t tr = trace_t0();
         int rc = optim_step(s->opt, s->params, s->agg, 0, s->len, s->meta.inv_scale, s->meta.lr, s->applied);
         trace_x1("server optimizer", tr, "key", (int64_t)s->key);

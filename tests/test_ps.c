@@ -256,8 +256,9 @@ static int s_train(const engine_ops_t *ops, engine_t *e, float *params, const tr
     float *g = malloc(n * sizeof(float));
     void *gh = malloc(n * esz);
     int fail = 0;
+    uint64_t applied = 0; /* as the trainer does: Adam's t counts the steps actually applied */
     for (int t = 0; t < a->steps && !fail; t++) {
-        step_ctx_t ctx = {.step = (uint64_t)t + 1, .inv_scale = a->inv_scale, .lr = a->opt == OPT_ADAM ? 0.01f : 0.1f};
+        step_ctx_t ctx = {.step = applied + 1, .inv_scale = a->inv_scale, .lr = a->opt == OPT_ADAM ? 0.01f : 0.1f};
         s_grad(g, params, n, rank, t);
         /* AMP: the trainer's gradients are loss-scaled */
         for (size_t i = 0; i < n; i++) g[i] /= a->inv_scale;
@@ -279,6 +280,7 @@ static int s_train(const engine_ops_t *ops, engine_t *e, float *params, const tr
             fail = 1;
         }
         if (out.skipped && params[0] != before) { fprintf(stderr, "skipped step changed params\n"); fail = 1; }
+        if (!out.skipped) applied++;
     }
     if (loss_out) {
         s_grad(g, params, n, 0, 0);
