@@ -40,6 +40,9 @@ static void s_usage(FILE *f)
 "Ranks:\n"
 "  --procs N             start N local CPU worker ranks (plus --servers for ps)\n"
 "  --gpus N              one rank per GPU\n"
+"  --ranks-per-gpu K     with --gpus: K ranks share each GPU (world = N x K; e.g. the IPC tree or\n"
+"                        several PS workers on one GPU; NCCL refuses two ranks on one GPU)\n"
+"  --tf32                train --gpus: cuBLAS may use TF32 tensor cores (f32 otherwise)\n"
 "  --scaling 1,2,4       repeat for each world size (with --procs)\n"
 "  --nnodes N --node-rank R --master HOST:PORT   multi-node: each node starts its --procs ranks\n"
 "  --init-method M       tcp://HOST:PORT | env:// | file:///path (inside ranks; default env://,\n"
@@ -47,7 +50,7 @@ static void s_usage(FILE *f)
 "                        Slurm's SLURM_PROCID/SLURM_NTASKS or OpenMPI's OMPI_COMM_WORLD_*)\n"
 "  --ifname IF           network interface for peer traffic (or SYNCBENCH_SOCKET_IFNAME)\n"
 "  --transport T         auto (shm within a node, tcp across) | shm | tcp | zmq\n"
-"  --bind auto|core|numa|none   bind ranks with hwloc (auto: a core each while ranks fit)\n"
+"  --bind auto|core|numa|none   bind ranks with hwloc (auto = core: local rank i on core i mod cores)\n"
 "  --timeout S           every blocking step gives up after S seconds (default 60)\n"
 "\n"
 "Engines:\n"
@@ -120,11 +123,12 @@ enum {
     O_TIMEOUT, O_ENGINE, O_IMPL, O_SERVERS, O_COLOC, O_PSMODE, O_PSPART, O_SEG, O_SIZES, O_FACTOR, O_ITERS,
     O_WARMUP, O_DTYPE, O_OP, O_MODEL, O_DATA, O_BATCH, O_STEPS, O_WSTEPS, O_OPTIM, O_GDT, O_BUCKET, O_NOOV,
     O_CHECKEV, O_SAVE, O_RESUME, O_DROPLAST, O_SEED, O_STRAG, O_JSON, O_QUIET, O_HELP, O_TIMELINE, O_NET, O_CHECK,
-    O_PLOTS, O_MEASURED
+    O_PLOTS, O_MEASURED, O_RPG, O_TF32
 };
 
 static const struct option s_longopts[] = {
     {"procs", 1, 0, O_PROCS}, {"gpus", 1, 0, O_GPUS}, {"scaling", 1, 0, O_SCALING}, {"nnodes", 1, 0, O_NNODES},
+    {"ranks-per-gpu", 1, 0, O_RPG}, {"tf32", 0, 0, O_TF32},
     {"node-rank", 1, 0, O_NODE_RANK}, {"master", 1, 0, O_MASTER}, {"init-method", 1, 0, O_INIT},
     {"ifname", 1, 0, O_IFNAME}, {"transport", 1, 0, O_TRANSPORT}, {"bind", 1, 0, O_BIND},
     {"timeout", 1, 0, O_TIMEOUT}, {"engine", 1, 0, O_ENGINE}, {"impl", 1, 0, O_IMPL},
@@ -209,6 +213,8 @@ static int s_parse(h_opts_t *o, int argc, char **argv)
         switch (c) {
         case O_PROCS: if (s_parse_int(v, 1, 4096, &o->procs)) return s_bad("--procs", v, "a rank count >= 1"); break;
         case O_GPUS: if (s_parse_int(v, 1, 1024, &o->gpus)) return s_bad("--gpus", v, "a GPU count >= 1"); break;
+        case O_RPG: if (s_parse_int(v, 1, 64, &o->ranks_per_gpu)) return s_bad("--ranks-per-gpu", v, "a count in [1, 64]"); break;
+        case O_TF32: o->tf32 = 1; break;
         case O_SCALING: if (s_split_ints(v, o->scaling, H_MAX_SCALING, &o->nscaling)) return s_bad("--scaling", v, "a comma list of world sizes, e.g. 1,2,4"); break;
         case O_NNODES: if (s_parse_int(v, 1, 100000, &o->nnodes)) return s_bad("--nnodes", v, "a node count >= 1"); break;
         case O_NODE_RANK: if (s_parse_int(v, 0, 100000, &o->node_rank)) return s_bad("--node-rank", v, "a node index >= 0"); break;
@@ -304,6 +310,10 @@ static int s_parse(h_opts_t *o, int argc, char **argv)
         fprintf(stderr, "harness: unexpected argument '%s'; see harness --help\n", argv[optind]);
         return 2;
     }
+    if (o->ranks_per_gpu && !o->gpus) {
+        fprintf(stderr, "harness: --ranks-per-gpu needs --gpus N\n");
+        return 2;
+    }
     if (o->gpus && o->procs) {
         fprintf(stderr, "harness: --gpus and --procs are exclusive (one rank per GPU, or N CPU ranks)\n");
         return 2;
@@ -369,9 +379,10 @@ static int s_rank_main(h_opts_t *o)
     log_set_rank(bc.rank);
     const char *bind = o->bind;
     if (!strcmp(bind, "auto")) {
-        /* like mpirun: one core per rank while ranks fit, no binding when oversubscribed */
-        int lw = bc.local_world > 0 ? bc.local_world : bc.world;
-        bind = lw <= topo_ncores() ? "core" : "none";
+        /* ranks round-robin over cores (local rank i on core i mod cores), oversubscribed or not:
+         * measured here, a fixed placement halves the ring's small-message latency at 4 and 8 ranks
+         * on 2 cores against letting the scheduler move ranks (results/bind-placement.txt) */
+        bind = topo_ncores() > 0 ? "core" : "none";
     }
     if (strcmp(bind, "none")) {
         char desc[128];
@@ -385,7 +396,7 @@ static int s_rank_main(h_opts_t *o)
     if (o->gpus) {
         char desc[256] = "";
         int lr = bc.local_rank >= 0 ? bc.local_rank : bc.rank;
-        int dev = dev_select_of(lr, o->gpus, desc, sizeof desc);
+        int dev = dev_select_of(o->ranks_per_gpu > 1 ? lr / o->ranks_per_gpu : lr, o->gpus, desc, sizeof desc);
         if (dev < 0) {
             fprintf(stderr, "harness: rank %d: %s\n", bc.rank, err_trace(dev, msg, sizeof msg));
             return 1;
@@ -469,7 +480,8 @@ static int s_drive(h_opts_t *o, const char *mode_override)
 {
     if (o->net && !s_net) return s_drive_net(o, mode_override);
     int worlds[H_MAX_SCALING], nw = 0;
-    int base = o->gpus ? o->gpus : (o->procs ? o->procs : 1);
+    int rpg = o->ranks_per_gpu > 1 ? o->ranks_per_gpu : 1;
+    int base = o->gpus ? o->gpus * rpg : (o->procs ? o->procs : 1);
     if (o->nscaling) {
         for (int i = 0; i < o->nscaling; i++) worlds[nw++] = o->scaling[i];
     } else {
@@ -479,7 +491,7 @@ static int s_drive(h_opts_t *o, const char *mode_override)
     if (o->gpus) {
         int maxw = 0;
         for (int i = 0; i < nw; i++) maxw = worlds[i] > maxw ? worlds[i] : maxw;
-        if (dev_check_gpus(maxw) < 0) {
+        if (dev_check_gpus((maxw + rpg - 1) / rpg) < 0) { /* GPUs needed: ranks / ranks per GPU */
             fprintf(stderr, "harness: %s\n", err_detail());
             return 1;
         }
