@@ -50,7 +50,7 @@ static void s_usage(FILE *f)
 "                        Slurm's SLURM_PROCID/SLURM_NTASKS or OpenMPI's OMPI_COMM_WORLD_*)\n"
 "  --ifname IF           network interface for peer traffic (or SYNCBENCH_SOCKET_IFNAME)\n"
 "  --transport T         auto (shm within a node, tcp across) | shm | tcp | zmq\n"
-"  --bind auto|core|numa|none   bind ranks with hwloc (auto = core: local rank i on core i mod cores)\n"
+"  --bind auto|core|numa|none   bind ranks with hwloc (auto: bench binds local rank i to core i mod cores, train does not bind)\n"
 "  --timeout S           every blocking step gives up after S seconds (default 60)\n"
 "\n"
 "Engines:\n"
@@ -382,7 +382,9 @@ static int s_rank_main(h_opts_t *o)
         /* ranks round-robin over cores (local rank i on core i mod cores), oversubscribed or not:
          * measured here, a fixed placement halves the ring's small-message latency at 4 and 8 ranks
          * on 2 cores against letting the scheduler move ranks (results/bind-placement.txt) */
-        bind = topo_ncores() > 0 ? "core" : "none";
+        bind = topo_ncores() > 0 && !strcmp(o->mode, "bench") ? "core" : "none";
+        /* train stays unbound: the engine's communication thread and the BLAS threads then use
+         * whatever core is free, as under torchrun */
     }
     if (strcmp(bind, "none")) {
         char desc[128];
