@@ -5,8 +5,10 @@
  * (AMP overflow: the step is skipped on every rank alike, since all ranks hold the same sums) and runs
  * the shared optimizer (core/optim.h) over the whole arena. */
 #include "core/arstep.h"
+#include "core/dev.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "core/optim_dev.h"
 #include "core/timer.h"
 #include "core/trace.h"
 #include <pthread.h>
@@ -45,6 +47,8 @@ struct arstep {
     /* attached parameters */
     param_set_t ps;
     int attached;
+    int on_dev;               /* cfg.device >= 0: gacc, gbuf and the optimizer state live on the device */
+    optim_dev_t *dopt;
     float *gacc;              /* averaged gradients, f32 */
     void *gbuf;               /* averaged gradients in grad dtype (== gacc for f32) */
     optim_t *opt;
@@ -121,8 +125,14 @@ void arstep_destroy(arstep_t **self_p)
         pthread_join(self->thread, NULL);
     }
     optim_destroy(&self->opt);
-    if (self->gbuf != (void *)self->gacc) free(self->gbuf);
-    free(self->gacc);
+    optim_dev_destroy(&self->dopt);
+    if (self->on_dev) {
+        if (self->gbuf != (void *)self->gacc) dev_free(&self->gbuf);
+        dev_free((void **)&self->gacc);
+    } else {
+        if (self->gbuf != (void *)self->gacc) free(self->gbuf);
+        free(self->gacc);
+    }
     pthread_mutex_destroy(&self->mu);
     pthread_cond_destroy(&self->cv_work);
     pthread_cond_destroy(&self->cv_done);
@@ -199,12 +209,61 @@ int arstep_allreduce(arstep_t *self, const void *sendbuf, void *recvbuf, size_t 
     return s_wait_done(self, target, timeout_ms);
 }
 
+/* Device parameters (cfg.device >= 0, the caller's thread on that device): the averaged gradients
+ * (gacc, and gbuf in the wire dtype) and the optimizer state are device buffers (dev_malloc, so they
+ * count in dev_mem_stats); the engine's fn reduces device buffers (nccl, gpu, staged impls); the
+ * Inf/NaN check, the f16/bf16 -> f32 conversion and the optimizer run as device kernels
+ * (core/optim_dev.h) on the caller's thread in wait(). */
+static int s_attach_dev(arstep_t *self, const param_set_t *params)
+{
+    if (!params->params && params->count) return err_set(ERR_INVAL, "attach: no parameters");
+    if (dt_size(params->grad_dtype) == 0) return err_set(ERR_INVAL, "attach: bad gradient dtype");
+    self->ps = *params;
+    self->on_dev = 1;
+    size_t n = params->count, esz = dt_size(params->grad_dtype);
+    CHECK(dev_malloc((void **)&self->gacc, (n ? n : 1) * sizeof(float)));
+    CHECK(dev_memset(self->gacc, 0, (n ? n : 1) * sizeof(float)));
+    if (params->grad_dtype == DT_F32) self->gbuf = self->gacc;
+    else CHECK(dev_malloc(&self->gbuf, (n ? n : 1) * esz));
+    CHECK(optim_dev_new(&self->dopt, &params->optim, n));
+    self->mem_bytes = n * sizeof(float) + (params->grad_dtype == DT_F32 ? 0 : n * esz) + optim_dev_state_bytes(self->dopt);
+    self->mem_peak = self->mem_bytes;
+    /* rank 0's values reach everyone, as on the host path (others add zeros: exact) */
+    if (self->comm->rank != 0) CHECK(dev_memset(params->params, 0, n * sizeof(float)));
+    CHECK(arstep_allreduce(self, params->params, params->params, n, DT_F32, OP_SUM, self->cfg.timeout_ms));
+    self->attached = 1;
+    self->sctx.inv_scale = 1.0f;
+    self->sctx.lr = params->optim.lr;
+    return 0;
+}
+
+static int s_wait_dev(arstep_t *self, step_out_t *out, double waited, int timeout_ms)
+{
+    size_t n = self->ps.count;
+    int to = timeout_ms > 0 ? timeout_ms : self->cfg.timeout_ms;
+    if (self->ps.grad_dtype != DT_F32)
+        CHECK(optim_dev_convert(self->gacc, DT_F32, self->gbuf, self->ps.grad_dtype, n, to));
+    int skip = 0;
+    CHECK(optim_dev_nonfinite(self->gacc, n, DT_F32, &skip, to));
+    if (!skip) {
+        self->applied = self->sctx.step ? self->sctx.step : self->applied + 1;
+        CHECK(optim_dev_step(self->dopt, self->ps.params, self->gacc, 0, n, self->sctx.inv_scale, self->sctx.lr,
+                             self->applied, to));
+    }
+    if (out) {
+        out->skipped = skip;
+        pthread_mutex_lock(&self->mu);
+        out->comm_ms = self->comm_ms_step;
+        pthread_mutex_unlock(&self->mu);
+        out->wait_ms = waited;
+    }
+    return 0;
+}
+
 int arstep_attach(arstep_t *self, const param_set_t *params)
 {
     if (self->attached) return err_set(ERR_STATE, "engine already attached");
-    if (self->cfg.device >= 0)
-        return err_set(ERR_UNSUP, "training on GPU buffers is not implemented yet (the GPU trainer is open work); "
-                                  "`harness bench --gpus N` measures the GPU collectives");
+    if (self->cfg.device >= 0) return s_attach_dev(self, params);
     if (!params->params && params->count) return err_set(ERR_INVAL, "attach: no parameters");
     if (dt_size(params->grad_dtype) == 0) return err_set(ERR_INVAL, "attach: bad gradient dtype");
     self->ps = *params;
@@ -256,6 +315,7 @@ int arstep_wait(arstep_t *self, step_out_t *out, int timeout_ms)
     CHECK(s_wait_done(self, self->base_done + self->submitted_step, timeout_ms));
     trace_x("wait buckets", tr);
     double waited = now_ms() - t0;
+    if (self->on_dev) return s_wait_dev(self, out, waited, timeout_ms);
     size_t n = self->ps.count;
     if (self->ps.grad_dtype != DT_F32) dt_convert(self->gacc, DT_F32, self->gbuf, self->ps.grad_dtype, n);
     int skip = dt_has_nonfinite(self->gacc, n, DT_F32);
@@ -290,6 +350,7 @@ void arstep_stats(arstep_t *self, engine_stats_t *out)
 
 int arstep_optim_state(arstep_t *self, float **bufs, int *nbuf, size_t *count)
 {
+    if (self->dopt) return optim_dev_state(self->dopt, bufs, nbuf, count); /* host snapshot (core/optim_dev.h) */
     if (!self->opt) return err_set(ERR_STATE, "optimizer state before attach");
     return optim_state(self->opt, bufs, nbuf, count);
 }
