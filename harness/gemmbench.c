@@ -2,7 +2,9 @@
  * trainer's compute rate (harness train's "compute samples/s") in proportion. Each of --procs forked
  * processes allocates the model's matrices for its per-worker batch and times the step's sgemm calls
  * back to back (no bias, activation, loss, data or communication); the median iteration gives the
- * rate. Results travel back over a pipe. */
+ * rate. Results travel back over a pipe. With --gpus N: the same GEMMs through cuBLAS on GPU 0 at the
+ * per-GPU batch (--batch / N), in f32 and in TF32, timed with CUDA events (trainer/model_gpu.h), in
+ * this process: the ceiling for harness train --gpus's "compute TFLOP/s". */
 #include "harness/gemmbench.h"
 #include <cblas.h>
 #include <math.h>
@@ -11,9 +13,11 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "core/dev.h"
 #include "core/err.h"
 #include "core/timer.h"
 #include "trainer/model.h"
+#include "trainer/model_gpu.h"
 #include "trainer/trainer.h"
 
 typedef struct {
@@ -96,8 +100,60 @@ static void s_one(const mlp_shape_t *s, size_t b, int threads, int warmup, int i
     }
 }
 
+static int s_gemm_gpu(const h_opts_t *o)
+{
+    mlp_shape_t s;
+    CHECK(mlp_parse(o->model ? o->model : TRAINER_DEFAULT_MODEL, &s));
+    size_t batch = o->batch > 0 ? (size_t)o->batch : TRAINER_DEFAULT_BATCH;
+    if (batch % (size_t)o->gpus) return err_set(ERR_INVAL, "gemm: batch %zu is not a multiple of --gpus %d", batch, o->gpus);
+    size_t b = batch / (size_t)o->gpus;
+    int iters = o->iters > 0 ? o->iters : 20, warmup = o->warmup >= 0 ? o->warmup : 5;
+    char desc[256] = "";
+    int dev = dev_select(0, desc, sizeof desc);
+    if (dev < 0) return dev;
+    char model[160];
+    mlp_format(&s, model, sizeof model);
+    double flop = mlp_flops_per_sample(&s);
+    printf("# syncbench gemm --gpus: the cublasSgemm calls of one training step of %s, batch %zu per GPU, on %s, "
+           "%d iterations (median)\n", model, b, desc, iters);
+    int rc = 0;
+    for (int tf32 = 0; tf32 <= 1 && rc == 0; tf32++) {
+        double p50 = 0, mn = 0, lay[MLP_MAX_LAYERS][3];
+        CHECK(mlp_gpu_gemm_bench(&s, b, tf32, warmup, iters, &p50, &mn, lay));
+        const char *math = tf32 ? "TF32" : "f32";
+        printf("# %-5s %8s %4s %4s %10s %10s %10s   (%s)\n", "layer", "shape", "", "", "fwd (ms)", "dW (ms)", "dX (ms)", math);
+        for (int l = 0; l < s.nlayers; l++)
+            printf("  %-5d %8zu x %-8zu %10.4f %10.4f %10.4f\n", l, s.dims[l + 1], s.dims[l], lay[l][0], lay[l][1], lay[l][2]);
+        double sps = p50 > 0 ? (double)b * 1000.0 / p50 : 0;
+        printf("  cuBLAS %s: %.4f ms/step (min %.4f), %.1f samples/s, %.3f TFLOP/s (%.3g GFLOP per sample)\n", math, p50,
+               mn, sps, sps * flop / 1e12, flop / 1e9);
+        fflush(stdout);
+        if (o->json) {
+            h_meta_t m;
+            h_meta_fill(&m, o->argc, o->argv);
+            char ms[200], hs[300], ss[100], ts[80], cs[4200], ds[300];
+            h_json_str(ms, sizeof ms, model);
+            h_json_str(hs, sizeof hs, m.host);
+            h_json_str(ss, sizeof ss, m.git_sha);
+            h_json_str(ts, sizeof ts, m.timestamp);
+            h_json_str(cs, sizeof cs, m.cmdline);
+            h_json_str(ds, sizeof ds, desc);
+            char line[8192];
+            int n = snprintf(line, sizeof line,
+                             "{\"mode\": \"gemm\", \"device\": %s, \"math\": \"%s\", \"model\": %s, \"gpus\": %d, "
+                             "\"batch\": %zu, \"local_batch\": %zu, \"iters\": %d, \"step_ms_p50\": %.5f, "
+                             "\"samples_per_s\": %.3f, \"tflops\": %.4f, \"host\": %s, \"git_sha\": %s, "
+                             "\"timestamp\": %s, \"cmdline\": %s}\n",
+                             ds, math, ms, o->gpus, batch, b, iters, p50, sps, sps * flop / 1e12, hs, ss, ts, cs);
+            if (n > 0 && (size_t)n < sizeof line) rc = h_json_append(o->json, line, (size_t)n);
+        }
+    }
+    return rc;
+}
+
 int h_gemm_bench(const h_opts_t *o)
 {
+    if (o->gpus) return s_gemm_gpu(o);
     mlp_shape_t s;
     CHECK(mlp_parse(o->model ? o->model : TRAINER_DEFAULT_MODEL, &s));
     int P = o->procs > 0 ? o->procs : 1;

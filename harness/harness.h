@@ -19,6 +19,8 @@ typedef struct {
     /* ranks */
     int   procs;                      /* --procs N: local CPU ranks (workers) started by the launcher */
     int   gpus;                       /* --gpus N */
+    int   ranks_per_gpu;              /* --ranks-per-gpu K (0 = 1): world = gpus * K, local rank r on GPU r / K */
+    int   tf32;                       /* --tf32: the GPU trainer's cuBLAS GEMMs may use TF32 tensor cores */
     int   nnodes, node_rank;          /* --nnodes, --node-rank */
     const char *master;               /* --master HOST:PORT */
     const char *init_method;          /* --init-method */

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "core/dev.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/mem.h"
@@ -29,6 +30,7 @@ typedef struct {
     double   loss_first, loss_last, acc_last;
     double   elapsed_s;
     uint64_t mem_peak, mem_engine_peak, bytes_sent, bytes_received, skipped, samples;
+    uint64_t mem_dev_peak;          /* --gpus: the project's device allocations (dev_mem_stats), peak */
     float    loss_scale;
     int32_t  pad;
 } s_rank_t;
@@ -130,6 +132,8 @@ static int s_run_worker(const h_opts_t *o, comm_t *comm, const char *name, const
     tc.timeout_ms = o->timeout_s > 0 ? o->timeout_s * 1000 : 60000;
     CHECK(s_parse_straggler(o->straggler, &tc.straggler_rank, &tc.straggler_ms));
     tc.comm = comm;
+    tc.device = ecfg->device;       /* --gpus: the model on this rank's GPU (SYNCBENCH_DEVICE) */
+    tc.tf32 = o->tf32;
     CHECK(trainer_new(tp, &tc));
     trainer_t *t = *tp;
     if (o->resume) CHECK(trainer_resume(t, o->resume));
@@ -244,14 +248,26 @@ static void s_report(const h_opts_t *o, comm_t *comm, const char *name, const en
     if (skipped) printf("# %llu step%s skipped on overflow; final loss scale %g\n", (unsigned long long)skipped,
                         skipped > 1 ? "s" : "", (double)all[0].loss_scale);
     for (int r = 0; r < R && R <= 16; r++)
-        printf("#   rank %2d %-6s %10.1f samples/s  step p50 %7.2f ms  compute %7.2f  comm %7.2f  wait %7.2f  peak %7.1f MiB\n",
+        printf("#   rank %2d %-6s %10.1f samples/s  step p50 %7.2f ms  compute %7.2f  comm %7.2f  wait %7.2f  peak %7.1f MiB%s%.1f%s\n",
                r, all[r].server ? "server" : "worker", all[r].samples_per_s, all[r].step_p50, all[r].compute_p50,
-               all[r].comm_p50, all[r].wait_p50, (double)all[r].mem_peak / 1048576.0);
+               all[r].comm_p50, all[r].wait_p50, (double)all[r].mem_peak / 1048576.0, o->gpus ? "  device " : "",
+               o->gpus ? (double)all[r].mem_dev_peak / 1048576.0 : 0.0, o->gpus ? " MiB" : "");
+    double dmax = 0, dsum = 0;
+    for (int r = 0; r < R; r++) {
+        dmax = fmax(dmax, (double)all[r].mem_dev_peak);
+        dsum += (double)all[r].mem_dev_peak;
+    }
+    double dimb = dsum > 0 ? dmax / (dsum / R) : 0;
+    double tflops = csps * mlp_flops_per_sample(sh) / 1e12; /* the trainer's achieved GEMM-equivalent rate */
+    if (o->gpus)
+        printf("# device memory (the project's allocations): peak max %.1f MiB, max/mean %.3f; compute %.3f TFLOP/s "
+               "(compute samples/s x %.3g FLOP/sample; compare harness gemm --gpus 1)\n", dmax / 1048576.0, dimb, tflops,
+               mlp_flops_per_sample(sh));
     fflush(stdout);
     if (!o->json) return;
     static char line[16384];
     char eng_s[64], model_s[200], data_s[300], optim_s[200], host_s[300], sha_s[100], ts_s[80], cmd_s[4200], cpu_s[300],
-        topo_s[600], ver_s[600], impl_s[100], mem_s[2048], sps_s[2048];
+        topo_s[600], ver_s[600], impl_s[100], mem_s[2048], sps_s[2048], dmem_s[2048];
     h_json_str(eng_s, sizeof eng_s, name);
     h_json_str(impl_s, sizeof impl_s, impl ? impl : "default");
     h_json_str(model_s, sizeof model_s, model);
@@ -268,6 +284,11 @@ static void s_report(const h_opts_t *o, comm_t *comm, const char *name, const en
     h_json_str(net_s, sizeof net_s, o->net ? o->net : "");
     h_json_str(strag_s, sizeof strag_s, o->straggler ? o->straggler : "");
     s_fmt_list_u64(mem_s, sizeof mem_s, all, R);
+    size_t doff = (size_t)snprintf(dmem_s, sizeof dmem_s, "[");
+    for (int r = 0; r < R && doff < sizeof dmem_s; r++)
+        doff += (size_t)snprintf(dmem_s + doff, sizeof dmem_s - doff, "%s%llu", r ? ", " : "",
+                                 (unsigned long long)all[r].mem_dev_peak);
+    if (doff < sizeof dmem_s) snprintf(dmem_s + doff, sizeof dmem_s - doff, "]");
     size_t off = (size_t)snprintf(sps_s, sizeof sps_s, "[");
     for (int r = 0; r < P && off < sizeof sps_s; r++)
         off += (size_t)snprintf(sps_s + off, sizeof sps_s - off, "%s%.3f", r ? ", " : "", all[r].samples_per_s);
@@ -279,13 +300,14 @@ static void s_report(const h_opts_t *o, comm_t *comm, const char *name, const en
         "\"blas_threads\": %d, \"samples_per_s\": %.3f, \"samples_per_s_rank\": %s, \"compute_samples_per_s\": %.3f, "
         "\"step_ms_p50\": %.4f, \"step_ms_p99\": %.4f, \"compute_ms_p50\": %.4f, \"comm_ms_p50\": %.4f, "
         "\"wait_ms_p50\": %.4f, \"data_ms_p50\": %.4f, \"sync_ms_p50\": %.4f, \"loss_first\": %.6f, \"loss_last\": %.6f, \"acc_last\": %.4f, \"skipped_steps\": %llu, "
-        "\"bytes_sent\": %llu, \"mem_peak_bytes\": %s, \"mem_imbalance\": %.4f, \"host\": %s, \"git_sha\": %s, "
+        "\"bytes_sent\": %llu, \"mem_peak_bytes\": %s, \"mem_imbalance\": %.4f, \"gpus\": %d, \"mem_dev_peak_bytes\": %s, "
+        "\"mem_dev_imbalance\": %.4f, \"compute_tflops\": %.4f, \"host\": %s, \"git_sha\": %s, "
         "\"timestamp\": %s, \"cmdline\": %s, \"cpu\": %s, \"topo\": %s, \"versions\": %s, \"net\": %s, "
         "\"straggler\": %s}\n",
         eng_s, impl_s, P, R, R - P, o->steps, o->warmup_steps, lb * (size_t)P, lb, model_s, sh->count, data_s, optim_s,
         dt_name(o->grad_dtype), o->bucket_mb > 0 ? o->bucket_mb : 25.0, all[0].nbuckets, o->no_overlap ? "false" : "true",
         all[0].threads, sps, sps_s, csps, step50, step99, comp50, comm50, wait50, data50, sync50, lf, ll, acc,
-        (unsigned long long)skipped, (unsigned long long)sent, mem_s, imb, host_s, sha_s, ts_s, cmd_s, cpu_s, topo_s, ver_s, net_s, strag_s);
+        (unsigned long long)skipped, (unsigned long long)sent, mem_s, imb, o->gpus, dmem_s, dimb, tflops, host_s, sha_s, ts_s, cmd_s, cpu_s, topo_s, ver_s, net_s, strag_s);
     if (n > 0 && (size_t)n < sizeof line) {
         int rc = h_json_append(o->json, line, (size_t)n);
         if (rc < 0) {
@@ -304,12 +326,12 @@ static int s_train_engine(const h_opts_t *o, comm_t *comm, const char *name, con
     engine_cfg_t ecfg;
     h_engine_cfg(o, comm, name, &ecfg);
     if (ecfg.nworkers < 1) return err_set(ERR_INVAL, "engine %s: no workers", name);
-    if (ecfg.device >= 0) return err_set(ERR_UNSUP, "train on GPUs (--gpus) is not supported by this trainer yet (CPU only)");
     s_rank_t me;
     memset(&me, 0, sizeof me);
     me.rank = comm->rank;
     me.threads = s_blas_threads(comm);
     mem_reset_peak();
+    dev_mem_reset_peak();
     engine_t *eng = NULL;
     trainer_t *t = NULL;
     int rc = ops->create(&eng, comm, &ecfg);
@@ -335,6 +357,9 @@ static int s_train_engine(const h_opts_t *o, comm_t *comm, const char *name, con
     snprintf(impl_buf, sizeof impl_buf, "%s", impl ? impl : "default");
     ops->destroy(&eng); /* before the gather: workers leaving is what lets dedicated servers return */
     me.mem_peak = mem_peak_rss();
+    dev_mem_t dm;
+    dev_mem_stats(&dm);
+    me.mem_dev_peak = dm.dev_peak;
     if (rc < 0) {
         trainer_destroy(&t);
         return rc;

@@ -15,11 +15,14 @@
 #include <time.h>
 #include "core/err.h"
 #include "core/log.h"
+#include "core/dev.h"
+#include "core/optim_dev.h"
 #include "core/timer.h"
 #include "core/trace.h"
 #include "trainer/amp.h"
 #include "trainer/ckpt.h"
 #include "trainer/data.h"
+#include "trainer/model_gpu.h"
 #include "trainer/rng.h"
 #include "trainer/sampler.h"
 
@@ -49,6 +52,8 @@ struct trainer {
     float        *pending_opt[CKPT_MAX_OPT]; /* optimizer state from a resume, applied at attach */
     int           pending_nopt;
     uint64_t      step, applied, nchecks;
+    mlp_gpu_t    *gpu;             /* cfg.device >= 0: the model on the GPU (mlp keeps a host copy) */
+    optim_dev_t  *dopt;            /* local mode on the GPU */
     uint64_t      tr_layer;        /* timeline: start of the current layer's backward (0 when off) */
 };
 
@@ -61,6 +66,7 @@ void trainer_cfg_default(trainer_cfg_t *cfg)
     cfg->bucket_mb = TRAINER_DEFAULT_BUCKET_MB;
     cfg->seed = 1;
     cfg->straggler_rank = -1;
+    cfg->device = -1;
 }
 
 static int s_plan_buckets(trainer_t *t)
@@ -148,7 +154,14 @@ int trainer_new(trainer_t **self_p, const trainer_cfg_t *cfg_in)
         rc = ERR_NOMEM;
         goto fail;
     }
-    if (cfg.grad_dtype != DT_F32 && !(t->wire = malloc(shape.count * dt_size(cfg.grad_dtype)))) {
+    if (cfg.device >= 0) {
+        /* the GPU model starts from the host model's values (same RNG, same init as a CPU run) */
+        CHECK_GOTO(rc, optim_dev_use(cfg.device), fail);
+        CHECK_GOTO(rc, mlp_gpu_new(&t->gpu, &shape, t->local_batch, cfg.tf32, cfg.timeout_ms), fail);
+        CHECK_GOTO(rc, mlp_gpu_set_params(t->gpu, mlp_params(t->mlp)), fail);
+        if (cfg.grad_dtype != DT_F32)
+            CHECK_GOTO(rc, dev_malloc(&t->wire, shape.count * dt_size(cfg.grad_dtype)), fail);
+    } else if (cfg.grad_dtype != DT_F32 && !(t->wire = malloc(shape.count * dt_size(cfg.grad_dtype)))) {
         rc = err_set(ERR_NOMEM, "trainer: wire gradients");
         goto fail;
     }
@@ -171,14 +184,27 @@ void trainer_destroy(trainer_t **self_p)
     optim_destroy(&t->optim);
     for (int k = 0; k < CKPT_MAX_OPT; k++) free(t->pending_opt[k]);
     free(t->labels);
-    free(t->wire);
+    if (t->gpu) dev_free(&t->wire);
+    else free(t->wire);
+    mlp_gpu_destroy(&t->gpu);
+    optim_dev_destroy(&t->dopt);
     free(t->buckets);
     free(t);
     *self_p = NULL;
 }
 
 const mlp_shape_t *trainer_shape(const trainer_t *self) { return mlp_shape(self->mlp); }
-float *trainer_params(trainer_t *self) { return mlp_params(self->mlp); }
+/* GPU: bring the host copy of the parameters up to date (checksums, checkpoints, trainer_params). */
+static int s_sync_host(const trainer_t *self)
+{
+    return self->gpu ? mlp_gpu_get_params(self->gpu, mlp_params(self->mlp)) : 0;
+}
+
+float *trainer_params(trainer_t *self)
+{
+    if (s_sync_host(self) < 0) LOG_W("trainer_params: %s", err_detail());
+    return mlp_params(self->mlp);
+}
 size_t trainer_local_batch(const trainer_t *self) { return self->local_batch; }
 int trainer_nbuckets(const trainer_t *self) { return self->nbuckets; }
 size_t trainer_data_bytes(const trainer_t *self) { return dataset_bytes(self->data); }
@@ -200,6 +226,43 @@ static int s_restore_opt(trainer_t *t)
     return 0;
 }
 
+/* Local mode on the GPU: the device optimizer (core/optim_dev.h), with a resume's state restored through
+ * its host snapshot (uploaded before the first step). */
+static int s_attach_dev_local(trainer_t *t)
+{
+    size_t count = mlp_shape(t->mlp)->count;
+    CHECK(optim_dev_new(&t->dopt, &t->cfg.optim, count));
+    if (!t->pending_nopt) return 0;
+    float *bufs[CKPT_MAX_OPT] = {0};
+    int nbuf = CKPT_MAX_OPT;
+    size_t n = 0;
+    CHECK(optim_dev_state(t->dopt, bufs, &nbuf, &n));
+    if (nbuf != t->pending_nopt || n != count)
+        return err_set(ERR_MISMATCH, "resume: the checkpoint holds %d optimizer buffers, this optimizer has %d "
+                       "(same --optim as when it was saved?)", t->pending_nopt, nbuf);
+    for (int k = 0; k < nbuf; k++) memcpy(bufs[k], t->pending_opt[k], count * sizeof(float));
+    return 0;
+}
+
+/* Local mode on the GPU: what an engine would do with the step's gradients (wire rounding, the Inf/NaN
+ * check, the optimizer), on the device. */
+static int s_local_step_dev(trainer_t *t, float inv, int *overflow)
+{
+    size_t count = mlp_shape(t->mlp)->count;
+    float *g = mlp_gpu_grads(t->gpu);
+    int to = t->cfg.timeout_ms;
+    if (t->wire) {
+        CHECK(optim_dev_convert(t->wire, t->cfg.grad_dtype, g, DT_F32, count, to));
+        CHECK(optim_dev_nonfinite(t->wire, count, t->cfg.grad_dtype, overflow, to));
+        if (!*overflow) CHECK(optim_dev_convert(g, DT_F32, t->wire, t->cfg.grad_dtype, count, to));
+    } else {
+        CHECK(optim_dev_nonfinite(g, count, DT_F32, overflow, to));
+    }
+    if (!*overflow)
+        CHECK(optim_dev_step(t->dopt, mlp_gpu_params(t->gpu), g, 0, count, inv, t->cfg.optim.lr, t->applied + 1, to));
+    return 0;
+}
+
 int trainer_attach(trainer_t *self, const engine_ops_t *ops, engine_t *engine)
 {
     if (self->attached) return err_set(ERR_STATE, "trainer: attach called twice");
@@ -207,8 +270,13 @@ int trainer_attach(trainer_t *self, const engine_ops_t *ops, engine_t *engine)
     if (!ops) {
         if (self->cfg.world != 1)
             return err_set(ERR_INVAL, "trainer: no engine with %d workers (local mode is world 1 only)", self->cfg.world);
-        CHECK(optim_new(&self->optim, &self->cfg.optim, s->count));
-        CHECK(s_restore_opt(self));
+        if (self->gpu) {
+            CHECK(mlp_gpu_set_params(self->gpu, mlp_params(self->mlp))); /* a resume changed the host copy */
+            CHECK(s_attach_dev_local(self));
+        } else {
+            CHECK(optim_new(&self->optim, &self->cfg.optim, s->count));
+            CHECK(s_restore_opt(self));
+        }
     } else {
         if (!engine || !ops->attach || !ops->submit || !ops->wait)
             return err_set(ERR_INVAL, "trainer: engine '%s' lacks attach/submit/wait", ops->name ? ops->name : "?");
@@ -216,7 +284,8 @@ int trainer_attach(trainer_t *self, const engine_ops_t *ops, engine_t *engine)
             return err_set(ERR_UNSUP, "resume: the checkpoint holds optimizer state (momentum/Adam) but engine '%s' keeps "
                            "its optimizer state where this rank cannot restore it; resume with ring or tree, in world 1 "
                            "local mode, or use an optimizer without state (sgd, momentum=0)", ops->name);
-        param_set_t ps = {.params = mlp_params(self->mlp), .count = s->count, .grad_dtype = self->cfg.grad_dtype,
+        if (self->gpu) CHECK(mlp_gpu_set_params(self->gpu, mlp_params(self->mlp))); /* a resume changed the host copy */
+        param_set_t ps = {.params = self->gpu ? mlp_gpu_params(self->gpu) : mlp_params(self->mlp), .count = s->count, .grad_dtype = self->cfg.grad_dtype,
                           .optim = self->cfg.optim};
         CHECK(ops->attach(engine, &ps));
         if (self->pending_nopt) {
@@ -242,14 +311,16 @@ static int s_submit(trainer_t *t, int idx)
     const s_bucket_t *b = &t->buckets[idx];
     if (!t->ops) return 0;
     size_t n = b->hi - b->lo;
-    const void *g = mlp_grads(t->mlp) + b->lo;
+    const float *g = (t->gpu ? mlp_gpu_grads(t->gpu) : mlp_grads(t->mlp)) + b->lo;
+    const void *gv = g;
     if (t->wire) {
         size_t es = dt_size(t->cfg.grad_dtype);
         void *w = (char *)t->wire + b->lo * es;
-        dt_convert(w, t->cfg.grad_dtype, g, DT_F32, n);
-        g = w;
+        if (t->gpu) CHECK(optim_dev_convert(w, t->cfg.grad_dtype, g, DT_F32, n, t->cfg.timeout_ms));
+        else dt_convert(w, t->cfg.grad_dtype, g, DT_F32, n);
+        gv = w;
     }
-    bucket_t bk = {.grad = g, .offset = b->lo, .count = n, .index = idx};
+    bucket_t bk = {.grad = gv, .offset = b->lo, .count = n, .index = idx};
     uint64_t tr = trace_t0();
     int rc = t->ops->submit(t->engine, &bk);
     trace_x2("submit", tr, "bucket", idx, "bytes", (int64_t)(n * dt_size(t->cfg.grad_dtype)));
@@ -295,7 +366,7 @@ int trainer_step(trainer_t *self, trainer_step_t *out)
     const size_t *idx;
     size_t n;
     CHECK(sampler_next(self->sampler, self->local_batch, &idx, &n));
-    dataset_gather(self->data, idx, n, mlp_input(self->mlp), self->labels);
+    dataset_gather(self->data, idx, n, self->gpu ? mlp_gpu_input(self->gpu) : mlp_input(self->mlp), self->labels);
     trace_x1("data", tr, "samples", (int64_t)n);
     tr = trace_t0();
     uint64_t t1 = now_ns();
@@ -305,11 +376,13 @@ int trainer_step(trainer_t *self, trainer_step_t *out)
     step_ctx_t ctx = {.step = self->applied + 1, .inv_scale = inv, .lr = self->cfg.optim.lr};
     if (self->ops && self->ops->step_begin) CHECK(self->ops->step_begin(self->engine, &ctx));
     tr = trace_t0();
-    CHECK(mlp_forward(self->mlp, n, self->labels, scale, &o.loss, &o.correct));
+    if (self->gpu) CHECK(mlp_gpu_forward(self->gpu, n, self->labels, scale, &o.loss, &o.correct));
+    else CHECK(mlp_forward(self->mlp, n, self->labels, scale, &o.loss, &o.correct));
     trace_x("forward", tr);
     self->next_bucket = 0;
     self->tr_layer = tr = trace_t0();
-    CHECK(mlp_backward(self->mlp, s_layer_done, self));
+    if (self->gpu) CHECK(mlp_gpu_backward(self->gpu, s_layer_done, self));
+    else CHECK(mlp_backward(self->mlp, s_layer_done, self));
     for (; self->next_bucket < self->nbuckets; self->next_bucket++) CHECK(s_submit(self, self->next_bucket));
     trace_x("backward", tr);
     tr = trace_t0();
@@ -323,6 +396,9 @@ int trainer_step(trainer_t *self, trainer_step_t *out)
         overflow = so.skipped;
         o.comm_ms = so.comm_ms;
         o.wait_ms = so.wait_ms;
+    } else if (self->gpu) {
+        CHECK(s_local_step_dev(self, inv, &overflow));
+        trace_x("optimizer", tr);
     } else {
         size_t count = mlp_shape(self->mlp)->count;
         float *g = mlp_grads(self->mlp);
@@ -360,6 +436,7 @@ int trainer_step(trainer_t *self, trainer_step_t *out)
 
 uint64_t trainer_checksum(const trainer_t *self)
 {
+    if (s_sync_host(self) < 0) LOG_W("trainer_checksum: %s", err_detail());
     const mlp_shape_t *s = mlp_shape(self->mlp);
     return ckpt_hash(mlp_params(self->mlp), s->count * sizeof(float), 0x5eed);
 }
@@ -380,6 +457,7 @@ int trainer_check(trainer_t *self)
 {
     if (!self->cfg.comm || self->cfg.world < 2) return 0;
     int w = self->cfg.world;
+    CHECK(s_sync_host(self));
     s_check_t mine = {.step = self->step, .hash = trainer_checksum(self), .rank = self->cfg.rank};
     s_check_t *all = calloc((size_t)w, sizeof *all);
     if (!all) return ERR_NOMEM;
@@ -429,12 +507,14 @@ int trainer_save(trainer_t *self, const char *path)
     c.optim_kind = (uint32_t)self->cfg.optim.kind;
     c.grad_dtype = (uint32_t)self->cfg.grad_dtype;
     c.count = s->count;
+    CHECK(s_sync_host(self));
     c.params = mlp_params(self->mlp);
-    if (self->optim || (self->ops && self->ops->optim_state && self->engine)) {
+    if (self->optim || self->dopt || (self->ops && self->ops->optim_state && self->engine)) {
         float *bufs[CKPT_MAX_OPT] = {0};
         int nbuf = CKPT_MAX_OPT;
         size_t count = 0;
         if (self->optim) CHECK(optim_state(self->optim, bufs, &nbuf, &count));
+        else if (self->dopt) CHECK(optim_dev_state(self->dopt, bufs, &nbuf, &count)); /* host snapshot */
         else CHECK(self->ops->optim_state(self->engine, bufs, &nbuf, &count));
         if (nbuf > CKPT_MAX_OPT || (nbuf && count != s->count))
             return err_set(ERR_STATE, "checkpoint: optimizer state of %d x %zu floats", nbuf, count);

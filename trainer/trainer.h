@@ -39,6 +39,9 @@ typedef struct {
     int      straggler_rank;    /* this worker sleeps straggler_ms per step when rank matches; -1 none */
     double   straggler_ms;
     comm_t  *comm;              /* for checksum exchanges (NULL: no checks) */
+    int      device;            /* -1 (trainer_cfg_default): CPU model; >= 0: the model on this CUDA device
+                                 * (trainer/model_gpu.h); the engine then gets device parameters */
+    int      tf32;              /* GPU: let cuBLAS use TF32 tensor cores */
 } trainer_cfg_t;
 
 void trainer_cfg_default(trainer_cfg_t *cfg);
@@ -71,6 +74,7 @@ int  trainer_can_save(const trainer_t *self);
 int  trainer_resume(trainer_t *self, const char *path);
 
 const mlp_shape_t *trainer_shape(const trainer_t *self);
+/* Host parameters (on a GPU: a copy downloaded by this call; writes to it do not reach the device). */
 float  *trainer_params(trainer_t *self);
 size_t  trainer_local_batch(const trainer_t *self);
 int     trainer_nbuckets(const trainer_t *self);
