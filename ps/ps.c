@@ -15,11 +15,18 @@
  * tickets until every partition's PARAMS arrived (copied into the arena), or an ERROR, or the
  * timeout. In flight at once: every pushed segment of the step, then one pull per partition.
  * attach: worker 0 INITs every partition with its values and optimizer; all workers pull version 0.
- * allreduce (bench): push every partition of the buffer (AR key space), pull them back. */
+ * allreduce (bench): push every partition of the buffer (AR key space), pull them back.
+ * Device buffers (cfg.device >= 0): the PS moves host memory, so workers stage through pinned buffers
+ * (dev_host_alloc): submit copies each bucket's gradients device -> pinned and pushes from there (the
+ * push of bucket k is on the wire while backward produces bucket k+1); replies land in a pinned copy of
+ * the parameters and each partition is copied on to the device asynchronously as soon as it arrives
+ * (overlapping the partitions still outstanding); wait/attach return after the last copy. allreduce
+ * stages the same way per partition (copy partition k, push it, copy k+1 while k travels). */
 #include "ps/ps.h"
 #include "ps/ps_proto.h"
 #include "ps/ps_server.h"
 #include "ps/ps_van.h"
+#include "core/dev.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/mem.h"
@@ -65,6 +72,13 @@ struct engine {
     double comm_ms_total;
     mem_counter_t mem;
     char impl[96];
+    /* device buffers: pinned staging (see the design comment) */
+    int on_dev;
+    float *h_params;          /* host copy of the parameters: pulls land here, then go to the device */
+    void *h_grad;             /* gradients staged for push, count elements of grad_dtype */
+    void *ar_send, *ar_recv;  /* allreduce staging */
+    size_t ar_bytes;
+    void *stream;             /* host -> device copies of pulled partitions */
 };
 
 static _Atomic unsigned s_gen_counter;
@@ -137,6 +151,8 @@ typedef struct {
     uint64_t clock_all;       /* expected clock for every key when clock == NULL and exact != 0 */
     int exact;
     int flags_or;             /* OR of the replies' flags */
+    void *dev_dst;            /* non-NULL: also copy each reply on to the device tensor (async on stream) */
+    void *stream;
 } collect_t;
 
 static int s_on_reply(engine_t *self, int s, ps_vmsg_t *m, collect_t *c, size_t *left)
@@ -176,6 +192,10 @@ static int s_on_reply(engine_t *self, int s, ps_vmsg_t *m, collect_t *c, size_t 
                        (unsigned long long)h.clock, (unsigned long long)want_clock);
     size_t esz = dt_size(c->dt);
     memcpy((char *)c->dst + ps_part_start(c->lay, k) * esz, ps_van_data(m, 1), (size_t)h.count * esz);
+    if (c->dev_dst) {
+        size_t off = ps_part_start(c->lay, k) * esz;
+        CHECK(dev_memcpy_async((char *)c->dev_dst + off, (char *)c->dst + off, (size_t)h.count * esz, c->stream));
+    }
     c->flags_or |= h.aux;
     self->want[k] = 0;
     (*left)--;
@@ -356,8 +376,18 @@ static int ps_attach(engine_t *self, const param_set_t *params)
     if (!params || (!params->params && params->count) || params->count == 0)
         return err_set(ERR_INVAL, "ps: attach needs parameters");
     if (dt_size(params->grad_dtype) == 0) return err_set(ERR_INVAL, "ps: bad gradient dtype");
-    if (self->cfg.device >= 0) return err_set(ERR_UNSUP, "ps: the parameter server works on host buffers only");
     self->ps = *params;
+    float *host = params->params;
+    if (self->cfg.device >= 0) {
+        size_t pb = params->count * sizeof(float), gb = params->count * dt_size(params->grad_dtype);
+        CHECK(dev_stream_new(&self->stream));
+        CHECK(dev_host_alloc((void **)&self->h_params, pb));
+        CHECK(dev_host_alloc(&self->h_grad, gb));
+        mem_track(&self->mem, (long long)(pb + gb));
+        self->on_dev = 1;
+        host = self->h_params;
+        if (self->comm->rank == 0) CHECK(dev_memcpy(host, params->params, pb));
+    }
     ps_layout_init(&self->lay, params->count, sizeof(float), self->cfg.ps_partition_bytes, self->nservers);
     CHECK(s_want(self, self->lay.nparts));
     self->sctx = (step_ctx_t){.step = 0, .inv_scale = 1.0f, .lr = params->optim.lr};
@@ -371,7 +401,7 @@ static int ps_attach(engine_t *self, const param_set_t *params)
             atomic_fetch_add(&self->zc_inflight, 1);
             ps_frame_t fr[3] = {{&meta, sizeof meta, 0, NULL, NULL},
                                 {&params->optim, sizeof params->optim, 0, NULL, NULL},
-                                {params->params + st, n * sizeof(float), 1, s_zc_free, (void *)&self->zc_inflight}};
+                                {host + st, n * sizeof(float), 1, s_zc_free, (void *)&self->zc_inflight}};
             CHECK(s_send(self, s, &h, fr, 3));
         }
     }
@@ -379,9 +409,11 @@ static int ps_attach(engine_t *self, const param_set_t *params)
         self->want[k] = 1;
         CHECK(s_pull(self, ps_part_owner(&self->lay, k), 0, k, 0, params->grad_dtype, &meta));
     }
-    collect_t c = {.ar = 0, .lay = &self->lay, .dst = params->params, .dt = DT_F32, .clock_all = 0,
-                   .exact = self->cfg.ps_mode == PS_SYNC};
+    collect_t c = {.ar = 0, .lay = &self->lay, .dst = host, .dt = DT_F32, .clock_all = 0,
+                   .exact = self->cfg.ps_mode == PS_SYNC, .dev_dst = self->on_dev ? params->params : NULL,
+                   .stream = self->stream};
     CHECK(s_collect(self, &c, self->lay.nparts, self->cfg.timeout_ms));
+    if (self->on_dev) CHECK(dev_stream_wait(self->stream, self->cfg.timeout_ms));
     CHECK(s_drain_zc(self, dl));
     self->clock = 0;
     self->attached = 1;
@@ -407,6 +439,14 @@ static int ps_submit(engine_t *self, const bucket_t *b)
     if (b->count == 0) return 0;
     dtype_t dt = self->ps.grad_dtype;
     size_t esz = dt_size(dt);
+    bucket_t hb = *b;
+    if (self->on_dev) {
+        /* stage: device -> pinned (the pinned copy stays put until wait drained the zero-copy pushes) */
+        void *h = (char *)self->h_grad + b->offset * esz;
+        CHECK(dev_memcpy(h, b->grad, b->count * esz));
+        hb.grad = h;
+        b = &hb;
+    }
     if (self->cfg.ps_mode == PS_SYNC && !self->overflow && dt_has_nonfinite(b->grad, b->count, dt)) self->overflow = 1;
     ps_meta_t meta = s_meta(self, self->ps.count);
     size_t k0, k1;
@@ -435,11 +475,13 @@ static int ps_wait(engine_t *self, step_out_t *out, int timeout_ms)
         self->want[k] = 1;
         CHECK(s_pull(self, ps_part_owner(&self->lay, k), flags, k, self->clock + 1, self->ps.grad_dtype, &meta));
     }
-    collect_t c = {.ar = 0, .lay = &self->lay, .dst = self->ps.params, .dt = DT_F32, .clock_all = self->clock + 1,
-                   .exact = self->cfg.ps_mode == PS_SYNC};
+    collect_t c = {.ar = 0, .lay = &self->lay, .dst = self->on_dev ? self->h_params : self->ps.params, .dt = DT_F32,
+                   .clock_all = self->clock + 1, .exact = self->cfg.ps_mode == PS_SYNC,
+                   .dev_dst = self->on_dev ? self->ps.params : NULL, .stream = self->stream};
     uint64_t tr = trace_t0(); /* timeline: waiting for the servers' parameters */
     CHECK(s_collect(self, &c, self->lay.nparts, timeout_ms));
     trace_x1("pull wait", tr, "parts", (int64_t)self->lay.nparts);
+    if (self->on_dev) CHECK(dev_stream_wait(self->stream, deadline_left_ms(dl) > 0 ? deadline_left_ms(dl) : 1));
     CHECK(s_drain_zc(self, dl));
     self->clock++;
     self->overflow = 0;
@@ -463,8 +505,24 @@ static int ps_allreduce(engine_t *self, const void *sendbuf, void *recvbuf, size
     if (op != OP_SUM && op != OP_AVG) return err_set(ERR_INVAL, "ps: bad op %d", (int)op);
     if (count == 0) return 0;
     if (!sendbuf || !recvbuf) return err_set(ERR_INVAL, "ps: allreduce needs buffers");
-    if (self->cfg.device >= 0) return err_set(ERR_UNSUP, "ps: the parameter server works on host buffers only");
     if (timeout_ms <= 0) timeout_ms = self->cfg.timeout_ms;
+    const void *src = sendbuf;
+    void *dst = recvbuf;
+    if (self->cfg.device >= 0) {
+        if (count * esz > self->ar_bytes) {
+            dev_host_free(&self->ar_send);
+            dev_host_free(&self->ar_recv);
+            mem_track(&self->mem, -(long long)(2 * self->ar_bytes));
+            self->ar_bytes = 0;
+            CHECK(dev_host_alloc(&self->ar_send, count * esz));
+            CHECK(dev_host_alloc(&self->ar_recv, count * esz));
+            self->ar_bytes = count * esz;
+            mem_track(&self->mem, (long long)(2 * self->ar_bytes));
+        }
+        if (!self->stream) CHECK(dev_stream_new(&self->stream));
+        src = self->ar_send;
+        dst = self->ar_recv;
+    }
     double t0 = now_ms();
     uint64_t dl = deadline_in(timeout_ms);
     ps_layout_t l;
@@ -479,17 +537,23 @@ static int ps_allreduce(engine_t *self, const void *sendbuf, void *recvbuf, size
     }
     CHECK(s_want(self, l.nparts));
     ps_meta_t meta = {.total = count, .step = 0, .lr = 0, .inv_scale = 1.0f};
-    for (size_t k = 0; k < l.nparts; k++)
+    for (size_t k = 0; k < l.nparts; k++) {
+        size_t off = ps_part_start(&l, k) * esz;
+        if (src != sendbuf) /* device: stage this partition, push it, stage the next while it travels */
+            CHECK(dev_memcpy((char *)self->ar_send + off, (const char *)sendbuf + off, ps_part_len(&l, k) * esz));
         CHECK(s_push(self, ps_part_owner(&l, k), PS_F_AR, k, self->ar_ver[k], 0, ps_part_len(&l, k), dt, &meta,
-                     (const char *)sendbuf + ps_part_start(&l, k) * esz));
+                     (const char *)src + off));
+    }
     int flags = PS_F_AR | PS_F_COMMIT | (op == OP_AVG ? PS_F_AVG : 0);
     for (size_t k = 0; k < l.nparts; k++) {
         self->want[k] = 1;
         CHECK(s_pull(self, ps_part_owner(&l, k), flags, k, self->ar_ver[k] + 1, dt, &meta));
     }
     for (size_t k = 0; k < l.nparts; k++) self->ar_ver[k]++;
-    collect_t c = {.ar = 1, .lay = &l, .dst = recvbuf, .dt = dt, .clock = self->ar_ver, .exact = 1};
+    collect_t c = {.ar = 1, .lay = &l, .dst = dst, .dt = dt, .clock = self->ar_ver, .exact = 1,
+                   .dev_dst = dst != recvbuf ? recvbuf : NULL, .stream = self->stream};
     CHECK(s_collect(self, &c, l.nparts, timeout_ms));
+    if (dst != recvbuf) CHECK(dev_stream_wait(self->stream, deadline_left_ms(dl) > 0 ? deadline_left_ms(dl) : 1));
     CHECK(s_drain_zc(self, dl));
     self->comm_ms_total += now_ms() - t0;
     return 0;
@@ -547,6 +611,13 @@ static void ps_destroy(engine_t **self_p)
         free(self->conns);
     }
     if (self->zctx) zmq_ctx_term(self->zctx);
+    /* after the context: ZeroMQ no longer holds zero-copy frames of the staging buffers */
+    if (self->stream) (void)dev_stream_wait(self->stream, 1000);
+    dev_stream_destroy(&self->stream);
+    dev_host_free((void **)&self->h_params);
+    dev_host_free(&self->h_grad);
+    dev_host_free(&self->ar_send);
+    dev_host_free(&self->ar_recv);
     free(self->want);
     free(self->ar_ver);
     free(self);
