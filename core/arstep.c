@@ -62,6 +62,8 @@ static void *s_thread(void *arg)
 {
     arstep_t *self = arg;
     trace_thread_name("comm");
+    /* a new thread starts on device 0: staged copies and peer kernels of this thread belong on ours */
+    if (self->cfg.device >= 0 && optim_dev_use(self->cfg.device) < 0) LOG_W("arstep: %s", err_detail());
     pthread_mutex_lock(&self->mu);
     for (;;) {
         while (!self->stop && (self->qhead == self->qtail || self->busy_direct))

@@ -247,11 +247,13 @@ static void s_report(const h_opts_t *o, comm_t *comm, const char *name, const en
            step99, comp50, comm50, wait50, lf, ll, mmax / 1048576.0, imb);
     if (skipped) printf("# %llu step%s skipped on overflow; final loss scale %g\n", (unsigned long long)skipped,
                         skipped > 1 ? "s" : "", (double)all[0].loss_scale);
-    for (int r = 0; r < R && R <= 16; r++)
-        printf("#   rank %2d %-6s %10.1f samples/s  step p50 %7.2f ms  compute %7.2f  comm %7.2f  wait %7.2f  peak %7.1f MiB%s%.1f%s\n",
+    for (int r = 0; r < R && R <= 16; r++) {
+        char dev_s[48] = ""; /* --gpus: the rank's device memory beside its host RSS */
+        if (o->gpus) snprintf(dev_s, sizeof dev_s, "  device %7.1f MiB", (double)all[r].mem_dev_peak / 1048576.0);
+        printf("#   rank %2d %-6s %10.1f samples/s  step p50 %7.2f ms  compute %7.2f  comm %7.2f  wait %7.2f  peak %7.1f MiB%s\n",
                r, all[r].server ? "server" : "worker", all[r].samples_per_s, all[r].step_p50, all[r].compute_p50,
-               all[r].comm_p50, all[r].wait_p50, (double)all[r].mem_peak / 1048576.0, o->gpus ? "  device " : "",
-               o->gpus ? (double)all[r].mem_dev_peak / 1048576.0 : 0.0, o->gpus ? " MiB" : "");
+               all[r].comm_p50, all[r].wait_p50, (double)all[r].mem_peak / 1048576.0, dev_s);
+    }
     double dmax = 0, dsum = 0;
     for (int r = 0; r < R; r++) {
         dmax = fmax(dmax, (double)all[r].mem_dev_peak);
