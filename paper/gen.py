@@ -94,16 +94,23 @@ class Result:
         self.gemm = [o for o in self.lines if o.get("mode") == "gemm"]
 
     def _dedup(self, mode, key, ok):
-        """A later line for the same key replaces an earlier one (as harness report does)."""
-        d = {}
+        """Repeated bench runs of the same key: the run with the median time stands for them (as
+        harness report takes the median); train: a later line for the same key replaces an earlier one."""
+        groups = {}
         for o in self.lines:
             if o.get("mode") != mode or not ok(o) or is_net(o):
                 continue
             k = key(o)
-            if k in d:
+            if k in groups:
                 self.superseded += 1
-            d[k] = o
-        return d
+            groups.setdefault(k, []).append(o)
+        if mode != "bench":
+            return {k: v[-1] for k, v in groups.items()}
+        out = {}
+        for k, v in groups.items():
+            v = sorted(v, key=lambda o: num(o.get("time_us")))
+            out[k] = v[(len(v) - 1) // 2]
+        return out
 
     def net_lines(self):
         return [o for o in self.lines if is_net(o)]
@@ -245,8 +252,8 @@ class Paper:
         bad = sum(r.bad for r in self.R)
         sup = sum(r.superseded for r in self.R)
         if bad or sup:
-            out.append("- Lines skipped as malformed: %d; lines superseded by a later line for the same engine, world "
-                       "and size: %d." % (bad, sup))
+            out.append("- Lines skipped as malformed: %d; repeated runs of the same engine, world and size (bench: "
+                       "the run with the median time stands for them; train: the latest): %d." % (bad, sup))
         return "\n".join(out) + "\n"
 
     # -- bench --
