@@ -103,9 +103,10 @@ int topo_bind(const char *policy, int local_rank, int local_world, char *desc, s
         snprintf(desc, len, "none");
         return 0;
     }
-    int core = !strcmp(policy, "core"), numa = !strcmp(policy, "numa");
+    int block = !strcmp(policy, "block");
+    int core = !strcmp(policy, "core") || block, numa = !strcmp(policy, "numa");
     if (!core && !numa)
-        return err_set(ERR_INVAL, "unknown bind policy '%s' (expected core, numa or none)", policy);
+        return err_set(ERR_INVAL, "unknown bind policy '%s' (expected core, block, numa or none)", policy);
     if (local_rank < 0 || (local_world > 0 && local_rank >= local_world))
         return err_set(ERR_INVAL, "topo_bind: local rank %d outside local world %d", local_rank, local_world);
     hwloc_topology_t t = NULL;
@@ -114,7 +115,9 @@ int topo_bind(const char *policy, int local_rank, int local_world, char *desc, s
     int n = s_count(t, type);
     if (core && n <= 0) { type = HWLOC_OBJ_PU; n = s_count(t, type); }
     if (n <= 0) return err_set(ERR_UNSUP, "topo_bind: no %s objects in the topology", policy);
-    int idx = local_rank % n;
+    /* core: round-robin (rank i on core i mod n); block: consecutive ranks share a core (rank i on
+     * core i * n / local_world), so ring neighbours mostly hand over on the same core */
+    int idx = block && local_world > 0 ? (int)((long)local_rank * n / local_world) : local_rank % n;
     hwloc_obj_t obj = hwloc_get_obj_by_type(t, type, (unsigned)idx);
     if (!obj || !obj->cpuset) return err_set(ERR_SYS, "topo_bind: %s %d has no cpuset", policy, idx);
     if (hwloc_set_cpubind(t, obj->cpuset, HWLOC_CPUBIND_PROCESS) < 0)

@@ -225,8 +225,8 @@ static int s_parse(h_opts_t *o, int argc, char **argv)
             if (strcmp(v, "auto") && strcmp(v, "shm") && strcmp(v, "tcp") && strcmp(v, "zmq")) return s_bad("--transport", v, "auto, shm, tcp or zmq");
             o->transport = v; break;
         case O_BIND:
-            if (strcmp(v, "core") && strcmp(v, "numa") && strcmp(v, "none") && strcmp(v, "auto"))
-                return s_bad("--bind", v, "auto, core, numa or none");
+            if (strcmp(v, "core") && strcmp(v, "block") && strcmp(v, "numa") && strcmp(v, "none") && strcmp(v, "auto"))
+                return s_bad("--bind", v, "auto, core, block, numa or none");
             o->bind = v; break;
         case O_TIMEOUT: if (s_parse_int(v, 1, 86400, &o->timeout_s)) return s_bad("--timeout", v, "seconds >= 1"); break;
         case O_ENGINE: {
