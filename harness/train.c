@@ -250,9 +250,11 @@ static void s_report(const h_opts_t *o, comm_t *comm, const char *name, const en
     for (int r = 0; r < R && R <= 16; r++) {
         char dev_s[48] = ""; /* --gpus: the rank's device memory beside its host RSS */
         if (o->gpus) snprintf(dev_s, sizeof dev_s, "  device %7.1f MiB", (double)all[r].mem_dev_peak / 1048576.0);
-        printf("#   rank %2d %-6s %10.1f samples/s  step p50 %7.2f ms  compute %7.2f  comm %7.2f  wait %7.2f  peak %7.1f MiB%s\n",
+        printf("#   rank %2d %-6s %10.1f samples/s  step p50 %7.2f ms  compute %7.2f  comm %7.2f  wait %7.2f  peak %7.1f MiB"
+               "  engine %7.1f MiB%s\n",
                r, all[r].server ? "server" : "worker", all[r].samples_per_s, all[r].step_p50, all[r].compute_p50,
-               all[r].comm_p50, all[r].wait_p50, (double)all[r].mem_peak / 1048576.0, dev_s);
+               all[r].comm_p50, all[r].wait_p50, (double)all[r].mem_peak / 1048576.0,
+               (double)all[r].mem_engine_peak / 1048576.0, dev_s);
     }
     double dmax = 0, dsum = 0;
     for (int r = 0; r < R; r++) {
@@ -286,6 +288,19 @@ static void s_report(const h_opts_t *o, comm_t *comm, const char *name, const en
     h_json_str(net_s, sizeof net_s, o->net ? o->net : "");
     h_json_str(strag_s, sizeof strag_s, o->straggler ? o->straggler : "");
     s_fmt_list_u64(mem_s, sizeof mem_s, all, R);
+    /* what each rank's engine holds (buffers, shards, optimizer state, aggregation): the part of the
+     * memory the synchronization scheme decides, where a PS server's load shows */
+    char emem_s[2048];
+    double emax = 0, esum = 0;
+    size_t eoff = (size_t)snprintf(emem_s, sizeof emem_s, "[");
+    for (int r = 0; r < R && eoff < sizeof emem_s; r++) {
+        eoff += (size_t)snprintf(emem_s + eoff, sizeof emem_s - eoff, "%s%llu", r ? ", " : "",
+                                 (unsigned long long)all[r].mem_engine_peak);
+        emax = (double)all[r].mem_engine_peak > emax ? (double)all[r].mem_engine_peak : emax;
+        esum += (double)all[r].mem_engine_peak;
+    }
+    if (eoff < sizeof emem_s) snprintf(emem_s + eoff, sizeof emem_s - eoff, "]");
+    double eimb = esum > 0 ? emax / (esum / R) : 0;
     size_t doff = (size_t)snprintf(dmem_s, sizeof dmem_s, "[");
     for (int r = 0; r < R && doff < sizeof dmem_s; r++)
         doff += (size_t)snprintf(dmem_s + doff, sizeof dmem_s - doff, "%s%llu", r ? ", " : "",
@@ -305,11 +320,11 @@ static void s_report(const h_opts_t *o, comm_t *comm, const char *name, const en
         "\"bytes_sent\": %llu, \"mem_peak_bytes\": %s, \"mem_imbalance\": %.4f, \"gpus\": %d, \"mem_dev_peak_bytes\": %s, "
         "\"mem_dev_imbalance\": %.4f, \"compute_tflops\": %.4f, \"host\": %s, \"git_sha\": %s, "
         "\"timestamp\": %s, \"cmdline\": %s, \"cpu\": %s, \"topo\": %s, \"versions\": %s, \"net\": %s, "
-        "\"straggler\": %s}\n",
+        "\"straggler\": %s, \"mem_engine_bytes\": %s, \"mem_engine_imbalance\": %.4f}\n",
         eng_s, impl_s, P, R, R - P, o->steps, o->warmup_steps, lb * (size_t)P, lb, model_s, sh->count, data_s, optim_s,
         dt_name(o->grad_dtype), o->bucket_mb > 0 ? o->bucket_mb : 25.0, all[0].nbuckets, o->no_overlap ? "false" : "true",
         all[0].threads, sps, sps_s, csps, step50, step99, comp50, comm50, wait50, data50, sync50, lf, ll, acc,
-        (unsigned long long)skipped, (unsigned long long)sent, mem_s, imb, o->gpus, dmem_s, dimb, tflops, host_s, sha_s, ts_s, cmd_s, cpu_s, topo_s, ver_s, net_s, strag_s);
+        (unsigned long long)skipped, (unsigned long long)sent, mem_s, imb, o->gpus, dmem_s, dimb, tflops, host_s, sha_s, ts_s, cmd_s, cpu_s, topo_s, ver_s, net_s, strag_s, emem_s, eimb);
     if (n > 0 && (size_t)n < sizeof line) {
         int rc = h_json_append(o->json, line, (size_t)n);
         if (rc < 0) {
