@@ -380,7 +380,7 @@ static int s_rank_main(h_opts_t *o)
     const char *bind = o->bind;
     if (!strcmp(bind, "auto")) {
         /* ranks round-robin over cores (local rank i on core i mod cores), oversubscribed or not:
-         * measured here, a fixed placement halves the ring's small-message latency at 4 and 8 ranks
+         * measured here, a fixed placement makes the ring 1.1x to 1.6x faster at 4 and 8 ranks
          * on 2 cores against letting the scheduler move ranks (results/bind-placement.txt) */
         bind = topo_ncores() > 0 && !strcmp(o->mode, "bench") ? "core" : "none";
         /* train stays unbound: the engine's communication thread and the BLAS threads then use
