@@ -10,10 +10,23 @@
  * bytes over the servers). A step: submit() pushes each bucket at once, cut at partition boundaries,
  * zero-copy from the trainer's gradient buffer (which must stay valid until wait returns; a counter of
  * frames ZeroMQ still holds is drained before wait returns): a push ticket is done when its frame is
- * released. wait() sends one PULL per partition with PS_F_COMMIT (and PS_F_OVERFLOW if any local
- * gradient was non-finite: the servers then skip the step everywhere), and blocks on those pull
- * tickets until every partition's PARAMS arrived (copied into the arena), or an ERROR, or the
- * timeout. In flight at once: every pushed segment of the step, then one pull per partition.
+ * released. Pulls are pipelined behind the pushes (ps-lite/BytePS style): the committing PULL of a
+ * partition goes on the same DEALER right behind the partition's last pushed segment (FIFO), so the
+ * server can answer it while later partitions are still on the wire towards it, and its reply
+ * (server->worker) overlaps the pushes (worker->server) of the rest: every link is full duplex.
+ *   async / ssp: a partition's commit-pull leaves in submit() as soon as all its elements are pushed.
+ *   sync: the commit carries the whole step's overflow flag (PS_F_OVERFLOW: some local gradient was
+ *     non-finite, the servers then skip the step on every partition), and the server applies the
+ *     optimizer only when every worker committed, so no updated parameter can exist before every
+ *     worker's last gradient is known. The commits therefore leave from the submit() that completes
+ *     the step's gradients (the earliest point the flag is known), not from wait().
+ *   allreduce (no optimizer, no flag): push k, commit-pull k, push k+1, ...: the server answers
+ *     partition k as soon as all N workers' pushes of k are in (server stat early_replies counts
+ *     replies sent before that worker's pushes of another partition of the round arrived).
+ * wait() commits whatever submit() did not (partitions not wholly submitted) and blocks on the pull
+ * tickets until every partition's PARAMS arrived (copied into the arena only there: backward may still
+ * read the parameters while early replies queue in the socket), or an ERROR, or the timeout. In flight
+ * at once: every pushed segment of the step and the pulls behind them.
  * attach: worker 0 INITs every partition with its values and optimizer; all workers pull version 0.
  * allreduce (bench): push every partition of the buffer (AR key space), pull them back.
  * Device buffers (cfg.device >= 0): the PS moves host memory, so workers stage through pinned buffers
@@ -64,6 +77,10 @@ struct engine {
     /* pull tickets: per partition, waiting for its reply */
     uint8_t *want;
     size_t nwant;
+    /* this step: elements pushed per partition, partitions whose commit-pull went, partitions complete */
+    size_t *pushed;
+    uint8_t *committed;
+    size_t ncomplete;
     /* allreduce: rounds completed per key */
     uint64_t *ar_ver;
     size_t nar_ver;
@@ -249,6 +266,15 @@ static int s_want(engine_t *self, size_t n)
     return 0;
 }
 
+/* Start a step: no partition pushed or committed, no pull ticket open. */
+static void s_step_reset(engine_t *self)
+{
+    if (self->pushed) memset(self->pushed, 0, self->lay.nparts * sizeof *self->pushed);
+    if (self->committed) memset(self->committed, 0, self->lay.nparts);
+    if (self->want) memset(self->want, 0, self->nwant);
+    self->ncomplete = 0;
+}
+
 /* ---------- engine ops ---------- */
 
 static void ps_destroy(engine_t **self_p);
@@ -390,6 +416,10 @@ static int ps_attach(engine_t *self, const param_set_t *params)
     }
     ps_layout_init(&self->lay, params->count, sizeof(float), self->cfg.ps_partition_bytes, self->nservers);
     CHECK(s_want(self, self->lay.nparts));
+    self->pushed = calloc(self->lay.nparts, sizeof *self->pushed);
+    self->committed = calloc(self->lay.nparts, 1);
+    if (!self->pushed || !self->committed) return err_set(ERR_NOMEM, "ps: no memory for %zu partitions", self->lay.nparts);
+    mem_track(&self->mem, (long long)(self->lay.nparts * (sizeof *self->pushed + 1)));
     self->sctx = (step_ctx_t){.step = 0, .inv_scale = 1.0f, .lr = params->optim.lr};
     ps_meta_t meta = s_meta(self, params->count);
     uint64_t dl = deadline_in(self->cfg.timeout_ms);
@@ -415,8 +445,29 @@ static int ps_attach(engine_t *self, const param_set_t *params)
     CHECK(s_collect(self, &c, self->lay.nparts, self->cfg.timeout_ms));
     if (self->on_dev) CHECK(dev_stream_wait(self->stream, self->cfg.timeout_ms));
     CHECK(s_drain_zc(self, dl));
+    s_step_reset(self);
     self->clock = 0;
     self->attached = 1;
+    return 0;
+}
+
+/* Send partition k's committing pull for clock+1 (the pull ticket want[k] opens here). */
+static int s_commit(engine_t *self, size_t k, const ps_meta_t *meta)
+{
+    int flags = PS_F_COMMIT | (self->overflow ? PS_F_OVERFLOW : 0);
+    self->want[k] = 1;
+    self->committed[k] = 1;
+    return s_pull(self, ps_part_owner(&self->lay, k), flags, k, self->clock + 1, self->ps.grad_dtype, meta);
+}
+
+static ps_meta_t s_meta(engine_t *self, size_t total);
+
+/* Commit every partition not committed yet this step. */
+static int s_commit_rest(engine_t *self)
+{
+    ps_meta_t meta = s_meta(self, self->ps.count);
+    for (size_t k = 0; k < self->lay.nparts; k++)
+        if (!self->committed[k]) CHECK(s_commit(self, k, &meta));
     return 0;
 }
 
@@ -424,6 +475,9 @@ static int ps_step_begin(engine_t *self, const step_ctx_t *ctx)
 {
     CHECK(s_worker_only(self, "step_begin"));
     if (!self->attached) return err_set(ERR_STATE, "ps: step_begin before attach");
+    for (size_t k = 0; k < self->lay.nparts; k++)
+        if (self->pushed[k] || self->committed[k])
+            return err_set(ERR_STATE, "ps: step_begin inside a step (partition %zu already pushed)", k);
     self->sctx = *ctx;
     self->overflow = 0;
     return 0;
@@ -455,9 +509,19 @@ static int ps_submit(engine_t *self, const bucket_t *b)
         size_t ps = ps_part_start(&self->lay, k), pe = ps + ps_part_len(&self->lay, k);
         size_t lo = b->offset > ps ? b->offset : ps, hi = b->offset + b->count < pe ? b->offset + b->count : pe;
         if (hi <= lo) continue;
+        if (self->committed[k] || self->pushed[k] + (hi - lo) > pe - ps)
+            return err_set(ERR_RANGE, "ps: bucket [%zu, +%zu) pushes partition %zu twice in one step", b->offset,
+                           b->count, k);
         CHECK(s_push(self, ps_part_owner(&self->lay, k), 0, k, self->clock, lo - ps, hi - lo, dt, &meta,
                      (const char *)b->grad + (lo - b->offset) * esz));
+        self->pushed[k] += hi - lo;
+        if (self->pushed[k] < pe - ps) continue;
+        self->ncomplete++;
+        /* async / ssp: this partition's pull follows its pushes at once (pipelined) */
+        if (self->cfg.ps_mode != PS_SYNC) CHECK(s_commit(self, k, &meta));
     }
+    /* sync: the step's overflow flag is known once every gradient is pushed: commit everything now */
+    if (self->cfg.ps_mode == PS_SYNC && self->ncomplete == self->lay.nparts) CHECK(s_commit_rest(self));
     return 0;
 }
 
@@ -468,13 +532,8 @@ static int ps_wait(engine_t *self, step_out_t *out, int timeout_ms)
     if (timeout_ms <= 0) timeout_ms = self->cfg.timeout_ms;
     double t0 = now_ms();
     uint64_t dl = deadline_in(timeout_ms);
-    ps_meta_t meta = s_meta(self, self->ps.count);
-    int flags = PS_F_COMMIT | (self->overflow ? PS_F_OVERFLOW : 0);
-    CHECK(s_want(self, self->lay.nparts));
-    for (size_t k = 0; k < self->lay.nparts; k++) {
-        self->want[k] = 1;
-        CHECK(s_pull(self, ps_part_owner(&self->lay, k), flags, k, self->clock + 1, self->ps.grad_dtype, &meta));
-    }
+    /* partitions that submit() did not commit (not wholly submitted, or sync before the last bucket) */
+    CHECK(s_commit_rest(self));
     collect_t c = {.ar = 0, .lay = &self->lay, .dst = self->on_dev ? self->h_params : self->ps.params, .dt = DT_F32,
                    .clock_all = self->clock + 1, .exact = self->cfg.ps_mode == PS_SYNC,
                    .dev_dst = self->on_dev ? self->ps.params : NULL, .stream = self->stream};
@@ -483,6 +542,7 @@ static int ps_wait(engine_t *self, step_out_t *out, int timeout_ms)
     trace_x1("pull wait", tr, "parts", (int64_t)self->lay.nparts);
     if (self->on_dev) CHECK(dev_stream_wait(self->stream, deadline_left_ms(dl) > 0 ? deadline_left_ms(dl) : 1));
     CHECK(s_drain_zc(self, dl));
+    s_step_reset(self);
     self->clock++;
     self->overflow = 0;
     if (c.flags_or & PS_F_STALE) self->stale_waits++;
@@ -537,15 +597,14 @@ static int ps_allreduce(engine_t *self, const void *sendbuf, void *recvbuf, size
     }
     CHECK(s_want(self, l.nparts));
     ps_meta_t meta = {.total = count, .step = 0, .lr = 0, .inv_scale = 1.0f};
+    int flags = PS_F_AR | PS_F_COMMIT | (op == OP_AVG ? PS_F_AVG : 0);
     for (size_t k = 0; k < l.nparts; k++) {
         size_t off = ps_part_start(&l, k) * esz;
         if (src != sendbuf) /* device: stage this partition, push it, stage the next while it travels */
             CHECK(dev_memcpy((char *)self->ar_send + off, (const char *)sendbuf + off, ps_part_len(&l, k) * esz));
         CHECK(s_push(self, ps_part_owner(&l, k), PS_F_AR, k, self->ar_ver[k], 0, ps_part_len(&l, k), dt, &meta,
                      (const char *)src + off));
-    }
-    int flags = PS_F_AR | PS_F_COMMIT | (op == OP_AVG ? PS_F_AVG : 0);
-    for (size_t k = 0; k < l.nparts; k++) {
+        /* the pull right behind its push (same DEALER, FIFO): the server answers k while k+1.. travel */
         self->want[k] = 1;
         CHECK(s_pull(self, ps_part_owner(&l, k), flags, k, self->ar_ver[k] + 1, dt, &meta));
     }
@@ -589,6 +648,15 @@ static void ps_stats(engine_t *self, engine_stats_t *out)
     }
 }
 
+int ps_server_counters(engine_t *self, uint64_t *early_replies)
+{
+    if (!self || !self->server) return err_set(ERR_STATE, "ps: no server in this process");
+    ps_server_stats_t ss;
+    ps_server_stats(self->server, &ss);
+    if (early_replies) *early_replies = ss.early_replies;
+    return 0;
+}
+
 static void ps_destroy(engine_t **self_p)
 {
     engine_t *self = self_p ? *self_p : NULL;
@@ -619,6 +687,8 @@ static void ps_destroy(engine_t **self_p)
     dev_host_free(&self->ar_send);
     dev_host_free(&self->ar_recv);
     free(self->want);
+    free(self->pushed);
+    free(self->committed);
     free(self->ar_ver);
     free(self);
     *self_p = NULL;

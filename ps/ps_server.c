@@ -125,7 +125,7 @@ struct ps_server {
     void *pipe_owner, *pipe_thread;
     int run_rc;
     /* stats */
-    _Atomic uint64_t sent, received, rejected, skipped;
+    _Atomic uint64_t sent, received, rejected, skipped, early;
     pthread_mutex_t mu;
     mem_counter_t mem;
 };
@@ -270,8 +270,30 @@ static int s_pull_ready(ps_server_t *self, const slot_t *s, const pend_t *p)
     return 1;
 }
 
+/* Pipelining evidence: does worker p->w still owe this server pushes of another partition of the round
+ * this reply answers (same key space and tensor, that partition's round still open for w and fewer of
+ * its elements in than the partition has)? Such a reply went out before that worker's last push of the
+ * round arrived. */
+static int s_reply_is_early(ps_server_t *self, const slot_t *s, const pend_t *p)
+{
+    int w = p->w;
+    if (p->clock == 0) return 0;                      /* attach: no pushes */
+    size_t n = s->ar ? self->nar : self->npslots;
+    for (size_t i = 0; i < n; i++) {
+        const slot_t *o = s->ar ? self->arslots[i] : &self->pslots[i];
+        if (o == s || o->total != s->total || o->dt != s->dt) continue;
+        if (s->ar || self->cfg.mode == PS_SYNC) {
+            if (o->version + 1 == p->clock && !o->committed[w] && o->got[w] < o->len) return 1;
+        } else if (o->wclock[w] + 1 == p->clock && o->got[w] < o->len) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static void s_reply_params(ps_server_t *self, slot_t *s, const pend_t *p)
 {
+    if (s_reply_is_early(self, s, p)) atomic_fetch_add_explicit(&self->early, 1, memory_order_relaxed);
     wire_hdr_t h = {.type = WIRE_PARAMS, .sender = (uint32_t)self->rank, .job = self->job, .key = s->key,
                     .clock = s->ar || self->cfg.mode == PS_SYNC ? s->version : s->wclock[p->w],
                     .offset = 0, .count = s->len, .dtype = s->ar ? s->dt : DT_F32, .nframes = 1};
@@ -661,6 +683,7 @@ static int s_on_params(ps_server_t *self, int w, const void *ident, size_t idlen
             REJ(ERR_PROTO, "key %llu: push for clock %llu, worker %d is at %llu (%s)", (unsigned long long)h->key,
                 (unsigned long long)h->clock, w, (unsigned long long)s->wclock[w],
                 h->clock > s->wclock[w] ? "clock from the future" : "stale clock");
+        s->got[w] += n;                       /* (pipelining stat only; reset at w's commit) */
         memset(s->agg + off, 0, n * sizeof(float));
         s_accumulate(s->agg + off, src, n, self->grad_dt);
         if (dt_has_nonfinite(s->agg + off, n, DT_F32)) {
@@ -698,6 +721,7 @@ static int s_on_params(ps_server_t *self, int w, const void *ident, size_t idlen
                     (unsigned long long)h->clock, w, (unsigned long long)s->wclock[w],
                     h->clock > s->wclock[w] + 1 ? "clock from the future" : "stale clock");
             s->wclock[w]++;
+            s->got[w] = 0;
             /* another worker's waiting pull may now be inside the bound */
             s_serve_pending(self, s);
             return s_add_pend(self, s, w, h->clock);
@@ -895,6 +919,7 @@ void ps_server_stats(ps_server_t *self, ps_server_stats_t *out)
     out->bytes_received = atomic_load(&self->received);
     out->rejected = atomic_load(&self->rejected);
     out->skipped = atomic_load(&self->skipped);
+    out->early_replies = atomic_load(&self->early);
     pthread_mutex_lock(&self->mu);
     out->mem_bytes = self->mem.cur;
     out->mem_peak_bytes = self->mem.peak;

@@ -27,6 +27,8 @@ typedef struct {
     uint64_t bytes_sent, bytes_received;   /* network bytes (local worker's traffic excluded) */
     uint64_t rejected;
     uint64_t skipped;                      /* updates skipped for non-finite gradients */
+    uint64_t early_replies;                /* PARAMS sent while that worker still owed pushes of another
+                                            * partition of the same round here (pipelining) */
     size_t   mem_bytes, mem_peak_bytes;    /* params + optimizer state + aggregation buffers */
 } ps_server_stats_t;
 

@@ -4,7 +4,8 @@
  * optimizer reference and against the ring engine over 50 steps (bit-exact for 2 workers, f32 and
  * f16 with loss scaling and a skipped overflow step); async convergence; ssp:K blocking exactly when
  * a worker is more than K clocks ahead; malformed and foreign messages sent raw to a server's ROUTER
- * (rejected, counted, answered, server survives); a dead worker in sync mode named in the error. */
+ * (rejected, counted, answered, server survives); a dead worker in sync mode named in the error;
+ * pipelining (a pull answered before the worker's last push of the round, allreduce and async). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -201,6 +202,98 @@ Test(ps_allreduce, colocated, .timeout = 60)
 {
     topo_t t = {.nworkers = 3, .colocate = 1, .part_bytes = 3000};
     cr_assert_eq(run_ranks(3, s_ar_rank, &t, 50000), 0);
+}
+
+/* Pipelining: a pull is answered before the worker's last push of the round was sent. Two workers,
+ * one dedicated server, many partitions; worker 1 starts late, so every message of worker 0 is already
+ * at the server and the server meets worker 1's messages one by one, in the order it sent them. With
+ * a pull right behind each partition's push, partition 0 completes (and both workers get its reply)
+ * while worker 1's pushes of partitions 1.. are still to come: worker 1 gets >= nparts-1 replies
+ * early. (Pulls sent only after all pushes, the old scheme, give 0.) allreduce = the bench path;
+ * async training = submit() sends a partition's commit-pull as soon as its pushes are out. */
+typedef struct {
+    topo_t t;
+    int train;               /* 0: allreduce; 1: async submit/wait with one bucket per partition */
+} pipe_t;
+
+#define PIPE_N 16384         /* elements; part_bytes 4096: 16 partitions of 1024 f32 */
+
+static int s_pipe_rank(int rank, int world, void *arg)
+{
+    pipe_t *a = arg;
+    comm_t *comm = NULL;
+    if (s_open(&comm, TO) < 0) return 1;
+    engine_cfg_t cfg = s_cfg(&a->t, world);
+    engine_t *e = NULL;
+    int fail = 0, rc = ps_engine.create(&e, comm, &cfg);
+    if (rc < 0) { s_report("create", rc); comm_destroy(&comm); return 1; }
+    size_t n = PIPE_N, nparts = n * 4 / a->t.part_bytes;
+    if (rank >= a->t.nworkers) {
+        rc = ps_engine.serve(e);
+        if (rc < 0) { s_report("serve", rc); fail = 1; }
+        uint64_t early = 0;
+        rc = ps_server_counters(e, &early);
+        if (rc < 0 || early < nparts - 1) {
+            fprintf(stderr, "server: %llu replies before the worker's last push, expected >= %zu\n",
+                    (unsigned long long)early, nparts - 1);
+            fail = 1;
+        }
+        engine_stats_t st;
+        ps_engine.stats(e, &st);
+        if (st.ps_rejected) { fprintf(stderr, "server rejected %llu\n", (unsigned long long)st.ps_rejected); fail = 1; }
+    } else {
+        uint64_t early = 0;
+        if (ps_server_counters(e, &early) != ERR_STATE) { fprintf(stderr, "a worker has server counters\n"); fail = 1; }
+        float *p = calloc(n, sizeof(float)), *g = malloc(n * sizeof(float)), *r = malloc(n * sizeof(float));
+        for (size_t i = 0; i < n; i++) g[i] = s_val(rank, i);
+        param_set_t ps = {.params = p, .count = n, .grad_dtype = DT_F32};
+        optim_cfg_default(&ps.optim, OPT_SGD);
+        ps.optim.momentum = 0;
+        ps.optim.lr = 1.0f;
+        if (a->train && (rc = ps_engine.attach(e, &ps)) < 0) { s_report("attach", rc); fail = 1; }
+        if (!fail && rank == 1) usleep(300000);   /* worker 0's whole round is at the server first */
+        if (!fail && !a->train) {
+            rc = ps_engine.allreduce(e, g, r, n, DT_F32, OP_SUM, TO);
+            if (rc < 0) { s_report("allreduce", rc); fail = 1; }
+            for (size_t i = 0; i < n && !fail; i++)
+                if (r[i] != s_val(0, i) + s_val(1, i)) { fprintf(stderr, "allreduce [%zu] = %g\n", i, r[i]); fail = 1; }
+        } else if (!fail) {
+            step_ctx_t sc = {.step = 1, .inv_scale = 1.0f, .lr = 1.0f};
+            rc = ps_engine.step_begin(e, &sc);
+            size_t per = a->t.part_bytes / 4;
+            for (size_t k = nparts; k-- > 0 && rc == 0;) {   /* last layer first, one partition per bucket */
+                bucket_t b = {.grad = g + k * per, .offset = k * per, .count = per};
+                rc = ps_engine.submit(e, &b);
+            }
+            step_out_t so;
+            if (rc == 0) rc = ps_engine.wait(e, &so, TO);
+            if (rc < 0) { s_report("step", rc); fail = 1; }
+            /* async: each push applied alone, -lr/N * g; the pull saw at least this worker's own update */
+            for (size_t i = 0; i < n && !fail; i++) {
+                float own = -g[i] / 2, both = own - s_val(1 - rank, i) / 2;
+                if (p[i] != own && p[i] != both && fabsf(p[i] - both) > 1e-5f) {
+                    fprintf(stderr, "rank %d: param [%zu] = %g (own %g, both %g)\n", rank, i, p[i], own, both);
+                    fail = 1;
+                }
+            }
+        }
+        free(p); free(g); free(r);
+    }
+    ps_engine.destroy(&e);
+    comm_destroy(&comm);
+    return fail;
+}
+
+Test(ps_pipeline, allreduce_pull_answered_before_last_push, .timeout = 60)
+{
+    pipe_t a = {.t = {.nworkers = 2, .mode = PS_SYNC, .part_bytes = 4096}, .train = 0};
+    cr_assert_eq(run_ranks(3, s_pipe_rank, &a, 50000), 0);
+}
+
+Test(ps_pipeline, async_pull_answered_before_last_push, .timeout = 60)
+{
+    pipe_t a = {.t = {.nworkers = 2, .mode = PS_ASYNC, .part_bytes = 4096}, .train = 1};
+    cr_assert_eq(run_ranks(3, s_pipe_rank, &a, 50000), 0);
 }
 
 Test(ps_allreduce, bad_config)
