@@ -3,13 +3,14 @@
  * Derivations (n bytes per rank, P ranks, one full-duplex link per rank):
  *  - ring: each of the 2(P-1) steps moves one chunk n/P over every link at once and starts with one
  *    message latency; the P-1 reduce-scatter steps each add one chunk.
- *  - tree: both halves (n/2) travel their own tree concurrently, in segments; the schedule is lock-step
- *    (tree.c: up-op of segment s at depth d in step s + D - d, down-op in step s + D + d), nseg + 2D
- *    steps. In a steady-state step a rank sends one segment per edge it has in either tree (parent +
- *    children), so the step is bounded by the busiest rank: k segments out (and, symmetrically, k in)
- *    and c child segments reduced; the 2D fill and drain steps carry about one segment per link. For
- *    P >= 4 an interior rank has k = 4, so the volume is about 2 n beta, against the ring's
- *    2 (P-1)/P n beta.
+ *  - tree: both halves (n/2) travel their own tree concurrently, in segments of the engine's own size
+ *    (tree_seg_default); the schedule is lock-step (tree.c: up-op of segment s at depth d in step
+ *    s + D_t - d, down-op in step s + D_t + d). h_cm_tree replays that schedule: for every step it adds
+ *    the bytes each rank puts on its link and takes off it (full duplex: the busier direction counts)
+ *    and the bytes it reduces, and charges the step alpha + (busiest link) beta + (most reduced) gamma.
+ *    So the pipeline's fill and drain cost what they carry (at P = 2 a link carries one segment in the
+ *    first and last step, two in between), not k segments each. In the steady state an interior rank
+ *    (P >= 4) moves 4 segments a step: about 2 n beta, against the ring's 2 (P-1)/P n beta.
  *  - ps: see costmodel.h. */
 #include "harness/costmodel.h"
 #include "allreduce-tree/tree.h"
@@ -58,29 +59,67 @@ void h_cm_tree_shape(int P, int *depth, int *k, int *c)
     free(dep);
 }
 
-double h_cm_tree_seg(double n, double slot)
+double h_cm_tree_seg(int P, double n)
 {
-    double half = ceil(n / 2);
-    double sb = half / 8;
-    if (sb > 256.0 * 1024) sb = 256.0 * 1024;
-    if (sb < 16.0 * 1024) sb = 16.0 * 1024;
-    if (slot > 0 && sb > slot) sb = slot;
+    if (P <= 1 || n <= 0) return 0;
+    double sb = (double)tree_seg_default(P, (size_t)n);
+    if (sb >= 128) sb = floor(sb / 64) * 64;     /* tree.c: segments are whole multiples of 64 B */
     return sb;
 }
 
 double h_cm_tree(const h_cm_t *m, int P, double n, double seg)
 {
     if (P <= 1 || n <= 0) return 0;
-    if (seg <= 0) seg = h_cm_tree_seg(n, 1024.0 * 1024);
+    if (seg <= 0) seg = h_cm_tree_seg(P, n);
     double half = ceil(n / 2);
-    double nseg = ceil(half / seg);
-    double s = half < seg ? half : seg;
-    int D, k, c;
-    h_cm_tree_shape(P, &D, &k, &c);
-    /* steady state: nseg steps with every edge busy; fill and drain: 2D steps that each carry about
-     * one segment per link (measured on --net bw=1gbit, P = 2..8: charging them k segments, as a
-     * plain lock-step count would, over-predicts by 25-70%) */
-    return nseg * (m->alpha + k * s * m->beta + c * s * m->gamma) + 2.0 * D * (m->alpha + s * m->beta);
+    if (seg > half) seg = half;
+    long nseg = (long)ceil(half / seg);
+    int *dep = malloc(2 * (size_t)P * sizeof *dep), D[2] = {0, 0};
+    if (!dep) return -1;
+    for (int t = 0; t < 2; t++)
+        for (int r = 0; r < P; r++) {
+            int d = 0, x = r, parent, ch[2];
+            for (;;) {
+                tree_shape(P, t, x, &parent, ch);
+                if (parent < 0 || d > P) break;
+                x = parent;
+                d++;
+            }
+            dep[t * P + r] = d;
+            if (d > D[t]) D[t] = d;
+        }
+    long T = nseg + 2L * (D[0] > D[1] ? D[0] : D[1]) + 1;
+    /* bytes each rank puts on its link (out), takes off it (in) and reduces, per lock-step step */
+    double *out = calloc((size_t)(3 * T) * (size_t)P, sizeof *out);
+    if (!out) { free(dep); return -1; }
+    double *in = out + T * P, *red = in + T * P;
+    for (int t = 0; t < 2; t++)
+        for (int r = 0; r < P; r++) {
+            int parent, ch[2], d = dep[t * P + r];
+            tree_shape(P, t, r, &parent, ch);
+            for (long sg = 0; sg < nseg; sg++) {
+                double len = fmin(seg, half - (double)sg * seg);
+                long up = sg + D[t] - d, dn = sg + D[t] + d;
+                if (parent >= 0) out[up * P + r] += len, in[up * P + parent] += len;
+                for (int c = 0; c < 2; c++) {
+                    if (ch[c] < 0) continue;
+                    red[up * P + r] += len;
+                    out[dn * P + r] += len, in[dn * P + ch[c]] += len;
+                }
+            }
+        }
+    double time = 0;
+    for (long tau = 0; tau < T; tau++) {
+        double link = 0, rd = 0;
+        for (int r = 0; r < P; r++) {
+            link = fmax(link, fmax(out[tau * P + r], in[tau * P + r]));
+            rd = fmax(rd, red[tau * P + r]);
+        }
+        if (link > 0 || rd > 0) time += m->alpha + link * m->beta + rd * m->gamma;
+    }
+    free(out);
+    free(dep);
+    return time;
 }
 
 double h_cm_ps(const h_cm_t *m, int N, int S, int colocate, double n, double part)

@@ -14,16 +14,16 @@ typedef struct {
 double h_cm_ring(const h_cm_t *m, int P, double n);
 
 /* The host double binary tree as allreduce-tree/tree.c runs it: each half of the buffer goes up and
- * down one tree in segments of seg bytes (0: the engine's default rule): nseg steady-state steps, each
- * costing alpha + k seg beta + c seg gamma, with k the most segments a rank sends in one step (its
- * parent edge and child edges in both trees) and c the most child segments it reduces, plus 2D fill
- * and drain steps of alpha + seg beta (D = the trees' depth). */
+ * down one tree in segments of seg bytes (0: the engine's own tree_seg_default). The lock-step schedule
+ * is replayed: each step costs alpha + (most bytes on one rank's link, either direction) beta + (most
+ * bytes one rank reduces) gamma. Returns < 0 when out of memory. */
 double h_cm_tree(const h_cm_t *m, int P, double n, double seg);
-/* The pieces h_cm_tree uses (exposed for tests): depth D, k, c of the double binary tree of P. */
+/* The pieces of the tree's steady state (exposed for tests): depth D, k (most segments a rank sends
+ * in one step), c (most child segments it reduces) of the double binary tree of P. */
 void   h_cm_tree_shape(int P, int *depth, int *k, int *c);
-/* The tree engine's segment size for an n-byte allreduce (256 KiB, at least 8 segments per half down
- * to 16 KiB, at most slot bytes). */
-double h_cm_tree_seg(double n, double slot);
+/* The tree engine's segment size for an n-byte allreduce over P ranks (tree_seg_default, rounded down
+ * to 64 B as tree.c does; the transport's slot cap is not applied). */
+double h_cm_tree_seg(int P, double n);
 
 /* Parameter server, N workers, S dedicated servers (colocate = 0) or one server inside every worker
  * (colocate = 1, S = N; a worker's traffic to its own server is free). Pushes and pulls are

@@ -42,19 +42,34 @@ Test(costmodel, tree_shape)
 
 Test(costmodel, tree)
 {
-    /* P = 4, n = 4 MiB: halves of 2 MiB, segments of 256 KiB: 8 steady steps of
-     * 1us + 4*256Ki*1ns + 2*256Ki*0.5ns, then D = 2: 4 fill/drain steps of 1us + 256Ki*1ns */
-    double seg = h_cm_tree_seg(4.0 * 1048576, 1048576);
-    cr_assert_eq(seg, 262144.0);
-    double step = 1e-6 + 4 * 262144 * 1e-9 + 2 * 262144 * 0.5e-9, fill = 1e-6 + 262144 * 1e-9;
-    cr_assert(NEAR(h_cm_tree(&M, 4, 4.0 * 1048576, 0), 8 * step + 4 * fill), "%.9g", h_cm_tree(&M, 4, 4.0 * 1048576, 0));
-    /* small messages: at least 8 segments per half, not below 16 KiB; a slot caps the segment */
-    cr_assert_eq(h_cm_tree_seg(1048576, 1048576), 65536.0);
-    cr_assert_eq(h_cm_tree_seg(1024, 1048576), 16384.0);
-    cr_assert_eq(h_cm_tree_seg(64.0 * 1048576, 131072), 131072.0);
-    /* a message smaller than a segment is one segment of n/2: P = 2, n = 8 KiB, 1 + 2 steps */
-    double s2 = 1e-6 + 2 * 4096 * 1e-9 + 1 * 4096 * 0.5e-9, f2 = 1e-6 + 4096 * 1e-9;
-    cr_assert(NEAR(h_cm_tree(&M, 2, 8192, 0), s2 + 2 * f2));
+    /* the segment is the engine's own (tree_seg_default, whole 64 B) */
+    cr_assert_eq(h_cm_tree_seg(4, 4.0 * 1048576), floor((double)tree_seg_default(4, 4 << 20) / 64) * 64);
+    cr_assert_eq(h_cm_tree_seg(2, 65536), floor((double)tree_seg_default(2, 65536) / 64) * 64);
+    cr_assert_eq(h_cm_tree_seg(1, 65536), 0);
+    /* P = 2, n = 64 KiB, segments of 16 KiB: 2 per half. Rank 0 is the leaf of tree 1 (up-ops at
+     * steps 0, 1) and the root of tree 0 (down-ops at steps 1, 2); rank 1 the mirror. Its link carries
+     * 1, 2, 1 segments in steps 0, 1, 2 (not 2 per step plus fill and drain): 3 alpha + 4 seg beta,
+     * and the roots reduce one child segment in steps 0 and 1 */
+    double seg = 16384;
+    double want = 3 * 1e-6 + 4 * seg * 1e-9 + 2 * seg * 0.5e-9;
+    cr_assert(NEAR(h_cm_tree(&M, 2, 65536, seg), want), "%.9g vs %.9g", h_cm_tree(&M, 2, 65536, seg), want);
+    /* a last segment shorter than the others: 40 KiB halves of 16 + 16 + 8 KiB: steps carry 16, 32, 24, 8 KiB */
+    double want2 = 4 * 1e-6 + (16 + 32 + 24 + 8) * 1024 * 1e-9 + (16 + 16 + 8) * 1024 * 0.5e-9;
+    cr_assert(NEAR(h_cm_tree(&M, 2, 81920, seg), want2), "%.9g vs %.9g", h_cm_tree(&M, 2, 81920, seg), want2);
+    /* P = 4 (D = 2 in both trees), many segments: the steady state moves k = 4 segments a step over the
+     * busiest link, so the bandwidth term tends to nseg * 4 seg beta = 2 n beta (plus fill and drain) */
+    h_cm_t b = {.beta = 1e-9};
+    double n = 64.0 * 1048576, t4 = h_cm_tree(&b, 4, n, 262144);
+    cr_assert(t4 >= 2 * n * 1e-9 && t4 < 2 * n * 1e-9 * 1.05, "P=4 64 MiB: %.6g s vs 2 n beta %.6g", t4, 2 * n * 1e-9);
+    /* never below the busiest link's total volume, never above the old lock-step bound */
+    for (int P = 3; P <= 64; P = P * 2 + 1) {
+        double t = h_cm_tree(&M, P, 1e6, 0), s2 = h_cm_tree_seg(P, 1e6);
+        int D, k, c;
+        h_cm_tree_shape(P, &D, &k, &c);
+        double ns = ceil(ceil(1e6 / 2) / s2);
+        double old = ns * (1e-6 + k * s2 * 1e-9 + c * s2 * 0.5e-9) + 2 * D * (1e-6 + k * s2 * 1e-9);
+        cr_assert(t > 1e6 * 1e-9 && t <= old, "P=%d: %.6g s (old bound %.6g)", P, t, old);
+    }
     cr_assert_eq(h_cm_tree(&M, 1, 8192, 0), 0);
 }
 
