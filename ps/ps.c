@@ -225,7 +225,16 @@ static int s_collect(engine_t *self, collect_t *c, size_t left, int timeout_ms)
     uint64_t dl = deadline_in(timeout_ms);
     int S = self->nservers;
     zmq_pollitem_t items[S];
+    /* while we wait, tell every server we are alive: a worker blocked on one (dead) server must not
+     * look silent, and so dead, to the others */
+    int to = self->cfg.timeout_ms > 0 ? self->cfg.timeout_ms : 60000;
+    uint64_t ka_ns = (uint64_t)(to / 6 > 50 ? to / 6 : 50) * 1000000ull, next_ka = now_ns() + ka_ns;
     while (left > 0) {
+        if (now_ns() >= next_ka) {
+            wire_hdr_t h = s_hdr(self, WIRE_HELLO, 0, self->clock, 0, 0, DT_F32, 0, 0);
+            for (int s = 0; s < S; s++) CHECK(s_send(self, s, &h, NULL, 0));
+            next_ka = now_ns() + ka_ns;
+        }
         for (int s = 0; s < S; s++) items[s] = (zmq_pollitem_t){self->conns[s].sock, 0, ZMQ_POLLIN, 0};
         int ms = deadline_left_ms(dl);
         if (ms == 0) {

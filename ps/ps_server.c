@@ -778,6 +778,11 @@ static int s_on_message(ps_server_t *self, ps_vmsg_t *m)
         s_error_to(self, w, ident, idlen, h, self->failed, self->fail_text);
         return 0;
     }
+    if (hd.type == WIRE_HELLO) {
+        /* a waiting worker's keep-alive: it only refreshes last_ns (above) */
+        if (hd.nframes != 0) REJ(ERR_PROTO, "keep-alive with %u payload frames", hd.nframes);
+        return 0;
+    }
     if (hd.type != WIRE_PUSH && hd.type != WIRE_PULL && hd.type != WIRE_INIT)
         REJ(ERR_PROTO, "unexpected message type %s", wire_type_name(hd.type));
     ps_meta_t meta;
