@@ -31,7 +31,7 @@ typedef struct {
 typedef struct {
     char label[S_LABEL];
     int world;
-    double sps, step50, step99, comm50, wait50, imb;
+    double sps, step50, step99, comm50, wait50, imb, eimb;
     double *mem;          /* peak bytes per rank (borrowed from the object) */
     size_t nmem;
 } s_train_t;
@@ -175,6 +175,7 @@ static int s_collect(h_jobj_t *objs, size_t n, s_data_t *d, FILE *diag)
             t->comm50 = h_jnum(o, "comm_ms_p50", NAN);
             t->wait50 = h_jnum(o, "wait_ms_p50", NAN);
             t->imb = h_jnum(o, "mem_imbalance", NAN);
+            t->eimb = h_jnum(o, "mem_engine_imbalance", NAN);
             const h_jfield_t *m = h_jget(o, "mem_peak_bytes");
             t->mem = m && m->type == HJ_ARR ? m->arr : NULL;
             t->nmem = m && m->type == HJ_ARR ? m->n : 0;
@@ -279,9 +280,10 @@ static void s_print_train(FILE *out, const s_data_t *d)
     int several = 0;
     for (size_t i = 1; i < d->nt; i++) several |= !strcmp(d->t[i].label, d->t[0].label) || d->t[i].world != d->t[0].world;
     fprintf(out, "#\n# train: throughput, step time, memory balance%s\n", several ? ", scaling efficiency sps(P)/(P*sps(base))" : "");
-    fprintf(out, "# %-14s %5s %11s %9s %9s %9s %9s %8s %10s\n", "engine", "world", "samples/s", "step p50", "step p99",
-            "comm p50", "wait p50", "mem imb", "scaling");
-    fprintf(out, "# %-14s %5s %11s %9s %9s %9s %9s %8s %10s\n", "", "", "", "(ms)", "(ms)", "(ms)", "(ms)", "(max/mean)", "eff");
+    fprintf(out, "# %-14s %5s %11s %9s %9s %9s %9s %8s %8s %10s\n", "engine", "world", "samples/s", "step p50", "step p99",
+            "comm p50", "wait p50", "rss imb", "eng imb", "scaling");
+    fprintf(out, "# %-14s %5s %11s %9s %9s %9s %9s %8s %8s %10s\n", "", "", "", "(ms)", "(ms)", "(ms)", "(ms)", "max/mean",
+            "max/mean", "eff");
     for (size_t i = 0; i < d->nt; i++) {
         const s_train_t *t = &d->t[i];
         int base;
@@ -289,8 +291,11 @@ static void s_print_train(FILE *out, const s_data_t *d)
         char effs[32];
         if (isnan(eff)) snprintf(effs, sizeof effs, "-");
         else snprintf(effs, sizeof effs, "%.3f%s", eff, base > 1 ? "*" : "");
-        fprintf(out, "  %-14s %5d %11.1f %9.2f %9.2f %9.2f %9.2f %8.3f %10s\n", t->label, t->world, t->sps, t->step50,
-                t->step99, t->comm50, t->wait50, t->imb, effs);
+        char eimb[16];
+        if (isnan(t->eimb)) snprintf(eimb, sizeof eimb, "-");
+        else snprintf(eimb, sizeof eimb, "%.3f", t->eimb);
+        fprintf(out, "  %-14s %5d %11.1f %9.2f %9.2f %9.2f %9.2f %8.3f %8s %10s\n", t->label, t->world, t->sps, t->step50,
+                t->step99, t->comm50, t->wait50, t->imb, eimb, effs);
     }
     int approx = 0;
     for (size_t i = 0; i < d->nt; i++) {

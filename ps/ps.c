@@ -330,7 +330,9 @@ static int ps_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
     char mode[32];
     if (cfg->ps_mode == PS_SSP) snprintf(mode, sizeof mode, "ssp:%d", cfg->ps_ssp_k);
     else snprintf(mode, sizeof mode, "%s", cfg->ps_mode == PS_SYNC ? "sync" : "async");
-    snprintf(self->impl, sizeof self->impl, "ps-%s-%s%d", mode, colocate ? "colocated" : "servers", S);
+    /* colocated: one server per worker, so the count is the world and not part of the name */
+    if (colocate) snprintf(self->impl, sizeof self->impl, "ps-%s-colocated", mode);
+    else snprintf(self->impl, sizeof self->impl, "ps-%s-servers%d", mode, S);
     int rc = 0;
     self->zctx = zmq_ctx_new();
     if (!self->zctx) {
