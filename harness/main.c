@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "core/topo.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -541,6 +542,19 @@ static int s_drive(h_opts_t *o, const char *mode_override)
     return status;
 }
 
+/* A results or timeline file that can't be written should fail the run before any work, not after. */
+static int s_check_writable(const char *flag, const char *path)
+{
+    if (!path || !strcmp(path, "-")) return 0;
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "harness: %s %s: cannot write there: %s\n", flag, path, strerror(errno));
+        return 2;
+    }
+    close(fd);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -550,6 +564,7 @@ int main(int argc, char **argv)
     if (rc) return rc;
     const char *mode = getenv("SYNCBENCH_MODE");
     if (mode && h_is_launched()) o.mode = mode;
+    if (!h_is_launched() && s_check_writable("--json", o.json)) return 2;
     if (h_is_launched()) return s_rank_main(&o);
     if (!strcmp(o.mode, "report")) return h_report(s_nmeasured, s_measured, s_plots_dir);
     if (!strcmp(o.mode, "gemm")) {

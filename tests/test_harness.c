@@ -105,6 +105,9 @@ Test(harness, bad_flags_are_named, .timeout = 30)
     snprintf(cmd, sizeof cmd, "%s frobnicate", g_harness);
     cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
     cr_expect(strstr(out, "unknown mode") != NULL, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s bench --procs 2 --json /nonexistent-dir/r.jsonl", g_harness);
+    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2, "an unwritable results file fails before any work");
+    cr_expect(strstr(out, "cannot write there") != NULL, "%s", out);
     snprintf(cmd, sizeof cmd, "%s bench --bogus", g_harness);
     cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
     cr_expect(strstr(out, "--bogus") != NULL, "%s", out);
