@@ -11,17 +11,89 @@
  *    So the pipeline's fill and drain cost what they carry (at P = 2 a link carries one segment in the
  *    first and last step, two in between), not k segments each. In the steady state an interior rank
  *    (P >= 4) moves 4 segments a step: about 2 n beta, against the ring's 2 (P-1)/P n beta.
- *  - ps: see costmodel.h. */
+ *  - ps: see costmodel.h.
+ *
+ * The token bucket (--net's tc tbf: rate r, burst b; h_cm_t.burst is b in payload bytes, beta the
+ * fitted time per payload byte, which includes the headers). A bucket holds at most b tokens and
+ * gains one per beta seconds, busy or idle; a byte leaves only with a token. So a step whose link
+ * finds tok tokens after the step's latency (alpha, during which the bucket refills too) needs
+ * max(0, B - tok) beta to move B bytes, and afterwards holds tok + (step time)/beta - B. Two things
+ * follow that the plain alpha-beta sum misses: a link idle for a while (the other direction of a
+ * PS server, the fill and drain steps of the tree, every step's latency) gets up to b bytes through
+ * for free, and nothing more: in a back-to-back loop the buckets never fill, so a link cannot beat
+ * B beta per allreduce on average. The engines' step schedules are therefore run back to back from
+ * full buckets (two warm-up allreduces, then the mean of three), as `harness bench` times them.
+ * The time bytes take while tokens last (the unshaped path) is not modelled: tokens are free.
+ * Each rank's in and out directions have their own bucket (tbf on both ends of its veth).
+ *
+ * The CPU floor. The probe runs 2 ranks on their own cores, so alpha, beta and gamma include each
+ * rank's own CPU work, overlapped with its waits. When procs (and their server threads) outnumber
+ * the cores, the cores are a shared resource with its own bound: an allreduce cannot finish before
+ * the cores have done all procs' work: W / cores, W = kappa (bytes sent + received, the probe's
+ * CPU time per transported byte: syscalls, copies, TCP) + gamma (bytes reduced) + mu (one copy of n
+ * per rank: the result). The prediction is max(network time, W / cores): the CPU work overlaps the
+ * network's waits as long as it fits in them. */
 #include "harness/costmodel.h"
 #include "allreduce-tree/tree.h"
 #include <math.h>
 #include <stdlib.h>
 
+double h_cm_step(const h_cm_t *m, int nl, const double *bytes, double *tok, double red)
+{
+    double b = m->burst > 0 ? m->burst : 0, need = 0, ref = m->beta > 0 ? m->alpha / m->beta : 0;
+    for (int l = 0; l < nl; l++) {
+        double t = fmin(b, tok[l] + ref);
+        need = fmax(need, fmax(0, bytes[l] - t) * m->beta);
+    }
+    double step = m->alpha + need + red * m->gamma;
+    double gain = m->beta > 0 ? step / m->beta : 0;
+    for (int l = 0; l < nl; l++) tok[l] = fmax(0, fmin(b, tok[l] + gain - bytes[l]));
+    return step;
+}
+
+double h_cm_cpu(const h_cm_t *m, int procs, double work)
+{
+    return m->cores > 0 && procs > m->cores ? work / m->cores : 0;
+}
+
+/* Run a schedule of ns steps over nl links (bytes[s * nl + l], red[s], alpha only where lat[s]):
+ * once without a shaper; shaped, back to back from full buckets: 2 warm-up runs, then the mean of
+ * 3. Returns < 0 when out of memory. */
+static double s_run(const h_cm_t *m, long ns, int nl, const double *bytes, const double *red, const char *lat)
+{
+    double *tok = malloc((size_t)nl * sizeof *tok);
+    if (!tok) return -1;
+    for (int l = 0; l < nl; l++) tok[l] = m->burst > 0 ? m->burst : 0;
+    h_cm_t m0 = *m;
+    m0.alpha = 0;
+    int warm = m->burst > 0 ? 2 : 0, runs = m->burst > 0 ? 3 : 1;
+    double sum = 0;
+    for (int it = 0; it < warm + runs; it++) {
+        double t = 0;
+        for (long s = 0; s < ns; s++) t += h_cm_step(lat && !lat[s] ? &m0 : m, nl, bytes + s * nl, tok, red[s]);
+        if (it >= warm) sum += t;
+    }
+    free(tok);
+    return sum / runs;
+}
+
 double h_cm_ring(const h_cm_t *m, int P, double n)
 {
     if (P <= 1 || n <= 0) return 0;
     double f = (double)(P - 1) / P;
-    return 2.0 * (P - 1) * m->alpha + 2.0 * f * n * m->beta + f * n * m->gamma;
+    double net = 2.0 * (P - 1) * m->alpha + 2.0 * f * n * m->beta + f * n * m->gamma;
+    if (m->burst > 0) {
+        /* every link the same: one bucket; 2(P-1) steps of n/P, the first P-1 reduce one */
+        long ns = 2L * (P - 1);
+        double *b = malloc(2 * (size_t)ns * sizeof *b);
+        if (!b) return -1;
+        double *red = b + ns;
+        for (long s = 0; s < ns; s++) b[s] = n / P, red[s] = s < P - 1 ? n / P : 0;
+        net = s_run(m, ns, 1, b, red, NULL);
+        free(b);
+    }
+    double work = P * (4 * f * n * m->kappa + f * n * m->gamma + n * m->mu);
+    return fmax(net, h_cm_cpu(m, P, work));
 }
 
 void h_cm_tree_shape(int P, int *depth, int *k, int *c)
@@ -108,18 +180,27 @@ double h_cm_tree(const h_cm_t *m, int P, double n, double seg)
                 }
             }
         }
-    double time = 0;
+    /* the schedule as links: rank r's out direction is link 2r, its in direction 2r+1; steps that
+     * move and reduce nothing (a depth difference between the trees) are dropped */
+    double *lk = malloc((size_t)T * (2 * (size_t)P + 1) * sizeof *lk);
+    if (!lk) { free(out); free(dep); return -1; }
+    double *rd = lk + (size_t)T * 2 * (size_t)P, work = 0;
+    long ns = 0;
     for (long tau = 0; tau < T; tau++) {
-        double link = 0, rd = 0;
+        double any = 0, mr = 0;
         for (int r = 0; r < P; r++) {
-            link = fmax(link, fmax(out[tau * P + r], in[tau * P + r]));
-            rd = fmax(rd, red[tau * P + r]);
+            double o = out[tau * P + r], i = in[tau * P + r], d = red[tau * P + r];
+            lk[ns * 2 * P + 2 * r] = o, lk[ns * 2 * P + 2 * r + 1] = i;
+            any += o + i + d, mr = fmax(mr, d);
+            work += (o + i) * m->kappa + d * m->gamma;
         }
-        if (link > 0 || rd > 0) time += m->alpha + link * m->beta + rd * m->gamma;
+        if (any > 0) rd[ns++] = mr;
     }
+    double time = s_run(m, ns, 2 * P, lk, rd, NULL);
+    free(lk);
     free(out);
     free(dep);
-    return time;
+    return time < 0 ? time : fmax(time, h_cm_cpu(m, P, work + P * n * m->mu));
 }
 
 double h_cm_ps(const h_cm_t *m, int N, int S, int colocate, double n, double part)
@@ -129,13 +210,32 @@ double h_cm_ps(const h_cm_t *m, int N, int S, int colocate, double n, double par
     if (colocate) {
         if (N == 1) return 2 * m->alpha;   /* the worker's own server over inproc */
         double f = (double)(N - 1) / N;
-        return 2 * m->alpha + 2 * f * n * m->beta + f * n * m->gamma;
+        /* push then pull: every rank's out and in carry f n in both (one bucket: they are alike) */
+        double b[2] = {f * n, f * n}, red[2] = {f * n, 0};
+        double net = s_run(m, 2, 1, b, red, NULL);
+        return fmax(net, h_cm_cpu(m, N, N * (4 * f * n * m->kappa + f * n * m->gamma + n * m->mu)));
     }
     if (S < 1) S = 1;
     double per = n / S;                       /* bytes each server owns */
-    double link = fmax(n, (double)N * per);
-    double last = (double)N * fmin(part, per);
-    return 2 * m->alpha + link * m->beta + last * m->beta + (N - 1) * per * m->gamma;
+    /* partition rounds: in round j every server takes one partition (<= part) from each worker and
+     * sends the replies of round j-1; links: 0 server in, 1 server out, 2 worker out, 3 worker in */
+    long np = (long)ceil(per / part), ns = np + 1;
+    double *b = malloc((size_t)ns * 5 * sizeof *b);
+    char *lat = malloc((size_t)ns);
+    if (!b || !lat) { free(b); free(lat); return -1; }
+    double *red = b + 4 * ns;
+    for (long j = 0; j < ns; j++) {
+        double pin = j < np ? fmin(part, per - (double)j * part) : 0;
+        double pout = j > 0 ? fmin(part, per - (double)(j - 1) * part) : 0;
+        b[4 * j] = N * pin, b[4 * j + 1] = N * pout, b[4 * j + 2] = S * pin, b[4 * j + 3] = S * pout;
+        red[j] = (N - 1) * pin;
+        lat[j] = j == 0 || j == np;            /* the pipeline hides the latencies in between */
+    }
+    double net = s_run(m, ns, 4, b, red, lat);
+    free(b);
+    free(lat);
+    double work = N * (2 * n * m->kappa + n * m->mu) + S * (2 * N * per * m->kappa + (N - 1) * per * m->gamma);
+    return net < 0 ? net : fmax(net, h_cm_cpu(m, N + S, work));
 }
 
 int h_cm_linfit(const double *x, const double *y, const double *w, size_t k, double *a, double *b)

@@ -4,13 +4,18 @@
  * Probe: ranks 0 and 1 ping-pong over the transport the engines use (core/tp.h: shm, tcp, or tcp
  * through --net's shaped links) for sizes 8 B .. 4 MiB; one-way time = median round trip / 2; alpha
  * and beta from a least-squares fit weighted for relative error. gamma: rank 0 times dt_add (f32) on
- * 4 MiB buffers. Then rank 0 predicts every measured bench line (allreduce time) and train line (step
+ * 4 MiB buffers, mu a memcpy of 4 MiB; kappa: rank 0's CPU time (getrusage, user + sys) per byte it
+ * sent and received in the 4 MiB ping-pongs. With --net, the tbf burst netem gives every link
+ * (h_netem_burst, wire bytes) becomes payload bytes: burst / (beta * rate in B/s), since beta is the
+ * rate's time per payload byte, headers included. cores: this machine's online CPUs for predictions
+ * of measured lines (their ranks ran here); the extrapolation to P = 1024 assumes a core per rank. Then rank 0 predicts every measured bench line (allreduce time) and train line (step
  * time = measured compute p50 + predicted allreduce of the gradients, no overlap) from the files,
  * prints predicted, measured and the error, extrapolates each engine to P = 1024, and with --json
  * appends "mode":"model" lines that `harness report` plots. */
 #include "harness/model.h"
 #include "harness/costmodel.h"
 #include "harness/jsonl.h"
+#include "harness/netem.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/timer.h"
@@ -18,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #define S_NSIZES 8
 static const size_t s_sizes[S_NSIZES] = {8, 64, 512, 4096, 32768, 262144, 1048576, 4194304};
@@ -34,8 +41,16 @@ static double s_median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* Ping-pong between ranks 0 and 1; rank 0 gets the one-way times (s) in t[]. */
-static int s_pingpong(comm_t *comm, int tmo, double *t)
+static double s_cpu_s(void)
+{
+    struct rusage u;
+    if (getrusage(RUSAGE_SELF, &u) < 0) return 0;
+    return (double)u.ru_utime.tv_sec + (double)u.ru_stime.tv_sec + 1e-6 * (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+/* Ping-pong between ranks 0 and 1; rank 0 gets the one-way times (s) in t[] and its CPU time per
+ * byte sent or received at the largest size in *kappa. */
+static int s_pingpong(comm_t *comm, int tmo, double *t, double *kappa)
 {
     int me = comm->rank, peer = 1 - me;
     char *buf = malloc(s_sizes[S_NSIZES - 1]);
@@ -46,7 +61,9 @@ static int s_pingpong(comm_t *comm, int tmo, double *t)
     for (int si = 0; si < S_NSIZES; si++) {
         size_t n = s_sizes[si];
         int iters = n <= 32768 ? 41 : n <= 1048576 ? 15 : 7, warm = 3;
+        double c0 = 0;
         for (int it = 0; it < warm + iters; it++) {
+            if (it == warm) c0 = s_cpu_s();
             double t0 = now_us();
             if (me == 0) {
                 CHECK_GOTO(rc, tp_send(comm->tp, peer, buf, n, tmo), out);
@@ -58,6 +75,7 @@ static int s_pingpong(comm_t *comm, int tmo, double *t)
             if (it >= warm) rtt[it - warm] = now_us() - t0;
         }
         if (me == 0) t[si] = s_median(rtt, iters) / 2 * 1e-6;
+        if (si == S_NSIZES - 1) *kappa = (s_cpu_s() - c0) / (2.0 * (double)n * iters);
     }
 out:
     free(buf);
@@ -80,6 +98,26 @@ static double s_gamma(void)
     free(a);
     free(b);
     return s_median(t, 9) * 1e-6 / (double)(count * 4);
+}
+
+static double s_mu(void)
+{
+    size_t bytes = 4u << 20;
+    char *a = malloc(bytes), *b = malloc(bytes);
+    if (!a || !b) { free(a); free(b); return 0; }
+    memset(a, 1, bytes);
+    memset(b, 2, bytes);
+    double t[9];
+    for (int i = 0; i < 9; i++) {
+        double t0 = now_us();
+        memcpy(i % 2 ? a : b, i % 2 ? b : a, bytes);
+        t[i] = now_us() - t0;
+    }
+    volatile char sink = a[bytes / 2] + b[bytes / 3];
+    (void)sink;
+    free(a);
+    free(b);
+    return s_median(t, 9) * 1e-6 / (double)bytes;
 }
 
 /* One engine configuration as results describe it. */
@@ -192,6 +230,8 @@ static int s_report(const h_opts_t *o, const comm_t *comm, const h_cm_t *m, cons
     printf("# syncbench model: probe between ranks 0 and 1 over %s (%d sizes, 8 B .. 4 MiB)\n", probe, S_NSIZES);
     printf("#   alpha %.2f us   beta %.4f ns/B (%.3f GB/s)   gamma %.4f ns/B (%.2f GB/s reduction)\n", m->alpha * 1e6,
            m->beta * 1e9, m->beta > 0 ? 1e-9 / m->beta : 0, m->gamma * 1e9, m->gamma > 0 ? 1e-9 / m->gamma : 0);
+    printf("#   burst %.0f B (token bucket, payload bytes)   kappa %.4f ns/B (CPU per byte sent or received)   mu %.4f ns/B (memcpy)   cores %d\n",
+           m->burst, m->kappa * 1e9, m->mu * 1e9, m->cores);
     printf("# %10s %12s %12s %8s\n", "size", "one-way(us)", "fit(us)", "err%");
     for (int i = 0; i < S_NSIZES; i++) {
         char sz[32];
@@ -201,8 +241,9 @@ static int s_report(const h_opts_t *o, const comm_t *comm, const h_cm_t *m, cons
     }
     k = snprintf(line, sizeof line,
         "{\"mode\":\"model\",\"what\":\"fit\",\"world\":2,\"probe\":\"%s\",\"alpha_us\":%.4f,\"beta_ns_per_byte\":%.6f,"
-        "\"gamma_ns_per_byte\":%.6f,\"git_sha\":\"%s\",\"timestamp\":\"%s\",\"cmdline\":%s}\n",
-        probe, m->alpha * 1e6, m->beta * 1e9, m->gamma * 1e9, meta.git_sha, meta.timestamp, cmd);
+        "\"gamma_ns_per_byte\":%.6f,\"burst_bytes\":%.0f,\"kappa_ns_per_byte\":%.6f,\"mu_ns_per_byte\":%.6f,\"cores\":%d,"
+        "\"git_sha\":\"%s\",\"timestamp\":\"%s\",\"cmdline\":%s}\n",
+        probe, m->alpha * 1e6, m->beta * 1e9, m->gamma * 1e9, m->burst, m->kappa * 1e9, m->mu * 1e9, m->cores, meta.git_sha, meta.timestamp, cmd);
     if (k > 0 && (size_t)k < sizeof line) s_line(&out, line, k);
 
     h_jobj_t *objs = NULL;
@@ -281,7 +322,10 @@ static int s_report(const h_opts_t *o, const comm_t *comm, const h_cm_t *m, cons
         }
         neng = 4;
     }
-    /* extrapolation: each engine at its largest measured size, P = 2 .. 1024 */
+    /* extrapolation: each engine at its largest measured size, P = 2 .. 1024, a core per rank */
+    h_cm_t mx = *m;
+    mx.cores = 0;
+    m = &mx;
     printf("#\n# extrapolation: predicted allreduce time (ms) of each engine's largest measured size\n# %-18s %8s", "engine", "size");
     for (int P = 2; P <= 1024; P *= 2) printf(" %8d", P);
     printf("\n");
@@ -312,7 +356,8 @@ int h_model(const h_opts_t *o, comm_t *comm, int nfiles, char **files)
     int tmo = o->timeout_s * 1000;
     double t[S_NSIZES] = {0};
     int rc = 0;
-    if (comm->rank <= 1) rc = s_pingpong(comm, tmo, t);
+    double kappa = 0;
+    if (comm->rank <= 1) rc = s_pingpong(comm, tmo, t, &kappa);
     if (rc < 0) return rc;
     if (comm->rank == 0) {
         h_cm_t m = {0};
@@ -320,6 +365,14 @@ int h_model(const h_opts_t *o, comm_t *comm, int nfiles, char **files)
         for (int i = 0; i < S_NSIZES; i++) x[i] = (double)s_sizes[i];
         if (h_cm_fit_ab(x, t, S_NSIZES, &m.alpha, &m.beta) < 0) return err_set(ERR_STATE, "model: the alpha-beta fit failed");
         m.gamma = s_gamma();
+        m.mu = s_mu();
+        m.kappa = kappa;
+        long nc = sysconf(_SC_NPROCESSORS_ONLN);
+        m.cores = nc > 0 ? (int)nc : 0;
+        h_netem_spec_t spec;
+        char e[256];
+        if (o->net && h_netem_parse(o->net, &spec, e, sizeof e) == 0 && m.beta > 0)
+            m.burst = h_netem_burst(&spec) / (m.beta * spec.bits_per_s / 8);
         rc = s_report(o, comm, &m, t, nfiles, files);
     }
     int b = comm_barrier(comm, tmo);

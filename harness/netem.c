@@ -232,9 +232,7 @@ int h_netem_new(h_netem_t **self_p, const h_netem_spec_t *spec, int nranks, char
     for (int i = 0; i < self->nns; i++) self->fd[i] = -1;
     for (int r = 0; r < nranks; r++)
         self->group[r] = (int)((long long)r * self->nns / nranks);
-    /* burst: at least 64 KiB (a GSO segment), else 1 ms at the rate */
-    double burst = spec->bits_per_s / 8 / 1000;
-    if (burst < 65536) burst = 65536;
+    double burst = h_netem_burst(spec);
     char e[400];
     if (s_cmd(e, sizeof e, "ip netns add %s", self->brns) < 0) goto fail;
     self->created_br = 1;
@@ -269,6 +267,13 @@ fail:
     snprintf(err, errlen, "--net: %s", e);
     h_netem_destroy(&self);
     return -1;
+}
+
+double h_netem_burst(const h_netem_spec_t *spec)
+{
+    /* at least 64 KiB (a GSO segment), else 1 ms at the rate */
+    double burst = spec->bits_per_s / 8 / 1000;
+    return burst < 65536 ? 65536 : burst;
 }
 
 const char *h_netem_addr(const h_netem_t *self, int rank)

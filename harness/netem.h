@@ -29,6 +29,9 @@ int  h_netem_new(h_netem_t **self_p, const h_netem_spec_t *spec, int nranks, cha
 /* Remove every namespace (and with them the veths, bridge and qdiscs); safe twice and on NULL. */
 void h_netem_destroy(h_netem_t **self_p);
 
+/* The tbf burst (bytes, on the wire) every shaped link gets: max(64 KiB, 1 ms at the rate). */
+double h_netem_burst(const h_netem_spec_t *spec);
+
 /* The IPv4 address of rank r's namespace ("10.231.0.1"). */
 const char *h_netem_addr(const h_netem_t *self, int rank);
 /* Name of rank r's namespace ("sb-1234-0"). */

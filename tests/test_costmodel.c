@@ -120,3 +120,65 @@ Test(costmodel, fits)
     for (int i = 0; i < 3; i++) num += n2[i] / t2[i], den += (n2[i] / t2[i]) * (n2[i] / t2[i]);
     cr_assert(al == 0 && NEAR(be, num / den), "alpha %g beta %g", al, be);
 }
+
+Test(costmodel, token_step)
+{
+    /* burst 10000 B, alpha 1 us, beta 1 ns/B. Link 0 holds 10000 tokens (full: the latency's 1000
+     * are lost to the cap) and moves 15000 B: 5000 wait for tokens, 5 us; link 1 holds none, gains
+     * 1000 during the latency and moves 500 for free. Step 1 + 5 = 6 us; afterwards link 0 holds
+     * 10000 + 6000 - 15000 = 1000, link 1 0 + 6000 - 500 = 5500 */
+    h_cm_t m = {.alpha = 1e-6, .beta = 1e-9, .burst = 10000};
+    double b[2] = {15000, 500}, tok[2] = {10000, 0};
+    cr_assert(NEAR(h_cm_step(&m, 2, b, tok, 0), 6e-6), "%.9g", h_cm_step(&m, 2, b, (double[2]){10000, 0}, 0));
+    cr_assert(NEAR(tok[0], 1000) && NEAR(tok[1], 5500), "tokens %g %g", tok[0], tok[1]);
+    /* no shaper: alpha + busiest link beta + reduced gamma, and no tokens */
+    double t0[2] = {0, 0};
+    cr_assert(NEAR(h_cm_step(&M, 2, b, t0, 1000), 1e-6 + 15000e-9 + 1000 * 0.5e-9));
+    cr_assert(t0[0] == 0 && t0[1] == 0);
+}
+
+Test(costmodel, token_ring_and_ps)
+{
+    /* ring, P = 2, 64 KiB, burst 1e5: back to back the bucket empties in the second allreduce; from
+     * the third on each step of 32768 B finds the 1000 tokens its 1 us latency refilled and waits
+     * 31.768 us for the rest: 2 x 32.768 us = n beta, where the unshaped sum is 2 alpha + n beta */
+    h_cm_t m = {.alpha = 1e-6, .beta = 1e-9, .burst = 1e5};
+    cr_assert(NEAR(h_cm_ring(&m, 2, 65536), 65536e-9), "%.9g", h_cm_ring(&m, 2, 65536));
+    /* one PS server, 2 workers, 64 KiB (one partition), alpha 0: the server takes 131072 B in, then
+     * sends 131072 B out. Each direction refills while the other works: steady state (from the second
+     * allreduce) push 131072 - 31072 tokens = 100 us, pull 131072 - 100000 = 31.072 us: 131.072 us =
+     * N n beta, half the unshaped 2 N n beta */
+    h_cm_t p = {.beta = 1e-9, .burst = 1e5};
+    cr_assert(NEAR(h_cm_ps(&p, 2, 1, 0, 65536, 0), 131072e-9), "%.9g", h_cm_ps(&p, 2, 1, 0, 65536, 0));
+    p.burst = 0;
+    cr_assert(NEAR(h_cm_ps(&p, 2, 1, 0, 65536, 0), 2 * 131072e-9));
+    /* colocated, N = 2: a push and a pull step of 32768 B on every link, like the ring: n beta */
+    p.burst = 1e5;
+    cr_assert(NEAR(h_cm_ps(&p, 2, 2, 1, 65536, 0), 65536e-9), "%.9g", h_cm_ps(&p, 2, 2, 1, 65536, 0));
+    /* tree, P = 2, 64 KiB in 16 KiB segments, alpha 0: links carry 16, 32, 16 KiB per allreduce step
+     * (64 KiB per allreduce each way): back to back the buckets cannot beat n beta on average */
+    h_cm_t t = {.beta = 1e-9, .burst = 1e5};
+    cr_assert(NEAR(h_cm_tree(&t, 2, 65536, 16384), 65536e-9), "%.9g", h_cm_tree(&t, 2, 65536, 16384));
+    /* a burst larger than all an allreduce moves, and latencies that refill it: only alpha is left */
+    h_cm_t big = {.alpha = 1e-3, .beta = 1e-9, .burst = 1e6};
+    cr_assert(NEAR(h_cm_ring(&big, 4, 65536), 6e-3), "%.9g", h_cm_ring(&big, 4, 65536));
+}
+
+Test(costmodel, cpu_floor)
+{
+    h_cm_t m = {.beta = 1e-9, .kappa = 1e-9, .cores = 2};
+    cr_assert(NEAR(h_cm_cpu(&m, 4, 8), 4) && h_cm_cpu(&m, 2, 8) == 0);
+    m.cores = 0;
+    cr_assert(h_cm_cpu(&m, 64, 8) == 0);
+    m.cores = 2;
+    /* ring P = 4, 1 MB: network 2 (3/4) 1e6 ns = 1.5 ms; CPU 4 ranks x 4 (3/4) 1e6 B x 1 ns = 12 ms
+     * on 2 cores = 6 ms binds. At P = 2 (a core per rank) the network time stands */
+    cr_assert(NEAR(h_cm_ring(&m, 4, 1e6), 6e-3), "%.9g", h_cm_ring(&m, 4, 1e6));
+    cr_assert(NEAR(h_cm_ring(&m, 2, 1e6), 1e-3));
+    /* one PS server, 4 workers, 1 MB: 5 procs. Workers 2 MB each, the server 8 MB: 16 ms of kappa, +
+     * 3 MB x gamma 1 ns, + 4 MB x mu 1 ns = 23 ms on 2 cores = 11.5 ms > the network's 8 ms */
+    m.gamma = 1e-9, m.mu = 1e-9;
+    cr_assert(NEAR(h_cm_ps(&m, 4, 1, 0, 1e6, 0), 11.5e-3), "%.9g", h_cm_ps(&m, 4, 1, 0, 1e6, 0));
+    /* colocated, 4 ranks: each 4 (3/4) 1 MB kappa + 0.75 MB gamma + 1 MB mu = 4.75 ms; x4 / 2 = 9.5 ms */
+    cr_assert(NEAR(h_cm_ps(&m, 4, 4, 1, 1e6, 0), 9.5e-3), "%.9g", h_cm_ps(&m, 4, 4, 1, 1e6, 0));
+}
