@@ -77,6 +77,22 @@ Test(harness, bench_ring_json, .timeout = 90)
     unlink(json);
 }
 
+Test(harness, bench_every_engine_exact, .timeout = 120)
+{
+    s_find();
+    char json[] = "/tmp/sb-test-XXXXXX", cmd[2048], out[1 << 16];
+    close(mkstemp(json));
+    snprintf(cmd, sizeof cmd, "%s bench --engine ring,tree,ps --procs 3 --servers 2 --sizes 4K:256K --factor 8 "
+             "--iters 3 --warmup 1 --dtype f16 --json %s", g_harness, json);
+    int rc = s_run(cmd, out, sizeof out, NULL);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect_eq(s_count_lines(json, NULL), 9, "3 engines x 3 sizes");
+    cr_expect_eq(s_count_lines(json, "\"wrong\":0,"), 9, "every element exact");
+    cr_expect_eq(s_count_lines(json, "\"engine\":\"ps\""), 3);
+    cr_expect_eq(s_count_lines(json, "\"servers\":2,"), 3, "ps with two dedicated servers");
+    unlink(json);
+}
+
 Test(harness, bench_tcp_transport_and_half_types, .timeout = 90)
 {
     s_find();
