@@ -93,6 +93,24 @@ Test(harness, bench_every_engine_exact, .timeout = 120)
     unlink(json);
 }
 
+Test(harness, train_json_fields, .timeout = 120)
+{
+    s_find();
+    char json[] = "/tmp/sb-test-XXXXXX", cmd[2048], out[1 << 16];
+    close(mkstemp(json));
+    snprintf(cmd, sizeof cmd, "%s train --engine tree,ps --procs 2 --steps 3 --warmup-steps 1 --quiet --json %s",
+             g_harness, json);
+    int rc = s_run(cmd, out, sizeof out, NULL);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect_eq(s_count_lines(json, "\"mode\": \"train\""), 2);
+    const char *fields[] = {"\"samples_per_s\":", "\"step_ms_p50\":", "\"step_ms_p99\":", "\"comm_ms_p50\":",
+                            "\"loss_first\":", "\"loss_last\":", "\"mem_peak_bytes\": [", "\"mem_imbalance\":",
+                            "\"mem_engine_bytes\": [", "\"git_sha\":", "\"timestamp\":", "\"host\":"};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        cr_expect_eq(s_count_lines(json, fields[i]), 2, "field %s in both lines", fields[i]);
+    unlink(json);
+}
+
 Test(harness, bench_tcp_transport_and_half_types, .timeout = 90)
 {
     s_find();
