@@ -24,6 +24,7 @@
 #include "core/timer.h"
 #include "core/trace.h"
 #include "core/tp_sock.h"
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -313,6 +314,33 @@ static int s_tcp_pump(tp_t *self, int timeout_ms)
     return 0;
 }
 
+/* The job id as it appears in channel names: at most 47 characters of [A-Za-z0-9-], others '_'. */
+static void s_job_name(const char *job, char *out, size_t len)
+{
+    snprintf(out, len, "%.47s", job);
+    for (char *c = out; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-'))
+            *c = '_';
+}
+
+void tp_cleanup_job(const char *job)
+{
+    if (!job || !*job) return;
+    char name[48], pre[64];
+    s_job_name(job, name, sizeof name);
+    int pl = snprintf(pre, sizeof pre, "sb.%s.", name);
+    DIR *d = opendir("/dev/shm");
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, pre, (size_t)pl)) continue;
+        char path[300];
+        snprintf(path, sizeof path, "/%s", e->d_name);
+        shm_unlink(path);
+    }
+    closedir(d);
+}
+
 /* ---------- public ---------- */
 
 int tp_new(tp_t **self_p, comm_t *comm, const tp_opts_t *opts)
@@ -375,10 +403,7 @@ int tp_new(tp_t **self_p, comm_t *comm, const tp_opts_t *opts)
     if (self->rank == 0) nonce = ((uint64_t)getpid() << 32) ^ (uint64_t)now_ns();
     CHECK_GOTO(rc, comm_bcast_small(comm, &nonce, sizeof nonce, 0, comm->timeout_ms), fail);
     char job[48];
-    snprintf(job, sizeof job, "%.47s", comm->job);
-    for (char *c = job; *c; c++)
-        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-'))
-            *c = '_';
+    s_job_name(comm->job, job, sizeof job);
     snprintf(self->prefix, sizeof self->prefix, "sb.%s.%llx", job, (unsigned long long)nonce);
 
     if (any_sock) CHECK_GOTO(rc, tp_sock_new(&self->sock, comm, self->prefix, self->slot_bytes), fail);

@@ -45,6 +45,10 @@ int tp_recv_release(tp_t *self, int peer);
 /* Convenience: receive exactly len bytes (as the sender's tp_send split them) into buf. */
 int tp_recv(tp_t *self, int peer, void *buf, size_t len, int timeout_ms);
 
+/* Remove every shared-memory channel name a job may have left behind (ranks killed before both
+ * sides of a channel opened it). For launchers, after every rank of the job has exited. */
+void tp_cleanup_job(const char *job);
+
 /* Bytes moved so far (for stats). */
 void tp_counters(tp_t *self, uint64_t *sent, uint64_t *received);
 

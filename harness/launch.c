@@ -10,6 +10,7 @@
  * group, which also catches anything the ranks forked. States: RUN -> (failure | signal) STOP: SIGTERM
  * sent, SIGKILL at the grace deadline -> all exited -> reap, report. */
 #include "harness/launch.h"
+#include "core/tp.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -653,6 +654,9 @@ int h_launch(const h_launch_cfg_t *cfg, int argc, char **argv)
             while (waitpid(r->pid, NULL, 0) < 0 && errno == EINTR) {}
         }
     }
+
+    /* every rank of this node is gone: remove shared-memory channels a killed rank left behind */
+    tp_cleanup_job(job);
 
     switch (L.cause) {
     case S_CAUSE_NONE: rc = 0; break;

@@ -1,5 +1,6 @@
 /* ranks.c: fork P ranks for multi-process tests; no child outlives the call. */
 #include "tests/lib/ranks.h"
+#include "core/tp.h"
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -91,5 +92,6 @@ int run_ranks(int world, rank_fn fn, void *arg, int timeout_ms)
         usleep(2000);
     }
     free(pids);
+    tp_cleanup_job(job); /* channels a killed or failed rank left behind */
     return failed;
 }
