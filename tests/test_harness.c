@@ -16,13 +16,7 @@ static char g_harness[512];
 
 static void s_find(void)
 {
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    cr_assert(n > 0);
-    self[n] = '\0';
-    *strrchr(self, '/') = '\0';
-    snprintf(g_harness, sizeof g_harness, "%.*s/../harness", 480, self);
-    cr_assert(access(g_harness, X_OK) == 0, "build the harness first (make)");
+    cr_assert(harness_path(g_harness, sizeof g_harness) == 0, "build the harness first (make)");
 }
 
 /* Run a shell command line, capture stdout+stderr into out; returns the exit status. */

@@ -2,6 +2,7 @@
  * overflow counted (not crashed), nothing recorded while off, valid JSON; and `harness train
  * --timeline` end to end: one merged Chrome trace file with both ranks' events, written atomically. */
 #include <criterion/criterion.h>
+#include "tests/lib/ranks.h"
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -239,13 +240,7 @@ static char g_harness[512];
 
 static void s_find(void)
 {
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    cr_assert(n > 0);
-    self[n] = '\0';
-    *strrchr(self, '/') = '\0';
-    snprintf(g_harness, sizeof g_harness, "%.*s/../harness", 480, self);
-    cr_assert(access(g_harness, X_OK) == 0, "build the harness first (make)");
+    cr_assert(harness_path(g_harness, sizeof g_harness) == 0, "build the harness first (make)");
 }
 
 static int s_run(const char *cmd, char *out, size_t len)

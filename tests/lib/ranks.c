@@ -9,9 +9,25 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+int harness_path(char *out, size_t len)
+{
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return -1;
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (!slash) return -1;
+    *slash = '\0';
+    int w = snprintf(out, len, "%s/../harness", self);
+    struct stat st;
+    if (w < 0 || (size_t)w >= len || stat(out, &st) != 0 || !S_ISREG(st.st_mode) || access(out, X_OK) != 0) return -1;
+    return 0;
+}
 
 int free_port(void)
 {

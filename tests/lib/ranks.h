@@ -2,12 +2,16 @@
  * free port and a unique job id), wait with a timeout, kill every child on failure or timeout. */
 #ifndef SB_TEST_RANKS_H
 #define SB_TEST_RANKS_H
+#include <stddef.h>
 
 /* fn returns 0 for success; anything else (or a crash) counts as that rank failing. */
 typedef int (*rank_fn)(int rank, int world, void *arg);
 
 /* Returns the number of ranks that failed (0 = all passed); a timeout kills all and counts them. */
 int run_ranks(int world, rank_fn fn, void *arg, int timeout_ms);
+/* The built harness program next to the test binaries (BUILD/tests/../harness) into out: 0, or -1
+ * when it is missing or not executable. */
+int harness_path(char *out, size_t len);
 /* A free TCP port on 127.0.0.1 (bind to 0, read it back). */
 int free_port(void);
 /* Set RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, SYNCBENCH_JOB. */
