@@ -24,6 +24,7 @@
  * then fails with ERR_DUP (or ERR_MISMATCH) and a detail telling the user to remove them, use a fresh
  * directory or set another SYNCBENCH_JOB. */
 #include "core/boot.h"
+#include "core/hash.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/timer.h"
@@ -111,13 +112,6 @@ static int s_job_ok(const char *j)
     return 1;
 }
 
-static uint64_t s_fnv(const void *p, size_t n, uint64_t h)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-#define FNV0 14695981039346656037ull
 
 static int s_parse_port(const char *what, const char *s, int *port)
 {
@@ -271,12 +265,12 @@ int boot_cfg_init(boot_cfg_t *cfg, const char *init_method, int rank, int world,
                            "(it is part of file names)", job);
         strcpy(cfg->job, job);
     } else {
-        uint64_t h = s_fnv(cfg->method, strlen(cfg->method), FNV0);
-        if (!strcmp(cfg->method, "file")) h = s_fnv(cfg->path, strlen(cfg->path), h);
+        uint64_t h = hash_fnv1a64(cfg->method, strlen(cfg->method), HASH_FNV1A64_INIT);
+        if (!strcmp(cfg->method, "file")) h = hash_fnv1a64(cfg->path, strlen(cfg->path), h);
         else {
             char hp[300];
             snprintf(hp, sizeof hp, "%s:%d", cfg->host, cfg->port);
-            h = s_fnv(hp, strlen(hp), h);
+            h = hash_fnv1a64(hp, strlen(hp), h);
         }
         snprintf(cfg->job, sizeof cfg->job, "%s-%016llx", cfg->method, (unsigned long long)h);
     }
@@ -442,7 +436,7 @@ typedef struct { ent_t **b; size_t nb, n; } map_t;
 
 static ent_t **s_map_slot(map_t *m, const char *key)
 {
-    ent_t **e = &m->b[s_fnv(key, strlen(key), FNV0) & (m->nb - 1)];
+    ent_t **e = &m->b[hash_fnv1a64(key, strlen(key), HASH_FNV1A64_INIT) & (m->nb - 1)];
     while (*e && strcmp((*e)->key, key)) e = &(*e)->next;
     return e;
 }
@@ -460,7 +454,7 @@ static int s_map_put(map_t *m, const char *key, const void *val, size_t len)
             for (size_t i = 0; i < m->nb; i++)
                 for (ent_t *e = m->b[i], *nx; e; e = nx) {
                     nx = e->next;
-                    size_t h = s_fnv(e->key, strlen(e->key), FNV0) & (nb - 1);
+                    size_t h = hash_fnv1a64(e->key, strlen(e->key), HASH_FNV1A64_INIT) & (nb - 1);
                     e->next = b[h];
                     b[h] = e;
                 }
@@ -1006,7 +1000,7 @@ static void s_fkey(store_t *self, const char *key, char *out, size_t len)
     enc[o] = '\0';
     if (o > 160)
         snprintf(out, len, "%s/%s@h.%016llx.%016llx", self->dir, self->cfg.job,
-                 (unsigned long long)s_fnv(key, strlen(key), FNV0), (unsigned long long)s_fnv(key, strlen(key), 0x9e3779b97f4a7c15ull));
+                 (unsigned long long)hash_fnv1a64(key, strlen(key), HASH_FNV1A64_INIT), (unsigned long long)hash_fnv1a64(key, strlen(key), 0x9e3779b97f4a7c15ull));
     else snprintf(out, len, "%s/%s@k.%s", self->dir, self->cfg.job, enc);
 }
 

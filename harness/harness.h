@@ -62,6 +62,7 @@ typedef struct {
     const char *timeline;             /* --timeline FILE */
     const char *net;                  /* --net bw=1gbit[,per=node] */
     int   quiet;
+    const char *format;               /* --format text|json|md|csv (report) */
     /* raw command line (for result metadata) */
     int   argc;
     char **argv;

@@ -10,6 +10,8 @@
  * group, which also catches anything the ranks forked. States: RUN -> (failure | signal) STOP: SIGTERM
  * sent, SIGKILL at the grace deadline -> all exited -> reap, report. */
 #include "harness/launch.h"
+#include "core/hash.h"
+#include "core/port.h"
 #include "core/tp.h"
 #include <arpa/inet.h>
 #include <errno.h>
@@ -106,20 +108,6 @@ int h_is_launched(void)
 }
 
 /* ---- configuration ---------------------------------------------------------------------------- */
-
-static int s_free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t l = sizeof a;
-    int port = -1;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &l) == 0)
-        port = ntohs(a.sin_port);
-    close(fd);
-    return port;
-}
 
 /* "HOST:PORT" or "[V6]:PORT" -> host (brackets removed), port. Returns 0 or -1. */
 static int s_parse_master(const char *m, char *host, size_t hlen, int *port)
@@ -517,7 +505,7 @@ int h_launch(const h_launch_cfg_t *cfg, int argc, char **argv)
         }
     } else {
         snprintf(host, sizeof host, "127.0.0.1");
-        port = s_free_port();
+        port = port_free_loopback();
         if (port < 0) {
             fprintf(stderr, "harness: launcher: no free port on 127.0.0.1: %s\n", strerror(errno));
             return 1;
@@ -533,9 +521,7 @@ int h_launch(const h_launch_cfg_t *cfg, int argc, char **argv)
     if (ej && *ej) {
         jl = seq == 1 ? snprintf(job, sizeof job, "%s", ej) : snprintf(job, sizeof job, "%s-%d", ej, seq);
     } else if (nnodes > 1) {
-        unsigned long long h = 14695981039346656037ULL;     /* FNV-1a of the master address */
-        for (const char *p = cfg->master; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ULL;
-        jl = snprintf(job, sizeof job, "mn-%016llx-%d", h, seq);
+        jl = snprintf(job, sizeof job, "mn-%016llx-%d", (unsigned long long)hash_str(cfg->master), seq);
     } else {
         s_make_job(job, sizeof job);
         jl = (int)strlen(job);

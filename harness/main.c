@@ -83,6 +83,7 @@ static void s_usage(FILE *f)
 "  --timeline FILE       train/bench: Chrome trace JSON of every rank (compute, buckets, collectives,\n"
 "                        segments, waits) for chrome://tracing or ui.perfetto.dev\n"
 "  --plots DIR           report: where figures go (default: plots/ next to the first file)\n"
+"  --format F            report: text (default), json, md or csv tables on stdout\n"
 "  --measured FILE       model: a results file to compare against (as a positional FILE)\n"
 "  --quiet               no progress lines\n", h_engine_names());
 }
@@ -124,7 +125,7 @@ enum {
     O_TIMEOUT, O_ENGINE, O_IMPL, O_SERVERS, O_COLOC, O_PSMODE, O_PSPART, O_SEG, O_SIZES, O_FACTOR, O_ITERS,
     O_WARMUP, O_DTYPE, O_OP, O_MODEL, O_DATA, O_BATCH, O_STEPS, O_WSTEPS, O_OPTIM, O_GDT, O_BUCKET, O_NOOV,
     O_CHECKEV, O_SAVE, O_RESUME, O_DROPLAST, O_SEED, O_STRAG, O_JSON, O_QUIET, O_HELP, O_TIMELINE, O_NET, O_CHECK,
-    O_PLOTS, O_MEASURED, O_RPG, O_TF32
+    O_PLOTS, O_MEASURED, O_RPG, O_TF32, O_FORMAT
 };
 
 static const struct option s_longopts[] = {
@@ -142,7 +143,7 @@ static const struct option s_longopts[] = {
     {"bucket-mb", 1, 0, O_BUCKET}, {"no-overlap", 0, 0, O_NOOV}, {"check-every", 1, 0, O_CHECKEV},
     {"save", 1, 0, O_SAVE}, {"resume", 1, 0, O_RESUME}, {"drop-last", 0, 0, O_DROPLAST}, {"seed", 1, 0, O_SEED},
     {"straggler", 1, 0, O_STRAG}, {"json", 1, 0, O_JSON}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP},
-    {"timeline", 1, 0, O_TIMELINE}, {"net", 1, 0, O_NET}, {"plots", 1, 0, O_PLOTS},
+    {"timeline", 1, 0, O_TIMELINE}, {"net", 1, 0, O_NET}, {"plots", 1, 0, O_PLOTS}, {"format", 1, 0, O_FORMAT},
     {"measured", 1, 0, O_MEASURED}, {0, 0, 0, 0}};
 
 static int s_split_ints(const char *s, int *out, int max, int *n)
@@ -291,6 +292,11 @@ static int s_parse(h_opts_t *o, int argc, char **argv)
         case O_TIMELINE: o->timeline = v; break;
         case O_NET: o->net = v; break;
         case O_PLOTS: s_plots_dir = v; break;
+        case O_FORMAT:
+            if (strcmp(v, "text") && strcmp(v, "json") && strcmp(v, "md") && strcmp(v, "csv"))
+                return s_bad("--format", v, "text, json, md or csv");
+            o->format = v;
+            break;
         case O_MEASURED:
             if (s_nmeasured >= (int)(sizeof s_measured / sizeof s_measured[0])) return s_bad("--measured", v, "at most 64 files");
             s_measured[s_nmeasured++] = (char *)v;
@@ -566,7 +572,7 @@ int main(int argc, char **argv)
     if (mode && h_is_launched()) o.mode = mode;
     if (!h_is_launched() && s_check_writable("--json", o.json)) return 2;
     if (h_is_launched()) return s_rank_main(&o);
-    if (!strcmp(o.mode, "report")) return h_report(s_nmeasured, s_measured, s_plots_dir);
+    if (!strcmp(o.mode, "report")) return h_report(s_nmeasured, s_measured, s_plots_dir, o.format ? o.format : "text");
     if (!strcmp(o.mode, "gemm")) {
         int grc = h_gemm_bench(&o);
         if (grc < 0) {
@@ -607,7 +613,7 @@ int main(int argc, char **argv)
             char *files[1] = {(char *)o.json};
             printf("\n# syncbench run: the engines side by side (harness report %s)\n", o.json);
             fflush(stdout);
-            h_report(1, files, NULL);
+            h_report(1, files, NULL, "text");
         }
         return a ? a : b;
     }

@@ -648,8 +648,12 @@ static int s_plots(FILE *out, const s_data_t *d, s_col_t *cols, size_t nc, const
     return 0;
 }
 
-int h_report(int nfiles, char **files, const char *outdir)
+int h_report(int nfiles, char **files, const char *outdir, const char *format)
 {
+    if (strcmp(format, "text")) {
+        fprintf(stderr, "harness: report --format %s is not built yet (text only)\n", format);
+        return 2;
+    }
     if (nfiles < 1) {
         fprintf(stderr, "harness: report needs at least one results file (JSON lines, e.g. results/run-latest.jsonl)\n");
         return 2;

@@ -6,6 +6,6 @@
 /* Reads the files (malformed lines are reported on stderr as file:line and skipped), prints the
  * tables on stdout and writes the figures into outdir (NULL: "plots" next to the first file). Returns
  * the exit code: 0, 1 (a file unreadable, gnuplot failed), 2 (no file given). */
-int h_report(int nfiles, char **files, const char *outdir);
+int h_report(int nfiles, char **files, const char *outdir, const char *format);
 
 #endif

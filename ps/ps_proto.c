@@ -7,6 +7,7 @@
  * of bytes give or take one partition, unlike plain key ranges (ps-lite), which put every small
  * tensor on server 0. */
 #include "ps/ps_proto.h"
+#include "core/hash.h"
 #include <string.h>
 
 void ps_routing_id(uint64_t job, int rank, unsigned char out[PS_ID_LEN])
@@ -19,12 +20,7 @@ void ps_routing_id(uint64_t job, int rank, unsigned char out[PS_ID_LEN])
 
 uint64_t ps_job_hash(const char *job)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (const unsigned char *p = (const unsigned char *)job; p && *p; p++) {
-        h ^= *p;
-        h *= 1099511628211ull;
-    }
-    return h;
+    return hash_str(job);
 }
 
 void ps_layout_init(ps_layout_t *l, size_t total, size_t esz, size_t part_bytes, int nservers)

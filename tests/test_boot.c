@@ -21,6 +21,7 @@
 #include "core/err.h"
 #include "core/timer.h"
 #include "tests/lib/ranks.h"
+#include "core/port.h"
 
 static const char *const ENV_VARS[] = {
     "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SYNCBENCH_JOB",
@@ -549,7 +550,7 @@ Test(store_err, rank_out_of_range)
 
 Test(store_err, unreachable_master, .timeout = 20)
 {
-    int port = free_port();
+    int port = port_free_loopback();
     char m[64];
     snprintf(m, sizeof m, "tcp://127.0.0.1:%d", port);
     boot_cfg_t cfg;
@@ -591,7 +592,7 @@ Test(store_err, port_in_use, .timeout = 20)
 Test(store_err, join_timeout_names_missing, .timeout = 20)
 {
     char m[64];
-    snprintf(m, sizeof m, "tcp://127.0.0.1:%d", free_port());
+    snprintf(m, sizeof m, "tcp://127.0.0.1:%d", port_free_loopback());
     boot_cfg_t cfg;
     cr_assert_eq(boot_cfg_init(&cfg, m, 0, 6, 1500), 0);
     store_t *st = NULL;
@@ -674,7 +675,7 @@ static int s_raw(void *d, const char *const *frames, const size_t *lens, int n, 
 
 Test(store_err, malformed_requests, .timeout = 20)
 {
-    int port = free_port();
+    int port = port_free_loopback();
     char m[64];
     snprintf(m, sizeof m, "tcp://127.0.0.1:%d", port);
     boot_cfg_t cfg;
@@ -751,7 +752,7 @@ static void *s_rank0(void *arg)
 Test(store_err, malformed_after_join, .timeout = 20)
 {
     char m[64];
-    snprintf(m, sizeof m, "tcp://127.0.0.1:%d", free_port());
+    snprintf(m, sizeof m, "tcp://127.0.0.1:%d", port_free_loopback());
     r0_t a = {.rc = 1};
     cr_assert_eq(boot_cfg_init(&a.cfg, m, 0, 2, 8000), 0);
     pthread_t th;

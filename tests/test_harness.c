@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "tests/lib/ranks.h"
+#include "core/port.h"
 
 static char g_harness[512];
 
@@ -157,7 +158,7 @@ static int s_two_ranks(const char *method, const char *w0, const char *w1, char 
 {
     char cmd[2][2048];
     const char *w[2] = {w0, w1};
-    int port = free_port();
+    int port = port_free_loopback();
     for (int r = 0; r < 2; r++) {
         char m[512];
         if (!strcmp(method, "tcp")) snprintf(m, sizeof m, "--init-method tcp://127.0.0.1:%d", port);
@@ -216,7 +217,7 @@ Test(harness, unreachable_master_times_out, .timeout = 60)
 {
     s_find();
     char cmd[2048], out[1 << 14];
-    int port = free_port();
+    int port = port_free_loopback();
     snprintf(cmd, sizeof cmd,
              "env -u SYNCBENCH_JOB -u SYNCBENCH_LAUNCHED RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=%d "
              "%s bench --sizes 4K --timeout 2", port, g_harness);

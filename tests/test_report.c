@@ -72,7 +72,7 @@ static int s_report_capture(int n, char **files, const char *outdir, char *out, 
     int so = dup(1), se = dup(2);
     dup2(ofd, 1);
     dup2(efd, 2);
-    int rc = h_report(n, files, outdir);
+    int rc = h_report(n, files, outdir, "text");
     fflush(stdout);
     fflush(stderr);
     dup2(so, 1);

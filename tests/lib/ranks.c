@@ -1,5 +1,6 @@
 /* ranks.c: fork P ranks for multi-process tests; no child outlives the call. */
 #include "tests/lib/ranks.h"
+#include "core/port.h"
 #include "core/tp.h"
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -29,20 +30,6 @@ int harness_path(char *out, size_t len)
     return 0;
 }
 
-int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return -1;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t l = sizeof a;
-    int port = -1;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &l) == 0)
-        port = ntohs(a.sin_port);
-    close(fd);
-    return port;
-}
-
 void set_rank_env(int rank, int world, int port, const char *job)
 {
     char b[32];
@@ -55,7 +42,7 @@ void set_rank_env(int rank, int world, int port, const char *job)
 
 int run_ranks(int world, rank_fn fn, void *arg, int timeout_ms)
 {
-    int port = free_port();
+    int port = port_free_loopback();
     char job[64];
     static int counter;
     snprintf(job, sizeof job, "t%d-%d-%ld", (int)getpid(), ++counter, (long)time(NULL));

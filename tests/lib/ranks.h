@@ -12,8 +12,6 @@ int run_ranks(int world, rank_fn fn, void *arg, int timeout_ms);
 /* The built harness program next to the test binaries (BUILD/tests/../harness) into out: 0, or -1
  * when it is missing or not executable. */
 int harness_path(char *out, size_t len);
-/* A free TCP port on 127.0.0.1 (bind to 0, read it back). */
-int free_port(void);
 /* Set RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, SYNCBENCH_JOB. */
 void set_rank_env(int rank, int world, int port, const char *job);
 
