@@ -1,12 +1,14 @@
 /* boot.h: who am I and where are the others: rank/world/local rank from the init method and the
  * launcher's environment (torchrun, Slurm, OpenMPI conventions), and the rendezvous key-value store
- * (gloo style: set / get-with-wait / add) that every later exchange is built on. */
+ * (gloo style: set / get-with-wait / add, declared in core/store.h) that every later exchange is built on.
+ * Configuration: core/boot_cfg.c; joining the store: core/boot.c; the store kinds: core/store_*.c. */
 #ifndef SB_BOOT_H
 #define SB_BOOT_H
 #include <stddef.h>
 #include <stdint.h>
+#include "core/store.h"
 
-typedef struct {
+typedef struct boot_cfg {
     int  rank, world;            /* global */
     int  local_rank, local_world;/* within this node; local_world 0 and local_rank -1 if unknown
                                     (both known as 0 / 1 when world is 1) */
@@ -19,6 +21,9 @@ typedef struct {
     int  timeout_ms;             /* every bootstrap step gives up after this */
     const char *source;          /* where rank/world came from: "args", "torchrun", "slurm", "openmpi" */
 } boot_cfg_t;
+
+/* timeout_ms <= 0 given to boot_cfg_init (or found in a cfg given to store_new) means this. */
+#define BOOT_DEFAULT_TIMEOUT_MS 300000
 
 /* Precedence (first found wins): rank/world args >= 0; RANK/WORLD_SIZE (torchrun); OMPI_COMM_WORLD_*
  * (OpenMPI: checked before Slurm because mpirun inside an sbatch script inherits SLURM_PROCID=0);
@@ -41,35 +46,9 @@ int boot_cfg_init(boot_cfg_t *cfg, const char *init_method, int rank, int world,
  * interface). ERR_NODEV names the interfaces that exist when ifname has no IPv4 address. */
 int boot_local_addr(const boot_cfg_t *cfg, char *out, size_t len);
 
-typedef struct store store_t;
-
-/* Limits of the store: keys are NUL-terminated strings of 1..STORE_KEY_MAX bytes; values hold at most
- * STORE_VAL_MAX bytes. */
-#define STORE_KEY_MAX 256
-#define STORE_VAL_MAX (1 << 28)
-
-/* Join the rendezvous. tcp/env: rank 0 hosts a ZeroMQ server on host:port (ERR_ADDRINUSE with a clear
- * detail if the port is taken), every rank connects and says hello with (rank, world); the server
- * rejects a world that disagrees (ERR_MISMATCH) or a rank already joined (ERR_DUP); an unreachable
- * master gives ERR_TIMEOUT after cfg->timeout_ms. file: the same checks through files created with
- * O_EXCL in the shared directory. Returns when every rank has joined; a timeout detail says either
- * "could not reach master HOST:PORT" or "only K of W ranks joined ... (missing: ...)".
- * file:// naming: every file is "<job>@..." in the directory (created if needed); the last rank to
- * leave removes them. Files left by a crashed run with the same job id make the next run fail with
- * ERR_DUP / ERR_MISMATCH naming them: remove them, use a fresh directory or another SYNCBENCH_JOB.
- * A store_t may be shared between threads, but calls are serialized: a waiting get holds up the
- * others on the same store_t. Not usable across fork(). */
-int  store_new(store_t **self_p, const boot_cfg_t *cfg);
-int  store_set(store_t *self, const char *key, const void *val, size_t len);
-/* Wait until key exists (or timeout_ms; < 0 = cfg->timeout_ms), then return a malloc'd copy in *val
- * (caller frees; NUL-terminated one byte past *len for convenience). ERR_TIMEOUT if never set. */
-int  store_get(store_t *self, const char *key, void **val, size_t *len, int timeout_ms);
-/* Atomically add delta to the integer counter key (created at 0) and return the new value. Counters are
- * stored as decimal text, so store_get on the key reads e.g. "3"; add on a non-number is ERR_INVAL. */
-int  store_add(store_t *self, const char *key, int64_t delta, int64_t *out);
-/* Remove key (absent is fine). */
-int  store_del(store_t *self, const char *key);
-/* Leave: rank 0 keeps serving until every rank has left (bounded by the timeout). Safe twice. */
-void store_destroy(store_t **self_p);
+/* Resolve an IPv4 address or host name to dotted text in ip (len >= 16); *is_local (when not NULL) says
+ * whether it is one of this host's addresses (any 127/8 address counts). ERR_INVAL if it cannot be
+ * resolved. */
+int boot_resolve_ipv4(const char *host, char *ip, size_t len, int *is_local);
 
 #endif
