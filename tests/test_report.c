@@ -58,7 +58,7 @@ Test(jsonl, malformed)
     for (int i = 0; bad[i]; i++) {
         h_jobj_t o = {0};
         char err[256] = "";
-        cr_assert_eq(s_parse(bad[i], &o, err, sizeof err), -1, "accepted: %s", bad[i]);
+        cr_assert_eq(s_parse(bad[i], &o, err, sizeof err), ERR_CORRUPT, "accepted: %s", bad[i]);
         cr_assert(strstr(err, "column "), "no position for '%s': %s", bad[i], err);
         cr_assert_eq(o.n, 0);
         cr_assert_null(o.f);
