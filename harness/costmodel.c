@@ -139,15 +139,9 @@ double h_cm_tree_seg(int P, double n)
     return sb;
 }
 
-double h_cm_tree(const h_cm_t *m, int P, double n, double seg)
+/* Depth of every rank in both trees of P (dep[t * P + r]) and each tree's depth D[t]. */
+static void s_tree_depths(int P, int *dep, int *D)
 {
-    if (P <= 1 || n <= 0) return 0;
-    if (seg <= 0) seg = h_cm_tree_seg(P, n);
-    double half = ceil(n / 2);
-    if (seg > half) seg = half;
-    long nseg = (long)ceil(half / seg);
-    int *dep = malloc(2 * (size_t)P * sizeof *dep), D[2] = {0, 0};
-    if (!dep) return -1;
     for (int t = 0; t < 2; t++)
         for (int r = 0; r < P; r++) {
             int d = 0, x = r, parent, ch[2];
@@ -160,6 +154,18 @@ double h_cm_tree(const h_cm_t *m, int P, double n, double seg)
             dep[t * P + r] = d;
             if (d > D[t]) D[t] = d;
         }
+}
+
+double h_cm_tree(const h_cm_t *m, int P, double n, double seg)
+{
+    if (P <= 1 || n <= 0) return 0;
+    if (seg <= 0) seg = h_cm_tree_seg(P, n);
+    double half = ceil(n / 2);
+    if (seg > half) seg = half;
+    long nseg = (long)ceil(half / seg);
+    int *dep = malloc(2 * (size_t)P * sizeof *dep), D[2] = {0, 0};
+    if (!dep) return -1;
+    s_tree_depths(P, dep, D);
     long T = nseg + 2L * (D[0] > D[1] ? D[0] : D[1]) + 1;
     /* bytes each rank puts on its link (out), takes off it (in) and reduces, per lock-step step */
     double *out = calloc((size_t)(3 * T) * (size_t)P, sizeof *out);

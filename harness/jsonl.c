@@ -1,6 +1,7 @@
 /* jsonl.c: the strict reader of flat JSON-lines results (see jsonl.h). A recursive-descent parser
  * over one line with a cursor; every failure records its column and what was expected. */
 #include "harness/jsonl.h"
+#include "core/err.h"
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -19,7 +20,7 @@ typedef struct {
 
 static int s_fail(s_cur_t *c, const char *fmt, ...)
 {
-    if (c->failed) return -1;
+    if (c->failed) return ERR_CORRUPT;
     c->failed = 1;
     char msg[200];
     va_list ap;
@@ -27,7 +28,7 @@ static int s_fail(s_cur_t *c, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (c->err && c->errlen) snprintf(c->err, c->errlen, "column %zu: %s", c->pos + 1, msg);
-    return -1;
+    return ERR_CORRUPT;
 }
 
 static void s_ws(s_cur_t *c)
@@ -83,7 +84,7 @@ static size_t s_utf8(char *d, unsigned cp)
 static int s_string(s_cur_t *c, char **out)
 {
     *out = NULL;
-    if (s_expect(c, '"')) return -1;
+    if (s_expect(c, '"')) return ERR_CORRUPT;
     size_t start = c->pos;
     /* unescaped length <= escaped length */
     size_t end = start;
@@ -110,7 +111,7 @@ static int s_string(s_cur_t *c, char **out)
         case 't': d[k++] = '\t'; break;
         case 'u': {
             unsigned cp;
-            if (s_hex4(c, &cp)) { free(d); return -1; }
+            if (s_hex4(c, &cp)) { free(d); return ERR_CORRUPT; }
             if (cp >= 0xd800 && cp < 0xdc00) {
                 unsigned lo;
                 if (c->pos + 2 > c->len || c->s[c->pos] != '\\' || c->s[c->pos + 1] != 'u') {
@@ -118,7 +119,7 @@ static int s_string(s_cur_t *c, char **out)
                     return s_fail(c, "lone high surrogate in \\u escape");
                 }
                 c->pos += 2;
-                if (s_hex4(c, &lo)) { free(d); return -1; }
+                if (s_hex4(c, &lo)) { free(d); return ERR_CORRUPT; }
                 if (lo < 0xdc00 || lo > 0xdfff) { free(d); return s_fail(c, "bad low surrogate in \\u escape"); }
                 cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
             } else if (cp >= 0xdc00 && cp < 0xe000) {
@@ -201,7 +202,7 @@ static int s_value(s_cur_t *c, h_jfield_t *f)
             s_ws(c);
             if (s_peek(c) == '"' || s_peek(c) == '[' || s_peek(c) == '{')
                 return s_fail(c, "only arrays of numbers are expected in a results line");
-            if (s_number(c, &v)) return -1;
+            if (s_number(c, &v)) return ERR_CORRUPT;
             if (f->n == cap) {
                 cap = cap ? cap * 2 : 8;
                 double *a = realloc(f->arr, cap * sizeof *a);
@@ -274,7 +275,7 @@ tail:
     return 0;
 bad:
     h_jfree(obj);
-    return -1;
+    return ERR_CORRUPT;
 }
 
 const h_jfield_t *h_jget(const h_jobj_t *obj, const char *key)
@@ -296,6 +297,41 @@ const char *h_jstr(const h_jobj_t *obj, const char *key, const char *dflt)
     return f && f->type == HJ_STR ? f->str : dflt;
 }
 
+/* One line (without its line break) of file:lineno: appended to objs, or reported and counted. */
+static int s_read_line(const char *line, size_t len, const char *file, size_t lineno, h_jobj_t **objs, size_t *nobjs,
+                       size_t *cap, size_t *nbad, FILE *dg)
+{
+    size_t k = 0;
+    while (k < len && (line[k] == ' ' || line[k] == '\t')) k++;
+    if (k == len) return 0;
+    h_jobj_t o = {0};
+    char err[256];
+    const char *why = err;
+    if (memchr(line, '\0', len)) why = "NUL byte";
+    else if (h_jparse(line, len, &o, err, sizeof err) < 0) why = err;
+    else if (!h_jstr(&o, "mode", NULL)) why = "no \"mode\" string";
+    else why = NULL;
+    if (why) {
+        if (dg) fprintf(dg, "%s:%zu: malformed result line: %s\n", file, lineno, why);
+        (*nbad)++;
+        h_jfree(&o);
+        return 0;
+    }
+    snprintf(o.src, sizeof o.src, "%s:%zu", file, lineno);
+    if (*nobjs == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 64;
+        h_jobj_t *a = realloc(*objs, ncap * sizeof *a);
+        if (!a) {
+            h_jfree(&o);
+            return err_set(ERR_NOMEM, "out of memory reading %s", file);
+        }
+        *objs = a;
+        *cap = ncap;
+    }
+    (*objs)[(*nobjs)++] = o;
+    return 0;
+}
+
 int h_jread_files(int nfiles, char **files, h_jobj_t **objs, size_t *nobjs, size_t *nbad, void *diag)
 {
     FILE *dg = diag;
@@ -305,59 +341,29 @@ int h_jread_files(int nfiles, char **files, h_jobj_t **objs, size_t *nobjs, size
         FILE *f = fopen(files[fi], "r");
         if (!f) {
             if (dg) fprintf(dg, "harness: cannot read %s: %s\n", files[fi], strerror(errno));
-            status = -1;
+            status = err_set(ERR_IO, "cannot read %s: %s", files[fi], strerror(errno));
             continue;
         }
         char *line = NULL;
-        size_t lcap = 0;
+        size_t lcap = 0, lineno = 0;
         ssize_t n;
-        size_t lineno = 0;
-        while ((n = getline(&line, &lcap, f)) >= 0) {
-            lineno++;
+        int rc = 0;
+        while (rc == 0 && (n = getline(&line, &lcap, f)) >= 0) {
             size_t len = (size_t)n;
             while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
-            size_t k = 0;
-            while (k < len && (line[k] == ' ' || line[k] == '\t')) k++;
-            if (k == len) continue;
-            if (memchr(line, '\0', len)) {
-                if (dg) fprintf(dg, "%s:%zu: malformed result line: NUL byte\n", files[fi], lineno);
-                (*nbad)++;
-                continue;
-            }
-            h_jobj_t o = {0};
-            char err[256];
-            if (h_jparse(line, len, &o, err, sizeof err) < 0) {
-                if (dg) fprintf(dg, "%s:%zu: malformed result line: %s\n", files[fi], lineno, err);
-                (*nbad)++;
-                continue;
-            }
-            if (!h_jstr(&o, "mode", NULL)) {
-                if (dg) fprintf(dg, "%s:%zu: malformed result line: no \"mode\" string\n", files[fi], lineno);
-                (*nbad)++;
-                h_jfree(&o);
-                continue;
-            }
-            snprintf(o.src, sizeof o.src, "%s:%zu", files[fi], lineno);
-            if (*nobjs == cap) {
-                cap = cap ? cap * 2 : 64;
-                h_jobj_t *a = realloc(*objs, cap * sizeof *a);
-                if (!a) {
-                    h_jfree(&o);
-                    if (dg) fprintf(dg, "harness: out of memory reading %s\n", files[fi]);
-                    free(line);
-                    fclose(f);
-                    return -1;
-                }
-                *objs = a;
-            }
-            (*objs)[(*nobjs)++] = o;
+            rc = s_read_line(line, len, files[fi], ++lineno, objs, nobjs, &cap, nbad, dg);
         }
-        if (ferror(f)) {
+        if (rc == 0 && ferror(f)) {
             if (dg) fprintf(dg, "harness: error reading %s: %s\n", files[fi], strerror(errno));
-            status = -1;
+            rc = err_set(ERR_IO, "error reading %s: %s", files[fi], strerror(errno));
         }
         free(line);
         fclose(f);
+        if (rc == ERR_NOMEM) {
+            if (dg) fprintf(dg, "harness: out of memory reading %s\n", files[fi]);
+            return rc;
+        }
+        if (rc < 0) status = rc;
     }
     return status;
 }

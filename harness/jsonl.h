@@ -24,7 +24,8 @@ typedef struct {
 } h_jobj_t;
 
 /* Parse one line (no '\n' needed; trailing whitespace allowed) into obj (which must be zeroed or
- * freed). Returns 0, or -1 with a message in err ("column 17: expected ':'"); obj is then empty. */
+ * freed). Returns 0, or ERR_CORRUPT with a message in err ("column 17: expected ':'"); obj is then
+ * empty. */
 int  h_jparse(const char *line, size_t len, h_jobj_t *obj, char *err, size_t errlen);
 void h_jfree(h_jobj_t *obj);
 
@@ -36,8 +37,8 @@ const char *h_jstr(const h_jobj_t *obj, const char *key, const char *dflt);
 
 /* Read every line of the files: good objects are appended to *objs (realloc'd, *nobjs updated), each
  * malformed line is reported on `diag` (when not NULL) as "FILE:LINE: malformed result line: why" and
- * counted in *nbad. Blank lines are skipped silently. Returns 0, or -1 when a file cannot be read
- * (reported on diag; the other files are still read). */
+ * counted in *nbad. Blank lines are skipped silently. Returns 0, ERR_IO when a file cannot be read
+ * (reported on diag and in err_detail; the other files are still read) or ERR_NOMEM (reading stops). */
 int  h_jread_files(int nfiles, char **files, h_jobj_t **objs, size_t *nobjs, size_t *nbad, void *diag);
 void h_jfree_all(h_jobj_t **objs, size_t *nobjs);
 

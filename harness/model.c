@@ -16,6 +16,8 @@
 #include "harness/costmodel.h"
 #include "harness/jsonl.h"
 #include "harness/netem.h"
+#include "harness/report.h"
+#include "harness/stats.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/timer.h"
@@ -28,18 +30,6 @@
 
 #define S_NSIZES 8
 static const size_t s_sizes[S_NSIZES] = {8, 64, 512, 4096, 32768, 262144, 1048576, 4194304};
-
-static int s_cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double s_median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, s_cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static double s_cpu_s(void)
 {
@@ -74,7 +64,7 @@ static int s_pingpong(comm_t *comm, int tmo, double *t, double *kappa)
             }
             if (it >= warm) rtt[it - warm] = now_us() - t0;
         }
-        if (me == 0) t[si] = s_median(rtt, iters) / 2 * 1e-6;
+        if (me == 0) t[si] = h_median(rtt, (size_t)iters) / 2 * 1e-6;
         if (si == S_NSIZES - 1) *kappa = (s_cpu_s() - c0) / (2.0 * (double)n * iters);
     }
 out:
@@ -97,7 +87,7 @@ static double s_gamma(void)
     }
     free(a);
     free(b);
-    return s_median(t, 9) * 1e-6 / (double)(count * 4);
+    return h_median(t, 9) * 1e-6 / (double)(count * 4);
 }
 
 static double s_mu(void)
@@ -117,7 +107,7 @@ static double s_mu(void)
     (void)sink;
     free(a);
     free(b);
-    return s_median(t, 9) * 1e-6 / (double)bytes;
+    return h_median(t, 9) * 1e-6 / (double)bytes;
 }
 
 /* One engine configuration as results describe it. */
@@ -145,14 +135,7 @@ static int s_eng_same(const s_eng_t *a, const s_eng_t *b)
 
 static void s_eng_label(const s_eng_t *e, char *out, size_t len)
 {
-    size_t el = strlen(e->engine);
-    if (!strncmp(e->impl, e->engine, el) && e->impl[el] == '-') { snprintf(out, len, "%s", e->impl); return; }
-    size_t k = (size_t)snprintf(out, len, "%s", e->engine);
-    if (strcmp(e->impl, "default") && strcmp(e->impl, "host") && k < len) k += (size_t)snprintf(out + k, len - k, "/%s", e->impl);
-    if (!strcmp(e->engine, "ps") && k < len) {
-        if (e->colocate) snprintf(out + k, len - k, "-coloc");
-        else if (e->servers > 0) snprintf(out + k, len - k, "-s%d", e->servers);
-    }
+    h_engine_label(out, len, e->engine, e->impl, e->servers, e->colocate);
 }
 
 /* Predicted allreduce time (s) of engine e with P workers on n bytes; < 0: not modelled. */
@@ -169,27 +152,35 @@ static double s_predict(const h_cm_t *m, const s_eng_t *e, int P, double n)
     return -1;
 }
 
-typedef struct {
-    char *buf;
-    size_t len, cap;
-} s_out_t;
 
-static void s_line(s_out_t *out, const char *line, int n)
+/* What rank 0 prints and appends: the fit, its model lines, the engines seen in bench results. */
+typedef struct {
+    const char *probe;
+    h_meta_t meta;
+    char cmd[2200];
+    char *buf;                 /* "mode":"model" lines for --json */
+    size_t len, cap;
+    s_eng_t engs[32];
+    double big[32];            /* each engine's largest measured size */
+    int neng;
+} s_ctx_t;
+
+static void s_line(s_ctx_t *x, const char *line, int n)
 {
     if (n <= 0) return;
-    if (out->len + (size_t)n + 1 > out->cap) {
-        size_t cap = (out->cap + (size_t)n + 1) * 2;
-        char *b = realloc(out->buf, cap);
+    if (x->len + (size_t)n + 1 > x->cap) {
+        size_t cap = (x->cap + (size_t)n + 1) * 2;
+        char *b = realloc(x->buf, cap);
         if (!b) return;
-        out->buf = b;
-        out->cap = cap;
+        x->buf = b;
+        x->cap = cap;
     }
-    memcpy(out->buf + out->len, line, (size_t)n);
-    out->len += (size_t)n;
+    memcpy(x->buf + x->len, line, (size_t)n);
+    x->len += (size_t)n;
 }
 
-static void s_model_line(s_out_t *out, const s_eng_t *e, const char *what, int P, double n, double pred_s, double meas_s,
-                         const h_cm_t *m, const char *probe, const h_meta_t *meta, const char *cmd)
+static void s_model_line(s_ctx_t *x, const s_eng_t *e, const char *what, int P, double n, double pred_s, double meas_s,
+                         const h_cm_t *m)
 {
     char line[4096], meas[48], err[48], coloc[32] = "";
     if (meas_s > 0) {
@@ -205,8 +196,8 @@ static void s_model_line(s_out_t *out, const s_eng_t *e, const char *what, int P
         "\"bytes\":%.0f,\"pred_us\":%.3f,\"meas_us\":%s,\"err_pct\":%s,\"alpha_us\":%.4f,\"beta_ns_per_byte\":%.6f,"
         "\"gamma_ns_per_byte\":%.6f,\"probe\":\"%s\",\"git_sha\":\"%s\",\"timestamp\":\"%s\",\"cmdline\":%s}\n",
         what, e->engine, e->impl, P, e->servers, coloc, n, pred_s * 1e6, meas, err, m->alpha * 1e6, m->beta * 1e9,
-        m->gamma * 1e9, probe, meta->git_sha, meta->timestamp, cmd);
-    if (k > 0 && (size_t)k < sizeof line) s_line(out, line, k);
+        m->gamma * 1e9, x->probe, x->meta.git_sha, x->meta.timestamp, x->cmd);
+    if (k > 0 && (size_t)k < sizeof line) s_line(x, line, k);
 }
 
 static void s_fmt_bytes(double b, char *out, size_t len)
@@ -216,18 +207,10 @@ static void s_fmt_bytes(double b, char *out, size_t len)
     else snprintf(out, len, "%.0f", b);
 }
 
-static int s_report(const h_opts_t *o, const comm_t *comm, const h_cm_t *m, const double *t, int nfiles, char **files)
+/* The fitted parameters, the probe's one-way times against the fit, and the "what":"fit" line. */
+static void s_print_fit(s_ctx_t *x, const h_cm_t *m, const double *t)
 {
-    h_meta_t meta;
-    h_meta_fill(&meta, o->argc, o->argv);
-    char cmd[2200];
-    h_json_str(cmd, sizeof cmd, meta.cmdline);
-    const char *probe = tp_kind(comm->tp, 1);
-    s_out_t out = {0};
-    char line[1024];
-    int k;
-
-    printf("# syncbench model: probe between ranks 0 and 1 over %s (%d sizes, 8 B .. 4 MiB)\n", probe, S_NSIZES);
+    printf("# syncbench model: probe between ranks 0 and 1 over %s (%d sizes, 8 B .. 4 MiB)\n", x->probe, S_NSIZES);
     printf("#   alpha %.2f us   beta %.4f ns/B (%.3f GB/s)   gamma %.4f ns/B (%.2f GB/s reduction)\n", m->alpha * 1e6,
            m->beta * 1e9, m->beta > 0 ? 1e-9 / m->beta : 0, m->gamma * 1e9, m->gamma > 0 ? 1e-9 / m->gamma : 0);
     printf("#   burst %.0f B (token bucket, payload bytes)   kappa %.4f ns/B (CPU per byte sent or received)   mu %.4f ns/B (memcpy)   cores %d\n",
@@ -239,19 +222,56 @@ static int s_report(const h_opts_t *o, const comm_t *comm, const h_cm_t *m, cons
         double f = m->alpha + m->beta * (double)s_sizes[i];
         printf("  %10s %12.2f %12.2f %+8.1f\n", sz, t[i] * 1e6, f * 1e6, 100 * (f - t[i]) / t[i]);
     }
-    k = snprintf(line, sizeof line,
+    char line[1024];
+    int k = snprintf(line, sizeof line,
         "{\"mode\":\"model\",\"what\":\"fit\",\"world\":2,\"probe\":\"%s\",\"alpha_us\":%.4f,\"beta_ns_per_byte\":%.6f,"
         "\"gamma_ns_per_byte\":%.6f,\"burst_bytes\":%.0f,\"kappa_ns_per_byte\":%.6f,\"mu_ns_per_byte\":%.6f,\"cores\":%d,"
         "\"git_sha\":\"%s\",\"timestamp\":\"%s\",\"cmdline\":%s}\n",
-        probe, m->alpha * 1e6, m->beta * 1e9, m->gamma * 1e9, m->burst, m->kappa * 1e9, m->mu * 1e9, m->cores, meta.git_sha, meta.timestamp, cmd);
-    if (k > 0 && (size_t)k < sizeof line) s_line(&out, line, k);
+        x->probe, m->alpha * 1e6, m->beta * 1e9, m->gamma * 1e9, m->burst, m->kappa * 1e9, m->mu * 1e9, m->cores,
+        x->meta.git_sha, x->meta.timestamp, x->cmd);
+    if (k > 0 && (size_t)k < sizeof line) s_line(x, line, k);
+}
 
-    h_jobj_t *objs = NULL;
-    size_t n = 0, nbad = 0;
-    if (nfiles) h_jread_files(nfiles, files, &objs, &n, &nbad, stderr);
-    s_eng_t engs[32];
-    double big[32];
-    int neng = 0;
+/* Prediction for one result line: what, bytes, measured and predicted time (s); 0, or -1 when the
+ * line is not one the model predicts. */
+static int s_predict_line(const h_cm_t *m, const h_jobj_t *r, const s_eng_t *e, int P, const char **what, double *bytes,
+                          double *meas, double *pred)
+{
+    const char *mode = h_jstr(r, "mode", "");
+    if (!strcmp(mode, "bench")) {
+        *what = "bench";
+        *bytes = h_jnum(r, "bytes", -1);
+        *meas = h_jnum(r, "time_us", -1) * 1e-6;
+        if (*bytes <= 0 || *meas <= 0) return -1;
+        *pred = s_predict(m, e, P, *bytes);
+    } else if (!strcmp(mode, "train")) {
+        *what = "train";
+        double params = h_jnum(r, "params", -1);
+        const char *gd = h_jstr(r, "grad_dtype", "f32");
+        *bytes = params * (strcmp(gd, "f32") ? 2 : 4);
+        *meas = h_jnum(r, "step_ms_p50", -1) * 1e-3;
+        double comp = h_jnum(r, "compute_ms_p50", -1) * 1e-3;
+        if (params <= 0 || *meas <= 0 || comp < 0) return -1;
+        *pred = s_predict(m, e, P, *bytes);
+        if (*pred >= 0) *pred += comp;
+    } else {
+        return -1;
+    }
+    return *pred < 0 ? -1 : 0;
+}
+
+/* Remember each bench engine and its largest size, for the extrapolation. */
+static void s_note_engine(s_ctx_t *x, const s_eng_t *e, double bytes)
+{
+    int j = 0;
+    while (j < x->neng && !s_eng_same(&x->engs[j], e)) j++;
+    if (j == x->neng && x->neng < 32) { x->engs[x->neng] = *e; x->big[x->neng] = bytes; x->neng++; }
+    else if (j < x->neng && bytes > x->big[j]) x->big[j] = bytes;
+}
+
+/* Predicted against measured for every result line the model covers. */
+static void s_print_measured(s_ctx_t *x, const h_cm_t *m, const h_jobj_t *objs, size_t n, int nfiles, size_t nbad)
+{
     double sum_err = 0, sum_err248 = 0;
     int nerr = 0, nerr248 = 0, within248 = 0;
     if (n) {
@@ -260,34 +280,13 @@ static int s_report(const h_opts_t *o, const comm_t *comm, const h_cm_t *m, cons
         printf("# %-6s %-18s %5s %8s %12s %12s %8s\n", "what", "engine", "world", "size", "pred(us)", "meas(us)", "err%");
     }
     for (size_t i = 0; i < n; i++) {
-        const h_jobj_t *r = &objs[i];
-        const char *mode = h_jstr(r, "mode", "");
-        int P = (int)h_jnum(r, "world", 0);
+        int P = (int)h_jnum(&objs[i], "world", 0);
         if (P < 1) continue;
         s_eng_t e;
-        s_eng_of(r, &e);
+        s_eng_of(&objs[i], &e);
         double bytes, meas, pred;
         const char *what;
-        if (!strcmp(mode, "bench")) {
-            what = "bench";
-            bytes = h_jnum(r, "bytes", -1);
-            meas = h_jnum(r, "time_us", -1) * 1e-6;
-            if (bytes <= 0 || meas <= 0) continue;
-            pred = s_predict(m, &e, P, bytes);
-        } else if (!strcmp(mode, "train")) {
-            what = "train";
-            double params = h_jnum(r, "params", -1);
-            const char *gd = h_jstr(r, "grad_dtype", "f32");
-            bytes = params * (strcmp(gd, "f32") ? 2 : 4);
-            meas = h_jnum(r, "step_ms_p50", -1) * 1e-3;
-            double comp = h_jnum(r, "compute_ms_p50", -1) * 1e-3;
-            if (params <= 0 || meas <= 0 || comp < 0) continue;
-            pred = s_predict(m, &e, P, bytes);
-            if (pred >= 0) pred += comp;
-        } else {
-            continue;
-        }
-        if (pred < 0) continue;
+        if (s_predict_line(m, &objs[i], &e, P, &what, &bytes, &meas, &pred) < 0) continue;
         char label[64], sz[32];
         s_eng_label(&e, label, sizeof label);
         s_fmt_bytes(bytes, sz, sizeof sz);
@@ -298,53 +297,72 @@ static int s_report(const h_opts_t *o, const comm_t *comm, const h_cm_t *m, cons
             sum_err248 += fabs(err), nerr248++;
             within248 += fabs(err) <= 15.0;
         }
-        s_model_line(&out, &e, what, P, bytes, pred, meas, m, probe, &meta, cmd);
-        if (!strcmp(what, "bench")) {
-            int j = 0;
-            while (j < neng && !s_eng_same(&engs[j], &e)) j++;
-            if (j == neng && neng < 32) { engs[neng] = e; big[neng] = bytes; neng++; }
-            else if (j < neng && bytes > big[j]) big[j] = bytes;
-        }
+        s_model_line(x, &e, what, P, bytes, pred, meas, m);
+        if (!strcmp(what, "bench")) s_note_engine(x, &e, bytes);
     }
     if (nerr)
         printf("# mean |err| %.1f%% over %d points; P in {2,4,8}: mean |err| %.1f%%, %d of %d within 15%%\n", sum_err / nerr,
                nerr, nerr248 ? sum_err248 / nerr248 : 0.0, within248, nerr248);
-    if (!neng) {
-        static const char *names[] = {"ring", "tree", "ps", "ps"};
-        for (int j = 0; j < 4; j++) {
-            memset(&engs[j], 0, sizeof engs[j]);
-            snprintf(engs[j].engine, sizeof engs[j].engine, "%s", names[j]);
-            snprintf(engs[j].impl, sizeof engs[j].impl, "default");
-            engs[j].has_coloc = 1;
-            engs[j].colocate = j == 3;
-            engs[j].servers = j == 2 ? 1 : 0;
-            big[j] = 64.0 * 1024 * 1024;
-        }
-        neng = 4;
+}
+
+/* Without measured bench lines: ring, tree, ps with one server and colocated ps at 64 MiB. */
+static void s_default_engines(s_ctx_t *x)
+{
+    static const char *names[] = {"ring", "tree", "ps", "ps"};
+    for (int j = 0; j < 4; j++) {
+        memset(&x->engs[j], 0, sizeof x->engs[j]);
+        snprintf(x->engs[j].engine, sizeof x->engs[j].engine, "%s", names[j]);
+        snprintf(x->engs[j].impl, sizeof x->engs[j].impl, "default");
+        x->engs[j].has_coloc = 1;
+        x->engs[j].colocate = j == 3;
+        x->engs[j].servers = j == 2 ? 1 : 0;
+        x->big[j] = 64.0 * 1024 * 1024;
     }
-    /* extrapolation: each engine at its largest measured size, P = 2 .. 1024, a core per rank */
-    h_cm_t mx = *m;
+    x->neng = 4;
+}
+
+/* Each engine at its largest measured size, P = 2 .. 1024, a core per rank. */
+static void s_print_extrapolation(s_ctx_t *x, const h_cm_t *fit)
+{
+    h_cm_t mx = *fit;
     mx.cores = 0;
-    m = &mx;
     printf("#\n# extrapolation: predicted allreduce time (ms) of each engine's largest measured size\n# %-18s %8s", "engine", "size");
     for (int P = 2; P <= 1024; P *= 2) printf(" %8d", P);
     printf("\n");
-    for (int j = 0; j < neng; j++) {
+    for (int j = 0; j < x->neng; j++) {
         char label[64], sz[32];
-        s_eng_label(&engs[j], label, sizeof label);
-        s_fmt_bytes(big[j], sz, sizeof sz);
+        s_eng_label(&x->engs[j], label, sizeof label);
+        s_fmt_bytes(x->big[j], sz, sizeof sz);
         printf("  %-18s %8s", label, sz);
         for (int P = 2; P <= 1024; P *= 2) {
-            double p = s_predict(m, &engs[j], P, big[j]);
+            double p = s_predict(&mx, &x->engs[j], P, x->big[j]);
             printf(" %8.2f", p * 1e3);
-            s_model_line(&out, &engs[j], "bench", P, big[j], p, -1, m, probe, &meta, cmd);
+            s_model_line(x, &x->engs[j], "bench", P, x->big[j], p, -1, &mx);
         }
         printf("\n");
     }
+}
+
+static int s_report(const h_opts_t *o, const comm_t *comm, const h_cm_t *m, const double *t, int nfiles, char **files)
+{
+    static s_ctx_t ctx;        /* rank 0 only, once per process; too big for a thread's stack */
+    s_ctx_t *x = &ctx;
+    memset(x, 0, sizeof *x);
+    x->probe = tp_kind(comm->tp, 1);
+    h_meta_fill(&x->meta, o->argc, o->argv);
+    h_json_str(x->cmd, sizeof x->cmd, x->meta.cmdline);
+    s_print_fit(x, m, t);
+    h_jobj_t *objs = NULL;
+    size_t n = 0, nbad = 0;
+    if (nfiles) h_jread_files(nfiles, files, &objs, &n, &nbad, stderr);
+    s_print_measured(x, m, objs, n, nfiles, nbad);
+    if (!x->neng) s_default_engines(x);
+    s_print_extrapolation(x, m);
     fflush(stdout);
     int rc = 0;
-    if (o->json && out.len) rc = h_json_append(o->json, out.buf, out.len);
-    free(out.buf);
+    if (o->json && x->len) rc = h_json_append(o->json, x->buf, x->len);
+    free(x->buf);
+    x->buf = NULL;
     h_jfree_all(&objs, &n);
     return rc;
 }

@@ -5,120 +5,24 @@ Every number in the paper comes from here, at build time, out of the JSON lines 
 OpenMPI peer) wrote; where an experiment's file is missing the paper says "not measured". The
 template holds the prose and @@NAME@@ placeholders; an unknown placeholder is an error.
 
-usage: gen.py --results DIR --template FILE --out FILE [--figs DIR] [--reports DIR] [--html FILE]
-Python 3 standard library only.
+usage: gen.py --harness PATH --results DIR --template FILE --out FILE [--figs DIR] [--reports DIR]
+The tables' rows (engine labels, medians of repeated runs, scaling efficiency, model predictions)
+come from `harness report FILE --format json`; the lines themselves only give metadata (host, commit,
+commands) and fields the report does not tabulate (losses, memory per rank). Python 3 standard
+library only; HTML is made from the Markdown by paper/Makefile (pandoc or python3-markdown).
 """
 import argparse
 import glob
-import html
-import json
 import math
 import os
 import re
 import statistics
 import sys
 
+sys.dont_write_bytecode = True   # no __pycache__ beside the sources
+from results import Result, num  # noqa: E402  (paper/results.py)
+
 NOT_MEASURED = "_Not measured: no such lines in results/._"
-
-
-# ---- reading ------------------------------------------------------------------------------------
-
-def label_of(o):
-    """The engine label, as harness report (report.c s_label) writes it, so tables match the figures."""
-    eng = str(o.get("engine", "?"))
-    impl = str(o.get("impl", "") or "")
-    if o.get("label"):
-        out = str(o["label"])
-    elif impl.startswith(eng + "-"):
-        out = impl
-    else:
-        out = eng
-        if impl and impl not in ("default", "host"):
-            out += "/" + impl
-        if eng == "ps":
-            coloc = o.get("colocate")
-            if isinstance(coloc, (int, float, bool)) and coloc:
-                out += "-coloc"
-            elif num(o.get("servers"), 0) > 0:
-                out += "-s%d" % int(o["servers"])
-    return re.sub(r"[^A-Za-z0-9\-_./=+:]", "_", out)
-
-
-def num(v, default=float("nan")):
-    if isinstance(v, bool):
-        return float(v)
-    if isinstance(v, (int, float)):
-        return float(v)
-    return default
-
-
-class Result:
-    """One results/<name>.jsonl with its results/<name>.txt (when present)."""
-
-    def __init__(self, path):
-        self.path = path
-        self.name = os.path.basename(path)[: -len(".jsonl")]
-        self.lines = []
-        self.bad = 0
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for text in f:
-                text = text.strip()
-                if not text:
-                    continue
-                try:
-                    o = json.loads(text)
-                except ValueError:
-                    self.bad += 1
-                    continue
-                if not isinstance(o, dict):
-                    self.bad += 1
-                    continue
-                o["_label"] = label_of(o)
-                self.lines.append(o)
-        txt = path[: -len(".jsonl")] + ".txt"
-        self.txt = None
-        if os.path.exists(txt):
-            with open(txt, encoding="utf-8", errors="replace") as f:
-                self.txt = f.read()
-        self.title = self.name
-        if self.txt:
-            first = self.txt.splitlines()[0] if self.txt.splitlines() else ""
-            if first.startswith("# "):
-                self.title = first[2:].split(" — recorded")[0].strip() or self.name
-        self.superseded = 0
-        self.bench = self._dedup("bench", lambda o: (o["_label"], int(num(o.get("world"), 0)), num(o.get("bytes"))),
-                                 lambda o: num(o.get("world"), 0) >= 1 and num(o.get("bytes")) >= 0 and num(o.get("time_us")) > 0)
-        self.train = self._dedup("train", lambda o: (o["_label"], int(num(o.get("world"), 0))),
-                                 lambda o: num(o.get("world"), 0) >= 1 and num(o.get("samples_per_s")) >= 0)
-        self.model = [o for o in self.lines if o.get("mode") == "model"]
-        self.gemm = [o for o in self.lines if o.get("mode") == "gemm"]
-
-    def _dedup(self, mode, key, ok):
-        """Repeated bench runs of the same key: the run with the median time stands for them (as
-        harness report takes the median); train: a later line for the same key replaces an earlier one."""
-        groups = {}
-        for o in self.lines:
-            if o.get("mode") != mode or not ok(o) or is_net(o):
-                continue
-            k = key(o)
-            if k in groups:
-                self.superseded += 1
-            groups.setdefault(k, []).append(o)
-        if mode != "bench":
-            return {k: v[-1] for k, v in groups.items()}
-        out = {}
-        for k, v in groups.items():
-            v = sorted(v, key=lambda o: num(o.get("time_us")))
-            out[k] = v[(len(v) - 1) // 2]
-        return out
-
-    def net_lines(self):
-        return [o for o in self.lines if is_net(o)]
-
-
-def is_net(o):
-    v = o.get("net")
-    return isinstance(v, str) and v not in ("", "none")
 
 
 # ---- formatting ---------------------------------------------------------------------------------
@@ -253,7 +157,7 @@ class Paper:
         sup = sum(r.superseded for r in self.R)
         if bad or sup:
             out.append("- Lines skipped as malformed: %d; repeated runs of the same engine, world and size (bench: "
-                       "the run with the median time stands for them; train: the latest): %d." % (bad, sup))
+                       "their median, as `harness report` takes it; train: the latest): %d." % (bad, sup))
         return "\n".join(out) + "\n"
 
     # -- bench --
@@ -448,13 +352,12 @@ class Paper:
                     if (l, w) not in t or not s0 > 0:
                         row.append("–")
                         continue
-                    s = num(t[(l, w)].get("samples_per_s"))
-                    eff = (s / w) / (s0 / base)
-                    row.append("%s (%s)" % (fsig(s, 4), fsig(eff)))
+                    # the report's efficiency: (sps(P)/P) / (sps(base)/base)
+                    row.append("%s (%s)" % (fsig(num(t[(l, w)].get("samples_per_s")), 4), fsig(num(t[(l, w)].get("scaling_eff")))))
                 approx |= base > 1
                 rows.append(row)
                 if ws[-1] > base:
-                    e = (num(t[(l, ws[-1])].get("samples_per_s")) / ws[-1]) / (s0 / base)
+                    e = num(t[(l, ws[-1])].get("scaling_eff"))
                     if r.name == "train-scaling" or not any(x.name == "train-scaling" for x in self.R):
                         self.summary.append("Scaling efficiency of `%s` at P=%d (against P=%d, `%s`): %s." % (
                             l, ws[-1], base, r.name, fsig(e)))
@@ -479,7 +382,7 @@ class Paper:
                      fsig(num(g.get("samples_per_s")), 4), fsig(num(g.get("gflops"))), fsig(num(g.get("step_ms_p50")))]]
             t1 = [o for (l, w), o in r.train.items() if w == 1]
             for o in t1:
-                rows.append(["trainer `%s`, P=1" % o["_label"], 1, o.get("blas_threads", "–"),
+                rows.append(["trainer `%s`, P=1" % o["label"], 1, o.get("blas_threads", "–"),
                              "%s (compute only: %s)" % (fsig(num(o.get("samples_per_s")), 4),
                                                         fsig(num(o.get("compute_samples_per_s")), 4)),
                              "–", fsig(num(o.get("step_ms_p50")))])
@@ -496,10 +399,10 @@ class Paper:
     # -- cost model --
     def model(self):
         lines = [o for r in self.R for o in r.model]
-        if not lines:
+        fits = [o for r in self.R for o in r.fits]
+        if not lines and not fits:
             return NOT_MEASURED + "\n"
         out = []
-        fits = [o for o in lines if o.get("what") == "fit"]
         if fits:
             rows = [[o.get("probe", "–"), fsig(num(o.get("alpha_us"))), fsig(num(o.get("beta_ns_per_byte"))),
                      fsig(1 / num(o.get("beta_ns_per_byte"))) if num(o.get("beta_ns_per_byte")) > 0 else "–",
@@ -510,7 +413,7 @@ class Paper:
         if meas:
             groups = {}
             for o in meas:
-                groups.setdefault((str(o.get("what")), o["_label"]), []).append(o)
+                groups.setdefault((str(o.get("what")), o["label"]), []).append(o)
             rows = []
             tot_in = 0
             for (what, l), g in sorted(groups.items()):
@@ -538,14 +441,14 @@ class Paper:
         if extra:
             by = {}
             for o in extra:
-                by.setdefault((str(o.get("what")), o["_label"], num(o.get("bytes"), 0)), {})[int(num(o.get("world"), 0))] = num(o["pred_us"])
+                by.setdefault((str(o.get("what")), o["label"], num(o.get("bytes"), 0)), {})[int(num(o.get("world"), 0))] = num(o["pred_us"])
             worlds = sorted({w for d in by.values() for w in d})
             rows = [[what, "`%s`" % l, fbytes(b)] + [ftime_us(d[w]) if w in d else "–" for w in worlds]
                     for (what, l, b), d in sorted(by.items())]
             out.append("\nExtrapolation (predicted only, nothing measured):\n")
             out.append(table(["what", "engine", "size"] + ["P=%d" % w for w in worlds], rows))
         for r in self.R:
-            if r.model:
+            if r.model or r.fits:
                 out.append(self.fig(r, "model_pred", "cost model, predicted against measured, %s" % r.name))
                 out.append(self.fig(r, "model_extrapolation", "cost model extrapolated in P, %s" % r.name))
         return "\n".join(out)
@@ -564,9 +467,9 @@ class Paper:
                 if o["net"] != spec:
                     continue
                 if o.get("mode") == "bench" and num(o.get("time_us")) > 0:
-                    bench[(o["_label"], int(num(o.get("world"), 0)), num(o.get("bytes")))] = o
+                    bench[(o["label"], int(num(o.get("world"), 0)), num(o.get("bytes")))] = o
                 elif o.get("mode") == "train":
-                    train[(o["_label"], int(num(o.get("world"), 0)))] = o
+                    train[(o["label"], int(num(o.get("world"), 0)))] = o
             out.append("#### `--net %s`\n" % spec)
             if bench:
                 sizes = sorted({k[2] for k in bench})
@@ -696,116 +599,20 @@ def size_ranges(wins, common):
     return ", ".join(out)
 
 
-# ---- markdown to HTML (the subset this generator and the template use) ---------------------------
-
-def inline(s):
-    s = html.escape(s, quote=False)
-    s = re.sub(r"`([^`]+)`", lambda m: "<code>%s</code>" % m.group(1), s)
-    s = re.sub(r"!\[([^\]]*)\]\(([^)]+)\)", r'<img src="\2" alt="\1">', s)
-    s = re.sub(r"\[([^\]]+)\]\(([^)]+)\)", r'<a href="\2">\1</a>', s)
-    s = re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", s)
-    s = re.sub(r"(?<![\w*])_([^_]+)_(?![\w*])", r"<em>\1</em>", s)
-    s = re.sub(r"(?<![\w*])\*([^*\s][^*]*)\*(?![\w*])", r"<em>\1</em>", s)
-    return s
-
-
-def md2html(md, title):
-    out = ['<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>%s</title>' % html.escape(title),
-           "<style>body{max-width:60em;margin:2em auto;font-family:sans-serif;line-height:1.45;padding:0 1em}"
-           "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.2em .5em}"
-           "td.r,th.r{text-align:right}pre{background:#f6f6f6;padding:.6em;overflow-x:auto}img{max-width:100%}"
-           "</style></head><body>"]
-    lines = md.split("\n")
-    i = 0
-    para = []
-
-    def flush():
-        if para:
-            out.append("<p>%s</p>" % inline(" ".join(para)))
-            para.clear()
-
-    while i < len(lines):
-        l = lines[i]
-        if l.startswith("```"):
-            flush()
-            j = i + 1
-            while j < len(lines) and not lines[j].startswith("```"):
-                j += 1
-            out.append("<pre><code>%s</code></pre>" % html.escape("\n".join(lines[i + 1:j])))
-            i = j + 1
-            continue
-        m = re.match(r"(#{1,6}) (.*)", l)
-        if m:
-            flush()
-            n = len(m.group(1))
-            ident = re.sub(r"[^a-z0-9]+", "-", m.group(2).lower()).strip("-")
-            out.append('<h%d id="%s">%s</h%d>' % (n, ident, inline(m.group(2)), n))
-            i += 1
-            continue
-        if l.startswith("|") and i + 1 < len(lines) and re.match(r"\|[\s:\-|]+\|$", lines[i + 1]):
-            flush()
-            cells = lambda s: [c.strip() for c in s.strip()[1:-1].split("|")]
-            al = ["r" if c.endswith(":") else "l" for c in cells(lines[i + 1])]
-            out.append("<table><tr>%s</tr>" % "".join('<th class="%s">%s</th>' % (a, inline(c)) for a, c in zip(al, cells(l))))
-            j = i + 2
-            while j < len(lines) and lines[j].startswith("|"):
-                out.append("<tr>%s</tr>" % "".join('<td class="%s">%s</td>' % (a, inline(c)) for a, c in zip(al, cells(lines[j]))))
-                j += 1
-            out.append("</table>")
-            i = j
-            continue
-        if re.match(r"\s*[-*] ", l) or re.match(r"\s*\d+\. ", l):
-            flush()
-            ordered = bool(re.match(r"\s*\d+\. ", l))
-            tag = "ol" if ordered else "ul"
-            out.append("<%s>" % tag)
-            j = i
-            item = None
-            while j < len(lines):
-                mm = re.match(r"\s*(?:[-*]|\d+\.) (.*)", lines[j])
-                if mm:
-                    if item is not None:
-                        out.append("<li>%s</li>" % inline(" ".join(item)))
-                    item = [mm.group(1)]
-                elif lines[j].startswith("  ") and lines[j].strip() and item is not None:
-                    item.append(lines[j].strip())
-                else:
-                    break
-                j += 1
-            if item is not None:
-                out.append("<li>%s</li>" % inline(" ".join(item)))
-            out.append("</%s>" % tag)
-            i = j
-            continue
-        if l.startswith("> "):
-            flush()
-            out.append("<blockquote>%s</blockquote>" % inline(l[2:]))
-            i += 1
-            continue
-        if not l.strip():
-            flush()
-        else:
-            para.append(l.strip())
-        i += 1
-    flush()
-    out.append("</body></html>\n")
-    return "\n".join(out)
-
-
 # ---- main ---------------------------------------------------------------------------------------
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--harness", required=True, help="the built harness program (build/harness)")
     ap.add_argument("--results", required=True)
     ap.add_argument("--template", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--figs", help="folder of harness report figures, one subfolder per results file")
     ap.add_argument("--reports", help="folder of harness report outputs, <name>.txt per results file")
-    ap.add_argument("--html", help="also write an HTML rendering (built-in converter) here")
     a = ap.parse_args()
 
     paths = sorted(glob.glob(os.path.join(a.results, "*.jsonl")))
-    results = [Result(p) for p in paths]
+    results = [Result(p, a.harness) for p in paths]
     order = list(EXPECTED)
     results.sort(key=lambda r: (order.index(r.name) if r.name in order else len(order), r.name))
     figrel = os.path.relpath(a.figs, os.path.dirname(os.path.abspath(a.out))) if a.figs else ""
@@ -849,10 +656,6 @@ def main():
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w", encoding="utf-8") as f:
         f.write(md)
-    if a.html:
-        title = next((l[2:] for l in md.splitlines() if l.startswith("# ")), "syncbench")
-        with open(a.html, "w", encoding="utf-8") as f:
-            f.write(md2html(md, title))
     return 0
 
 

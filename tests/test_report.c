@@ -1,6 +1,7 @@
 /* test_report.c: `harness report`'s strict JSON-lines reader (values, escapes, every kind of malformed
- * line) and the report itself from the fixed tests/data/report_sample.jsonl: tables, scaling
- * efficiency, malformed lines named by file:line, figures with gnuplot, a clear note without it. */
+ * line) and the report itself from the fixed tests/data/report_sample.jsonl: text tables, scaling
+ * efficiency, malformed lines named by file:line, figures with gnuplot, a clear note without it; the
+ * same rows as JSON, Markdown and CSV; repeated runs of one point giving their median. */
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -9,9 +10,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* the harness is a program, not a library: compile the two files under test into this test */
+/* the harness is a program, not a library: compile the files under test into this test */
 #include "harness/jsonl.c"
+#include "harness/meta.c"
+#include "harness/plot.c"
 #include "harness/report.c"
+#include "harness/stats.c"
 
 static int s_parse(const char *line, h_jobj_t *o, char *err, size_t errlen)
 {
@@ -54,15 +58,15 @@ Test(jsonl, malformed)
     for (int i = 0; bad[i]; i++) {
         h_jobj_t o = {0};
         char err[256] = "";
-        cr_assert_eq(s_parse(bad[i], &o, err, sizeof err), -1, "accepted: %s", bad[i]);
+        cr_assert_eq(s_parse(bad[i], &o, err, sizeof err), ERR_CORRUPT, "accepted: %s", bad[i]);
         cr_assert(strstr(err, "column "), "no position for '%s': %s", bad[i], err);
         cr_assert_eq(o.n, 0);
         cr_assert_null(o.f);
     }
 }
 
-/* Run h_report with stdout/stderr captured into files; returns its exit code. */
-static int s_report_capture(int n, char **files, const char *outdir, char *out, size_t olen, char *err, size_t elen)
+/* Run h_report in format fmt with stdout/stderr captured into files; returns its result. */
+static int s_report_fmt(int n, char **files, const char *outdir, const char *fmt, char *out, size_t olen, char *err, size_t elen)
 {
     char op[] = "/tmp/sb-report-out-XXXXXX", ep[] = "/tmp/sb-report-err-XXXXXX";
     int ofd = mkstemp(op), efd = mkstemp(ep);
@@ -72,7 +76,7 @@ static int s_report_capture(int n, char **files, const char *outdir, char *out, 
     int so = dup(1), se = dup(2);
     dup2(ofd, 1);
     dup2(efd, 2);
-    int rc = h_report(n, files, outdir, "text");
+    int rc = h_report(n, files, outdir, fmt);
     fflush(stdout);
     fflush(stderr);
     dup2(so, 1);
@@ -88,6 +92,11 @@ static int s_report_capture(int n, char **files, const char *outdir, char *out, 
     unlink(op);
     unlink(ep);
     return rc;
+}
+
+static int s_report_capture(int n, char **files, const char *outdir, char *out, size_t olen, char *err, size_t elen)
+{
+    return s_report_fmt(n, files, outdir, "text", out, olen, err, elen);
 }
 
 static void s_sample(char *path, size_t len)
@@ -168,8 +177,132 @@ Test(report, figures, .timeout = 120)
 Test(report, usage_and_unreadable)
 {
     static char out[4096], err[4096];
-    cr_assert_eq(s_report_capture(0, NULL, NULL, out, sizeof out, err, sizeof err), 2);
+    cr_assert_eq(s_report_capture(0, NULL, NULL, out, sizeof out, err, sizeof err), ERR_INVAL);
+    cr_assert(strstr(err_detail(), "at least one results file"), "%s", err_detail());
     char *files[] = {"/nonexistent/results.jsonl"};
-    cr_assert_eq(s_report_capture(1, files, "/tmp", out, sizeof out, err, sizeof err), 1);
+    cr_assert_eq(s_report_capture(1, files, "/tmp", out, sizeof out, err, sizeof err), ERR_IO);
     cr_assert(strstr(err, "cannot read /nonexistent/results.jsonl"), "%s", err);
+    cr_assert(strstr(out, "nothing to report"), "%s", out);
+    char path[512];
+    s_sample(path, sizeof path);
+    files[0] = path;
+    cr_assert_eq(s_report_fmt(1, files, NULL, "xml", out, sizeof out, err, sizeof err), ERR_INVAL);
+    cr_assert(strstr(err_detail(), "xml"), "%s", err_detail());
+    cr_assert_eq(out[0], '\0', "%s", out);
+}
+
+/* The sample in format fmt, without figures (no outdir): stdout holds only the tables. */
+static void s_sample_fmt(const char *fmt, char *out, size_t olen)
+{
+    static char err[65536];
+    char path[512];
+    s_sample(path, sizeof path);
+    char *files[] = {path};
+    int rc = s_report_fmt(1, files, NULL, fmt, out, olen, err, sizeof err);
+    cr_assert_eq(rc, 0, "rc %d\nstdout:\n%s\nstderr:\n%s", rc, out, err);
+    cr_assert(strstr(err, "malformed result line"), "%s", err);
+    cr_assert_null(strstr(out, "# syncbench report"), "%s", out);
+    cr_assert_null(strstr(out, "gnuplot"), "%s", out);
+}
+
+Test(report, json)
+{
+    static char out[65536];
+    s_sample_fmt("json", out, sizeof out);
+    cr_assert_eq(out[0], '{', "%s", out);
+    int depth = 0, arr = 0;
+    for (const char *p = out; *p; p++) {
+        depth += (*p == '{') - (*p == '}');
+        arr += (*p == '[') - (*p == ']');
+        cr_assert(depth >= 0 && arr >= 0, "%s", out);
+    }
+    cr_assert(depth == 0 && arr == 0, "unbalanced:\n%s", out);
+    cr_assert(strstr(out, "\"results\":12,\"malformed\":5"), "%s", out);
+    /* ring@4, 1 MiB: busbw 1.048576, algbw 0.699051, time 1500 us */
+    cr_assert(strstr(out, "{\"label\":\"ring\",\"world\":4,\"servers\":0,\"bytes\":1048576,\"time_us\":1500,"
+                          "\"busbw_gbs\":1.048576,\"algbw_gbs\":0.699051,\"runs\":1,\"wrong\":0,\"net\":\"\"}"), "%s", out);
+    cr_assert(strstr(out, "{\"label\":\"ps-sync-servers1\",\"world\":4,\"servers\":1,"), "%s", out);
+    /* train ring@2: 1800 samples/s, efficiency 1800 / (2 * 1000) = 0.9 against world 1, from line 10 */
+    cr_assert(strstr(out, "{\"label\":\"ring\",\"world\":2,\"servers\":0,\"samples_per_s\":1800,"
+                          "\"step_ms_p50\":142.22222222222223,"), "%s", out);
+    cr_assert(strstr(out, "\"scaling_eff\":0.9,\"eff_base_world\":1,\"runs\":1,\"src\":\""), "%s", out);
+    cr_assert(strstr(out, "report_sample.jsonl:10\"}"), "%s", out);
+    cr_assert(strstr(out, "\"mem_imbalance\":2,\"mem_engine_imbalance\":null,"), "%s", out);
+    /* model: the measured point and the extrapolation without measurement */
+    cr_assert(strstr(out, "{\"what\":\"bench\",\"label\":\"ring\",\"world\":4,\"bytes\":1048576,\"pred_us\":1380,"
+                          "\"meas_us\":1500,\"err_pct\":-8}"), "%s", out);
+    cr_assert(strstr(out, "\"world\":1024,\"bytes\":1048576,\"pred_us\":2500,\"meas_us\":null,\"err_pct\":null}"), "%s", out);
+}
+
+Test(report, markdown)
+{
+    static char out[65536];
+    s_sample_fmt("md", out, sizeof out);
+    cr_assert(strstr(out, "## bench\n\n| label | world | servers | bytes | time_us | busbw_gbs | algbw_gbs | runs | wrong | net |\n"
+                          "| --- | ---: |"), "%s", out);
+    cr_assert(strstr(out, "\n| ring | 4 | 0 | 1048576 | 1500.000 | 1.049 | 0.699 | 1 | 0 | - |\n"), "%s", out);
+    cr_assert(strstr(out, "\n| tree | 4 | 0 | 1048576 | 1250.000 | 1.258 | 0.839 | 1 | 0 | - |\n"), "%s", out);
+    cr_assert(strstr(out, "## train\n"), "%s", out);
+    cr_assert(strstr(out, "\n| ring | 4 | 0 | 3000.0 | 85.33 | 100.00 | 0.50 | 0.25 | 1.000 | - | 0.750 | 1 | 1 | "), "%s", out);
+    cr_assert(strstr(out, "\n| ps-s1 | 2 | 1 | 1500.0 | 170.67 | 200.00 | 0.50 | 0.25 | 2.000 | - | 1.000 | 2 | 1 | "), "%s", out);
+    cr_assert(strstr(out, "## model\n"), "%s", out);
+    cr_assert(strstr(out, "\n| bench | ring | 4 | 1048576 | 1380.0 | 1500.0 | -8.0 |\n"), "%s", out);
+    cr_assert(strstr(out, "\n| bench | ring | 1024 | 1048576 | 2500.0 | - | - |\n"), "%s", out);
+}
+
+Test(report, csv)
+{
+    static char out[65536];
+    s_sample_fmt("csv", out, sizeof out);
+    cr_assert(!strncmp(out, "section,label,world,servers,bytes,time_us,busbw_gbs,algbw_gbs,runs,wrong,net\n", 77), "%s", out);
+    cr_assert(strstr(out, "\nbench,ring,4,0,1048576,1500,1.048576,0.699051,1,0,\n"), "%s", out);
+    cr_assert(strstr(out, "\nbench,ring,2,0,1024,10,0.1024,0.1024,1,0,\n"), "%s", out);
+    cr_assert(strstr(out, "\n\nsection,label,world,servers,samples_per_s,step_ms_p50,step_ms_p99,comm_ms_p50,wait_ms_p50,"
+                          "mem_imbalance,mem_engine_imbalance,scaling_eff,eff_base_world,runs,src\n"), "%s", out);
+    cr_assert(strstr(out, "\ntrain,ring,2,0,1800,142.22222222222223,166.66666666666666,0.5,0.25,1,,0.9,1,1,"), "%s", out);
+    cr_assert(strstr(out, "\n\nsection,what,label,world,bytes,pred_us,meas_us,err_pct\n"), "%s", out);
+    cr_assert(strstr(out, "\nmodel,bench,ring,4,1048576,1380,1500,-8\n"), "%s", out);
+    cr_assert(strstr(out, "\nmodel,bench,ring,1024,1048576,2500,,\n"), "%s", out);
+}
+
+/* Repeated runs of one bench point: the row holds the medians, the text table the median busbw. */
+Test(report, repeated_runs_median)
+{
+    char path[] = "/tmp/sb-report-rep-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    static const char *tb[] = {"10,\"busbw_gbs\":0.4", "40,\"busbw_gbs\":0.1", "20,\"busbw_gbs\":0.2", "30,\"busbw_gbs\":0.3"};
+    for (int i = 0; i < 4; i++)
+        dprintf(fd, "{\"mode\":\"bench\",\"engine\":\"ring\",\"world\":2,\"bytes\":4096,\"time_us\":%s,\"wrong\":%d}\n",
+                tb[i], i == 3);
+    close(fd);
+    static char out[16384], err[16384];
+    char *files[] = {path};
+    cr_assert_eq(s_report_fmt(1, files, NULL, "json", out, sizeof out, err, sizeof err), 0, "%s", err);
+    /* median of 10, 20, 30, 40 us: 25; of the busbw 0.1 .. 0.4: 0.25; no algbw in the lines: null */
+    cr_assert(strstr(out, "\"time_us\":25,\"busbw_gbs\":0.25,\"algbw_gbs\":null,"), "%s", out);
+    cr_assert(strstr(out, "\"runs\":4,\"wrong\":1,"), "%s", out);
+    setenv("SYNCBENCH_GNUPLOT", "", 1);
+    cr_assert_eq(s_report_fmt(1, files, "/tmp/sb-report-rep-plots", "text", out, sizeof out, err, sizeof err), 0, "%s", err);
+    unsetenv("SYNCBENCH_GNUPLOT");
+    cr_assert(strstr(out, "ring@2") && strstr(out, "4K"), "%s", out);
+    cr_assert(strstr(out, "          4K        0.250\n"), "%s", out);
+    unlink(path);
+}
+
+Test(stats, median_and_percentile)
+{
+    double a[] = {5, 1, 4, 2, 3};
+    cr_assert_eq(h_median(a, 5), 3.0);
+    cr_assert_eq(a[0], 1.0, "sorted in place");
+    double b[] = {4, 1, 3, 2};
+    cr_assert_eq(h_median(b, 4), 2.5);
+    cr_assert_eq(h_median(b, 1), 1.0);
+    cr_assert_eq(h_median(NULL, 0), 0.0);
+    double c[] = {10, 9, 8, 7, 6, 5, 4, 3, 2, 1};
+    cr_assert_eq(h_pct(c, 10, 50), 5.0);
+    cr_assert_eq(h_pct(c, 10, 99), 10.0);
+    cr_assert_eq(h_pct(c, 10, 0), 1.0);
+    cr_assert_eq(h_pct(c, 10, 100), 10.0);
+    cr_assert_eq(h_pct(c, 0, 50), 0.0);
 }
