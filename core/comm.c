@@ -26,6 +26,12 @@ static void s_host_id(char *out, size_t len)
     snprintf(out, len, "%s/%s/%s", host, boot, fake ? fake : "");
 }
 
+/* The transport's broadcast (its per-run nonce) is this communicator's. */
+static int s_tp_bcast(void *ctx, void *buf, size_t len, int root, int timeout_ms)
+{
+    return comm_bcast_small(ctx, buf, len, root, timeout_ms);
+}
+
 int comm_new(comm_t **self_p, const boot_cfg_t *cfg, const comm_opts_t *opts)
 {
     int rc;
@@ -69,7 +75,10 @@ int comm_new(comm_t **self_p, const boot_cfg_t *cfg, const comm_opts_t *opts)
     tp_opts_t to = {.kind = opts && opts->transport ? opts->transport : "auto",
                     .slot_bytes = opts ? opts->shm_slot_bytes : 0,
                     .slots = opts ? opts->shm_slots : 0};
-    CHECK_GOTO(rc, tp_new(&self->tp, self, &to), fail);
+    tp_env_t env = {.rank = self->rank, .world = self->world, .local_world = self->local_world,
+                    .node_of = self->node_of, .timeout_ms = self->timeout_ms, .job = self->job,
+                    .boot = &self->boot, .store = self->store, .bcast = s_tp_bcast, .bcast_ctx = self};
+    CHECK_GOTO(rc, tp_new(&self->tp, &env, &to), fail);
     *self_p = self;
     return 0;
 fail:

@@ -11,9 +11,9 @@
 #define SB_TP_H
 #include <stddef.h>
 #include <stdint.h>
+#include "core/boot.h"
 
 typedef struct tp tp_t;
-struct comm;
 
 typedef struct {
     const char *kind;        /* "auto", "shm", "tcp" or "zmq" */
@@ -21,9 +21,24 @@ typedef struct {
     int    slots;            /* segments in flight per channel; default 4 */
 } tp_opts_t;
 
-/* Build the transport for this communicator: publishes this rank's endpoint in the store and learns
- * the others'. Channels to peers are opened lazily on first use. */
-int  tp_new(tp_t **self_p, struct comm *comm, const tp_opts_t *opts);
+/* What the transport needs from its communicator (core/comm.c fills it; only read during tp_new,
+ * except store, which must outlive the transport). */
+typedef struct {
+    int rank, world;
+    int local_world;         /* ranks sharing this host (more than cores: spin less, yield more) */
+    const int *node_of;      /* node index of every rank: same node = shared memory under "auto" */
+    int timeout_ms;          /* for commits, which take no timeout of their own */
+    const char *job;         /* job id: shared-memory names start with it (see tp_cleanup_job) */
+    const boot_cfg_t *boot;  /* where to listen (boot_local_addr) */
+    store_t *store;          /* endpoints are published and learnt here */
+    /* root's len bytes end up in buf on every rank (the per-run nonce); ctx is passed back */
+    int (*bcast)(void *ctx, void *buf, size_t len, int root, int timeout_ms);
+    void *bcast_ctx;
+} tp_env_t;
+
+/* Build the transport for these ranks: publishes this rank's endpoint in the store and learns the
+ * others'. Channels to peers are opened lazily on first use. */
+int  tp_new(tp_t **self_p, const tp_env_t *env, const tp_opts_t *opts);
 void tp_destroy(tp_t **self_p);
 
 /* Largest segment one slot carries towards peer. */

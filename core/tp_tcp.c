@@ -1,18 +1,16 @@
-/* tp_sock.c: plain-TCP backend of the transport, for ranks on different hosts (or --transport tcp).
+/* tp_tcp.c: plain-TCP backend of the transport, for ranks on different hosts (or --transport tcp).
  *
  * One TCP connection per pair of ranks, full duplex, opened lazily: the lower rank connects to the
  * higher rank's listener and says hello (magic, run nonce, its rank); the higher rank accepts
- * whenever it makes progress. A segment on the wire is an 8-byte little-endian length followed by the
- * payload. Sockets are non-blocking and there are no helper threads: every wait runs one progress
+ * whenever it makes progress. A send slot is one aligned buffer per peer; the commit writes an 8-byte
+ * little-endian length and the payload straight from it (one sendmsg, no copy). Sockets are non-blocking and there are no helper threads: every wait runs one progress
  * loop that polls the connection being written, every connection for incoming segments (queued per
  * peer in pooled, 64-byte aligned buffers, so reductions read aligned data in place) and the
  * listener. A commit returns once its segment is in the kernel, while reads keep flowing, so two
  * ranks writing to each other at once never deadlock on full socket buffers. Everything received is
  * checked: a hello with the wrong magic, nonce or rank, or a length above the slot size, closes that
  * connection and is counted; EOF from a connected peer is ERR_PEER naming the rank. */
-#include "core/tp_sock.h"
-#include "core/boot.h"
-#include "core/comm.h"
+#include "core/tp_backend.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/timer.h"
@@ -30,7 +28,6 @@
 #include <unistd.h>
 
 #define HELLO_MAGIC 0x53424b43u /* "SBKC" */
-#define SLICE_MS 100
 
 typedef struct seg {
     struct seg *next;
@@ -56,8 +53,8 @@ typedef struct {
     size_t got;
 } pending_t;
 
-struct tp_sock {
-    comm_t *comm;
+typedef struct {
+    store_t *store;
     int rank, world;
     size_t slot;
     uint64_t nonce;
@@ -70,7 +67,7 @@ struct tp_sock {
     uint64_t rejected;
     int spins;               /* non-blocking polls before sleeping in poll() */
     int yield_us;            /* oversubscribed: poll-and-yield this long before sleeping */
-};
+} tcp_t;
 
 static int s_nonblock(int fd)
 {
@@ -84,7 +81,7 @@ static void s_tune(int fd)
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-static seg_t *s_seg_get(tp_sock_t *self)
+static seg_t *s_seg_get(tcp_t *self)
 {
     seg_t *s = self->pool;
     if (s) {
@@ -99,63 +96,15 @@ static seg_t *s_seg_get(tp_sock_t *self)
     return s;
 }
 
-static void s_seg_put(tp_sock_t *self, seg_t *s)
+static void s_seg_put(tcp_t *self, seg_t *s)
 {
     s->next = self->pool;
     self->pool = s;
 }
 
-int tp_sock_new(tp_sock_t **self_p, comm_t *comm, const char *prefix, size_t slot_bytes)
+static void s_destroy(void **be_p)
 {
-    tp_sock_t *self = calloc(1, sizeof *self);
-    if (!self) return ERR_NOMEM;
-    self->comm = comm;
-    self->rank = comm->rank;
-    self->world = comm->world;
-    self->slot = slot_bytes;
-    self->lfd = -1;
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    int oversub = comm->local_world > ncpu;
-    self->spins = oversub ? 0 : 64;
-    self->yield_us = oversub ? 2000 : 0;
-    const char *e = getenv("SYNCBENCH_TCP_SPINS");
-    if (e) self->spins = atoi(e);
-    e = getenv("SYNCBENCH_TCP_YIELD_US");
-    if (e) self->yield_us = atoi(e);
-    snprintf(self->prefix, sizeof self->prefix, "%s", prefix);
-    for (const char *c = prefix; *c; c++) self->nonce = self->nonce * 131 + (unsigned char)*c;
-    self->p = calloc((size_t)self->world, sizeof(speer_t));
-    if (!self->p) { free(self); return ERR_NOMEM; }
-    for (int r = 0; r < self->world; r++) self->p[r].fd = -1;
-    int rc = 0;
-    char addr[128];
-    CHECK_GOTO(rc, boot_local_addr(&comm->boot, addr, sizeof addr), fail);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
-    if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) {
-        rc = err_set(ERR_INVAL, "transport: local address '%s' is not IPv4", addr);
-        goto fail;
-    }
-    self->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    socklen_t sl = sizeof sa;
-    if (self->lfd < 0 || bind(self->lfd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(self->lfd, 256) < 0 ||
-        getsockname(self->lfd, (struct sockaddr *)&sa, &sl) < 0 || s_nonblock(self->lfd) < 0) {
-        rc = err_set(ERR_SYS, "transport: cannot listen on %s: %s", addr, strerror(errno));
-        goto fail;
-    }
-    char key[160], ep[160];
-    snprintf(key, sizeof key, "tp/%s/sock/%d", self->prefix, self->rank);
-    int n = snprintf(ep, sizeof ep, "%s:%d", addr, ntohs(sa.sin_port));
-    CHECK_GOTO(rc, store_set(comm->store, key, ep, (size_t)n), fail);
-    *self_p = self;
-    return 0;
-fail:
-    tp_sock_destroy(&self);
-    return rc;
-}
-
-void tp_sock_destroy(tp_sock_t **self_p)
-{
-    tp_sock_t *self = self_p ? *self_p : NULL;
+    tcp_t *self = be_p ? *be_p : NULL;
     if (!self) return;
     for (int r = 0; self->p && r < self->world; r++) {
         speer_t *p = &self->p[r];
@@ -178,13 +127,62 @@ void tp_sock_destroy(tp_sock_t **self_p)
     if (self->lfd >= 0) close(self->lfd);
     free(self->p);
     free(self);
-    *self_p = NULL;
+    *be_p = NULL;
 }
 
-uint64_t tp_sock_rejected(tp_sock_t *self) { return self->rejected; }
+/* Listen on this rank's address and publish "ADDR:PORT" under key tp/<prefix>/sock/<rank>. */
+static int s_open(void **be_p, const tp_backend_cfg_t *cfg)
+{
+    tcp_t *self = calloc(1, sizeof *self);
+    if (!self) return ERR_NOMEM;
+    void *be = self;
+    const char *prefix = cfg->prefix;
+    self->store = cfg->env->store;
+    self->rank = cfg->env->rank;
+    self->world = cfg->env->world;
+    self->slot = cfg->slot_bytes;
+    self->lfd = -1;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int oversub = cfg->env->local_world > ncpu;
+    self->spins = oversub ? 0 : 64;
+    self->yield_us = oversub ? 2000 : 0;
+    const char *e = getenv("SYNCBENCH_TCP_SPINS");
+    if (e) self->spins = atoi(e);
+    e = getenv("SYNCBENCH_TCP_YIELD_US");
+    if (e) self->yield_us = atoi(e);
+    snprintf(self->prefix, sizeof self->prefix, "%s", prefix);
+    for (const char *c = prefix; *c; c++) self->nonce = self->nonce * 131 + (unsigned char)*c;
+    self->p = calloc((size_t)self->world, sizeof(speer_t));
+    if (!self->p) { free(self); return ERR_NOMEM; }
+    for (int r = 0; r < self->world; r++) self->p[r].fd = -1;
+    int rc = 0;
+    char addr[128];
+    CHECK_GOTO(rc, boot_local_addr(cfg->env->boot, addr, sizeof addr), fail);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
+    if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) {
+        rc = err_set(ERR_INVAL, "transport: local address '%s' is not IPv4", addr);
+        goto fail;
+    }
+    self->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    socklen_t sl = sizeof sa;
+    if (self->lfd < 0 || bind(self->lfd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(self->lfd, 256) < 0 ||
+        getsockname(self->lfd, (struct sockaddr *)&sa, &sl) < 0 || s_nonblock(self->lfd) < 0) {
+        rc = err_set(ERR_SYS, "transport: cannot listen on %s: %s", addr, strerror(errno));
+        goto fail;
+    }
+    char key[160], ep[160];
+    snprintf(key, sizeof key, "tp/%s/sock/%d", self->prefix, self->rank);
+    int n = snprintf(ep, sizeof ep, "%s:%d", addr, ntohs(sa.sin_port));
+    CHECK_GOTO(rc, store_set(self->store, key, ep, (size_t)n), fail);
+    *be_p = self;
+    return 0;
+fail:
+    s_destroy(&be);
+    return rc;
+}
 
 /* Drop a connection that broke the protocol. */
-static void s_reject(tp_sock_t *self, int fd, const char *why)
+static void s_reject(tcp_t *self, int fd, const char *why)
 {
     self->rejected++;
     LOG_W("transport: dropped a TCP connection: %s", why);
@@ -192,7 +190,7 @@ static void s_reject(tp_sock_t *self, int fd, const char *why)
 }
 
 /* Read whatever is available on peer r's connection into its queue. */
-static int s_read_peer(tp_sock_t *self, int r)
+static int s_read_peer(tcp_t *self, int r)
 {
     speer_t *p = &self->p[r];
     for (;;) {
@@ -235,7 +233,7 @@ static int s_read_peer(tp_sock_t *self, int r)
 }
 
 /* Accept connections and finish hellos. */
-static int s_accept(tp_sock_t *self)
+static int s_accept(tcp_t *self)
 {
     for (;;) {
         int fd = accept4(self->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -278,7 +276,7 @@ static int s_accept(tp_sock_t *self)
 
 /* One round of progress: wait up to ms for anything, then read every readable connection. When
  * wfd >= 0 it is also polled for writability. */
-static int s_progress(tp_sock_t *self, int wfd, int ms)
+static int s_progress(tcp_t *self, int wfd, int ms)
 {
     struct pollfd fds[1 + 64 + 1024];
     int map[1 + 64 + 1024];
@@ -309,7 +307,7 @@ static int s_progress(tp_sock_t *self, int wfd, int ms)
 }
 
 /* Make sure the connection to peer exists. */
-static int s_connect(tp_sock_t *self, int peer, uint64_t dl)
+static int s_connect(tcp_t *self, int peer, uint64_t dl)
 {
     speer_t *p = &self->p[peer];
     if (p->fd >= 0) return 0;
@@ -318,7 +316,7 @@ static int s_connect(tp_sock_t *self, int peer, uint64_t dl)
         snprintf(key, sizeof key, "tp/%s/sock/%d", self->prefix, peer);
         void *val = NULL;
         size_t len = 0;
-        int rc = store_get(self->comm->store, key, &val, &len, deadline_left_ms(dl));
+        int rc = store_get(self->store, key, &val, &len, deadline_left_ms(dl));
         if (rc < 0) { free(val); return err_set(rc, "transport: no address from rank %d", peer); }
         char ep[160];
         snprintf(ep, sizeof ep, "%.*s", (int)(len < 159 ? len : 159), (char *)val);
@@ -371,13 +369,14 @@ static int s_connect(tp_sock_t *self, int peer, uint64_t dl)
     while (p->fd < 0) {
         int left = deadline_left_ms(dl);
         if (left == 0) return err_set(ERR_TIMEOUT, "transport: rank %d never connected to rank %d", peer, self->rank);
-        CHECK(s_progress(self, -1, left < 0 || left > SLICE_MS ? SLICE_MS : left));
+        CHECK(s_progress(self, -1, left < 0 || left > TP_SLICE_MS ? TP_SLICE_MS : left));
     }
     return 0;
 }
 
-int tp_sock_send_acquire(tp_sock_t *self, int peer, void **buf, int timeout_ms)
+static int s_send_acquire(void *be, int peer, void **buf, int timeout_ms)
 {
+    tcp_t *self = be;
     CHECK(s_connect(self, peer, deadline_in(timeout_ms)));
     speer_t *p = &self->p[peer];
     if (!p->sbuf && !(p->sbuf = aligned_alloc(64, (self->slot + 63) & ~(size_t)63))) return ERR_NOMEM;
@@ -385,8 +384,11 @@ int tp_sock_send_acquire(tp_sock_t *self, int peer, void **buf, int timeout_ms)
     return 0;
 }
 
-int tp_sock_send_commit(tp_sock_t *self, int peer, size_t len, int timeout_ms)
+/* Returns once the segment is handed to the kernel; receives from every peer progress meanwhile, so
+ * two ranks sending to each other never block each other. */
+static int s_send_commit(void *be, int peer, size_t len, int timeout_ms)
 {
+    tcp_t *self = be;
     speer_t *p = &self->p[peer];
     if (p->fd < 0 || !p->sbuf) return err_set(ERR_STATE, "transport: commit without acquire");
     uint64_t hdr = len;
@@ -412,13 +414,14 @@ int tp_sock_send_commit(tp_sock_t *self, int peer, size_t len, int timeout_ms)
         int left = deadline_left_ms(dl);
         if (left == 0) return err_set(ERR_TIMEOUT, "transport: rank %d stopped reading from rank %d", peer, self->rank);
         /* the socket is full: keep reading everyone meanwhile */
-        CHECK(s_progress(self, p->fd, left < 0 || left > SLICE_MS ? SLICE_MS : left));
+        CHECK(s_progress(self, p->fd, left < 0 || left > TP_SLICE_MS ? TP_SLICE_MS : left));
     }
     return 0;
 }
 
-int tp_sock_recv_acquire(tp_sock_t *self, int peer, const void **buf, size_t *len, int timeout_ms)
+static int s_recv_acquire(void *be, int peer, const void **buf, size_t *len, int timeout_ms)
 {
+    tcp_t *self = be;
     uint64_t dl = deadline_in(timeout_ms);
     CHECK(s_connect(self, peer, dl));
     speer_t *p = &self->p[peer];
@@ -432,7 +435,7 @@ int tp_sock_recv_acquire(tp_sock_t *self, int peer, const void **buf, size_t *le
             /* non-blocking rounds first (yielding the core when ranks outnumber cores): a wake-up
              * from poll() costs tens of microseconds in a VM, often more than the wait itself */
             int busy = spins < self->spins || (self->yield_us && now_ns() < yield_until);
-            int ms = busy ? 0 : (left < 0 || left > SLICE_MS ? SLICE_MS : left);
+            int ms = busy ? 0 : (left < 0 || left > TP_SLICE_MS ? TP_SLICE_MS : left);
             CHECK(s_progress(self, -1, ms));
             if (busy && !p->qhead && self->yield_us) sched_yield();
             spins++;
@@ -447,11 +450,23 @@ int tp_sock_recv_acquire(tp_sock_t *self, int peer, const void **buf, size_t *le
     return 0;
 }
 
-int tp_sock_recv_release(tp_sock_t *self, int peer)
+static int s_recv_release(void *be, int peer, size_t *len)
 {
+    tcp_t *self = be;
     speer_t *p = &self->p[peer];
     if (!p->acq) return err_set(ERR_STATE, "transport: release without acquire");
+    *len = p->acq->len;
     s_seg_put(self, p->acq);
     p->acq = NULL;
     return 0;
 }
+
+const tp_backend_t tp_backend_tcp = {
+    .name = "tcp",
+    .open = s_open,
+    .destroy = s_destroy,
+    .send_acquire = s_send_acquire,
+    .send_commit = s_send_commit,
+    .recv_acquire = s_recv_acquire,
+    .recv_release = s_recv_release,
+};

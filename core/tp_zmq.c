@@ -1,0 +1,279 @@
+/* tp_zmq.c: ZeroMQ backend of the transport (--transport zmq), kept to compare against plain TCP.
+ *
+ * Every rank binds one ROUTER (endpoint published under tp/<prefix>/<rank>) and reaches each peer
+ * through a DEALER whose routing id is its rank, connected lazily on the first send. A slot is a
+ * pooled 64-byte aligned buffer: the commit hands it to ZeroMQ zero-copy, with a free callback (run on
+ * ZeroMQ's I/O thread) that returns it to the pool. Received messages are pulled off the ROUTER and
+ * queued per sender, so a receive can target one peer while others' segments wait; a payload ZeroMQ
+ * delivers misaligned is copied once into an aligned bounce buffer. Frames are validated (routing id
+ * length, rank range, frame count, size); anything else is dropped and counted. */
+#include "core/tp_backend.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/timer.h"
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+typedef struct qmsg {
+    zmq_msg_t msg;
+    struct qmsg *next;
+} qmsg_t;
+
+typedef struct {
+    void *dealer;
+    void *pending;      /* acquired send buffer */
+    qmsg_t *qhead, *qtail;
+    qmsg_t *cur;        /* acquired receive */
+    void *bounce;       /* aligned copy of a misaligned payload */
+} zpeer_t;
+
+typedef struct {
+    int rank, world;
+    size_t slot_bytes;
+    char prefix[96];
+    store_t *store;
+    void *zctx, *router;
+    zpeer_t *p;
+    pthread_mutex_t pool_mu;
+    void **pool;
+    int npool, pool_cap;
+    uint64_t rejected;
+} zmq_be_t;
+
+static void s_pool_free(void *data, void *hint)
+{
+    zmq_be_t *self = hint;
+    pthread_mutex_lock(&self->pool_mu);
+    if (self->npool < self->pool_cap) self->pool[self->npool++] = data;
+    else free(data);
+    pthread_mutex_unlock(&self->pool_mu);
+}
+
+static void *s_pool_get(zmq_be_t *self)
+{
+    void *p = NULL;
+    pthread_mutex_lock(&self->pool_mu);
+    if (self->npool > 0) p = self->pool[--self->npool];
+    pthread_mutex_unlock(&self->pool_mu);
+    return p ? p : aligned_alloc(64, (self->slot_bytes + 63) & ~(size_t)63);
+}
+
+static void s_destroy(void **be_p)
+{
+    zmq_be_t *self = be_p ? *be_p : NULL;
+    if (!self) return;
+    for (int r = 0; self->p && r < self->world; r++) {
+        zpeer_t *zp = &self->p[r];
+        if (zp->dealer) zmq_close(zp->dealer);
+        free(zp->pending);
+        free(zp->bounce);
+        if (zp->cur) { zmq_msg_close(&zp->cur->msg); free(zp->cur); }
+        while (zp->qhead) {
+            qmsg_t *q = zp->qhead;
+            zp->qhead = q->next;
+            zmq_msg_close(&q->msg);
+            free(q);
+        }
+    }
+    if (self->router) zmq_close(self->router);
+    if (self->zctx) zmq_ctx_term(self->zctx); /* waits for zero-copy sends to release their buffers */
+    for (int i = 0; i < self->npool; i++) free(self->pool[i]);
+    free(self->pool);
+    pthread_mutex_destroy(&self->pool_mu);
+    free(self->p);
+    free(self);
+    *be_p = NULL;
+}
+
+static int s_open(void **be_p, const tp_backend_cfg_t *cfg)
+{
+    int rc = 0;
+    zmq_be_t *self = calloc(1, sizeof *self);
+    if (!self) return ERR_NOMEM;
+    void *be = self;
+    self->rank = cfg->env->rank;
+    self->world = cfg->env->world;
+    self->slot_bytes = cfg->slot_bytes;
+    self->store = cfg->env->store;
+    snprintf(self->prefix, sizeof self->prefix, "%s", cfg->prefix);
+    pthread_mutex_init(&self->pool_mu, NULL);
+    self->pool_cap = 2 * cfg->slots + 4;
+    self->pool = calloc((size_t)self->pool_cap, sizeof(void *));
+    self->p = calloc((size_t)self->world, sizeof(zpeer_t));
+    if (!self->pool || !self->p) { rc = ERR_NOMEM; goto fail; }
+    self->zctx = zmq_ctx_new();
+    self->router = self->zctx ? zmq_socket(self->zctx, ZMQ_ROUTER) : NULL;
+    if (!self->router) { rc = err_set(ERR_SYS, "zmq: %s", zmq_strerror(zmq_errno())); goto fail; }
+    int zero = 0, hwm = 0;
+    zmq_setsockopt(self->router, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(self->router, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    char addr[128], ep[256];
+    CHECK_GOTO(rc, boot_local_addr(cfg->env->boot, addr, sizeof addr), fail);
+    snprintf(ep, sizeof ep, "tcp://%s:*", addr);
+    if (zmq_bind(self->router, ep) != 0) {
+        rc = err_set(ERR_SYS, "transport: bind %s: %s", ep, zmq_strerror(zmq_errno()));
+        goto fail;
+    }
+    size_t len = sizeof ep;
+    zmq_getsockopt(self->router, ZMQ_LAST_ENDPOINT, ep, &len);
+    char key[160];
+    snprintf(key, sizeof key, "tp/%s/%d", self->prefix, self->rank);
+    CHECK_GOTO(rc, store_set(self->store, key, ep, strlen(ep)), fail);
+    *be_p = self;
+    return 0;
+fail:
+    s_destroy(&be);
+    return rc;
+}
+
+/* Connect the DEALER towards peer once its endpoint is in the store. */
+static int s_dealer(zmq_be_t *self, int peer, uint64_t dl)
+{
+    zpeer_t *zp = &self->p[peer];
+    if (zp->dealer) return 0;
+    char key[160];
+    snprintf(key, sizeof key, "tp/%s/%d", self->prefix, peer);
+    void *val = NULL;
+    size_t len = 0;
+    int rc = store_get(self->store, key, &val, &len, deadline_left_ms(dl));
+    if (rc < 0) { free(val); return err_set(rc, "transport: no endpoint from rank %d", peer); }
+    char ep[256];
+    snprintf(ep, sizeof ep, "%.*s", (int)(len < 255 ? len : 255), (char *)val);
+    free(val);
+    void *s = zmq_socket(self->zctx, ZMQ_DEALER);
+    if (!s) return err_set(ERR_SYS, "zmq_socket: %s", zmq_strerror(zmq_errno()));
+    int32_t id = self->rank, zero = 0, hwm = 0;
+    zmq_setsockopt(s, ZMQ_ROUTING_ID, &id, sizeof id);
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    if (zmq_connect(s, ep) != 0) {
+        zmq_close(s);
+        return err_set(ERR_SYS, "connect to rank %d at %s: %s", peer, ep, zmq_strerror(zmq_errno()));
+    }
+    zp->dealer = s;
+    return 0;
+}
+
+/* Pull one message off the ROUTER into its sender's queue. */
+static int s_pump(zmq_be_t *self, int timeout_ms)
+{
+    zmq_pollitem_t it = {.socket = self->router, .events = ZMQ_POLLIN};
+    int n = zmq_poll(&it, 1, timeout_ms);
+    if (n < 0) return zmq_errno() == EINTR ? 0 : err_set(ERR_SYS, "zmq_poll: %s", zmq_strerror(zmq_errno()));
+    if (n == 0) return 0;
+    zmq_msg_t idm;
+    zmq_msg_init(&idm);
+    if (zmq_msg_recv(&idm, self->router, ZMQ_DONTWAIT) < 0) { zmq_msg_close(&idm); return 0; }
+    int more = zmq_msg_more(&idm);
+    int32_t from = -1;
+    if (zmq_msg_size(&idm) == 4) memcpy(&from, zmq_msg_data(&idm), 4);
+    zmq_msg_close(&idm);
+    qmsg_t *q = calloc(1, sizeof *q);
+    if (!q) return ERR_NOMEM;
+    zmq_msg_init(&q->msg);
+    int ok = more && zmq_msg_recv(&q->msg, self->router, 0) >= 0;
+    /* drain any extra frames: a well-formed segment has exactly two */
+    int extra = 0;
+    while (ok && zmq_msg_more(&q->msg)) {
+        zmq_msg_t x;
+        zmq_msg_init(&x);
+        zmq_msg_recv(&x, self->router, 0);
+        int m = zmq_msg_more(&x);
+        zmq_msg_close(&x);
+        extra = 1;
+        if (!m) break;
+    }
+    if (!ok || extra || from < 0 || from >= self->world || from == self->rank ||
+        zmq_msg_size(&q->msg) > self->slot_bytes) {
+        self->rejected++;
+        LOG_W("transport: dropped a malformed segment (sender id %d)", (int)from);
+        zmq_msg_close(&q->msg);
+        free(q);
+        return 0;
+    }
+    zpeer_t *zp = &self->p[from];
+    if (zp->qtail) zp->qtail->next = q;
+    else zp->qhead = q;
+    zp->qtail = q;
+    return 0;
+}
+
+static int s_send_acquire(void *be, int peer, void **buf, int timeout_ms)
+{
+    zmq_be_t *self = be;
+    zpeer_t *zp = &self->p[peer];
+    CHECK(s_dealer(self, peer, deadline_in(timeout_ms)));
+    if (!zp->pending) zp->pending = s_pool_get(self);
+    if (!zp->pending) return ERR_NOMEM;
+    *buf = zp->pending;
+    return 0;
+}
+
+static int s_send_commit(void *be, int peer, size_t len, int timeout_ms)
+{
+    (void)timeout_ms; /* no send high-water mark: ZeroMQ queues without blocking */
+    zmq_be_t *self = be;
+    zpeer_t *zp = &self->p[peer];
+    if (!zp->pending) return err_set(ERR_STATE, "transport: commit without acquire");
+    zmq_msg_t m;
+    zmq_msg_init_data(&m, zp->pending, len, s_pool_free, self);
+    zp->pending = NULL;
+    if (zmq_msg_send(&m, zp->dealer, 0) < 0) {
+        zmq_msg_close(&m);
+        return err_set(ERR_PEER, "transport: send to rank %d: %s", peer, zmq_strerror(zmq_errno()));
+    }
+    return 0;
+}
+
+static int s_recv_acquire(void *be, int peer, const void **buf, size_t *len, int timeout_ms)
+{
+    zmq_be_t *self = be;
+    zpeer_t *zp = &self->p[peer];
+    if (!zp->cur) {
+        uint64_t dl = deadline_in(timeout_ms);
+        while (!zp->qhead) {
+            int left = deadline_left_ms(dl);
+            if (left == 0) return err_set(ERR_TIMEOUT, "transport: rank %d waited too long for rank %d (zmq)", self->rank, peer);
+            CHECK(s_pump(self, left < 0 || left > TP_SLICE_MS ? TP_SLICE_MS : left));
+        }
+        zp->cur = zp->qhead;
+        zp->qhead = zp->cur->next;
+        if (!zp->qhead) zp->qtail = NULL;
+    }
+    *buf = zmq_msg_data(&zp->cur->msg);
+    *len = zmq_msg_size(&zp->cur->msg);
+    if (((uintptr_t)*buf & 63) && *len) {
+        /* ZeroMQ may hand a payload at any address: reductions want aligned elements */
+        if (!zp->bounce) zp->bounce = aligned_alloc(64, (self->slot_bytes + 63) & ~(size_t)63);
+        if (!zp->bounce) return ERR_NOMEM;
+        memcpy(zp->bounce, *buf, *len);
+        *buf = zp->bounce;
+    }
+    return 0;
+}
+
+static int s_recv_release(void *be, int peer, size_t *len)
+{
+    zmq_be_t *self = be;
+    zpeer_t *zp = &self->p[peer];
+    if (!zp->cur) return err_set(ERR_STATE, "transport: release without acquire");
+    *len = zmq_msg_size(&zp->cur->msg);
+    zmq_msg_close(&zp->cur->msg);
+    free(zp->cur);
+    zp->cur = NULL;
+    return 0;
+}
+
+const tp_backend_t tp_backend_zmq = {
+    .name = "zmq",
+    .open = s_open,
+    .destroy = s_destroy,
+    .send_acquire = s_send_acquire,
+    .send_commit = s_send_commit,
+    .recv_acquire = s_recv_acquire,
+    .recv_release = s_recv_release,
+};
