@@ -459,6 +459,7 @@ static void s_stats(engine_t *self, engine_stats_t *out)
 
 const engine_ops_t tree_engine = {
     .name = "tree",
+    .impls = "host|gpu|nccl",
     .create = s_create,
     .attach = s_attach,
     .step_begin = s_step_begin,

@@ -55,12 +55,22 @@ static void s_usage(FILE *f)
 "  --timeout S           every blocking step gives up after S seconds (default 60)\n"
 "\n"
 "Engines:\n"
-"  --engine LIST         comma list of: %s (default ring)\n"
-"  --impl NAME           engine implementation (ring: host|nccl; tree: host|gpu|nccl)\n"
-"  --servers S           ps: dedicated server processes beside the workers\n"
-"  --ps-colocate         ps: one server thread inside every worker (BytePS style)\n"
-"  --ps-mode M           ps: sync | async | ssp:K\n"
-"  --ps-partition-kb KB  ps: partition size (default 4096)\n"
+"  --engine LIST         comma list of: %s (default %s)\n", h_engine_names(), h_engine_at(0)->name);
+    /* --impl NAME and each engine's own options, from the engine table */
+    char impls[256] = "";
+    size_t off = 0;
+    for (int i = 0; i < h_engine_count() && off < sizeof impls; i++)
+        if (h_engine_at(i)->impls)
+            off += (size_t)snprintf(impls + off, sizeof impls - off, "%s%s: %s", off ? "; " : "", h_engine_at(i)->name,
+                                    h_engine_at(i)->impls);
+    fprintf(f, "  %-20s  engine implementation (%s)\n", "--impl NAME", impls);
+    const engine_opt_t *eo;
+    for (int k = 0; (eo = h_engine_opt(k, NULL)); k++) {
+        char flag[64];
+        snprintf(flag, sizeof flag, "--%s%s%s", eo->name, eo->metavar ? " " : "", eo->metavar ? eo->metavar : "");
+        fprintf(f, "  %-20s  %s\n", flag, eo->help);
+    }
+    fprintf(f,
 "  --seg-kb KB           pipelining segment of ring/tree (default 256)\n"
 "\n"
 "Bench:\n"
@@ -85,7 +95,7 @@ static void s_usage(FILE *f)
 "  --plots DIR           report: where figures go (default: plots/ next to the first file)\n"
 "  --format F            report: text (default), json, md or csv tables on stdout\n"
 "  --measured FILE       model: a results file to compare against (as a positional FILE)\n"
-"  --quiet               no progress lines\n", h_engine_names());
+"  --quiet               no progress lines\n");
 }
 
 static int s_parse_size(const char *s, size_t *out)
@@ -122,10 +132,11 @@ static int s_bad(const char *flag, const char *val, const char *want)
 
 enum {
     O_PROCS = 256, O_GPUS, O_SCALING, O_NNODES, O_NODE_RANK, O_MASTER, O_INIT, O_IFNAME, O_TRANSPORT, O_BIND,
-    O_TIMEOUT, O_ENGINE, O_IMPL, O_SERVERS, O_COLOC, O_PSMODE, O_PSPART, O_SEG, O_SIZES, O_FACTOR, O_ITERS,
+    O_TIMEOUT, O_ENGINE, O_IMPL, O_SEG, O_SIZES, O_FACTOR, O_ITERS,
     O_WARMUP, O_DTYPE, O_OP, O_MODEL, O_DATA, O_BATCH, O_STEPS, O_WSTEPS, O_OPTIM, O_GDT, O_BUCKET, O_NOOV,
     O_CHECKEV, O_SAVE, O_RESUME, O_DROPLAST, O_SEED, O_STRAG, O_JSON, O_QUIET, O_HELP, O_TIMELINE, O_NET, O_CHECK,
-    O_PLOTS, O_MEASURED, O_RPG, O_TF32, O_FORMAT
+    O_PLOTS, O_MEASURED, O_RPG, O_TF32, O_FORMAT,
+    O_ENGOPT = 1024                  /* O_ENGOPT + k: engine option k (h_engine_opt) */
 };
 
 static const struct option s_longopts[] = {
@@ -134,8 +145,7 @@ static const struct option s_longopts[] = {
     {"node-rank", 1, 0, O_NODE_RANK}, {"master", 1, 0, O_MASTER}, {"init-method", 1, 0, O_INIT},
     {"ifname", 1, 0, O_IFNAME}, {"transport", 1, 0, O_TRANSPORT}, {"bind", 1, 0, O_BIND},
     {"timeout", 1, 0, O_TIMEOUT}, {"engine", 1, 0, O_ENGINE}, {"impl", 1, 0, O_IMPL},
-    {"tree-impl", 1, 0, O_IMPL}, {"ring-impl", 1, 0, O_IMPL}, {"servers", 1, 0, O_SERVERS},
-    {"ps-colocate", 0, 0, O_COLOC}, {"ps-mode", 1, 0, O_PSMODE}, {"ps-partition-kb", 1, 0, O_PSPART},
+    {"tree-impl", 1, 0, O_IMPL}, {"ring-impl", 1, 0, O_IMPL},
     {"seg-kb", 1, 0, O_SEG}, {"sizes", 1, 0, O_SIZES}, {"factor", 1, 0, O_FACTOR}, {"iters", 1, 0, O_ITERS},
     {"warmup", 1, 0, O_WARMUP}, {"dtype", 1, 0, O_DTYPE}, {"op", 1, 0, O_OP}, {"check", 1, 0, O_CHECK},
     {"model", 1, 0, O_MODEL}, {"data", 1, 0, O_DATA}, {"batch", 1, 0, O_BATCH}, {"steps", 1, 0, O_STEPS},
@@ -145,6 +155,19 @@ static const struct option s_longopts[] = {
     {"straggler", 1, 0, O_STRAG}, {"json", 1, 0, O_JSON}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP},
     {"timeline", 1, 0, O_TIMELINE}, {"net", 1, 0, O_NET}, {"plots", 1, 0, O_PLOTS}, {"format", 1, 0, O_FORMAT},
     {"measured", 1, 0, O_MEASURED}, {0, 0, 0, 0}};
+
+/* s_longopts plus every engine's own options (O_ENGOPT + k), NULL-terminated */
+static const struct option *s_all_longopts(void)
+{
+    static struct option all[sizeof s_longopts / sizeof s_longopts[0] + 64];
+    size_t n = 0;
+    for (; s_longopts[n].name; n++) all[n] = s_longopts[n];
+    const engine_opt_t *eo;
+    for (int k = 0; (eo = h_engine_opt(k, NULL)) && n + 1 < sizeof all / sizeof all[0]; k++)
+        all[n++] = (struct option){eo->name, eo->has_value ? 1 : 0, 0, O_ENGOPT + k};
+    all[n] = (struct option){0, 0, 0, 0};
+    return all;
+}
 
 static int s_split_ints(const char *s, int *out, int max, int *n)
 {
@@ -169,8 +192,12 @@ static int s_parse(h_opts_t *o, int argc, char **argv)
     static char engbuf[256];
     memset(o, 0, sizeof *o);
     o->mode = "train";
-    o->engines[0] = "ring";
+    o->engines[0] = h_engine_at(0)->name;
     o->nengines = 1;
+    if (h_engine_opts_init(o) < 0) {
+        fprintf(stderr, "harness: out of memory\n");
+        return 2;
+    }
     o->timeout_s = 60;
     o->size_min = 4096;
     o->size_max = 64u << 20;
@@ -192,7 +219,6 @@ static int s_parse(h_opts_t *o, int argc, char **argv)
     o->seed = 42;
     o->bind = "auto";
     o->transport = "auto";
-    o->ps_mode = PS_SYNC;
     o->argc = argc;
     o->argv = argv;
     int first = 1;
@@ -210,7 +236,7 @@ static int s_parse(h_opts_t *o, int argc, char **argv)
     optind = first;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":", s_longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":", s_all_longopts(), NULL)) != -1) {
         const char *v = optarg;
         switch (c) {
         case O_PROCS: if (s_parse_int(v, 1, 4096, &o->procs)) return s_bad("--procs", v, "a rank count >= 1"); break;
@@ -246,15 +272,6 @@ static int s_parse(h_opts_t *o, int argc, char **argv)
             break;
         }
         case O_IMPL: o->impl = v; break;
-        case O_SERVERS: if (s_parse_int(v, 0, 4096, &o->ps_servers)) return s_bad("--servers", v, "a server count >= 0"); break;
-        case O_COLOC: o->ps_colocate = 1; break;
-        case O_PSMODE:
-            if (!strcmp(v, "sync")) o->ps_mode = PS_SYNC;
-            else if (!strcmp(v, "async")) o->ps_mode = PS_ASYNC;
-            else if (!strncmp(v, "ssp:", 4) && !s_parse_int(v + 4, 0, 1000000, &o->ps_ssp_k)) o->ps_mode = PS_SSP;
-            else return s_bad("--ps-mode", v, "sync, async or ssp:K");
-            break;
-        case O_PSPART: { int kb; if (s_parse_int(v, 1, 1 << 22, &kb)) return s_bad("--ps-partition-kb", v, "KiB >= 1"); o->ps_partition_bytes = (size_t)kb * 1024; break; }
         case O_SEG: { int kb; if (s_parse_int(v, 1, 1 << 20, &kb)) return s_bad("--seg-kb", v, "KiB >= 1"); o->seg_bytes = (size_t)kb * 1024; break; }
         case O_SIZES: {
             char b[128];
@@ -303,7 +320,15 @@ static int s_parse(h_opts_t *o, int argc, char **argv)
             break;
         case O_HELP: s_usage(stdout); return 1;
         case ':': fprintf(stderr, "harness: %s needs a value\n", argv[optind - 1]); return 2;
-        default: fprintf(stderr, "harness: unknown option '%s'; see harness --help\n", argv[optind - 1]); return 2;
+        default:
+            if (c >= O_ENGOPT && h_engine_opt(c - O_ENGOPT, NULL)) {
+                const engine_opt_t *eo = h_engine_opt(c - O_ENGOPT, NULL);
+                char flag[64];
+                snprintf(flag, sizeof flag, "--%s", eo->name);
+                if (h_engine_opt_set(o, c - O_ENGOPT, v) < 0) return s_bad(flag, v ? v : "", eo->want ? eo->want : "a valid value");
+                break;
+            }
+            fprintf(stderr, "harness: unknown option '%s'; see harness --help\n", argv[optind - 1]); return 2;
         }
     }
     if (optind < argc && (!strcmp(o->mode, "report") || !strcmp(o->mode, "model"))) {
@@ -333,8 +358,8 @@ static int s_parse(h_opts_t *o, int argc, char **argv)
         fprintf(stderr, "harness: --node-rank %d must be < --nnodes %d\n", o->node_rank, o->nnodes);
         return 2;
     }
-    if (o->ps_servers && o->ps_colocate) {
-        fprintf(stderr, "harness: --servers and --ps-colocate are exclusive\n");
+    if (h_engine_opts_check(o) < 0) {
+        fprintf(stderr, "harness: %s\n", err_detail());
         return 2;
     }
     return 0;
@@ -410,9 +435,7 @@ static int s_rank_main(h_opts_t *o)
             fprintf(stderr, "harness: rank %d: %s\n", bc.rank, err_trace(dev, msg, sizeof msg));
             return 1;
         }
-        char d[16];
-        snprintf(d, sizeof d, "%d", dev);
-        setenv("SYNCBENCH_DEVICE", d, 1);
+        o->device = dev;
         LOG_I("using %s", desc);
     }
     comm_t *comm = NULL;
@@ -459,8 +482,10 @@ static int s_drive_net(h_opts_t *o, const char *mode_override)
     int maxw = o->procs ? o->procs : 1;
     for (int i = 0; i < o->nscaling; i++) maxw = o->scaling[i] > maxw ? o->scaling[i] : maxw;
     int maxs = 0;
-    for (int i = 0; i < o->nengines; i++)
-        if (!strcmp(o->engines[i], "ps") && !o->ps_colocate) maxs = o->ps_servers ? o->ps_servers : 1;
+    for (int i = 0; i < o->nengines; i++) {
+        int x = h_engine_extra_ranks(o, o->engines[i], maxw);
+        maxs = x > maxs ? x : maxs;
+    }
     struct sigaction sa = {.sa_handler = s_net_on_signal}, old[3];
     static const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
     for (int i = 0; i < 3; i++) sigaction(sigs[i], &sa, &old[i]);
@@ -508,7 +533,7 @@ static int s_drive(h_opts_t *o, const char *mode_override)
     for (int wi = 0; wi < nw; wi++) {
         for (int ei = 0; ei < o->nengines; ei++) {
             const char *eng = o->engines[ei];
-            int servers = (!strcmp(eng, "ps") && !o->ps_colocate) ? (o->ps_servers ? o->ps_servers : 1) : 0;
+            int servers = h_engine_extra_ranks(o, eng, worlds[wi]);
             int nlocal = worlds[wi] + servers;
             char nw_s[16], srv_s[16];
             snprintf(nw_s, sizeof nw_s, "%d", worlds[wi]);
@@ -527,7 +552,7 @@ static int s_drive(h_opts_t *o, const char *mode_override)
             h_launch_cfg_t lc = {.nlocal = nlocal, .nnodes = o->nnodes, .node_rank = o->node_rank,
                                  .master = o->master, .timeout_s = o->timeout_s, .gpus = o->gpus, .quiet = 1};
             if (o->nnodes > 1 && servers) {
-                fprintf(stderr, "harness: multi-node ps with dedicated servers is not supported yet; use --ps-colocate\n");
+                fprintf(stderr, "harness: multi-node %s with dedicated servers is not supported yet; use its colocated mode\n", eng);
                 return 2;
             }
             char net_master[64];
@@ -586,16 +611,15 @@ int main(int argc, char **argv)
         /* one launch of the probe world (2 ranks by default), whatever --engine / --scaling say */
         if (!o.procs && !o.gpus && !o.nnodes) o.procs = 2;
         o.nscaling = 0;
-        o.engines[0] = "ring";
+        o.engines[0] = h_engine_at(0)->name;
         o.nengines = 1;
         return s_drive(&o, NULL);
     }
     if (!strcmp(o.mode, "run")) {
         /* the default comparison: every engine, 4 CPU ranks, bench then train */
         if (!o.procs) o.procs = 4;
-        static const char *all[] = {"ring", "tree", "ps"};
         o.nengines = 0;
-        for (int i = 0; i < 3; i++) o.engines[o.nengines++] = all[i];
+        for (int i = 0; i < h_engine_count(); i++) o.engines[o.nengines++] = h_engine_at(i)->name;
         if (!o.json) {
             /* a scratch file of this run only (results/tmp is not committed) */
             o.json = "results/tmp/run-latest.jsonl";
@@ -604,7 +628,7 @@ int main(int argc, char **argv)
             unlink(o.json);
         }
         setenv("SYNCBENCH_JSON", o.json, 1);
-        printf("# syncbench run: bench then train, engines ring, tree, ps; %d CPU ranks; results in %s\n", o.procs, o.json);
+        printf("# syncbench run: bench then train, engines %s; %d CPU ranks; results in %s\n", h_engine_names(), o.procs, o.json);
         fflush(stdout);
         int a = s_drive(&o, "bench");
         int b = a >= 128 ? a : s_drive(&o, "train");

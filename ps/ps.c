@@ -2,11 +2,11 @@
  * allreduce as push + pull, stats. The servers live in ps_server.c, the ZeroMQ plumbing in ps_van.c.
  *
  * Design. Ranks [0, nworkers) are workers. Servers are either the dedicated ranks >= nworkers (the
- * harness calls create, then serve) or, with ps_colocate, an actor thread inside every worker (server
+ * harness calls create, then serve) or, with the ps-colocate option, an actor thread inside every worker (server
  * i in worker i; its own worker reaches it over inproc, so local traffic is not network traffic).
  * Every server publishes its tcp endpoint in the store; every worker connects one DEALER per server,
  * with a routing id the servers check against the header's sender.
- * The f32 parameter arena is cut into partitions (ps_proto.h layout: ps_partition_bytes, balanced by
+ * The f32 parameter arena is cut into partitions (ps_proto.h layout: the partition size, balanced by
  * bytes over the servers). A step: submit() pushes each bucket at once, cut at partition boundaries,
  * zero-copy from the trainer's gradient buffer (which must stay valid until wait returns; a counter of
  * frames ZeroMQ still holds is drained before wait returns): a push ticket is done when its frame is
@@ -59,6 +59,8 @@ typedef struct {
 struct engine {
     comm_t *comm;
     engine_cfg_t cfg;
+    ps_opts_t opt;                   /* cfg.opts, copied (colocate as resolved) */
+    int colocate_asked;              /* the ps-colocate option as given (stats counter "colocate") */
     int is_server;            /* dedicated server rank */
     int nworkers, nservers;
     unsigned gen;
@@ -100,7 +102,7 @@ struct engine {
 
 static _Atomic unsigned s_gen_counter;
 
-static int s_server_rank(const engine_t *self, int s) { return self->cfg.ps_colocate ? s : self->nworkers + s; }
+static int s_server_rank(const engine_t *self, int s) { return self->opt.colocate ? s : self->nworkers + s; }
 
 static void s_zc_free(void *data, void *hint)
 {
@@ -291,13 +293,18 @@ static void ps_destroy(engine_t **self_p);
 static int ps_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
 {
     if (!self_p || !comm || !cfg) return err_set(ERR_INVAL, "ps: create needs a communicator and a config");
-    if (cfg->ps_mode != PS_SYNC && cfg->ps_mode != PS_ASYNC && cfg->ps_mode != PS_SSP)
-        return err_set(ERR_INVAL, "ps: unknown mode %d", cfg->ps_mode);
-    if (cfg->ps_mode == PS_SSP && cfg->ps_ssp_k < 0) return err_set(ERR_INVAL, "ps: ssp bound must be >= 0");
-    int W = cfg->nworkers > 0 ? cfg->nworkers : (cfg->ps_colocate ? comm->world : comm->world - cfg->ps_servers);
+    ps_opts_t po;
+    if (cfg->opts) po = *(const ps_opts_t *)cfg->opts;
+    else ps_opts_init(&po);
+    if (po.mode != PS_SYNC && po.mode != PS_ASYNC && po.mode != PS_SSP)
+        return err_set(ERR_INVAL, "ps: unknown mode %d", po.mode);
+    if (po.mode == PS_SSP && po.ssp_k < 0) return err_set(ERR_INVAL, "ps: ssp bound must be >= 0");
+    /* servers asked for, at most the world minus one worker (as the harness counts them) */
+    int want = po.servers > 0 ? (po.servers >= comm->world ? comm->world - 1 : po.servers) : 0;
+    int W = cfg->nworkers > 0 ? cfg->nworkers : (po.colocate ? comm->world : comm->world - want);
     /* no dedicated server rank and none asked for (e.g. a single rank): run colocated */
-    int colocate = cfg->ps_colocate || (W == comm->world && cfg->ps_servers <= 0);
-    if (colocate && !cfg->ps_colocate && comm->rank == 0)
+    int colocate = po.colocate || (W == comm->world && want <= 0);
+    if (colocate && !po.colocate && comm->rank == 0)
         LOG_I("ps: no dedicated server ranks: running one server thread inside every worker (colocated)");
     int S;
     if (colocate) {
@@ -309,8 +316,8 @@ static int ps_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
         S = comm->world - W;
         if (S < 1) return err_set(ERR_INVAL, "ps: no server ranks (world %d, nworkers %d; use --servers or --ps-colocate)",
                                   comm->world, W);
-        if (cfg->ps_servers > 0 && cfg->ps_servers != S)
-            return err_set(ERR_INVAL, "ps: %d servers configured but world %d - %d workers = %d", cfg->ps_servers,
+        if (want > 0 && want != S)
+            return err_set(ERR_INVAL, "ps: %d servers configured but world %d - %d workers = %d", want,
                            comm->world, W, S);
     }
     if (W < 1) return err_set(ERR_INVAL, "ps: no workers");
@@ -318,9 +325,12 @@ static int ps_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
     if (!self) return ERR_NOMEM;
     self->comm = comm;
     self->cfg = *cfg;
-    self->cfg.ps_colocate = colocate;
+    self->cfg.opts = NULL;           /* the caller's blob may not outlive us: copied into opt */
+    self->opt = po;
+    self->colocate_asked = po.colocate;
+    self->opt.colocate = colocate;
     if (self->cfg.timeout_ms <= 0) self->cfg.timeout_ms = comm->timeout_ms > 0 ? comm->timeout_ms : 60000;
-    if (!self->cfg.ps_partition_bytes) self->cfg.ps_partition_bytes = PS_DEFAULT_PART_BYTES;
+    if (!self->opt.partition_bytes) self->opt.partition_bytes = PS_DEFAULT_PART_BYTES;
     self->nworkers = W;
     self->nservers = S;
     self->gen = atomic_fetch_add(&s_gen_counter, 1) + 1;
@@ -328,8 +338,8 @@ static int ps_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
     self->is_server = comm->rank >= W;
     ps_routing_id(self->job, comm->rank, self->id);
     char mode[32];
-    if (cfg->ps_mode == PS_SSP) snprintf(mode, sizeof mode, "ssp:%d", cfg->ps_ssp_k);
-    else snprintf(mode, sizeof mode, "%s", cfg->ps_mode == PS_SYNC ? "sync" : "async");
+    if (po.mode == PS_SSP) snprintf(mode, sizeof mode, "ssp:%d", po.ssp_k);
+    else snprintf(mode, sizeof mode, "%s", po.mode == PS_SYNC ? "sync" : "async");
     /* colocated: one server per worker, so the count is the world and not part of the name */
     if (colocate) snprintf(self->impl, sizeof self->impl, "ps-%s-colocated", mode);
     else snprintf(self->impl, sizeof self->impl, "ps-%s-servers%d", mode, S);
@@ -339,9 +349,9 @@ static int ps_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
         free(self);
         return err_set(ERR_IO, "ps: no ZeroMQ context");
     }
-    ps_server_cfg_t sc = {.zctx = self->zctx, .comm = comm, .nservers = S, .nworkers = W, .mode = cfg->ps_mode,
-                          .ssp_k = cfg->ps_ssp_k, .timeout_ms = self->cfg.timeout_ms,
-                          .part_bytes = self->cfg.ps_partition_bytes, .job = self->job, .gen = self->gen,
+    ps_server_cfg_t sc = {.zctx = self->zctx, .comm = comm, .nservers = S, .nworkers = W, .mode = po.mode,
+                          .ssp_k = po.ssp_k, .timeout_ms = self->cfg.timeout_ms,
+                          .part_bytes = self->opt.partition_bytes, .job = self->job, .gen = self->gen,
                           .local_worker = -1};
     if (self->is_server) {
         sc.index = comm->rank - W;
@@ -425,7 +435,7 @@ static int ps_attach(engine_t *self, const param_set_t *params)
         host = self->h_params;
         if (self->comm->rank == 0) CHECK(dev_memcpy(host, params->params, pb));
     }
-    ps_layout_init(&self->lay, params->count, sizeof(float), self->cfg.ps_partition_bytes, self->nservers);
+    ps_layout_init(&self->lay, params->count, sizeof(float), self->opt.partition_bytes, self->nservers);
     CHECK(s_want(self, self->lay.nparts));
     self->pushed = calloc(self->lay.nparts, sizeof *self->pushed);
     self->committed = calloc(self->lay.nparts, 1);
@@ -451,7 +461,7 @@ static int ps_attach(engine_t *self, const param_set_t *params)
         CHECK(s_pull(self, ps_part_owner(&self->lay, k), 0, k, 0, params->grad_dtype, &meta));
     }
     collect_t c = {.ar = 0, .lay = &self->lay, .dst = host, .dt = DT_F32, .clock_all = 0,
-                   .exact = self->cfg.ps_mode == PS_SYNC, .dev_dst = self->on_dev ? params->params : NULL,
+                   .exact = self->opt.mode == PS_SYNC, .dev_dst = self->on_dev ? params->params : NULL,
                    .stream = self->stream};
     CHECK(s_collect(self, &c, self->lay.nparts, self->cfg.timeout_ms));
     if (self->on_dev) CHECK(dev_stream_wait(self->stream, self->cfg.timeout_ms));
@@ -512,7 +522,7 @@ static int ps_submit(engine_t *self, const bucket_t *b)
         hb.grad = h;
         b = &hb;
     }
-    if (self->cfg.ps_mode == PS_SYNC && !self->overflow && dt_has_nonfinite(b->grad, b->count, dt)) self->overflow = 1;
+    if (self->opt.mode == PS_SYNC && !self->overflow && dt_has_nonfinite(b->grad, b->count, dt)) self->overflow = 1;
     ps_meta_t meta = s_meta(self, self->ps.count);
     size_t k0, k1;
     ps_part_range(&self->lay, b->offset, b->count, &k0, &k1);
@@ -529,10 +539,10 @@ static int ps_submit(engine_t *self, const bucket_t *b)
         if (self->pushed[k] < pe - ps) continue;
         self->ncomplete++;
         /* async / ssp: this partition's pull follows its pushes at once (pipelined) */
-        if (self->cfg.ps_mode != PS_SYNC) CHECK(s_commit(self, k, &meta));
+        if (self->opt.mode != PS_SYNC) CHECK(s_commit(self, k, &meta));
     }
     /* sync: the step's overflow flag is known once every gradient is pushed: commit everything now */
-    if (self->cfg.ps_mode == PS_SYNC && self->ncomplete == self->lay.nparts) CHECK(s_commit_rest(self));
+    if (self->opt.mode == PS_SYNC && self->ncomplete == self->lay.nparts) CHECK(s_commit_rest(self));
     return 0;
 }
 
@@ -546,7 +556,7 @@ static int ps_wait(engine_t *self, step_out_t *out, int timeout_ms)
     /* partitions that submit() did not commit (not wholly submitted, or sync before the last bucket) */
     CHECK(s_commit_rest(self));
     collect_t c = {.ar = 0, .lay = &self->lay, .dst = self->on_dev ? self->h_params : self->ps.params, .dt = DT_F32,
-                   .clock_all = self->clock + 1, .exact = self->cfg.ps_mode == PS_SYNC,
+                   .clock_all = self->clock + 1, .exact = self->opt.mode == PS_SYNC,
                    .dev_dst = self->on_dev ? self->ps.params : NULL, .stream = self->stream};
     uint64_t tr = trace_t0(); /* timeline: waiting for the servers' parameters */
     CHECK(s_collect(self, &c, self->lay.nparts, timeout_ms));
@@ -597,7 +607,7 @@ static int ps_allreduce(engine_t *self, const void *sendbuf, void *recvbuf, size
     double t0 = now_ms();
     uint64_t dl = deadline_in(timeout_ms);
     ps_layout_t l;
-    ps_layout_init(&l, count, esz, self->cfg.ps_partition_bytes, self->nservers);
+    ps_layout_init(&l, count, esz, self->opt.partition_bytes, self->nservers);
     if (l.nparts > self->nar_ver) {
         uint64_t *nv = realloc(self->ar_ver, l.nparts * sizeof *nv);
         if (!nv) return ERR_NOMEM;
@@ -646,8 +656,7 @@ static void ps_stats(engine_t *self, engine_stats_t *out)
     out->mem_engine_bytes = self->mem.cur;
     out->mem_engine_peak_bytes = self->mem.peak;
     out->comm_ms_total = self->comm_ms_total;
-    out->ps_rejected = self->rejected;
-    out->ps_stale_waits = self->stale_waits;
+    uint64_t rejected = self->rejected;
     if (self->server) {
         ps_server_stats_t ss;
         ps_server_stats(self->server, &ss);
@@ -655,8 +664,11 @@ static void ps_stats(engine_t *self, engine_stats_t *out)
         out->bytes_received += ss.bytes_received;
         out->mem_engine_bytes += ss.mem_bytes;
         out->mem_engine_peak_bytes += ss.mem_peak_bytes;
-        out->ps_rejected += ss.rejected;
+        rejected += ss.rejected;
     }
+    engine_counter_add(out, "ps_rejected", rejected);         /* malformed or foreign messages rejected */
+    engine_counter_add(out, "ps_stale_waits", self->stale_waits); /* SSP: blocked on the staleness bound */
+    engine_counter_add(out, "colocate", (uint64_t)self->colocate_asked);
 }
 
 int ps_server_counters(engine_t *self, uint64_t *early_replies)
@@ -707,6 +719,13 @@ static void ps_destroy(engine_t **self_p)
 
 const engine_ops_t ps_engine = {
     .name = "ps",
+    .options = ps_options,
+    .opts_size = sizeof(ps_opts_t),
+    .opts_init = ps_opts_init,
+    .opt_set = ps_opt_set,
+    .opts_check = ps_opts_check,
+    .extra_ranks = ps_extra_ranks,
+    .in_sync = ps_in_sync,
     .create = ps_create,
     .attach = ps_attach,
     .step_begin = ps_step_begin,

@@ -21,7 +21,7 @@
 #include "ps/ps_server.h"
 #include "ps/ps_proto.h"
 #include "ps/ps_van.h"
-#include "core/engine.h"
+#include "ps/ps.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/mem.h"

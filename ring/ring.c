@@ -199,6 +199,7 @@ static void s_destroy(engine_t **self_p)
 
 const engine_ops_t ring_engine = {
     .name = "ring",
+    .impls = "host|nccl",
     .create = s_create,
     .attach = s_attach,
     .step_begin = s_step_begin,
