@@ -18,7 +18,7 @@
 #include "core/dtype.h"
 #include "core/err.h"
 #include "core/optim.h"
-#include "core/wire.h"
+#include "ps/wire.h"
 #include "ps/ps.h"
 #include "ps/ps_proto.h"
 #include "ring/ring.h"
