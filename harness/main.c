@@ -136,6 +136,7 @@ enum {
     O_WARMUP, O_DTYPE, O_OP, O_MODEL, O_DATA, O_BATCH, O_STEPS, O_WSTEPS, O_OPTIM, O_GDT, O_BUCKET, O_NOOV,
     O_CHECKEV, O_SAVE, O_RESUME, O_DROPLAST, O_SEED, O_STRAG, O_JSON, O_QUIET, O_HELP, O_TIMELINE, O_NET, O_CHECK,
     O_PLOTS, O_MEASURED, O_RPG, O_TF32, O_FORMAT,
+    O_AS_RANK, O_MODE, O_TLTAG,      /* set by the driver on a rank's command line (not in --help) */
     O_ENGOPT = 1024                  /* O_ENGOPT + k: engine option k (h_engine_opt) */
 };
 
@@ -154,7 +155,17 @@ static const struct option s_longopts[] = {
     {"save", 1, 0, O_SAVE}, {"resume", 1, 0, O_RESUME}, {"drop-last", 0, 0, O_DROPLAST}, {"seed", 1, 0, O_SEED},
     {"straggler", 1, 0, O_STRAG}, {"json", 1, 0, O_JSON}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP},
     {"timeline", 1, 0, O_TIMELINE}, {"net", 1, 0, O_NET}, {"plots", 1, 0, O_PLOTS}, {"format", 1, 0, O_FORMAT},
-    {"measured", 1, 0, O_MEASURED}, {0, 0, 0, 0}};
+    {"measured", 1, 0, O_MEASURED}, {"as-rank", 0, 0, O_AS_RANK}, {"mode", 1, 0, O_MODE},
+    {"timeline-tag", 1, 0, O_TLTAG}, {0, 0, 0, 0}};
+
+/* The modes (first argument) */
+static const char *const s_modes[] = {"train", "bench", "run", "selftest", "report", "model", "gemm", NULL};
+static int s_known_mode(const char *m)
+{
+    for (int i = 0; s_modes[i]; i++)
+        if (!strcmp(m, s_modes[i])) return 1;
+    return 0;
+}
 
 /* s_longopts plus every engine's own options (O_ENGOPT + k), NULL-terminated */
 static const struct option *s_all_longopts(void)
@@ -226,10 +237,14 @@ static int s_parse(h_opts_t *o, int argc, char **argv)
         o->mode = argv[1];
         first = 2;
     }
-    static const char *modes[] = {"train", "bench", "run", "selftest", "report", "model", "gemm", NULL};
-    int known = 0;
-    for (int i = 0; modes[i]; i++) known |= !strcmp(o->mode, modes[i]);
-    if (!known) {
+    /* a rank's command line: the user's, then --as-rank and what the driver chose for this launch;
+     * result metadata records the user's part */
+    for (int i = first; i < argc; i++)
+        if (!strcmp(argv[i], "--as-rank")) {
+            o->argc = i;
+            break;
+        }
+    if (!s_known_mode(o->mode)) {
         fprintf(stderr, "harness: unknown mode '%s' (train, bench, run, selftest, report, model, gemm); see harness --help\n", o->mode);
         return 2;
     }
@@ -318,6 +333,12 @@ static int s_parse(h_opts_t *o, int argc, char **argv)
             if (s_nmeasured >= (int)(sizeof s_measured / sizeof s_measured[0])) return s_bad("--measured", v, "at most 64 files");
             s_measured[s_nmeasured++] = (char *)v;
             break;
+        case O_AS_RANK: break;
+        case O_MODE:
+            if (!s_known_mode(v)) return s_bad("--mode", v, "a mode");
+            o->mode = v;
+            break;
+        case O_TLTAG: o->timeline_tag = v; break;
         case O_HELP: s_usage(stdout); return 1;
         case ':': fprintf(stderr, "harness: %s needs a value\n", argv[optind - 1]); return 2;
         default:
@@ -369,14 +390,6 @@ static int s_parse(h_opts_t *o, int argc, char **argv)
 
 static int s_rank_main(h_opts_t *o)
 {
-    /* the driver narrows each launch to one engine and one world */
-    const char *only = getenv("SYNCBENCH_ENGINE");
-    if (only) {
-        o->engines[0] = only;
-        o->nengines = 1;
-    }
-    const char *js = getenv("SYNCBENCH_JSON");
-    if (js && !o->json) o->json = js;
     if (o->argc > 1 && !strcmp(o->argv[1], "run") && !strcmp(o->mode, "bench")) {
         /* `harness run` keeps the default comparison short */
         o->size_max = o->size_max > (16u << 20) ? (16u << 20) : o->size_max;
@@ -510,6 +523,27 @@ static int s_drive_net(h_opts_t *o, const char *mode_override)
     return rc;
 }
 
+/* One launch's rank command line: the user's (argc, argv), then --as-rank and what the driver chose:
+ * the mode (when it overrides the first argument), the single engine, the results file and the
+ * timeline tag; `ps` shows what a rank runs. Returns a malloc'd NULL-terminated array (pointers into
+ * argv and the arguments), or NULL. */
+static char **s_rank_argv(const h_opts_t *o, int argc, char **argv, const char *mode, const char *eng, const char *tag,
+                          int *ac)
+{
+    char **av = calloc((size_t)argc + 10, sizeof *av);
+    if (!av) return NULL;
+    int n = 0;
+    for (int i = 0; i < argc; i++) av[n++] = argv[i];
+    av[n++] = "--as-rank";
+    if (mode) av[n++] = "--mode", av[n++] = (char *)mode;
+    av[n++] = "--engine", av[n++] = (char *)eng;
+    if (o->json) av[n++] = "--json", av[n++] = (char *)o->json;
+    if (tag && *tag) av[n++] = "--timeline-tag", av[n++] = (char *)tag;
+    av[n] = NULL;
+    *ac = n;
+    return av;
+}
+
 static int s_drive(h_opts_t *o, const char *mode_override)
 {
     if (o->net && !s_net) return s_drive_net(o, mode_override);
@@ -535,20 +569,10 @@ static int s_drive(h_opts_t *o, const char *mode_override)
             const char *eng = o->engines[ei];
             int servers = h_engine_extra_ranks(o, eng, worlds[wi]);
             int nlocal = worlds[wi] + servers;
-            char nw_s[16], srv_s[16];
-            snprintf(nw_s, sizeof nw_s, "%d", worlds[wi]);
-            snprintf(srv_s, sizeof srv_s, "%d", servers);
-            setenv("SYNCBENCH_ENGINE", eng, 1);
-            setenv("SYNCBENCH_NWORKERS", nw_s, 1);
-            setenv("SYNCBENCH_SERVERS", srv_s, 1);
-            if (mode_override) setenv("SYNCBENCH_MODE", mode_override, 1);
-            if (o->timeline && (nw * o->nengines > 1 || mode_override)) {
-                /* several launches: one timeline file each, FILE.[MODE-]ENGINE.pN.json */
-                char tag[96];
+            char tag[96] = "";
+            if (o->timeline && (nw * o->nengines > 1 || mode_override)) /* one file each: FILE.[MODE-]ENGINE.pN.json */
                 snprintf(tag, sizeof tag, "%s%s%s.p%d", mode_override ? mode_override : "", mode_override ? "-" : "", eng,
                          worlds[wi]);
-                setenv("SYNCBENCH_TIMELINE_TAG", tag, 1);
-            }
             h_launch_cfg_t lc = {.nlocal = nlocal, .nnodes = o->nnodes, .node_rank = o->node_rank,
                                  .master = o->master, .timeout_s = o->timeout_s, .gpus = o->gpus, .quiet = 1};
             if (o->nnodes > 1 && servers) {
@@ -557,7 +581,12 @@ static int s_drive(h_opts_t *o, const char *mode_override)
             }
             char net_master[64];
             if (s_net) h_netem_launch_cfg(s_net, &lc, nlocal, net_master, sizeof net_master);
-            int rc = s_net ? h_launch(&lc, s_net_argc, s_net_argv) : h_launch(&lc, o->argc, o->argv);
+            int ac;
+            char **av = s_rank_argv(o, s_net ? s_net_argc : o->argc, s_net ? s_net_argv : o->argv, mode_override, eng,
+                                    tag, &ac);
+            int rc = av ? h_launch(&lc, ac, av) : 1;
+            if (!av) fprintf(stderr, "harness: out of memory\n");
+            free(av);
             if (rc != 0) {
                 fprintf(stderr, "harness: %s with engine %s at %d ranks failed\n", mode_override ? mode_override : o->mode, eng, worlds[wi]);
                 if (rc >= 128) return rc; /* interrupted: stop everything */
@@ -565,11 +594,6 @@ static int s_drive(h_opts_t *o, const char *mode_override)
             }
         }
     }
-    unsetenv("SYNCBENCH_ENGINE");
-    unsetenv("SYNCBENCH_NWORKERS");
-    unsetenv("SYNCBENCH_SERVERS");
-    unsetenv("SYNCBENCH_MODE");
-    unsetenv("SYNCBENCH_TIMELINE_TAG");
     return status;
 }
 
@@ -593,8 +617,6 @@ int main(int argc, char **argv)
     int rc = s_parse(&o, argc, argv);
     if (rc == 1) return 0;
     if (rc) return rc;
-    const char *mode = getenv("SYNCBENCH_MODE");
-    if (mode && h_is_launched()) o.mode = mode;
     if (!h_is_launched() && s_check_writable("--json", o.json)) return 2;
     if (h_is_launched()) return s_rank_main(&o);
     if (!strcmp(o.mode, "report")) return h_report(s_nmeasured, s_measured, s_plots_dir, o.format ? o.format : "text");
@@ -627,7 +649,6 @@ int main(int argc, char **argv)
             mkdir("results/tmp", 0755);
             unlink(o.json);
         }
-        setenv("SYNCBENCH_JSON", o.json, 1);
         printf("# syncbench run: bench then train, engines %s; %d CPU ranks; results in %s\n", h_engine_names(), o.procs, o.json);
         fflush(stdout);
         int a = s_drive(&o, "bench");
