@@ -619,7 +619,14 @@ int main(int argc, char **argv)
     if (rc) return rc;
     if (!h_is_launched() && s_check_writable("--json", o.json)) return 2;
     if (h_is_launched()) return s_rank_main(&o);
-    if (!strcmp(o.mode, "report")) return h_report(s_nmeasured, s_measured, s_plots_dir, o.format ? o.format : "text");
+    if (!strcmp(o.mode, "report")) {
+        /* h_report returns an exit code (>= 0) or an err.h code (< 0, explained on stderr or by err_detail) */
+        err_clear();
+        int r = h_report(s_nmeasured, s_measured, s_plots_dir, o.format ? o.format : "text");
+        if (r >= 0) return r;
+        if (err_detail()[0]) fprintf(stderr, "harness: report: %s\n", err_detail());
+        return r == ERR_INVAL ? 2 : 1;
+    }
     if (!strcmp(o.mode, "gemm")) {
         int grc = h_gemm_bench(&o);
         if (grc < 0) {
