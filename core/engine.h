@@ -1,5 +1,5 @@
-/* engine.h: the one contract between the trainer/bench and the synchronization engines (ps, ring,
- * tree). The trainer attaches its parameters once, then every step submits gradient buckets as
+/* engine.h: the one contract between the trainer/bench and the synchronization engines
+ * (every engine directory). The trainer attaches its parameters once, then every step submits gradient buckets as
  * backward produces them (non-blocking) and waits at the end; when wait returns, parameters are
  * updated (every worker holds the same values in sync modes). `allreduce` is the raw collective for
  * `harness bench`. Each engine exports one const engine_ops_t; optional entries may be NULL. */
@@ -40,7 +40,7 @@ typedef struct {
 } engine_counter_t;
 
 /* What the trainer hands over once: the flat f32 master parameters (contiguous arena) and how to
- * update them. Engines running the optimizer locally (ring, tree) or on servers (ps) use optim.h. */
+ * update them. Engines run the optimizer locally or on their own extra ranks, with optim.h. */
 typedef struct {
     float  *params;           /* count f32 master weights (device pointer when cfg.device >= 0) */
     size_t  count;
@@ -112,7 +112,8 @@ typedef struct engine_ops {
     int  (*serve)(engine_t *self);
     void (*stats)(engine_t *self, engine_stats_t *out);
     /* The optimizer state over the whole arena (checkpoints): nbuf buffers of count floats, writable
-     * so a resumed run can restore them after attach. NULL where the state lives elsewhere (ps). */
+     * so a resumed run can restore them after attach. NULL where the state lives elsewhere (e.g. on
+     * server ranks). */
     int  (*optim_state)(engine_t *self, float **bufs, int *nbuf, size_t *count);
     void (*destroy)(engine_t **self_p);
 } engine_ops_t;
