@@ -340,7 +340,7 @@ struct engine {
     char impl_desc[128];
     arstep_t *step;
     tree_gpu_t *gpu;
-    tree_nccl_t *nccl;
+    ncclw_t *nccl;
     void *stage;                     /* impl host on device buffers: pinned staging buffer */
     size_t stage_bytes;
 };
@@ -381,7 +381,7 @@ static int s_nccl_fn(void *ctx, const void *sendbuf, void *recvbuf, size_t count
                      int timeout_ms)
 {
     engine_t *self = ctx;
-    return tree_nccl_allreduce(self->nccl, sendbuf, recvbuf, count, dt, op, timeout_ms);
+    return ncclw_allreduce(self->nccl, sendbuf, recvbuf, count, dt, op, timeout_ms);
 }
 
 static void s_destroy(engine_t **self_p)
@@ -390,7 +390,7 @@ static void s_destroy(engine_t **self_p)
     if (!self) return;
     arstep_destroy(&self->step);     /* first: its thread may still call into the impls */
     tree_gpu_destroy(&self->gpu);
-    tree_nccl_destroy(&self->nccl);
+    ncclw_destroy(&self->nccl);
     dev_host_free(&self->stage);
     free(self);
     *self_p = NULL;
@@ -419,8 +419,8 @@ static int s_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
         CHECK_GOTO(rc, tree_gpu_new(&self->gpu, comm, cfg->device, cfg->seg_bytes, self->cfg.timeout_ms), fail);
         snprintf(self->impl_desc, sizeof self->impl_desc, "%s", tree_gpu_impl(self->gpu));
     } else if (fn == s_nccl_fn) {
-        CHECK_GOTO(rc, tree_nccl_new(&self->nccl, comm, cfg->device, self->cfg.timeout_ms), fail);
-        snprintf(self->impl_desc, sizeof self->impl_desc, "%s", tree_nccl_impl(self->nccl));
+        CHECK_GOTO(rc, ncclw_new(&self->nccl, comm, cfg->device, "Tree", self->cfg.timeout_ms), fail);
+        snprintf(self->impl_desc, sizeof self->impl_desc, "%s", ncclw_algo(self->nccl));
     } else {
         snprintf(self->impl_desc, sizeof self->impl_desc, "%s",
                  fn == s_host_fn ? "host" : "host (staged from device buffers)");
@@ -459,6 +459,7 @@ static void s_stats(engine_t *self, engine_stats_t *out)
 
 const engine_ops_t tree_engine = {
     .name = "tree",
+    .impls = "host|gpu|nccl",
     .create = s_create,
     .attach = s_attach,
     .step_begin = s_step_begin,

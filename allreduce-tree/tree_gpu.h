@@ -35,12 +35,6 @@ size_t tree_gpu_mem_bytes(tree_gpu_t *self);
 /* Collective (waits for peers to stop reading this rank's workspace, bounded by the timeout). */
 void tree_gpu_destroy(tree_gpu_t **self_p);
 
-/* impl "nccl": the same shape as ring_nccl, with NCCL_ALGO=Tree. */
-typedef ncclw_t tree_nccl_t;
-int  tree_nccl_new(tree_nccl_t **self_p, comm_t *comm, int device, int timeout_ms);
-int  tree_nccl_allreduce(tree_nccl_t *self, const void *send, void *recv, size_t count, dtype_t dt, redop_t op,
-                         int timeout_ms);
-const char *tree_nccl_impl(tree_nccl_t *self);
-void tree_nccl_destroy(tree_nccl_t **self_p);
+/* impl "nccl": core/ncclw.h directly, ncclw_new(..., "Tree", ...). */
 
 #endif

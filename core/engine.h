@@ -1,5 +1,5 @@
-/* engine.h: the one contract between the trainer/bench and the synchronization engines (ps, ring,
- * tree). The trainer attaches its parameters once, then every step submits gradient buckets as
+/* engine.h: the one contract between the trainer/bench and the synchronization engines
+ * (every engine directory). The trainer attaches its parameters once, then every step submits gradient buckets as
  * backward produces them (non-blocking) and waits at the end; when wait returns, parameters are
  * updated (every worker holds the same values in sync modes). `allreduce` is the raw collective for
  * `harness bench`. Each engine exports one const engine_ops_t; optional entries may be NULL. */
@@ -18,19 +18,29 @@ typedef struct {
     const char *impl;         /* engine-specific implementation choice ("host", "nccl", "gpu", ...); NULL = default */
     int    timeout_ms;        /* every blocking call inside gives up after this */
     size_t seg_bytes;         /* pipelining segment; 0 = engine default */
-    int    nworkers;          /* ranks [0, nworkers) train; ranks >= nworkers are dedicated PS servers */
-    /* parameter server */
-    int    ps_servers;        /* dedicated server processes (0 with ps_colocate) */
-    int    ps_colocate;       /* one server thread inside each worker */
-    int    ps_mode;           /* PS_SYNC, PS_ASYNC, PS_SSP */
-    int    ps_ssp_k;          /* staleness bound for PS_SSP */
-    size_t ps_partition_bytes;/* partition size; 0 = default (4 MiB) */
+    int    nworkers;          /* ranks [0, nworkers) train; ranks >= nworkers are the engine's extra ranks */
+    const void *opts;         /* the engine's own options (its opts_size bytes, see engine_opt_t); NULL = defaults */
 } engine_cfg_t;
 
-enum { PS_SYNC = 0, PS_ASYNC = 1, PS_SSP = 2 };
+/* One engine-specific command-line option: the harness offers "--NAME [VALUE]" for every entry of an
+ * engine's table, prints the help text from it and hands the value to the engine's opt_set. */
+typedef struct {
+    const char *name;         /* long flag without "--" */
+    int         has_value;    /* 1: takes a value; 0: a switch (opt_set gets value NULL) */
+    const char *metavar;      /* value placeholder in the help text ("S", "M", ...) */
+    const char *help;         /* one help line */
+    const char *want;         /* what a valid value is, for error messages */
+} engine_opt_t;
+
+/* A named counter an engine reports beside the common statistics (e.g. messages rejected). */
+#define ENGINE_MAX_COUNTERS 8
+typedef struct {
+    const char *name;
+    uint64_t    value;
+} engine_counter_t;
 
 /* What the trainer hands over once: the flat f32 master parameters (contiguous arena) and how to
- * update them. Engines running the optimizer locally (ring, tree) or on servers (ps) use optim.h. */
+ * update them. Engines run the optimizer locally or on their own extra ranks, with optim.h. */
 typedef struct {
     float  *params;           /* count f32 master weights (device pointer when cfg.device >= 0) */
     size_t  count;
@@ -65,13 +75,30 @@ typedef struct {
     size_t   mem_engine_peak_bytes;
     double   comm_ms_total;
     const char *impl;               /* implementation actually running */
-    /* PS only: server-side view (zero elsewhere) */
-    uint64_t ps_rejected;           /* malformed or foreign messages rejected */
-    uint64_t ps_stale_waits;        /* SSP: times a worker blocked on the staleness bound */
+    engine_counter_t counters[ENGINE_MAX_COUNTERS]; /* engine-specific counters, ncounters of them */
+    int      ncounters;
 } engine_stats_t;
+
+/* The value of the counter called name in st (0 when the engine reports none by that name). */
+uint64_t engine_counter(const engine_stats_t *st, const char *name);
+/* Append a counter to st (ignored beyond ENGINE_MAX_COUNTERS). */
+void engine_counter_add(engine_stats_t *st, const char *name, uint64_t value);
 
 typedef struct engine_ops {
     const char *name;
+    const char *impls;        /* the engine_cfg_t.impl choices for help ("host|nccl"); NULL: none */
+    /* Options: a table ended by a NULL name (NULL: none); the options live in a blob of opts_size
+     * bytes that opts_init fills with defaults, opt_set sets one option in (value NULL for a switch;
+     * 0 or ERR_INVAL) and opts_check validates as a whole (0 or ERR_INVAL with err_set detail). */
+    const engine_opt_t *options;
+    size_t opts_size;
+    void (*opts_init)(void *opts);
+    int  (*opt_set)(void *opts, const char *name, const char *value);
+    int  (*opts_check)(const void *opts);
+    /* Extra (non-training) ranks the engine needs beside a world of that many ranks (NULL: none). */
+    int  (*extra_ranks)(const void *opts, int world);
+    /* 1 when every worker holds the same parameters after wait() (NULL: always). */
+    int  (*in_sync)(const void *opts);
     int  (*create)(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg);
     /* Collective: on return every worker holds rank 0's initial parameters. */
     int  (*attach)(engine_t *self, const param_set_t *params);
@@ -85,7 +112,8 @@ typedef struct engine_ops {
     int  (*serve)(engine_t *self);
     void (*stats)(engine_t *self, engine_stats_t *out);
     /* The optimizer state over the whole arena (checkpoints): nbuf buffers of count floats, writable
-     * so a resumed run can restore them after attach. NULL where the state lives elsewhere (ps). */
+     * so a resumed run can restore them after attach. NULL where the state lives elsewhere (e.g. on
+     * server ranks). */
     int  (*optim_state)(engine_t *self, float **bufs, int *nbuf, size_t *count);
     void (*destroy)(engine_t **self_p);
 } engine_ops_t;

@@ -1,6 +1,6 @@
 /* ncclw.h: a NCCL communicator built from our bootstrap, shared by the engines that offer NCCL
  * (ring: NCCL_ALGO=Ring; tree: NCCL_ALGO=Tree). It lives in core/ so that neither engine includes
- * the other; ring/ring_nccl.h and allreduce-tree/tree_gpu.h wrap it with their algorithm.
+ * the other; each calls it directly with its algorithm.
  *
  * - the ncclUniqueId of rank 0 travels through our store (comm_bcast_small), with rank 0's failure
  *   text if it could not make one, so no rank waits for an id that never comes;

@@ -108,7 +108,7 @@ static int s_bench_engine(const h_opts_t *o, comm_t *comm, const char *name, con
         ops->stats(eng, &s0);
         printf("#\n# syncbench bench: engine %s (%s), %d ranks%s, dtype %s, op %s, transport %s, out-of-place\n",
                name, s0.impl ? s0.impl : "default", P,
-               cfg.ps_servers ? " + dedicated servers" : "", dt_name(o->dtype), op_name(o->op),
+               comm->world > cfg.nworkers ? " + dedicated servers" : "", dt_name(o->dtype), op_name(o->op),
                comm->world > 1 ? tp_kind(comm->tp, (comm->rank + 1) % comm->world) : "self");
         printf("# %12s %12s %6s %6s %10s %9s %9s %8s\n", "size(B)", "count", "type", "redop", "time(us)",
                "algbw", "busbw", "#wrong");
@@ -183,7 +183,7 @@ static int s_bench_engine(const h_opts_t *o, comm_t *comm, const char *name, con
                     "\"iters\":%d,\"warmup\":%d,\"time_us\":%.3f,\"algbw_gbs\":%.6f,\"busbw_gbs\":%.6f,"
                     "\"wrong\":%llu,\"host\":%s,\"git_sha\":\"%s\",\"timestamp\":\"%s\",\"cmdline\":%s,"
                     "\"topology\":%s,\"cpu\":%s,\"versions\":\"%s\",\"net\":%s}\n",
-                    name, s1.impl ? s1.impl : "default", P, cfg.ps_servers, cfg.ps_colocate,
+                    name, s1.impl ? s1.impl : "default", P, comm->world - cfg.nworkers, (int)engine_counter(&s1, "colocate"),
                     comm->world > 1 ? tp_kind(comm->tp, (comm->rank + 1) % comm->world) : "self", sizes[si], count,
                     dt_name(o->dtype), op_name(o->op), o->iters, o->warmup, t, algbw, busbw,
                     (unsigned long long)wrong, host, meta->git_sha, meta->timestamp, cmd, topo, cpu, meta->versions, net);

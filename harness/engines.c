@@ -1,41 +1,116 @@
-/* engines.c: the table of engines the harness can pick by name (the only place that names them). */
+/* engines.c: the table of engines the harness can pick by name (the only list of them): lookup, the
+ * names for help and errors, the engines' own options, and each engine's configuration in a world. */
 #include "harness/harness.h"
 #include "allreduce-tree/tree.h"
+#include "core/err.h"
 #include "ps/ps.h"
 #include "ring/ring.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* the first one is the default engine */
 static const engine_ops_t *const s_engines[] = {&ring_engine, &tree_engine, &ps_engine};
+#define S_NENGINES ((int)(sizeof s_engines / sizeof s_engines[0]))
+_Static_assert(S_NENGINES <= H_MAX_ENGINES, "H_MAX_ENGINES too small for the engine table");
 
-const engine_ops_t *h_engine_find(const char *name)
+int h_engine_count(void) { return S_NENGINES; }
+
+const engine_ops_t *h_engine_at(int i) { return i >= 0 && i < S_NENGINES ? s_engines[i] : NULL; }
+
+static int s_index(const char *name)
 {
-    for (size_t i = 0; i < sizeof s_engines / sizeof s_engines[0]; i++)
-        if (name && !strcmp(s_engines[i]->name, name)) return s_engines[i];
+    for (int i = 0; i < S_NENGINES; i++)
+        if (name && !strcmp(s_engines[i]->name, name)) return i;
+    return -1;
+}
+
+const engine_ops_t *h_engine_find(const char *name) { return h_engine_at(s_index(name)); }
+
+const char *h_engine_names(void)
+{
+    static char names[256];
+    if (!names[0]) {
+        size_t off = 0;
+        for (int i = 0; i < S_NENGINES && off < sizeof names; i++)
+            off += (size_t)snprintf(names + off, sizeof names - off, "%s%s", i ? ", " : "", s_engines[i]->name);
+    }
+    return names;
+}
+
+int h_engine_opts_init(h_opts_t *o)
+{
+    for (int i = 0; i < S_NENGINES; i++) {
+        const engine_ops_t *e = s_engines[i];
+        if (!e->opts_size) continue;
+        o->eopts[i] = calloc(1, e->opts_size);
+        if (!o->eopts[i]) return ERR_NOMEM;
+        if (e->opts_init) e->opts_init(o->eopts[i]);
+    }
+    return 0;
+}
+
+void h_engine_opts_free(h_opts_t *o)
+{
+    for (int i = 0; i < H_MAX_ENGINES; i++) {
+        free(o->eopts[i]);
+        o->eopts[i] = NULL;
+    }
+}
+
+const engine_opt_t *h_engine_opt(int k, int *engine)
+{
+    for (int i = 0; i < S_NENGINES; i++)
+        for (const engine_opt_t *p = s_engines[i]->options; p && p->name; p++)
+            if (k-- == 0) {
+                if (engine) *engine = i;
+                return p;
+            }
     return NULL;
 }
 
-const char *h_engine_names(void) { return "ring, tree, ps"; }
+int h_engine_opt_set(h_opts_t *o, int k, const char *value)
+{
+    int i;
+    const engine_opt_t *p = h_engine_opt(k, &i);
+    if (!p || !s_engines[i]->opt_set || !o->eopts[i]) return err_set(ERR_INVAL, "no engine option %d", k);
+    return s_engines[i]->opt_set(o->eopts[i], p->name, p->has_value ? value : NULL);
+}
+
+int h_engine_opts_check(const h_opts_t *o)
+{
+    for (int i = 0; i < S_NENGINES; i++)
+        if (s_engines[i]->opts_check) CHECK(s_engines[i]->opts_check(o->eopts[i]));
+    return 0;
+}
+
+const void *h_engine_opts(const h_opts_t *o, const char *engine)
+{
+    int i = s_index(engine);
+    return i >= 0 ? o->eopts[i] : NULL;
+}
+
+int h_engine_extra_ranks(const h_opts_t *o, const char *engine, int world)
+{
+    const engine_ops_t *e = h_engine_find(engine);
+    return e && e->extra_ranks ? e->extra_ranks(h_engine_opts(o, engine), world) : 0;
+}
+
+int h_engine_in_sync(const h_opts_t *o, const char *engine)
+{
+    const engine_ops_t *e = h_engine_find(engine);
+    return !e || !e->in_sync || e->in_sync(h_engine_opts(o, engine));
+}
 
 void h_engine_cfg(const h_opts_t *o, const comm_t *comm, const char *engine, engine_cfg_t *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
-    const char *dev = getenv("SYNCBENCH_DEVICE"); /* set by the rank after dev_select_of */
-    cfg->device = o->gpus && dev ? atoi(dev) : -1;
+    cfg->device = o->gpus ? o->device : -1;
     cfg->impl = o->impl;
     cfg->timeout_ms = o->timeout_s * 1000;
     cfg->seg_bytes = o->seg_bytes;
-    int servers = 0;
-    if (!strcmp(engine, "ps") && !o->ps_colocate) {
-        const char *e = getenv("SYNCBENCH_SERVERS");
-        servers = e ? atoi(e) : o->ps_servers;
-        if (!e && servers == 0) servers = 1;
-    }
-    if (servers >= comm->world) servers = comm->world - 1;
-    cfg->nworkers = comm->world - servers;
-    cfg->ps_servers = servers;
-    cfg->ps_colocate = o->ps_colocate;
-    cfg->ps_mode = o->ps_mode;
-    cfg->ps_ssp_k = o->ps_ssp_k;
-    cfg->ps_partition_bytes = o->ps_partition_bytes;
+    int extra = h_engine_extra_ranks(o, engine, comm->world);
+    if (extra >= comm->world) extra = comm->world - 1;
+    cfg->nworkers = comm->world - extra;
+    cfg->opts = h_engine_opts(o, engine);
 }

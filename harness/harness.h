@@ -52,14 +52,13 @@ typedef struct {
     int   drop_last;                  /* --drop-last */
     unsigned long long seed;          /* --seed */
     const char *straggler;            /* --straggler RANK:MS */
-    /* ps */
-    int   ps_servers;                 /* --servers */
-    int   ps_colocate;                /* --ps-colocate */
-    int   ps_mode, ps_ssp_k;          /* --ps-mode sync|async|ssp:K */
-    size_t ps_partition_bytes;        /* --ps-partition-kb */
+    /* the engines' own options (engine_ops_t.options), one blob per engine of the table, by index */
+    void *eopts[H_MAX_ENGINES];
+    int   device;                     /* inside a rank with --gpus: this rank's CUDA device */
     /* output */
     const char *json;                 /* --json FILE|- */
     const char *timeline;             /* --timeline FILE */
+    const char *timeline_tag;         /* --timeline-tag TAG (set by the driver: FILE.TAG.json) */
     const char *net;                  /* --net bw=1gbit[,per=node] */
     int   quiet;
     const char *format;               /* --format text|json|md|csv (report) */
@@ -71,14 +70,27 @@ typedef struct {
     int   npos;
 } h_opts_t;
 
-/* engine table */
+/* engine table (engines.c, the only list of engines; the first is the default) */
+int h_engine_count(void);
+const engine_ops_t *h_engine_at(int i);
 const engine_ops_t *h_engine_find(const char *name);
-const char *h_engine_names(void);     /* "ring, tree, ps" for help text */
+const char *h_engine_names(void);     /* "ring, tree, ps": the table's names for help and errors */
+/* The engines' own options: blobs with defaults for every engine (0 or ERR_NOMEM), freed by _free;
+ * option k over all engines' tables in order (NULL past the end; *engine = its table index); set
+ * option k from a flag's value (0 or ERR_INVAL); the engines' whole-set checks (err_set detail). */
+int  h_engine_opts_init(h_opts_t *o);
+void h_engine_opts_free(h_opts_t *o);
+const engine_opt_t *h_engine_opt(int k, int *engine);
+int  h_engine_opt_set(h_opts_t *o, int k, const char *value);
+int  h_engine_opts_check(const h_opts_t *o);
+const void *h_engine_opts(const h_opts_t *o, const char *engine);
+/* Extra (non-training) ranks engine needs beside world training ranks; 1 if it trains in sync. */
+int  h_engine_extra_ranks(const h_opts_t *o, const char *engine, int world);
+int  h_engine_in_sync(const h_opts_t *o, const char *engine);
 /* The engine configuration for `engine` in this world from the options: nworkers is the world minus
- * dedicated PS servers (SYNCBENCH_SERVERS from the driver, or --servers when ranks were started by
- * torchrun/srun/mpirun); device from --gpus and the local rank. */
+ * the engine's extra ranks (from its options, at most world - 1); device from --gpus (o->device). */
 void h_engine_cfg(const h_opts_t *o, const comm_t *comm, const char *engine, engine_cfg_t *cfg);
-/* 1 if this rank is a dedicated PS server for cfg (rank >= nworkers). */
+/* 1 if this rank is one of the engine's extra ranks for cfg (rank >= nworkers), e.g. a PS server. */
 static inline int h_is_server(const comm_t *comm, const engine_cfg_t *cfg) { return comm->rank >= cfg->nworkers; }
 
 /* metadata for JSON results: host, git sha, timestamp, command line, topology, library versions */

@@ -55,12 +55,22 @@ static void s_usage(FILE *f)
 "  --timeout S           every blocking step gives up after S seconds (default 60)\n"
 "\n"
 "Engines:\n"
-"  --engine LIST         comma list of: %s (default ring)\n"
-"  --impl NAME           engine implementation (ring: host|nccl; tree: host|gpu|nccl)\n"
-"  --servers S           ps: dedicated server processes beside the workers\n"
-"  --ps-colocate         ps: one server thread inside every worker (BytePS style)\n"
-"  --ps-mode M           ps: sync | async | ssp:K\n"
-"  --ps-partition-kb KB  ps: partition size (default 4096)\n"
+"  --engine LIST         comma list of: %s (default %s)\n", h_engine_names(), h_engine_at(0)->name);
+    /* --impl NAME and each engine's own options, from the engine table */
+    char impls[256] = "";
+    size_t off = 0;
+    for (int i = 0; i < h_engine_count() && off < sizeof impls; i++)
+        if (h_engine_at(i)->impls)
+            off += (size_t)snprintf(impls + off, sizeof impls - off, "%s%s: %s", off ? "; " : "", h_engine_at(i)->name,
+                                    h_engine_at(i)->impls);
+    fprintf(f, "  %-20s  engine implementation (%s)\n", "--impl NAME", impls);
+    const engine_opt_t *eo;
+    for (int k = 0; (eo = h_engine_opt(k, NULL)); k++) {
+        char flag[64];
+        snprintf(flag, sizeof flag, "--%s%s%s", eo->name, eo->metavar ? " " : "", eo->metavar ? eo->metavar : "");
+        fprintf(f, "  %-20s  %s\n", flag, eo->help);
+    }
+    fprintf(f,
 "  --seg-kb KB           pipelining segment of ring/tree (default 256)\n"
 "\n"
 "Bench:\n"
@@ -85,7 +95,7 @@ static void s_usage(FILE *f)
 "  --plots DIR           report: where figures go (default: plots/ next to the first file)\n"
 "  --format F            report: text (default), json, md or csv tables on stdout\n"
 "  --measured FILE       model: a results file to compare against (as a positional FILE)\n"
-"  --quiet               no progress lines\n", h_engine_names());
+"  --quiet               no progress lines\n");
 }
 
 static int s_parse_size(const char *s, size_t *out)
@@ -122,10 +132,12 @@ static int s_bad(const char *flag, const char *val, const char *want)
 
 enum {
     O_PROCS = 256, O_GPUS, O_SCALING, O_NNODES, O_NODE_RANK, O_MASTER, O_INIT, O_IFNAME, O_TRANSPORT, O_BIND,
-    O_TIMEOUT, O_ENGINE, O_IMPL, O_SERVERS, O_COLOC, O_PSMODE, O_PSPART, O_SEG, O_SIZES, O_FACTOR, O_ITERS,
+    O_TIMEOUT, O_ENGINE, O_IMPL, O_SEG, O_SIZES, O_FACTOR, O_ITERS,
     O_WARMUP, O_DTYPE, O_OP, O_MODEL, O_DATA, O_BATCH, O_STEPS, O_WSTEPS, O_OPTIM, O_GDT, O_BUCKET, O_NOOV,
     O_CHECKEV, O_SAVE, O_RESUME, O_DROPLAST, O_SEED, O_STRAG, O_JSON, O_QUIET, O_HELP, O_TIMELINE, O_NET, O_CHECK,
-    O_PLOTS, O_MEASURED, O_RPG, O_TF32, O_FORMAT
+    O_PLOTS, O_MEASURED, O_RPG, O_TF32, O_FORMAT,
+    O_AS_RANK, O_MODE, O_TLTAG,      /* set by the driver on a rank's command line (not in --help) */
+    O_ENGOPT = 1024                  /* O_ENGOPT + k: engine option k (h_engine_opt) */
 };
 
 static const struct option s_longopts[] = {
@@ -134,8 +146,7 @@ static const struct option s_longopts[] = {
     {"node-rank", 1, 0, O_NODE_RANK}, {"master", 1, 0, O_MASTER}, {"init-method", 1, 0, O_INIT},
     {"ifname", 1, 0, O_IFNAME}, {"transport", 1, 0, O_TRANSPORT}, {"bind", 1, 0, O_BIND},
     {"timeout", 1, 0, O_TIMEOUT}, {"engine", 1, 0, O_ENGINE}, {"impl", 1, 0, O_IMPL},
-    {"tree-impl", 1, 0, O_IMPL}, {"ring-impl", 1, 0, O_IMPL}, {"servers", 1, 0, O_SERVERS},
-    {"ps-colocate", 0, 0, O_COLOC}, {"ps-mode", 1, 0, O_PSMODE}, {"ps-partition-kb", 1, 0, O_PSPART},
+    {"tree-impl", 1, 0, O_IMPL}, {"ring-impl", 1, 0, O_IMPL},
     {"seg-kb", 1, 0, O_SEG}, {"sizes", 1, 0, O_SIZES}, {"factor", 1, 0, O_FACTOR}, {"iters", 1, 0, O_ITERS},
     {"warmup", 1, 0, O_WARMUP}, {"dtype", 1, 0, O_DTYPE}, {"op", 1, 0, O_OP}, {"check", 1, 0, O_CHECK},
     {"model", 1, 0, O_MODEL}, {"data", 1, 0, O_DATA}, {"batch", 1, 0, O_BATCH}, {"steps", 1, 0, O_STEPS},
@@ -144,7 +155,30 @@ static const struct option s_longopts[] = {
     {"save", 1, 0, O_SAVE}, {"resume", 1, 0, O_RESUME}, {"drop-last", 0, 0, O_DROPLAST}, {"seed", 1, 0, O_SEED},
     {"straggler", 1, 0, O_STRAG}, {"json", 1, 0, O_JSON}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP},
     {"timeline", 1, 0, O_TIMELINE}, {"net", 1, 0, O_NET}, {"plots", 1, 0, O_PLOTS}, {"format", 1, 0, O_FORMAT},
-    {"measured", 1, 0, O_MEASURED}, {0, 0, 0, 0}};
+    {"measured", 1, 0, O_MEASURED}, {"as-rank", 0, 0, O_AS_RANK}, {"mode", 1, 0, O_MODE},
+    {"timeline-tag", 1, 0, O_TLTAG}, {0, 0, 0, 0}};
+
+/* The modes (first argument) */
+static const char *const s_modes[] = {"train", "bench", "run", "selftest", "report", "model", "gemm", NULL};
+static int s_known_mode(const char *m)
+{
+    for (int i = 0; s_modes[i]; i++)
+        if (!strcmp(m, s_modes[i])) return 1;
+    return 0;
+}
+
+/* s_longopts plus every engine's own options (O_ENGOPT + k), NULL-terminated */
+static const struct option *s_all_longopts(void)
+{
+    static struct option all[sizeof s_longopts / sizeof s_longopts[0] + 64];
+    size_t n = 0;
+    for (; s_longopts[n].name; n++) all[n] = s_longopts[n];
+    const engine_opt_t *eo;
+    for (int k = 0; (eo = h_engine_opt(k, NULL)) && n + 1 < sizeof all / sizeof all[0]; k++)
+        all[n++] = (struct option){eo->name, eo->has_value ? 1 : 0, 0, O_ENGOPT + k};
+    all[n] = (struct option){0, 0, 0, 0};
+    return all;
+}
 
 static int s_split_ints(const char *s, int *out, int max, int *n)
 {
@@ -169,8 +203,12 @@ static int s_parse(h_opts_t *o, int argc, char **argv)
     static char engbuf[256];
     memset(o, 0, sizeof *o);
     o->mode = "train";
-    o->engines[0] = "ring";
+    o->engines[0] = h_engine_at(0)->name;
     o->nengines = 1;
+    if (h_engine_opts_init(o) < 0) {
+        fprintf(stderr, "harness: out of memory\n");
+        return 2;
+    }
     o->timeout_s = 60;
     o->size_min = 4096;
     o->size_max = 64u << 20;
@@ -192,7 +230,6 @@ static int s_parse(h_opts_t *o, int argc, char **argv)
     o->seed = 42;
     o->bind = "auto";
     o->transport = "auto";
-    o->ps_mode = PS_SYNC;
     o->argc = argc;
     o->argv = argv;
     int first = 1;
@@ -200,17 +237,21 @@ static int s_parse(h_opts_t *o, int argc, char **argv)
         o->mode = argv[1];
         first = 2;
     }
-    static const char *modes[] = {"train", "bench", "run", "selftest", "report", "model", "gemm", NULL};
-    int known = 0;
-    for (int i = 0; modes[i]; i++) known |= !strcmp(o->mode, modes[i]);
-    if (!known) {
+    /* a rank's command line: the user's, then --as-rank and what the driver chose for this launch;
+     * result metadata records the user's part */
+    for (int i = first; i < argc; i++)
+        if (!strcmp(argv[i], "--as-rank")) {
+            o->argc = i;
+            break;
+        }
+    if (!s_known_mode(o->mode)) {
         fprintf(stderr, "harness: unknown mode '%s' (train, bench, run, selftest, report, model, gemm); see harness --help\n", o->mode);
         return 2;
     }
     optind = first;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":", s_longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":", s_all_longopts(), NULL)) != -1) {
         const char *v = optarg;
         switch (c) {
         case O_PROCS: if (s_parse_int(v, 1, 4096, &o->procs)) return s_bad("--procs", v, "a rank count >= 1"); break;
@@ -246,15 +287,6 @@ static int s_parse(h_opts_t *o, int argc, char **argv)
             break;
         }
         case O_IMPL: o->impl = v; break;
-        case O_SERVERS: if (s_parse_int(v, 0, 4096, &o->ps_servers)) return s_bad("--servers", v, "a server count >= 0"); break;
-        case O_COLOC: o->ps_colocate = 1; break;
-        case O_PSMODE:
-            if (!strcmp(v, "sync")) o->ps_mode = PS_SYNC;
-            else if (!strcmp(v, "async")) o->ps_mode = PS_ASYNC;
-            else if (!strncmp(v, "ssp:", 4) && !s_parse_int(v + 4, 0, 1000000, &o->ps_ssp_k)) o->ps_mode = PS_SSP;
-            else return s_bad("--ps-mode", v, "sync, async or ssp:K");
-            break;
-        case O_PSPART: { int kb; if (s_parse_int(v, 1, 1 << 22, &kb)) return s_bad("--ps-partition-kb", v, "KiB >= 1"); o->ps_partition_bytes = (size_t)kb * 1024; break; }
         case O_SEG: { int kb; if (s_parse_int(v, 1, 1 << 20, &kb)) return s_bad("--seg-kb", v, "KiB >= 1"); o->seg_bytes = (size_t)kb * 1024; break; }
         case O_SIZES: {
             char b[128];
@@ -301,9 +333,23 @@ static int s_parse(h_opts_t *o, int argc, char **argv)
             if (s_nmeasured >= (int)(sizeof s_measured / sizeof s_measured[0])) return s_bad("--measured", v, "at most 64 files");
             s_measured[s_nmeasured++] = (char *)v;
             break;
+        case O_AS_RANK: break;
+        case O_MODE:
+            if (!s_known_mode(v)) return s_bad("--mode", v, "a mode");
+            o->mode = v;
+            break;
+        case O_TLTAG: o->timeline_tag = v; break;
         case O_HELP: s_usage(stdout); return 1;
         case ':': fprintf(stderr, "harness: %s needs a value\n", argv[optind - 1]); return 2;
-        default: fprintf(stderr, "harness: unknown option '%s'; see harness --help\n", argv[optind - 1]); return 2;
+        default:
+            if (c >= O_ENGOPT && h_engine_opt(c - O_ENGOPT, NULL)) {
+                const engine_opt_t *eo = h_engine_opt(c - O_ENGOPT, NULL);
+                char flag[64];
+                snprintf(flag, sizeof flag, "--%s", eo->name);
+                if (h_engine_opt_set(o, c - O_ENGOPT, v) < 0) return s_bad(flag, v ? v : "", eo->want ? eo->want : "a valid value");
+                break;
+            }
+            fprintf(stderr, "harness: unknown option '%s'; see harness --help\n", argv[optind - 1]); return 2;
         }
     }
     if (optind < argc && (!strcmp(o->mode, "report") || !strcmp(o->mode, "model"))) {
@@ -333,8 +379,8 @@ static int s_parse(h_opts_t *o, int argc, char **argv)
         fprintf(stderr, "harness: --node-rank %d must be < --nnodes %d\n", o->node_rank, o->nnodes);
         return 2;
     }
-    if (o->ps_servers && o->ps_colocate) {
-        fprintf(stderr, "harness: --servers and --ps-colocate are exclusive\n");
+    if (h_engine_opts_check(o) < 0) {
+        fprintf(stderr, "harness: %s\n", err_detail());
         return 2;
     }
     return 0;
@@ -344,14 +390,6 @@ static int s_parse(h_opts_t *o, int argc, char **argv)
 
 static int s_rank_main(h_opts_t *o)
 {
-    /* the driver narrows each launch to one engine and one world */
-    const char *only = getenv("SYNCBENCH_ENGINE");
-    if (only) {
-        o->engines[0] = only;
-        o->nengines = 1;
-    }
-    const char *js = getenv("SYNCBENCH_JSON");
-    if (js && !o->json) o->json = js;
     if (o->argc > 1 && !strcmp(o->argv[1], "run") && !strcmp(o->mode, "bench")) {
         /* `harness run` keeps the default comparison short */
         o->size_max = o->size_max > (16u << 20) ? (16u << 20) : o->size_max;
@@ -410,9 +448,7 @@ static int s_rank_main(h_opts_t *o)
             fprintf(stderr, "harness: rank %d: %s\n", bc.rank, err_trace(dev, msg, sizeof msg));
             return 1;
         }
-        char d[16];
-        snprintf(d, sizeof d, "%d", dev);
-        setenv("SYNCBENCH_DEVICE", d, 1);
+        o->device = dev;
         LOG_I("using %s", desc);
     }
     comm_t *comm = NULL;
@@ -459,8 +495,10 @@ static int s_drive_net(h_opts_t *o, const char *mode_override)
     int maxw = o->procs ? o->procs : 1;
     for (int i = 0; i < o->nscaling; i++) maxw = o->scaling[i] > maxw ? o->scaling[i] : maxw;
     int maxs = 0;
-    for (int i = 0; i < o->nengines; i++)
-        if (!strcmp(o->engines[i], "ps") && !o->ps_colocate) maxs = o->ps_servers ? o->ps_servers : 1;
+    for (int i = 0; i < o->nengines; i++) {
+        int x = h_engine_extra_ranks(o, o->engines[i], maxw);
+        maxs = x > maxs ? x : maxs;
+    }
     struct sigaction sa = {.sa_handler = s_net_on_signal}, old[3];
     static const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
     for (int i = 0; i < 3; i++) sigaction(sigs[i], &sa, &old[i]);
@@ -483,6 +521,27 @@ static int s_drive_net(h_opts_t *o, const char *mode_override)
     for (int i = 0; i < 3; i++) sigaction(sigs[i], &old[i], NULL);
     if (s_net_sig && rc < 128) rc = 128 + s_net_sig;
     return rc;
+}
+
+/* One launch's rank command line: the user's (argc, argv), then --as-rank and what the driver chose:
+ * the mode (when it overrides the first argument), the single engine, the results file and the
+ * timeline tag; `ps` shows what a rank runs. Returns a malloc'd NULL-terminated array (pointers into
+ * argv and the arguments), or NULL. */
+static char **s_rank_argv(const h_opts_t *o, int argc, char **argv, const char *mode, const char *eng, const char *tag,
+                          int *ac)
+{
+    char **av = calloc((size_t)argc + 10, sizeof *av);
+    if (!av) return NULL;
+    int n = 0;
+    for (int i = 0; i < argc; i++) av[n++] = argv[i];
+    av[n++] = "--as-rank";
+    if (mode) av[n++] = "--mode", av[n++] = (char *)mode;
+    av[n++] = "--engine", av[n++] = (char *)eng;
+    if (o->json) av[n++] = "--json", av[n++] = (char *)o->json;
+    if (tag && *tag) av[n++] = "--timeline-tag", av[n++] = (char *)tag;
+    av[n] = NULL;
+    *ac = n;
+    return av;
 }
 
 static int s_drive(h_opts_t *o, const char *mode_override)
@@ -508,31 +567,26 @@ static int s_drive(h_opts_t *o, const char *mode_override)
     for (int wi = 0; wi < nw; wi++) {
         for (int ei = 0; ei < o->nengines; ei++) {
             const char *eng = o->engines[ei];
-            int servers = (!strcmp(eng, "ps") && !o->ps_colocate) ? (o->ps_servers ? o->ps_servers : 1) : 0;
+            int servers = h_engine_extra_ranks(o, eng, worlds[wi]);
             int nlocal = worlds[wi] + servers;
-            char nw_s[16], srv_s[16];
-            snprintf(nw_s, sizeof nw_s, "%d", worlds[wi]);
-            snprintf(srv_s, sizeof srv_s, "%d", servers);
-            setenv("SYNCBENCH_ENGINE", eng, 1);
-            setenv("SYNCBENCH_NWORKERS", nw_s, 1);
-            setenv("SYNCBENCH_SERVERS", srv_s, 1);
-            if (mode_override) setenv("SYNCBENCH_MODE", mode_override, 1);
-            if (o->timeline && (nw * o->nengines > 1 || mode_override)) {
-                /* several launches: one timeline file each, FILE.[MODE-]ENGINE.pN.json */
-                char tag[96];
+            char tag[96] = "";
+            if (o->timeline && (nw * o->nengines > 1 || mode_override)) /* one file each: FILE.[MODE-]ENGINE.pN.json */
                 snprintf(tag, sizeof tag, "%s%s%s.p%d", mode_override ? mode_override : "", mode_override ? "-" : "", eng,
                          worlds[wi]);
-                setenv("SYNCBENCH_TIMELINE_TAG", tag, 1);
-            }
             h_launch_cfg_t lc = {.nlocal = nlocal, .nnodes = o->nnodes, .node_rank = o->node_rank,
                                  .master = o->master, .timeout_s = o->timeout_s, .gpus = o->gpus, .quiet = 1};
             if (o->nnodes > 1 && servers) {
-                fprintf(stderr, "harness: multi-node ps with dedicated servers is not supported yet; use --ps-colocate\n");
+                fprintf(stderr, "harness: multi-node %s with dedicated servers is not supported yet; use its colocated mode\n", eng);
                 return 2;
             }
             char net_master[64];
             if (s_net) h_netem_launch_cfg(s_net, &lc, nlocal, net_master, sizeof net_master);
-            int rc = s_net ? h_launch(&lc, s_net_argc, s_net_argv) : h_launch(&lc, o->argc, o->argv);
+            int ac;
+            char **av = s_rank_argv(o, s_net ? s_net_argc : o->argc, s_net ? s_net_argv : o->argv, mode_override, eng,
+                                    tag, &ac);
+            int rc = av ? h_launch(&lc, ac, av) : 1;
+            if (!av) fprintf(stderr, "harness: out of memory\n");
+            free(av);
             if (rc != 0) {
                 fprintf(stderr, "harness: %s with engine %s at %d ranks failed\n", mode_override ? mode_override : o->mode, eng, worlds[wi]);
                 if (rc >= 128) return rc; /* interrupted: stop everything */
@@ -540,11 +594,6 @@ static int s_drive(h_opts_t *o, const char *mode_override)
             }
         }
     }
-    unsetenv("SYNCBENCH_ENGINE");
-    unsetenv("SYNCBENCH_NWORKERS");
-    unsetenv("SYNCBENCH_SERVERS");
-    unsetenv("SYNCBENCH_MODE");
-    unsetenv("SYNCBENCH_TIMELINE_TAG");
     return status;
 }
 
@@ -568,11 +617,16 @@ int main(int argc, char **argv)
     int rc = s_parse(&o, argc, argv);
     if (rc == 1) return 0;
     if (rc) return rc;
-    const char *mode = getenv("SYNCBENCH_MODE");
-    if (mode && h_is_launched()) o.mode = mode;
     if (!h_is_launched() && s_check_writable("--json", o.json)) return 2;
     if (h_is_launched()) return s_rank_main(&o);
-    if (!strcmp(o.mode, "report")) return h_report(s_nmeasured, s_measured, s_plots_dir, o.format ? o.format : "text");
+    if (!strcmp(o.mode, "report")) {
+        /* h_report returns an exit code (>= 0) or an err.h code (< 0, explained on stderr or by err_detail) */
+        err_clear();
+        int r = h_report(s_nmeasured, s_measured, s_plots_dir, o.format ? o.format : "text");
+        if (r >= 0) return r;
+        if (err_detail()[0]) fprintf(stderr, "harness: report: %s\n", err_detail());
+        return r == ERR_INVAL ? 2 : 1;
+    }
     if (!strcmp(o.mode, "gemm")) {
         int grc = h_gemm_bench(&o);
         if (grc < 0) {
@@ -586,16 +640,15 @@ int main(int argc, char **argv)
         /* one launch of the probe world (2 ranks by default), whatever --engine / --scaling say */
         if (!o.procs && !o.gpus && !o.nnodes) o.procs = 2;
         o.nscaling = 0;
-        o.engines[0] = "ring";
+        o.engines[0] = h_engine_at(0)->name;
         o.nengines = 1;
         return s_drive(&o, NULL);
     }
     if (!strcmp(o.mode, "run")) {
         /* the default comparison: every engine, 4 CPU ranks, bench then train */
         if (!o.procs) o.procs = 4;
-        static const char *all[] = {"ring", "tree", "ps"};
         o.nengines = 0;
-        for (int i = 0; i < 3; i++) o.engines[o.nengines++] = all[i];
+        for (int i = 0; i < h_engine_count(); i++) o.engines[o.nengines++] = h_engine_at(i)->name;
         if (!o.json) {
             /* a scratch file of this run only (results/tmp is not committed) */
             o.json = "results/tmp/run-latest.jsonl";
@@ -603,8 +656,7 @@ int main(int argc, char **argv)
             mkdir("results/tmp", 0755);
             unlink(o.json);
         }
-        setenv("SYNCBENCH_JSON", o.json, 1);
-        printf("# syncbench run: bench then train, engines ring, tree, ps; %d CPU ranks; results in %s\n", o.procs, o.json);
+        printf("# syncbench run: bench then train, engines %s; %d CPU ranks; results in %s\n", h_engine_names(), o.procs, o.json);
         fflush(stdout);
         int a = s_drive(&o, "bench");
         int b = a >= 128 ? a : s_drive(&o, "train");

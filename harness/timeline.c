@@ -110,7 +110,7 @@ int h_timeline_end(const h_opts_t *o, comm_t *comm)
     }
     /* rank 0: gather in rank order into a temp file next to the output */
     char path[4096], tmp[4200], why[1024] = "";
-    h_timeline_path(o->timeline, getenv("SYNCBENCH_TIMELINE_TAG"), path, sizeof path);
+    h_timeline_path(o->timeline, o->timeline_tag, path, sizeof path);
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     FILE *f = fopen(tmp, "w");
     if (!f) snprintf(why, sizeof why, "cannot create %.400s: %s", tmp, strerror(errno));

@@ -11,8 +11,9 @@ int h_timeline_begin(const h_opts_t *o, comm_t *comm);
 /* Collective: stop recording; ranks > 0 hand their events to rank 0, which writes the file (temp file
  * + rename: a failure leaves no partial file and says why). No-op when h_timeline_begin did nothing. */
 int h_timeline_end(const h_opts_t *o, comm_t *comm);
-/* The file this launch writes: FILE, or with SYNCBENCH_TIMELINE_TAG set (several launches in one
- * driver run) FILE with ".TAG" inserted before a ".json" extension (else appended). */
+/* The file this launch writes: FILE, or with a tag (--timeline-tag, which the driver puts on the ranks'
+ * command line when one run makes several launches) FILE with ".TAG" inserted before a ".json"
+ * extension (else appended). */
 void h_timeline_path(const char *file, const char *tag, char *out, size_t len);
 
 #endif

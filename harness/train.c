@@ -125,14 +125,14 @@ static int s_run_worker(const h_opts_t *o, comm_t *comm, const char *name, const
     tc.grad_dtype = o->grad_dtype;
     tc.bucket_mb = o->bucket_mb;
     tc.no_overlap = o->no_overlap;
-    int sync_mode = strcmp(name, "ps") || ecfg->ps_mode == PS_SYNC;
+    int sync_mode = h_engine_in_sync(o, name);
     tc.check_every = sync_mode ? o->check_every : 0;
     tc.drop_last = o->drop_last;
     tc.seed = o->seed;
     tc.timeout_ms = o->timeout_s > 0 ? o->timeout_s * 1000 : 60000;
     CHECK(s_parse_straggler(o->straggler, &tc.straggler_rank, &tc.straggler_ms));
     tc.comm = comm;
-    tc.device = ecfg->device;       /* --gpus: the model on this rank's GPU (SYNCBENCH_DEVICE) */
+    tc.device = ecfg->device;       /* --gpus: the model on this rank's GPU (--gpus) */
     tc.tf32 = o->tf32;
     CHECK(trainer_new(tp, &tc));
     trainer_t *t = *tp;

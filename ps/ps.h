@@ -6,6 +6,26 @@
 
 extern const engine_ops_t ps_engine;
 
+enum { PS_SYNC = 0, PS_ASYNC = 1, PS_SSP = 2 };
+
+/* The PS engine's options (engine_cfg_t.opts; the harness flags --servers, --ps-colocate, --ps-mode,
+ * --ps-partition-kb fill them through ps_engine.opt_set). All zero = the defaults. */
+typedef struct {
+    int    servers;           /* dedicated server processes; 0 = default (1, or none when colocated) */
+    int    colocate;          /* one server thread inside each worker */
+    int    mode;              /* PS_SYNC, PS_ASYNC, PS_SSP */
+    int    ssp_k;             /* staleness bound for PS_SSP */
+    size_t partition_bytes;   /* partition size; 0 = default (4 MiB) */
+} ps_opts_t;
+
+/* ps_opts.c: the option table and hooks ps_engine exports */
+extern const engine_opt_t ps_options[];
+void ps_opts_init(void *opts);
+int  ps_opt_set(void *opts, const char *name, const char *value);
+int  ps_opts_check(const void *opts);
+int  ps_extra_ranks(const void *opts, int world);
+int  ps_in_sync(const void *opts);
+
 /* PS-only counters of the server in this process (a dedicated server rank, or the colocated thread):
  * early_replies = pull replies the server sent to a worker before that worker's pushes of another
  * partition of the same round (step or allreduce) had arrived: pulls overlapping pushes. ERR_STATE

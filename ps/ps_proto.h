@@ -2,7 +2,7 @@
  * (ps_server.c) and the tests: header flags, the fixed step-meta frame, worker routing ids, the job
  * id hash, and the partition layout (how a tensor is cut into partitions and which server owns each).
  *
- * Messages (header frame = core/wire.h, then `nframes` payload frames):
+ * Messages (header frame = ps/wire.h, then `nframes` payload frames):
  *   PUSH   worker->server  key, clock, offset (in the partition), count, dtype   [meta][values]
  *   PULL   worker->server  key, clock (version wanted), dtype, aux flags          [meta]
  *          with PS_F_COMMIT: "my pushes for clock-1 are all sent" (+ PS_F_OVERFLOW: my step had

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <zmq.h>
-#include "core/wire.h"
+#include "ps/wire.h"
 
 #define PS_VAN_MAX_FRAMES 8     /* identity + header + payload frames we keep; more is malformed */
 

@@ -16,7 +16,7 @@
  * channel of >= 2 slots can't deadlock; while rank i reduces segment k, its previous segment is in
  * flight to i+1 and i-1 is producing the next one. */
 #include "ring/ring.h"
-#include "ring/ring_nccl.h"
+#include "core/ncclw.h"
 #include "core/arstep.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -135,13 +135,13 @@ struct engine {
     comm_t *comm;
     engine_cfg_t cfg;
     arstep_t *step;
-    ring_nccl_t *nccl;   /* GPU buffers: NCCL with NCCL_ALGO=Ring */
+    ncclw_t *nccl;       /* GPU buffers: NCCL with NCCL_ALGO=Ring */
 };
 
 static int s_nccl_fn(void *ctx, const void *send, void *recv, size_t count, dtype_t dt, redop_t op, int timeout_ms)
 {
     engine_t *self = ctx;
-    return ring_nccl_allreduce(self->nccl, send, recv, count, dt, op, timeout_ms);
+    return ncclw_allreduce(self->nccl, send, recv, count, dt, op, timeout_ms);
 }
 
 static int s_host_fn(void *ctx, const void *send, void *recv, size_t count, dtype_t dt, redop_t op, int timeout_ms)
@@ -165,10 +165,10 @@ static int s_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
     self->cfg = *cfg;
     if (self->cfg.timeout_ms <= 0) self->cfg.timeout_ms = comm->timeout_ms;
     int rc = 0;
-    if (cfg->device >= 0) rc = ring_nccl_new(&self->nccl, comm, cfg->device, self->cfg.timeout_ms);
+    if (cfg->device >= 0) rc = ncclw_new(&self->nccl, comm, cfg->device, "Ring", self->cfg.timeout_ms);
     if (rc == 0) rc = arstep_new(&self->step, comm, &self->cfg, self->nccl ? s_nccl_fn : s_host_fn, self);
     if (rc < 0) {
-        ring_nccl_destroy(&self->nccl);
+        ncclw_destroy(&self->nccl);
         free(self);
         return rc;
     }
@@ -185,20 +185,21 @@ static int s_allreduce(engine_t *self, const void *s, void *r, size_t n, dtype_t
 static void s_stats(engine_t *self, engine_stats_t *out)
 {
     arstep_stats(self->step, out);
-    out->impl = self->nccl ? ring_nccl_impl(self->nccl) : "host";
+    out->impl = self->nccl ? ncclw_algo(self->nccl) : "host";
 }
 static void s_destroy(engine_t **self_p)
 {
     engine_t *self = self_p ? *self_p : NULL;
     if (!self) return;
     arstep_destroy(&self->step);
-    ring_nccl_destroy(&self->nccl);
+    ncclw_destroy(&self->nccl);
     free(self);
     *self_p = NULL;
 }
 
 const engine_ops_t ring_engine = {
     .name = "ring",
+    .impls = "host|nccl",
     .create = s_create,
     .attach = s_attach,
     .step_begin = s_step_begin,

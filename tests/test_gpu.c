@@ -16,7 +16,6 @@
 #include "core/dev.h"
 #include "core/dtype.h"
 #include "core/err.h"
-#include "ring/ring_nccl.h"
 #include "tests/lib/ranks.h"
 #if SB_CUDA
 #include "core/cuda/reduce.h"
@@ -97,10 +96,10 @@ static int s_hidden_rank(int rank, int world, void *arg)
         fprintf(stderr, "dev_check_gpus: %d %s\n", rc, err_detail());
         bad++;
     }
-    ring_nccl_t *rn = (ring_nccl_t *)1;
-    rc = ring_nccl_new(&rn, NULL, 0, 1000);
+    ncclw_t *rn = (ncclw_t *)1;
+    rc = ncclw_new(&rn, NULL, 0, "Ring", 1000);
     if ((rc != ERR_NODEV && rc != ERR_UNSUP) || rn != NULL) {
-        fprintf(stderr, "ring_nccl_new without device: %d %s\n", rc, err_detail());
+        fprintf(stderr, "ncclw_new(Ring) without device: %d %s\n", rc, err_detail());
         bad++;
     }
     tree_gpu_t *tg = (tree_gpu_t *)1;
@@ -109,11 +108,11 @@ static int s_hidden_rank(int rank, int world, void *arg)
         fprintf(stderr, "tree_gpu_new without device: %d %s\n", rc, err_detail());
         bad++;
     }
-    tree_nccl_t *tn = (tree_nccl_t *)1;
-    rc = tree_nccl_new(&tn, NULL, 0, 1000);
+    ncclw_t *tn = (ncclw_t *)1;
+    rc = ncclw_new(&tn, NULL, 0, "Tree", 1000);
     if ((rc != ERR_NODEV && rc != ERR_UNSUP) || tn != NULL) bad++;
-    ring_nccl_destroy(&rn);   /* safe on NULL, twice */
-    ring_nccl_destroy(&rn);
+    ncclw_destroy(&rn);   /* safe on NULL, twice */
+    ncclw_destroy(&rn);
     tree_gpu_destroy(&tg);
     dev_mem_t m;
     dev_mem_stats(&m);
@@ -149,8 +148,8 @@ Test(gpu, built_without_cuda)
     char why[256];
     cr_assert_eq(dev_count(why, sizeof why), 0);
     cr_assert_str_eq(why, "built without CUDA");
-    ring_nccl_t *rn = NULL;
-    cr_assert_eq(ring_nccl_new(&rn, NULL, 0, 1000), ERR_UNSUP);
+    ncclw_t *rn = NULL;
+    cr_assert_eq(ncclw_new(&rn, NULL, 0, "Ring", 1000), ERR_UNSUP);
     cr_assert_str_eq(err_detail(), "built without CUDA/NCCL");
     tree_gpu_t *tg = NULL;
     cr_assert_eq(tree_gpu_new(&tg, NULL, 0, 0, 1000), ERR_UNSUP);
@@ -300,7 +299,7 @@ static int s_nccl_rank(int rank, int world, void *arg)
     if (dev < 0) { fprintf(stderr, "dev_select: %s\n", err_detail()); return 1; }
     for (int algo = 0; algo < 2; algo++) {
         ncclw_t *nc = NULL;
-        int rc = algo == 0 ? ring_nccl_new(&nc, comm, dev, 30000) : tree_nccl_new(&nc, comm, dev, 30000);
+        int rc = algo == 0 ? ncclw_new(&nc, comm, dev, "Ring", 30000) : ncclw_new(&nc, comm, dev, "Tree", 30000);
         if (rc < 0) { fprintf(stderr, "nccl new: %s\n", err_trace(rc, b, sizeof b)); bad++; continue; }
         size_t counts[] = {0, 1, 4099, 1000003};
         for (size_t ci = 0; ci < 4; ci++)
@@ -331,8 +330,8 @@ static int s_nccl_two_rank(int rank, int world, void *arg)
     int n = dev_count(NULL, 0);
     int dev = dev_select(comm->local_rank, NULL, 0), bad = 0;
     if (dev < 0) return 1;
-    ring_nccl_t *nc = NULL;
-    int rc = ring_nccl_new(&nc, comm, dev, 30000);
+    ncclw_t *nc = NULL;
+    int rc = ncclw_new(&nc, comm, dev, "Ring", 30000);
     if (n == 1) {
         if (rc != ERR_UNSUP || !strstr(err_detail(), "two ranks on one GPU")) {
             fprintf(stderr, "rank %d: want ERR_UNSUP for a shared GPU, got %d %s\n", rank, rc, err_detail());
@@ -343,7 +342,7 @@ static int s_nccl_two_rank(int rank, int world, void *arg)
     } else {
         bad += s_dev_case("nccl P=2", nc, s_nccl_fn, rank, world, 100003, DT_F32, OP_SUM, 0);
     }
-    ring_nccl_destroy(&nc);
+    ncclw_destroy(&nc);
     comm_destroy(&comm);
     return bad ? 1 : 0;
 }

@@ -352,8 +352,9 @@ static int s_engine_rank(int rank, int world, void *arg)
     const struct { const engine_ops_t *ops; const char *impl; int exact; } cases[] = {
         {&ring_engine, NULL, 1}, {&tree_engine, "gpu", 1}, {&ps_engine, NULL, 0}};
     for (int k = 0; k < 3; k++) {
+        ps_opts_t po = {.colocate = 1, .mode = PS_SYNC};
         engine_cfg_t ec = {.device = dev, .impl = cases[k].impl, .timeout_ms = 30000, .nworkers = 1,
-                           .ps_colocate = cases[k].ops == &ps_engine, .ps_mode = PS_SYNC};
+                           .opts = cases[k].ops == &ps_engine ? &po : NULL};
         engine_t *eng = NULL;
         trainer_t *t = NULL;
         dev_mem_reset_peak();

@@ -18,7 +18,7 @@
 #include "core/dtype.h"
 #include "core/err.h"
 #include "core/optim.h"
-#include "core/wire.h"
+#include "ps/wire.h"
 #include "ps/ps.h"
 #include "ps/ps_proto.h"
 #include "ring/ring.h"
@@ -46,18 +46,21 @@ typedef struct {
     size_t part_bytes;
 } topo_t;
 
-static engine_cfg_t s_cfg(const topo_t *t, int world)
+/* the engine config of t; its PS options live in *po (which must outlive the config) */
+static engine_cfg_t s_cfg(const topo_t *t, int world, ps_opts_t *po)
 {
+    *po = (ps_opts_t){.servers = t->colocate ? 0 : world - t->nworkers, .colocate = t->colocate, .mode = t->mode,
+                      .ssp_k = t->ssp_k, .partition_bytes = t->part_bytes};
     engine_cfg_t c = {.device = -1, .timeout_ms = t->timeout_ms ? t->timeout_ms : TO, .nworkers = t->nworkers,
-                      .ps_servers = t->colocate ? 0 : world - t->nworkers, .ps_colocate = t->colocate,
-                      .ps_mode = t->mode, .ps_ssp_k = t->ssp_k, .ps_partition_bytes = t->part_bytes};
+                      .opts = po};
     return c;
 }
 
 /* Dedicated server rank: create, serve, destroy. */
 static int s_serve(comm_t *comm, const topo_t *t, uint64_t expect_rejected)
 {
-    engine_cfg_t cfg = s_cfg(t, comm->world);
+    ps_opts_t po;
+    engine_cfg_t cfg = s_cfg(t, comm->world, &po);
     engine_t *e = NULL;
     int rc = ps_engine.create(&e, comm, &cfg);
     if (rc < 0) { s_report("create(server)", rc); return 1; }
@@ -68,8 +71,8 @@ static int s_serve(comm_t *comm, const topo_t *t, uint64_t expect_rejected)
     ps_engine.destroy(&e);
     ps_engine.destroy(&e);
     if (rc < 0) return 1;
-    if (st.ps_rejected != expect_rejected) {
-        fprintf(stderr, "server: %llu messages rejected, expected %llu\n", (unsigned long long)st.ps_rejected,
+    if (engine_counter(&st, "ps_rejected") != expect_rejected) {
+        fprintf(stderr, "server: %llu messages rejected, expected %llu\n", (unsigned long long)engine_counter(&st, "ps_rejected"),
                 (unsigned long long)expect_rejected);
         return 1;
     }
@@ -158,7 +161,8 @@ static int s_ar_rank(int rank, int world, void *arg)
     if (rank >= t->nworkers) {
         fail = s_serve(comm, t, 0);
     } else {
-        engine_cfg_t cfg = s_cfg(t, world);
+        ps_opts_t po;
+        engine_cfg_t cfg = s_cfg(t, world, &po);
         engine_t *e = NULL;
         int rc = ps_engine.create(&e, comm, &cfg);
         if (rc < 0) { s_report("create", rc); comm_destroy(&comm); return 1; }
@@ -170,7 +174,7 @@ static int s_ar_rank(int rank, int world, void *arg)
         engine_stats_t st;
         ps_engine.stats(e, &st);
         if (st.bytes_sent == 0 || st.bytes_received == 0 || !st.impl) { fprintf(stderr, "no traffic counted\n"); fail = 1; }
-        if (st.ps_rejected) { fprintf(stderr, "worker rejected %llu replies\n", (unsigned long long)st.ps_rejected); fail = 1; }
+        if (engine_counter(&st, "ps_rejected")) { fprintf(stderr, "worker rejected %llu replies\n", (unsigned long long)engine_counter(&st, "ps_rejected")); fail = 1; }
         /* a server rank refuses worker calls, a worker refuses serve */
         if (ps_engine.serve(e) != ERR_STATE) fail = 1;
         ps_engine.destroy(&e);
@@ -223,7 +227,8 @@ static int s_pipe_rank(int rank, int world, void *arg)
     pipe_t *a = arg;
     comm_t *comm = NULL;
     if (s_open(&comm, TO) < 0) return 1;
-    engine_cfg_t cfg = s_cfg(&a->t, world);
+    ps_opts_t po;
+    engine_cfg_t cfg = s_cfg(&a->t, world, &po);
     engine_t *e = NULL;
     int fail = 0, rc = ps_engine.create(&e, comm, &cfg);
     if (rc < 0) { s_report("create", rc); comm_destroy(&comm); return 1; }
@@ -240,7 +245,7 @@ static int s_pipe_rank(int rank, int world, void *arg)
         }
         engine_stats_t st;
         ps_engine.stats(e, &st);
-        if (st.ps_rejected) { fprintf(stderr, "server rejected %llu\n", (unsigned long long)st.ps_rejected); fail = 1; }
+        if (engine_counter(&st, "ps_rejected")) { fprintf(stderr, "server rejected %llu\n", (unsigned long long)engine_counter(&st, "ps_rejected")); fail = 1; }
     } else {
         uint64_t early = 0;
         if (ps_server_counters(e, &early) != ERR_STATE) { fprintf(stderr, "a worker has server counters\n"); fail = 1; }
@@ -300,16 +305,17 @@ Test(ps_allreduce, bad_config)
 {
     comm_t fake = {.rank = 0, .world = 2, .timeout_ms = 1000};
     engine_t *e = NULL;
-    engine_cfg_t c = {.device = -1, .nworkers = 2, .ps_servers = 1, .ps_mode = PS_SYNC};
+    ps_opts_t po = {.servers = 1, .mode = PS_SYNC};
+    engine_cfg_t c = {.device = -1, .nworkers = 2, .opts = &po};
     cr_assert_lt(ps_engine.create(&e, &fake, &c), 0, "servers asked for but no server ranks: refused");
     c.nworkers = 3;
     cr_assert_lt(ps_engine.create(&e, &fake, &c), 0, "more workers than ranks: refused");
     c.nworkers = 2;
-    c.ps_servers = 0;
-    c.ps_mode = PS_SSP;
-    c.ps_ssp_k = -1;
+    po.servers = 0;
+    po.mode = PS_SSP;
+    po.ssp_k = -1;
     cr_assert_lt(ps_engine.create(&e, &fake, &c), 0, "negative staleness bound: refused");
-    c.ps_mode = 7;
+    po.mode = 7;
     cr_assert_lt(ps_engine.create(&e, &fake, &c), 0);
     cr_assert_null(e);
 }
@@ -435,7 +441,8 @@ static int s_train_rank(int rank, int world, void *arg)
     memcpy(pr, p, n * sizeof(float));
     param_set_t ps = {.params = p, .count = n, .grad_dtype = a->gdt};
     optim_cfg_default(&ps.optim, a->opt);
-    engine_cfg_t cfg = s_cfg(&a->t, world);
+    ps_opts_t po;
+    engine_cfg_t cfg = s_cfg(&a->t, world, &po);
     engine_t *e = NULL;
     int rc = ps_engine.create(&e, comm, &cfg);
     if (rc == 0) rc = ps_engine.attach(e, &ps);
@@ -528,7 +535,8 @@ static int s_async_rank(int rank, int world, void *arg)
     param_set_t ps = {.params = p, .count = n, .grad_dtype = a->gdt};
     optim_cfg_default(&ps.optim, OPT_SGD);
     ps.optim.momentum = 0;
-    engine_cfg_t cfg = s_cfg(&a->t, world);
+    ps_opts_t po;
+    engine_cfg_t cfg = s_cfg(&a->t, world, &po);
     engine_t *e = NULL;
     int rc = ps_engine.create(&e, comm, &cfg);
     if (rc == 0) rc = ps_engine.attach(e, &ps);
@@ -606,7 +614,8 @@ static int s_ssp_rank(int rank, int world, void *arg)
     s_init_params(p, n);
     param_set_t ps = {.params = p, .count = n, .grad_dtype = DT_F32};
     optim_cfg_default(&ps.optim, OPT_SGD);
-    engine_cfg_t cfg = s_cfg(&t, world);
+    ps_opts_t po;
+    engine_cfg_t cfg = s_cfg(&t, world, &po);
     engine_t *e = NULL;
     int rc = ps_engine.create(&e, comm, &cfg);
     if (rc == 0) rc = ps_engine.attach(e, &ps);
@@ -617,17 +626,17 @@ static int s_ssp_rank(int rank, int world, void *arg)
         /* fast worker: K steps ahead of a worker still at clock 0 is allowed... */
         for (int s = 0; s < a->k && !fail; s++) fail |= s_plain_step(e, g, n, (uint64_t)s, rank) < 0;
         ps_engine.stats(e, &st);
-        if (st.ps_stale_waits != 0) {
-            fprintf(stderr, "fast worker blocked %llu times within K=%d clocks\n", (unsigned long long)st.ps_stale_waits, a->k);
+        if (engine_counter(&st, "ps_stale_waits") != 0) {
+            fprintf(stderr, "fast worker blocked %llu times within K=%d clocks\n", (unsigned long long)engine_counter(&st, "ps_stale_waits"), a->k);
             fail = 1;
         }
         if (write(a->fds[1], "go", 2) != 2) fail = 1;
         /* ...K+1 is not: this step blocks until the slow worker finishes its first step */
         if (!fail) fail |= s_plain_step(e, g, n, (uint64_t)a->k, rank) < 0;
         ps_engine.stats(e, &st);
-        if (st.ps_stale_waits != 1) {
+        if (engine_counter(&st, "ps_stale_waits") != 1) {
             fprintf(stderr, "fast worker at K+1 clocks ahead: %llu stale waits, expected 1\n",
-                    (unsigned long long)st.ps_stale_waits);
+                    (unsigned long long)engine_counter(&st, "ps_stale_waits"));
             fail = 1;
         }
         for (int s = a->k + 1; s < total && !fail; s++) fail |= s_plain_step(e, g, n, (uint64_t)s, rank) < 0;
@@ -640,8 +649,8 @@ static int s_ssp_rank(int rank, int world, void *arg)
             fail |= s_plain_step(e, g, n, (uint64_t)s, rank) < 0;
         }
         ps_engine.stats(e, &st);
-        if (st.ps_stale_waits != 0) {
-            fprintf(stderr, "slow worker blocked %llu times\n", (unsigned long long)st.ps_stale_waits);
+        if (engine_counter(&st, "ps_stale_waits") != 0) {
+            fprintf(stderr, "slow worker blocked %llu times\n", (unsigned long long)engine_counter(&st, "ps_stale_waits"));
             fail = 1;
         }
     }
@@ -870,7 +879,8 @@ static int s_dead_rank(int rank, int world, void *arg)
     comm_t *comm = NULL;
     if (s_open(&comm, t->timeout_ms) < 0) return 1;
     if (rank >= t->nworkers) {
-        engine_cfg_t cfg = s_cfg(t, world);
+        ps_opts_t po;
+        engine_cfg_t cfg = s_cfg(t, world, &po);
         engine_t *e = NULL;
         int rc = ps_engine.create(&e, comm, &cfg);
         if (rc == 0) rc = ps_engine.serve(e);
@@ -885,7 +895,8 @@ static int s_dead_rank(int rank, int world, void *arg)
     s_init_params(p, n);
     param_set_t ps = {.params = p, .count = n, .grad_dtype = DT_F32};
     optim_cfg_default(&ps.optim, OPT_SGD);
-    engine_cfg_t cfg = s_cfg(t, world);
+    ps_opts_t po;
+    engine_cfg_t cfg = s_cfg(t, world, &po);
     engine_t *e = NULL;
     int rc = ps_engine.create(&e, comm, &cfg);
     if (rc == 0) rc = ps_engine.attach(e, &ps);
@@ -916,7 +927,8 @@ static int s_dead_async_rank(int rank, int world, void *arg)
     s_init_params(p, n);
     param_set_t ps = {.params = p, .count = n, .grad_dtype = DT_F32};
     optim_cfg_default(&ps.optim, OPT_SGD);
-    engine_cfg_t cfg = s_cfg(t, world);
+    ps_opts_t po;
+    engine_cfg_t cfg = s_cfg(t, world, &po);
     engine_t *e = NULL;
     int rc = ps_engine.create(&e, comm, &cfg);
     if (rc == 0) rc = ps_engine.attach(e, &ps);

@@ -1,7 +1,7 @@
 /* test_wire.c: the MessagePack header codec: round trips, and every class of malformed input (short,
  * truncated, oversized, trailing bytes, wrong types, out-of-range values, hostile container sizes,
  * random garbage) rejected with ERR_PROTO and never a crash. */
-#include "core/wire.h"
+#include "ps/wire.h"
 #include "core/err.h"
 #include <criterion/criterion.h>
 #include <msgpack.h>

@@ -8,7 +8,7 @@
  * than bytes remain, so msgpack_unpack, which preallocates every container it meets, can never be
  * asked for more than a few KiB; then msgpack_unpack builds the object in a small zone and every field
  * is checked for type and range. */
-#include "core/wire.h"
+#include "ps/wire.h"
 #include "core/err.h"
 #include <msgpack.h>
 #include <stdbool.h>

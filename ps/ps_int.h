@@ -1,0 +1,107 @@
+/* ps_int.h: the PS engine's private worker-side state, shared by ps.c (roles, create, attach, serve,
+ * stats, destroy) and ps_step.c (the push/pull pipeline: tickets, replies, submit, wait, allreduce).
+ * Not for use outside ps.c / ps_step.c. */
+#ifndef SB_PS_INT_H
+#define SB_PS_INT_H
+#include "ps/ps.h"
+#include "ps/ps_proto.h"
+#include "ps/ps_server.h"
+#include "ps/ps_van.h"
+#include "core/dev.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/timer.h"
+#include "core/trace.h"
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+    void *sock;
+    int local;                /* the colocated server of this process (inproc) */
+} conn_t;
+
+struct engine {
+    comm_t *comm;
+    engine_cfg_t cfg;
+    ps_opts_t opt;                   /* cfg.opts, copied (colocate as resolved) */
+    int colocate_asked;              /* the ps-colocate option as given (stats counter "colocate") */
+    int is_server;            /* dedicated server rank */
+    int nworkers, nservers;
+    unsigned gen;
+    uint64_t job;
+    unsigned char id[PS_ID_LEN];
+    void *zctx;
+    ps_server_t *server;      /* dedicated, or the colocated actor */
+    conn_t *conns;            /* one per server (workers) */
+    /* attached parameters */
+    int attached;
+    param_set_t ps;
+    ps_layout_t lay;
+    uint64_t clock;           /* steps completed */
+    step_ctx_t sctx;
+    int overflow;
+    /* pull tickets: per partition, waiting for its reply */
+    uint8_t *want;
+    size_t nwant;
+    /* this step: elements pushed per partition, partitions whose commit-pull went, partitions complete */
+    size_t *pushed;
+    uint8_t *committed;
+    size_t ncomplete;
+    /* allreduce: rounds completed per key */
+    uint64_t *ar_ver;
+    size_t nar_ver;
+    _Atomic long zc_inflight;
+    uint64_t sent, received, rejected, stale_waits;
+    double comm_ms_total;
+    mem_counter_t mem;
+    char impl[96];
+    /* device buffers: pinned staging (see the design comment) */
+    int on_dev;
+    float *h_params;          /* host copy of the parameters: pulls land here, then go to the device */
+    void *h_grad;             /* gradients staged for push, count elements of grad_dtype */
+    void *ar_send, *ar_recv;  /* allreduce staging */
+    size_t ar_bytes;
+    void *stream;             /* host -> device copies of pulled partitions */
+};
+
+
+
+typedef struct {
+    int ar;                   /* expecting allreduce replies */
+    const ps_layout_t *lay;
+    void *dst;                /* the whole tensor: reply k lands at start(k) */
+    dtype_t dt;               /* dtype of dst / the replies */
+    const uint64_t *clock;    /* expected clock per key (NULL: any, async) */
+    uint64_t clock_all;       /* expected clock for every key when clock == NULL and exact != 0 */
+    int exact;
+    int flags_or;             /* OR of the replies' flags */
+    void *dev_dst;            /* non-NULL: also copy each reply on to the device tensor (async on stream) */
+    void *stream;
+} collect_t;
+
+/* ps.c */
+
+
+/* ps_step.c */
+void psw_zc_free(void *data, void *hint);
+int psw_send(engine_t *self, int s, const wire_hdr_t *h, const ps_frame_t *fr, int nfr);
+wire_hdr_t psw_hdr(engine_t *self, uint32_t type, uint64_t key, uint64_t clock, uint64_t offset,
+                        uint64_t count, dtype_t dt, int aux, uint32_t nframes);
+int psw_pull(engine_t *self, int s, int flags, uint64_t key, uint64_t clock, dtype_t dt, const ps_meta_t *meta);
+int psw_drain_zc(engine_t *self, uint64_t dl);
+int psw_collect(engine_t *self, collect_t *c, size_t left, int timeout_ms);
+int psw_want(engine_t *self, size_t n);
+void psw_step_reset(engine_t *self);
+int psw_worker_only(engine_t *self, const char *what);
+ps_meta_t psw_meta(engine_t *self, size_t total);
+int psw_step_begin(engine_t *self, const step_ctx_t *ctx);
+int psw_submit(engine_t *self, const bucket_t *b);
+int psw_wait(engine_t *self, step_out_t *out, int timeout_ms);
+int psw_allreduce(engine_t *self, const void *sendbuf, void *recvbuf, size_t count, dtype_t dt, redop_t op,
+                        int timeout_ms);
+
+#endif

@@ -1,0 +1,140 @@
+/* ps_server_int.h: the parameter server's private state, shared by ps_server.c (lifecycle, dispatch,
+ * liveness, small helpers) and ps_server_apply.c (replies, rounds, applying pushes and pulls). Not
+ * for use outside ps_server*.c. */
+#ifndef SB_PS_SERVER_INT_H
+#define SB_PS_SERVER_INT_H
+#include "ps/ps_server.h"
+#include "ps/ps_proto.h"
+#include "ps/ps_van.h"
+#include "ps/ps.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/optim.h"
+#include "core/timer.h"
+#include "core/trace.h"
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+typedef struct {
+    int w;
+    uint64_t clock;
+    int stale;
+} pend_t;
+
+/* A reference-counted buffer: replies go out zero-copy holding a reference, so a buffer that a slot
+ * drops (allreduce size change, destroy) lives until ZeroMQ has sent the last reply made from it. */
+typedef struct {
+    _Atomic long refs;
+    max_align_t data[];
+} rbuf_t;
+
+static inline void *s_rbuf_new(size_t bytes)
+{
+    rbuf_t *b = calloc(1, sizeof(rbuf_t) + (bytes ? bytes : 1));
+    if (!b) return NULL;
+    atomic_init(&b->refs, 1);
+    return b->data;
+}
+static inline rbuf_t *s_rbuf_of(void *data) { return (rbuf_t *)((char *)data - offsetof(rbuf_t, data)); }
+static inline void s_rbuf_unref(void *data, void *hint)
+{
+    (void)hint;
+    if (!data) return;
+    rbuf_t *b = s_rbuf_of(data);
+    if (atomic_fetch_sub(&b->refs, 1) == 1) free(b);
+}
+
+typedef struct {
+    int ar;                   /* allreduce key space */
+    uint64_t key;
+    size_t start, len;        /* elements */
+    size_t total;             /* elements of the whole tensor */
+    dtype_t dt;               /* params: gradient dtype; AR: payload dtype */
+    float *params;            /* params: master values (an rbuf) */
+    float *agg;               /* f32 sums of the round in progress (async: conversion scratch) */
+    void *out;                /* AR: the result of the last round, in dt (an rbuf) */
+    optim_t *opt;
+    int inited;
+    uint64_t version;         /* rounds completed */
+    uint64_t applied;         /* optimizer steps applied (Adam's t) */
+    uint8_t *committed;       /* per worker, this round */
+    size_t *got;              /* per worker: elements pushed this round */
+    uint64_t *wclock;         /* async/ssp: commits per worker */
+    int ncommit, overflow, avg, touched, last_skipped;
+    ps_meta_t meta;
+    pend_t *pend;
+    size_t npend, cappend;
+    size_t mem;
+} slot_t;
+
+typedef struct {
+    uint64_t last_ns;
+    int seen, bye, dead;
+    int npend;                /* pulls of this worker pending here */
+} wk_t;
+
+struct ps_server {
+    ps_server_cfg_t cfg;
+    uint64_t job;
+    int rank;
+    void *router;
+    char endpoint[256];
+    char inproc[64];
+    unsigned char (*ids)[PS_ID_LEN];
+    wk_t *wk;
+    /* params */
+    int lay_set;
+    ps_layout_t lay;
+    dtype_t grad_dt;
+    slot_t *pslots;           /* owned partitions: key = index + j * nservers */
+    size_t npslots;
+    /* allreduce */
+    slot_t **arslots;
+    size_t nar, capar;
+    size_t npend_total;
+    /* failure */
+    int failed;
+    char fail_text[256];
+    uint64_t fail_ns, start_ns, last_check_ns;
+    /* actor */
+    pthread_t thread;
+    int thread_on;
+    void *pipe_owner, *pipe_thread;
+    int run_rc;
+    /* stats */
+    _Atomic uint64_t sent, received, rejected, skipped, early;
+    pthread_mutex_t mu;
+    mem_counter_t mem;
+};
+
+/* In a message handler (self, w, ident, idlen, h in scope): reject the message and return. */
+#define REJ(code, ...) return pss_reject(self, w, ident, idlen, h, code, __VA_ARGS__)
+
+/* ps_server.c */
+void pss_mem(ps_server_t *self, long long delta);
+void pss_send(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h,
+                   const ps_frame_t *fr, int nfr);
+int pss_reject(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *req, int code,
+                    const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+void pss_slot_free(ps_server_t *self, slot_t *s);
+int pss_slot_alloc(ps_server_t *self, slot_t *s, int ar, uint64_t key, size_t start, size_t len, size_t total,
+                        dtype_t dt);
+void pss_round_reset(slot_t *s, int W);
+void pss_accumulate(float *agg, const void *src, size_t n, dtype_t dt);
+
+/* ps_server_apply.c */
+void pss_serve_all(ps_server_t *self);
+int pss_check_meta(ps_vmsg_t *m, ps_meta_t *meta);
+int pss_on_ar(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m,
+                   const ps_meta_t *meta);
+int pss_on_params(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m,
+                       const ps_meta_t *meta);
+
+#endif

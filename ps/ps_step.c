@@ -1,0 +1,354 @@
+/* ps_step.c: the PS engine's worker pipeline: headers, pushes and pulls on the servers' DEALERs,
+ * zero-copy frame accounting, collecting replies against tickets, and the per-step ops (step_begin,
+ * submit, wait) and allreduce (see ps.c for the design). */
+#include "ps/ps_int.h"
+
+static int s_server_rank(const engine_t *self, int s) { return self->opt.colocate ? s : self->nworkers + s; }
+
+void psw_zc_free(void *data, void *hint)
+{
+    (void)data;
+    atomic_fetch_sub((_Atomic long *)hint, 1);
+}
+
+int psw_send(engine_t *self, int s, const wire_hdr_t *h, const ps_frame_t *fr, int nfr)
+{
+    uint64_t b = 0;
+    int rc = ps_van_send(self->conns[s].sock, NULL, 0, h, fr, nfr, &b);
+    if (!self->conns[s].local) self->sent += b;
+    if (rc < 0) return err_set(rc, "ps worker %d: send to server %d (rank %d) failed: %s", self->comm->rank, s,
+                               s_server_rank(self, s), err_detail());
+    return 0;
+}
+
+wire_hdr_t psw_hdr(engine_t *self, uint32_t type, uint64_t key, uint64_t clock, uint64_t offset,
+                        uint64_t count, dtype_t dt, int aux, uint32_t nframes)
+{
+    wire_hdr_t h = {.type = type, .sender = (uint32_t)self->comm->rank, .job = self->job, .key = key,
+                    .clock = clock, .offset = offset, .count = count, .dtype = (uint32_t)dt, .aux = aux,
+                    .nframes = nframes};
+    return h;
+}
+
+/* Push count elements of dt (zero-copy) into partition key at offset. */
+static int s_push(engine_t *self, int s, int flags, uint64_t key, uint64_t clock, size_t offset, size_t count,
+                  dtype_t dt, const ps_meta_t *meta, const void *data)
+{
+    wire_hdr_t h = psw_hdr(self, WIRE_PUSH, key, clock, offset, count, dt, flags, 2);
+    trace_instant("push", "server", s, "bytes", (int64_t)(count * dt_size(dt)));
+    atomic_fetch_add(&self->zc_inflight, 1);
+    ps_frame_t fr[2] = {{meta, sizeof *meta, 0, NULL, NULL},
+                        {data, count * dt_size(dt), 1, psw_zc_free, (void *)&self->zc_inflight}};
+    return psw_send(self, s, &h, fr, 2);
+}
+
+int psw_pull(engine_t *self, int s, int flags, uint64_t key, uint64_t clock, dtype_t dt, const ps_meta_t *meta)
+{
+    wire_hdr_t h = psw_hdr(self, WIRE_PULL, key, clock, 0, 0, dt, flags, 1);
+    ps_frame_t fr = {meta, sizeof *meta, 0, NULL, NULL};
+    return psw_send(self, s, &h, &fr, 1);
+}
+
+/* Wait (bounded) until ZeroMQ released every zero-copy frame we handed it. */
+int psw_drain_zc(engine_t *self, uint64_t dl)
+{
+    while (atomic_load(&self->zc_inflight) > 0) {
+        if (deadline_passed(dl))
+            return err_set(ERR_TIMEOUT, "ps worker %d: %ld zero-copy sends not completed in time", self->comm->rank,
+                           (long)atomic_load(&self->zc_inflight));
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+
+static int s_on_reply(engine_t *self, int s, ps_vmsg_t *m, collect_t *c, size_t *left)
+{
+    wire_hdr_t h;
+    if (m->n < 1 || wire_decode(ps_van_data(m, 0), ps_van_size(m, 0), &h) < 0 || h.job != self->job ||
+        h.sender != (uint32_t)s_server_rank(self, s) || m->truncated || (uint32_t)(m->n - 1) != h.nframes) {
+        self->rejected++;
+        LOG_W("ps worker %d: dropped a malformed reply from server %d", self->comm->rank, s);
+        return 0;
+    }
+    if (h.type == WIRE_ERROR) {
+        char text[300] = "";
+        if (m->n >= 2) {
+            size_t n = ps_van_size(m, 1);
+            if (n > sizeof text - 1) n = sizeof text - 1;
+            memcpy(text, ps_van_data(m, 1), n);
+            text[n] = 0;
+        }
+        int code = h.aux < 0 && h.aux > -100 ? h.aux : ERR_PROTO;
+        return err_set(code, "ps server %d (rank %d) reports: %s", s, s_server_rank(self, s), text);
+    }
+    int ar = (h.aux & PS_F_AR) ? 1 : 0;
+    size_t k = (size_t)h.key;
+    if (h.type != WIRE_PARAMS || ar != c->ar || k >= c->lay->nparts || !self->want[k] ||
+        ps_part_owner(c->lay, k) != s || h.dtype != (uint32_t)c->dt || h.offset != 0 ||
+        wire_check_payload(&h, m->n >= 2 ? ps_van_size(m, 1) : 0, ps_part_len(c->lay, k)) < 0 ||
+        h.count != ps_part_len(c->lay, k)) {
+        self->rejected++;
+        LOG_W("ps worker %d: dropped an unexpected %s from server %d (key %llu)", self->comm->rank,
+              wire_type_name(h.type), s, (unsigned long long)h.key);
+        return 0;
+    }
+    uint64_t want_clock = c->clock ? c->clock[k] : c->clock_all;
+    if (c->exact && h.clock != want_clock)
+        return err_set(ERR_PROTO, "ps server %d: key %zu has version %llu, expected %llu", s, k,
+                       (unsigned long long)h.clock, (unsigned long long)want_clock);
+    size_t esz = dt_size(c->dt);
+    memcpy((char *)c->dst + ps_part_start(c->lay, k) * esz, ps_van_data(m, 1), (size_t)h.count * esz);
+    if (c->dev_dst) {
+        size_t off = ps_part_start(c->lay, k) * esz;
+        CHECK(dev_memcpy_async((char *)c->dev_dst + off, (char *)c->dst + off, (size_t)h.count * esz, c->stream));
+    }
+    c->flags_or |= h.aux;
+    self->want[k] = 0;
+    (*left)--;
+    return 0;
+}
+
+/* Block on the pull tickets (want[k] for k < lay->nparts) until all are answered. */
+int psw_collect(engine_t *self, collect_t *c, size_t left, int timeout_ms)
+{
+    uint64_t dl = deadline_in(timeout_ms);
+    int S = self->nservers;
+    zmq_pollitem_t items[S];
+    /* while we wait, tell every server we are alive: a worker blocked on one (dead) server must not
+     * look silent, and so dead, to the others */
+    int to = self->cfg.timeout_ms > 0 ? self->cfg.timeout_ms : 60000;
+    uint64_t ka_ns = (uint64_t)(to / 6 > 50 ? to / 6 : 50) * 1000000ull, next_ka = now_ns() + ka_ns;
+    while (left > 0) {
+        if (now_ns() >= next_ka) {
+            wire_hdr_t h = psw_hdr(self, WIRE_HELLO, 0, self->clock, 0, 0, DT_F32, 0, 0);
+            for (int s = 0; s < S; s++) CHECK(psw_send(self, s, &h, NULL, 0));
+            next_ka = now_ns() + ka_ns;
+        }
+        for (int s = 0; s < S; s++) items[s] = (zmq_pollitem_t){self->conns[s].sock, 0, ZMQ_POLLIN, 0};
+        int ms = deadline_left_ms(dl);
+        if (ms == 0) {
+            size_t k = 0;
+            while (k < c->lay->nparts && !self->want[k]) k++;
+            int s = ps_part_owner(c->lay, k);
+            return err_set(ERR_TIMEOUT, "ps worker %d: no reply from server %d (rank %d) for partition %zu within %d ms "
+                           "(%zu partitions outstanding)", self->comm->rank, s, s_server_rank(self, s), k, timeout_ms, left);
+        }
+        int pr = zmq_poll(items, S, ms < 0 || ms > 100 ? 100 : ms);
+        if (pr < 0) continue;
+        for (int s = 0; s < S && left > 0; s++) {
+            if (!(items[s].revents & ZMQ_POLLIN)) continue;
+            for (;;) {
+                ps_vmsg_t m;
+                if (ps_van_recv(self->conns[s].sock, &m, 0) < 0) break;
+                if (!self->conns[s].local) self->received += m.bytes;
+                int rc = s_on_reply(self, s, &m, c, &left);
+                ps_van_close_msg(&m);
+                if (rc < 0) return rc;
+                if (left == 0) break;
+            }
+        }
+    }
+    return 0;
+}
+
+int psw_want(engine_t *self, size_t n)
+{
+    if (n > self->nwant) {
+        uint8_t *nw = realloc(self->want, n);
+        if (!nw) return ERR_NOMEM;
+        mem_track(&self->mem, (long long)(n - self->nwant));
+        self->want = nw;
+        self->nwant = n;
+    }
+    memset(self->want, 0, self->nwant);
+    return 0;
+}
+
+/* Start a step: no partition pushed or committed, no pull ticket open. */
+void psw_step_reset(engine_t *self)
+{
+    if (self->pushed) memset(self->pushed, 0, self->lay.nparts * sizeof *self->pushed);
+    if (self->committed) memset(self->committed, 0, self->lay.nparts);
+    if (self->want) memset(self->want, 0, self->nwant);
+    self->ncomplete = 0;
+}
+
+int psw_worker_only(engine_t *self, const char *what)
+{
+    if (!self) return err_set(ERR_INVAL, "ps: %s on a NULL engine", what);
+    if (self->is_server) return err_set(ERR_STATE, "ps: %s on a server rank (rank %d: call serve)", what, self->comm->rank);
+    return 0;
+}
+
+ps_meta_t psw_meta(engine_t *self, size_t total)
+{
+    ps_meta_t m = {.total = total, .step = self->sctx.step, .lr = self->sctx.lr, .inv_scale = self->sctx.inv_scale};
+    return m;
+}
+
+static int s_commit(engine_t *self, size_t k, const ps_meta_t *meta)
+{
+    int flags = PS_F_COMMIT | (self->overflow ? PS_F_OVERFLOW : 0);
+    self->want[k] = 1;
+    self->committed[k] = 1;
+    return psw_pull(self, ps_part_owner(&self->lay, k), flags, k, self->clock + 1, self->ps.grad_dtype, meta);
+}
+
+
+/* Commit every partition not committed yet this step. */
+static int s_commit_rest(engine_t *self)
+{
+    ps_meta_t meta = psw_meta(self, self->ps.count);
+    for (size_t k = 0; k < self->lay.nparts; k++)
+        if (!self->committed[k]) CHECK(s_commit(self, k, &meta));
+    return 0;
+}
+
+int psw_step_begin(engine_t *self, const step_ctx_t *ctx)
+{
+    CHECK(psw_worker_only(self, "step_begin"));
+    if (!self->attached) return err_set(ERR_STATE, "ps: step_begin before attach");
+    for (size_t k = 0; k < self->lay.nparts; k++)
+        if (self->pushed[k] || self->committed[k])
+            return err_set(ERR_STATE, "ps: step_begin inside a step (partition %zu already pushed)", k);
+    self->sctx = *ctx;
+    self->overflow = 0;
+    return 0;
+}
+
+int psw_submit(engine_t *self, const bucket_t *b)
+{
+    CHECK(psw_worker_only(self, "submit"));
+    if (!self->attached) return err_set(ERR_STATE, "ps: submit before attach");
+    if (b->offset > self->ps.count || b->count > self->ps.count - b->offset)
+        return err_set(ERR_RANGE, "ps: bucket [%zu, +%zu) outside the %zu parameters", b->offset, b->count,
+                       self->ps.count);
+    if (b->count == 0) return 0;
+    dtype_t dt = self->ps.grad_dtype;
+    size_t esz = dt_size(dt);
+    bucket_t hb = *b;
+    if (self->on_dev) {
+        /* stage: device -> pinned (the pinned copy stays put until wait drained the zero-copy pushes) */
+        void *h = (char *)self->h_grad + b->offset * esz;
+        CHECK(dev_memcpy(h, b->grad, b->count * esz));
+        hb.grad = h;
+        b = &hb;
+    }
+    if (self->opt.mode == PS_SYNC && !self->overflow && dt_has_nonfinite(b->grad, b->count, dt)) self->overflow = 1;
+    ps_meta_t meta = psw_meta(self, self->ps.count);
+    size_t k0, k1;
+    ps_part_range(&self->lay, b->offset, b->count, &k0, &k1);
+    for (size_t k = k0; k < k1; k++) {
+        size_t ps = ps_part_start(&self->lay, k), pe = ps + ps_part_len(&self->lay, k);
+        size_t lo = b->offset > ps ? b->offset : ps, hi = b->offset + b->count < pe ? b->offset + b->count : pe;
+        if (hi <= lo) continue;
+        if (self->committed[k] || self->pushed[k] + (hi - lo) > pe - ps)
+            return err_set(ERR_RANGE, "ps: bucket [%zu, +%zu) pushes partition %zu twice in one step", b->offset,
+                           b->count, k);
+        CHECK(s_push(self, ps_part_owner(&self->lay, k), 0, k, self->clock, lo - ps, hi - lo, dt, &meta,
+                     (const char *)b->grad + (lo - b->offset) * esz));
+        self->pushed[k] += hi - lo;
+        if (self->pushed[k] < pe - ps) continue;
+        self->ncomplete++;
+        /* async / ssp: this partition's pull follows its pushes at once (pipelined) */
+        if (self->opt.mode != PS_SYNC) CHECK(s_commit(self, k, &meta));
+    }
+    /* sync: the step's overflow flag is known once every gradient is pushed: commit everything now */
+    if (self->opt.mode == PS_SYNC && self->ncomplete == self->lay.nparts) CHECK(s_commit_rest(self));
+    return 0;
+}
+
+int psw_wait(engine_t *self, step_out_t *out, int timeout_ms)
+{
+    CHECK(psw_worker_only(self, "wait"));
+    if (!self->attached) return err_set(ERR_STATE, "ps: wait before attach");
+    if (timeout_ms <= 0) timeout_ms = self->cfg.timeout_ms;
+    double t0 = now_ms();
+    uint64_t dl = deadline_in(timeout_ms);
+    /* partitions that submit() did not commit (not wholly submitted, or sync before the last bucket) */
+    CHECK(s_commit_rest(self));
+    collect_t c = {.ar = 0, .lay = &self->lay, .dst = self->on_dev ? self->h_params : self->ps.params, .dt = DT_F32,
+                   .clock_all = self->clock + 1, .exact = self->opt.mode == PS_SYNC,
+                   .dev_dst = self->on_dev ? self->ps.params : NULL, .stream = self->stream};
+    uint64_t tr = trace_t0(); /* timeline: waiting for the servers' parameters */
+    CHECK(psw_collect(self, &c, self->lay.nparts, timeout_ms));
+    trace_x1("pull wait", tr, "parts", (int64_t)self->lay.nparts);
+    if (self->on_dev) CHECK(dev_stream_wait(self->stream, deadline_left_ms(dl) > 0 ? deadline_left_ms(dl) : 1));
+    CHECK(psw_drain_zc(self, dl));
+    psw_step_reset(self);
+    self->clock++;
+    self->overflow = 0;
+    if (c.flags_or & PS_F_STALE) self->stale_waits++;
+    double dt = now_ms() - t0;
+    self->comm_ms_total += dt;
+    if (out) {
+        out->skipped = (c.flags_or & PS_F_SKIPPED) ? 1 : 0;
+        out->comm_ms = dt;
+        out->wait_ms = dt;
+    }
+    return 0;
+}
+
+int psw_allreduce(engine_t *self, const void *sendbuf, void *recvbuf, size_t count, dtype_t dt, redop_t op,
+                        int timeout_ms)
+{
+    CHECK(psw_worker_only(self, "allreduce"));
+    size_t esz = dt_size(dt);
+    if (!esz) return err_set(ERR_INVAL, "ps: bad dtype %d", (int)dt);
+    if (op != OP_SUM && op != OP_AVG) return err_set(ERR_INVAL, "ps: bad op %d", (int)op);
+    if (count == 0) return 0;
+    if (!sendbuf || !recvbuf) return err_set(ERR_INVAL, "ps: allreduce needs buffers");
+    if (timeout_ms <= 0) timeout_ms = self->cfg.timeout_ms;
+    const void *src = sendbuf;
+    void *dst = recvbuf;
+    if (self->cfg.device >= 0) {
+        if (count * esz > self->ar_bytes) {
+            dev_host_free(&self->ar_send);
+            dev_host_free(&self->ar_recv);
+            mem_track(&self->mem, -(long long)(2 * self->ar_bytes));
+            self->ar_bytes = 0;
+            CHECK(dev_host_alloc(&self->ar_send, count * esz));
+            CHECK(dev_host_alloc(&self->ar_recv, count * esz));
+            self->ar_bytes = count * esz;
+            mem_track(&self->mem, (long long)(2 * self->ar_bytes));
+        }
+        if (!self->stream) CHECK(dev_stream_new(&self->stream));
+        src = self->ar_send;
+        dst = self->ar_recv;
+    }
+    double t0 = now_ms();
+    uint64_t dl = deadline_in(timeout_ms);
+    ps_layout_t l;
+    ps_layout_init(&l, count, esz, self->opt.partition_bytes, self->nservers);
+    if (l.nparts > self->nar_ver) {
+        uint64_t *nv = realloc(self->ar_ver, l.nparts * sizeof *nv);
+        if (!nv) return ERR_NOMEM;
+        memset(nv + self->nar_ver, 0, (l.nparts - self->nar_ver) * sizeof *nv);
+        mem_track(&self->mem, (long long)((l.nparts - self->nar_ver) * sizeof *nv));
+        self->ar_ver = nv;
+        self->nar_ver = l.nparts;
+    }
+    CHECK(psw_want(self, l.nparts));
+    ps_meta_t meta = {.total = count, .step = 0, .lr = 0, .inv_scale = 1.0f};
+    int flags = PS_F_AR | PS_F_COMMIT | (op == OP_AVG ? PS_F_AVG : 0);
+    for (size_t k = 0; k < l.nparts; k++) {
+        size_t off = ps_part_start(&l, k) * esz;
+        if (src != sendbuf) /* device: stage this partition, push it, stage the next while it travels */
+            CHECK(dev_memcpy((char *)self->ar_send + off, (const char *)sendbuf + off, ps_part_len(&l, k) * esz));
+        CHECK(s_push(self, ps_part_owner(&l, k), PS_F_AR, k, self->ar_ver[k], 0, ps_part_len(&l, k), dt, &meta,
+                     (const char *)src + off));
+        /* the pull right behind its push (same DEALER, FIFO): the server answers k while k+1.. travel */
+        self->want[k] = 1;
+        CHECK(psw_pull(self, ps_part_owner(&l, k), flags, k, self->ar_ver[k] + 1, dt, &meta));
+    }
+    for (size_t k = 0; k < l.nparts; k++) self->ar_ver[k]++;
+    collect_t c = {.ar = 1, .lay = &l, .dst = dst, .dt = dt, .clock = self->ar_ver, .exact = 1,
+                   .dev_dst = dst != recvbuf ? recvbuf : NULL, .stream = self->stream};
+    CHECK(psw_collect(self, &c, l.nparts, timeout_ms));
+    if (dst != recvbuf) CHECK(dev_stream_wait(self->stream, deadline_left_ms(dl) > 0 ? deadline_left_ms(dl) : 1));
+    CHECK(psw_drain_zc(self, dl));
+    self->comm_ms_total += now_ms() - t0;
+    return 0;
+}
