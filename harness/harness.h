@@ -9,6 +9,7 @@
 
 #define H_MAX_ENGINES 8
 #define H_MAX_SCALING 16
+#define H_MAX_FILES   64
 
 typedef struct {
     /* mode and engines */
@@ -62,6 +63,10 @@ typedef struct {
     const char *net;                  /* --net bw=1gbit[,per=node] */
     int   quiet;
     const char *format;               /* --format text|json|md|csv (report) */
+    const char *plots_dir;            /* --plots DIR (report) */
+    char *measured[H_MAX_FILES];      /* report / model: results files (positional ones, then --measured) */
+    int   nmeasured;
+    int   help;                       /* --help was given (parsing stopped there) */
     /* raw command line (for result metadata) */
     int   argc;
     char **argv;
@@ -69,6 +74,18 @@ typedef struct {
     char **pos;
     int   npos;
 } h_opts_t;
+
+/* The command line (opts.c): defaults, then argv; 0, or ERR_INVAL / ERR_NOMEM with the message in
+ * err_detail() (a usage error: exit 2). On --help it stops there with o->help set; h_opts_usage prints
+ * the help text made from the same option table. */
+int  h_opts_parse(h_opts_t *o, int argc, char **argv);
+void h_opts_usage(FILE *f);
+
+/* The driver (drive.c): one launch per (world size, engine) of mode_override (NULL: o->mode), inside
+ * the emulated network of --net when given. 0; ERR_INVAL for a usage error (message in err_detail);
+ * ERR_INTERRUPT when a signal stopped it (h_interrupt_signal()); another code when a launch failed
+ * (each failure already reported on stderr, err_detail() empty) or could not start (err_detail). */
+int  h_drive(h_opts_t *o, const char *mode_override);
 
 /* engine table (engines.c, the only list of engines; the first is the default) */
 int h_engine_count(void);
@@ -112,7 +129,9 @@ int h_json_append(const char *path, const char *lines, size_t len);
 void h_json_str(char *buf, size_t len, const char *s);
 
 /* modes: each runs on one rank inside the launched world */
-int h_bench(const h_opts_t *o, comm_t *comm);
+/* h_bench: 0 or a negative code; *wrong set when some results were wrong (err_detail says which,
+ * on rank 0: "bench: N wrong elements with engine E", one such line per engine). */
+int h_bench(const h_opts_t *o, comm_t *comm, int *wrong);
 int h_train(const h_opts_t *o, comm_t *comm);
 
 #endif

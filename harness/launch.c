@@ -10,13 +10,10 @@
  * group, which also catches anything the ranks forked. States: RUN -> (failure | signal) STOP: SIGTERM
  * sent, SIGKILL at the grace deadline -> all exited -> reap, report. */
 #include "harness/launch.h"
-#include "core/hash.h"
-#include "core/port.h"
+#include "core/err.h"
 #include "core/tp.h"
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,20 +21,16 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
-#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-extern char **environ;
 
 #define S_LINE_MAX   4096          /* longer lines are split */
 #define S_LAST_LINES 8             /* stderr lines kept per rank */
 #define S_LAST_LEN   512
 #define S_GRACE_MS   2000
 #define S_DRAIN_MS   1000          /* after all ranks exited, wait this long at most for pipes to close */
-#define S_MAX_LOCAL  4096
 
 enum { S_OUT = 0, S_ERR = 1 };
 enum { S_CAUSE_NONE = 0, S_CAUSE_RANK, S_CAUSE_SIGNAL, S_CAUSE_STDOUT };
@@ -72,6 +65,11 @@ typedef struct {
     int    stdout_ok;
     int  (*child_setup)(void *, int); /* cfg->child_setup, run between fork and exec */
     void  *child_arg;
+    char   fail[256];                /* why the launch itself failed (fork, poll), for err_set */
+    struct pollfd *pfd;              /* poll set: the signalfd, then the open rank pipes */
+    int   *pmap;                     /* pfd[k] (k >= 1) is rank pmap[k] / 2, stream pmap[k] % 2 */
+    sigset_t set, oldmask;           /* the signals read from sfd; the mask before the launch */
+    struct sigaction old_chld, old_pipe;
 } s_launch_t;
 
 static long long s_now_ms(void)
@@ -99,136 +97,6 @@ static int s_write_all(int fd, const char *buf, size_t len)
         len -= (size_t)w;
     }
     return 0;
-}
-
-int h_is_launched(void)
-{
-    const char *e = getenv("SYNCBENCH_LAUNCHED");
-    return e && !strcmp(e, "1");
-}
-
-/* ---- configuration ---------------------------------------------------------------------------- */
-
-/* "HOST:PORT" or "[V6]:PORT" -> host (brackets removed), port. Returns 0 or -1. */
-static int s_parse_master(const char *m, char *host, size_t hlen, int *port)
-{
-    const char *colon, *hs = m, *he;
-    if (m[0] == '[') {
-        const char *rb = strchr(m, ']');
-        if (!rb || rb[1] != ':') return -1;
-        hs = m + 1;
-        he = rb;
-        colon = rb + 1;
-    } else {
-        colon = strrchr(m, ':');
-        if (!colon) return -1;
-        he = colon;
-    }
-    size_t n = (size_t)(he - hs);
-    if (n == 0 || n >= hlen) return -1;
-    memcpy(host, hs, n);
-    host[n] = '\0';
-    const char *p = colon + 1;
-    if (!*p) return -1;
-    long v = 0;
-    for (; *p; p++) {
-        if (*p < '0' || *p > '9') return -1;
-        v = v * 10 + (*p - '0');
-        if (v > 65535) return -1;
-    }
-    if (v < 1) return -1;
-    *port = (int)v;
-    return 0;
-}
-
-static void s_make_job(char *job, size_t len)
-{
-    unsigned long long rnd = 0;
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        if (read(fd, &rnd, sizeof rnd) != (ssize_t)sizeof rnd) rnd = 0;
-        close(fd);
-    }
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    rnd ^= (unsigned long long)t.tv_nsec * 0x9e3779b97f4a7c15ULL;
-    snprintf(job, len, "sb-%ld-%d-%08llx", (long)t.tv_sec, (int)getpid(), rnd & 0xffffffffULL);
-}
-
-static int s_is_ours(const char *kv)
-{
-    static const char *names[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                                  "MASTER_ADDR", "MASTER_PORT", "SYNCBENCH_JOB", "SYNCBENCH_LAUNCHED",
-                                  "SYNCBENCH_TIMEOUT", "SYNCBENCH_GPUS"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        size_t l = strlen(names[i]);
-        if (!strncmp(kv, names[i], l) && kv[l] == '=') return 1;
-    }
-    return 0;
-}
-
-static char *s_kv(const char *k, const char *v)
-{
-    size_t n = strlen(k) + strlen(v) + 2;
-    char *s = malloc(n);
-    if (s) snprintf(s, n, "%s=%s", k, v);
-    return s;
-}
-
-static char *s_kvi(const char *k, long v)
-{
-    char b[32];
-    snprintf(b, sizeof b, "%ld", v);
-    return s_kv(k, b);
-}
-
-/* envp = inherited environment (pointers, not copies) minus our names, plus ours (malloc'd). */
-static char **s_build_env(const h_launch_cfg_t *cfg, int rank, int world, int local, int node,
-                          const char *host, int port, const char *job)
-{
-    size_t ninh = 0;
-    for (char **e = environ; *e; e++) ninh++;
-    char **envp = calloc(ninh + 16, sizeof *envp);
-    if (!envp) return NULL;
-    size_t k = 0;
-    for (char **e = environ; *e; e++)
-        if (!s_is_ours(*e)) envp[k++] = *e;
-    char *own[12] = {0};
-    int no = 0;
-    own[no++] = s_kvi("RANK", rank);
-    own[no++] = s_kvi("WORLD_SIZE", world);
-    own[no++] = s_kvi("LOCAL_RANK", local);
-    own[no++] = s_kvi("LOCAL_WORLD_SIZE", cfg->nlocal);
-    own[no++] = s_kvi("GROUP_RANK", node);
-    own[no++] = s_kv("MASTER_ADDR", host);
-    own[no++] = s_kvi("MASTER_PORT", port);
-    own[no++] = s_kv("SYNCBENCH_JOB", job);
-    own[no++] = s_kv("SYNCBENCH_LAUNCHED", "1");
-    if (cfg->timeout_s > 0) own[no++] = s_kvi("SYNCBENCH_TIMEOUT", cfg->timeout_s);
-    if (cfg->gpus > 0) own[no++] = s_kvi("SYNCBENCH_GPUS", cfg->gpus);
-    int bad = 0;
-    for (int i = 0; i < no; i++) {
-        if (!own[i]) bad = 1;
-        envp[k++] = own[i];
-    }
-    envp[k] = NULL;
-    if (bad) {
-        for (int i = 0; i < no; i++) free(own[i]);
-        free(envp);
-        return NULL;
-    }
-    return envp;
-}
-
-/* Free the strings we own in envp: the entries that s_is_ours() (inherited ones never are). */
-static void s_env_destroy(char ***envp_p)
-{
-    char **envp = *envp_p;
-    if (!envp) return;
-    for (char **e = envp; *e; e++)
-        if (s_is_ours(*e)) free(*e);
-    free(envp);
-    *envp_p = NULL;
 }
 
 /* ---- output relay ----------------------------------------------------------------------------- */
@@ -471,213 +339,198 @@ static const char *s_last_line(const s_rank_t *r)
 
 /* ---- the launcher ----------------------------------------------------------------------------- */
 
-int h_launch(const h_launch_cfg_t *cfg, int argc, char **argv)
+static volatile int s_isig;
+
+int h_interrupt(int sig)
 {
-    int nnodes = cfg->nnodes > 0 ? cfg->nnodes : 1;
-    if (cfg->nlocal < 1 || cfg->nlocal > S_MAX_LOCAL) {
-        fprintf(stderr, "harness: launcher: ranks per node must be 1..%d (got %d)\n", S_MAX_LOCAL, cfg->nlocal);
-        return 1;
-    }
-    if (cfg->node_rank < 0 || cfg->node_rank >= nnodes || nnodes > 65536) {
-        fprintf(stderr, "harness: launcher: --node-rank %d is outside 0..%d\n", cfg->node_rank, nnodes - 1);
-        return 1;
-    }
-    if (nnodes > 1 && !cfg->master) {
-        fprintf(stderr, "harness: launcher: --nnodes %d needs --master HOST:PORT\n", nnodes);
-        return 1;
-    }
-    long long world_ll = (long long)nnodes * cfg->nlocal;
-    if (world_ll > 1000000) {
-        fprintf(stderr, "harness: launcher: world of %lld ranks is too large\n", world_ll);
-        return 1;
-    }
-    int world = (int)world_ll;
-    if (argc < 1 || !argv || !argv[0]) {
-        fprintf(stderr, "harness: launcher: empty command line\n");
-        return 1;
-    }
-    char host[256];
-    int port;
-    if (cfg->master) {
-        if (s_parse_master(cfg->master, host, sizeof host, &port) < 0) {
-            fprintf(stderr, "harness: launcher: --master '%s' is not HOST:PORT (port 1..65535)\n", cfg->master);
-            return 1;
-        }
-    } else {
-        snprintf(host, sizeof host, "127.0.0.1");
-        port = port_free_loopback();
-        if (port < 0) {
-            fprintf(stderr, "harness: launcher: no free port on 127.0.0.1: %s\n", strerror(errno));
-            return 1;
-        }
-    }
-    /* The job id must be the same on every node (the rendezvous rejects a rank of another job) and
-     * differ between the launches one process makes (the driver runs one per world size and engine). */
-    static int launches;
-    int seq = ++launches;
-    char job[64];
-    const char *ej = getenv("SYNCBENCH_JOB");
-    int jl;
-    if (ej && *ej) {
-        jl = seq == 1 ? snprintf(job, sizeof job, "%s", ej) : snprintf(job, sizeof job, "%s-%d", ej, seq);
-    } else if (nnodes > 1) {
-        jl = snprintf(job, sizeof job, "mn-%016llx-%d", (unsigned long long)hash_str(cfg->master), seq);
-    } else {
-        s_make_job(job, sizeof job);
-        jl = (int)strlen(job);
-    }
-    if (jl < 0 || jl >= (int)sizeof job) {
-        fprintf(stderr, "harness: launcher: SYNCBENCH_JOB is longer than %zu characters\n", sizeof job - 8);
-        return 1;
-    }
+    s_isig = sig;
+    return ERR_INTERRUPT;
+}
 
-    /* argv copy, NULL-terminated */
-    char **av = calloc((size_t)argc + 1, sizeof *av);
-    s_launch_t L = {.n = cfg->nlocal, .sfd = -1, .grace_ms = S_GRACE_MS, .stdout_ok = 1,
-                    .child_setup = cfg->child_setup, .child_arg = cfg->child_arg};
-    L.r = calloc((size_t)cfg->nlocal, sizeof *L.r);
-    struct pollfd *pfd = calloc(1 + 2 * (size_t)cfg->nlocal, sizeof *pfd);
-    int *pmap = calloc(1 + 2 * (size_t)cfg->nlocal, sizeof *pmap);
-    int rc = 1;
-    if (!av || !L.r || !pfd || !pmap) {
-        fprintf(stderr, "harness: launcher: out of memory\n");
-        free(av); free(L.r); free(pfd); free(pmap);
-        return 1;
-    }
-    for (int i = 0; i < argc; i++) av[i] = argv[i];
-    if (cfg->timeout_s > 0 && cfg->timeout_s * 1000LL < L.grace_ms) L.grace_ms = cfg->timeout_s * 1000;
+int h_interrupt_signal(void) { return s_isig; }
 
-    for (int i = 0; i < L.n; i++) {
-        s_rank_t *r = &L.r[i];
+/* The ranks' table and environments and the poll set: 0 or ERR_NOMEM (s_free undoes a partial one). */
+static int s_alloc(s_launch_t *L, const h_launch_cfg_t *cfg, int world, const char *host, int port, const char *job)
+{
+    L->r = calloc((size_t)cfg->nlocal, sizeof *L->r);
+    L->pfd = calloc(1 + 2 * (size_t)cfg->nlocal, sizeof *L->pfd);
+    L->pmap = calloc(1 + 2 * (size_t)cfg->nlocal, sizeof *L->pmap);
+    if (!L->r || !L->pfd || !L->pmap) return err_set(ERR_NOMEM, "launcher: out of memory");
+    if (cfg->timeout_s > 0 && cfg->timeout_s * 1000LL < L->grace_ms) L->grace_ms = cfg->timeout_s * 1000;
+    for (int i = 0; i < L->n; i++) {
+        s_rank_t *r = &L->r[i];
         r->rank = cfg->node_rank * cfg->nlocal + i;
         r->fd[0] = r->fd[1] = -1;
-        r->envp = s_build_env(cfg, r->rank, world, i, cfg->node_rank, host, port, job);
-        if (!r->envp) {
-            fprintf(stderr, "harness: launcher: out of memory\n");
-            goto out_env;
-        }
+        r->envp = h_launch_env(cfg, r->rank, world, i, cfg->node_rank, host, port, job);
+        if (!r->envp) return err_set(ERR_NOMEM, "launcher: out of memory");
     }
+    return 0;
+}
 
-    /* signals: block for the whole launch, read them from a signalfd */
-    sigset_t set, oldmask;
-    sigemptyset(&set);
-    sigaddset(&set, SIGCHLD);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);
-    struct sigaction sa_dfl = {.sa_handler = SIG_DFL}, sa_ign = {.sa_handler = SIG_IGN}, old_chld, old_pipe;
-    sigaction(SIGCHLD, &sa_dfl, &old_chld);             /* SIG_IGN would auto-reap the ranks */
-    sigaction(SIGPIPE, &sa_ign, &old_pipe);             /* a closed stdout is an error, not death */
-    sigprocmask(SIG_BLOCK, &set, &oldmask);
-    L.sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-    if (L.sfd < 0) {
-        fprintf(stderr, "harness: launcher: signalfd: %s\n", strerror(errno));
-        goto out_sig;
-    }
+static void s_free(s_launch_t *L)
+{
+    for (int i = 0; L->r && i < L->n; i++) h_launch_env_free(&L->r[i].envp);
+    free(L->r);
+    free(L->pfd);
+    free(L->pmap);
+}
 
-    if (!cfg->quiet)
-        fprintf(stderr, "harness: job %s: starting ranks %d..%d of %d (node %d of %d, master %s:%d)\n", job,
-                L.r[0].rank, L.r[L.n - 1].rank, world, cfg->node_rank, nnodes, host, port);
+/* Signals: blocked for the whole launch, read from a signalfd. 0 or ERR_SYS (s_signals_end undoes). */
+static int s_signals_begin(s_launch_t *L)
+{
+    sigemptyset(&L->set);
+    sigaddset(&L->set, SIGCHLD);
+    sigaddset(&L->set, SIGINT);
+    sigaddset(&L->set, SIGTERM);
+    sigaddset(&L->set, SIGHUP);
+    struct sigaction sa_dfl = {.sa_handler = SIG_DFL}, sa_ign = {.sa_handler = SIG_IGN};
+    sigaction(SIGCHLD, &sa_dfl, &L->old_chld);          /* SIG_IGN would auto-reap the ranks */
+    sigaction(SIGPIPE, &sa_ign, &L->old_pipe);          /* a closed stdout is an error, not death */
+    sigprocmask(SIG_BLOCK, &L->set, &L->oldmask);
+    L->sfd = signalfd(-1, &L->set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (L->sfd < 0) return err_set(ERR_SYS, "launcher: signalfd: %s", strerror(errno));
+    return 0;
+}
+
+static void s_signals_end(s_launch_t *L)
+{
+    if (L->sfd >= 0) close(L->sfd);
+    L->sfd = -1;
+    /* drop signals that arrived after the last read, so unblocking cannot kill us now */
+    struct timespec zero = {0, 0};
+    while (sigtimedwait(&L->set, NULL, &zero) > 0) {}
+    sigprocmask(SIG_SETMASK, &L->oldmask, NULL);
+    sigaction(SIGPIPE, &L->old_pipe, NULL);
+    sigaction(SIGCHLD, &L->old_chld, NULL);
+}
+
+static void s_start_all(s_launch_t *L, char **argv)
+{
     pid_t self = getpid();
-    for (int i = 0; i < L.n; i++) {
-        if (s_start(&L, i, self, &oldmask, av) < 0) {
-            fprintf(stderr, "harness: launcher: cannot start rank %d: %s\n", L.r[i].rank, strerror(errno));
-            L.cause = S_CAUSE_RANK;
-            L.cause_rank = -1;
-            s_stop(&L, 0);
+    for (int i = 0; i < L->n; i++) {
+        if (s_start(L, i, self, &L->oldmask, argv) < 0) {
+            snprintf(L->fail, sizeof L->fail, "launcher: cannot start rank %d: %s", L->r[i].rank, strerror(errno));
+            L->cause = S_CAUSE_RANK;
+            L->cause_rank = -1;
+            s_stop(L, 0);
             break;
         }
     }
+}
 
+/* One poll over the signalfd and the open pipes (at most 100 ms), relaying what arrived. */
+static void s_poll_once(s_launch_t *L, long long now)
+{
+    int np = 0;
+    L->pfd[np] = (struct pollfd){.fd = L->sfd, .events = POLLIN};
+    L->pmap[np++] = -1;
+    for (int i = 0; i < L->n; i++)
+        for (int s = 0; s < 2; s++)
+            if (L->r[i].fd[s] >= 0) {
+                L->pfd[np] = (struct pollfd){.fd = L->r[i].fd[s], .events = POLLIN};
+                L->pmap[np++] = i * 2 + s;
+            }
+    int tmo = 100;                                       /* also a safety tick for missed SIGCHLDs */
+    if (L->stopping && !L->killed && L->kill_at_ms - now < tmo) tmo = (int)(L->kill_at_ms - now);
+    if (tmo < 0) tmo = 0;
+    int pr = poll(L->pfd, (nfds_t)np, tmo);
+    if (pr < 0 && errno != EINTR) {
+        if (!L->fail[0]) snprintf(L->fail, sizeof L->fail, "launcher: poll: %s", strerror(errno));
+        if (L->cause == S_CAUSE_NONE) { L->cause = S_CAUSE_RANK; L->cause_rank = -1; }
+        s_stop(L, 1);
+        usleep(10000);
+        return;
+    }
+    for (int k = 1; pr > 0 && k < np; k++)
+        if (L->pfd[k].revents) s_drain(L, &L->r[L->pmap[k] / 2], L->pmap[k] % 2);
+}
+
+/* Until every rank exited and its pipes closed (or S_DRAIN_MS after the exits): signals, exits, output. */
+static void s_run(s_launch_t *L)
+{
     long long all_exited_at = -1;
     for (;;) {
-        s_handle_signals(&L);
-        s_check_exits(&L);
-        if (L.cause != S_CAUSE_NONE) s_stop(&L, 0);
+        s_handle_signals(L);
+        s_check_exits(L);
+        if (L->cause != S_CAUSE_NONE) s_stop(L, 0);
         long long now = s_now_ms();
-        if (L.stopping && !L.killed && now >= L.kill_at_ms) s_stop(&L, 1);
-        if (s_all_exited(&L)) {
+        if (L->stopping && !L->killed && now >= L->kill_at_ms) s_stop(L, 1);
+        if (s_all_exited(L)) {
             if (all_exited_at < 0) {
                 all_exited_at = now;
                 /* pipes still open after every rank exited: strays the ranks forked hold them */
-                if (s_pipes_open(&L) && L.pgid > 0) (void)kill(-L.pgid, SIGKILL);
+                if (s_pipes_open(L) && L->pgid > 0) (void)kill(-L->pgid, SIGKILL);
             }
-            if (!s_pipes_open(&L) || now - all_exited_at >= S_DRAIN_MS) break;
+            if (!s_pipes_open(L) || now - all_exited_at >= S_DRAIN_MS) break;
         }
-        int np = 0;
-        pfd[np] = (struct pollfd){.fd = L.sfd, .events = POLLIN};
-        pmap[np++] = -1;
-        for (int i = 0; i < L.n; i++)
-            for (int s = 0; s < 2; s++)
-                if (L.r[i].fd[s] >= 0) {
-                    pfd[np] = (struct pollfd){.fd = L.r[i].fd[s], .events = POLLIN};
-                    pmap[np++] = i * 2 + s;
-                }
-        int tmo = 100;                                   /* also a safety tick for missed SIGCHLDs */
-        if (L.stopping && !L.killed && L.kill_at_ms - now < tmo) tmo = (int)(L.kill_at_ms - now);
-        if (tmo < 0) tmo = 0;
-        int pr = poll(pfd, (nfds_t)np, tmo);
-        if (pr < 0 && errno != EINTR) {
-            fprintf(stderr, "harness: launcher: poll: %s\n", strerror(errno));
-            if (L.cause == S_CAUSE_NONE) { L.cause = S_CAUSE_RANK; L.cause_rank = -1; }
-            s_stop(&L, 1);
-            usleep(10000);
-            continue;
-        }
-        for (int k = 1; pr > 0 && k < np; k++)
-            if (pfd[k].revents) s_drain(&L, &L.r[pmap[k] / 2], pmap[k] % 2);
+        s_poll_once(L, now);
     }
+}
 
+/* Kill strays, relay the last output, reap every rank. */
+static void s_reap_all(s_launch_t *L)
+{
     /* The group leader is still a zombie, so the group id is ours: kill strays the ranks forked. */
-    if (L.pgid > 0) (void)kill(-L.pgid, SIGKILL);
-    for (int i = 0; i < L.n; i++) {
-        s_rank_t *r = &L.r[i];
+    if (L->pgid > 0) (void)kill(-L->pgid, SIGKILL);
+    for (int i = 0; i < L->n; i++) {
+        s_rank_t *r = &L->r[i];
         for (int s = 0; s < 2; s++) {
-            if (r->fd[s] >= 0) s_drain(&L, r, s);
-            s_close_stream(&L, r, s);
+            if (r->fd[s] >= 0) s_drain(L, r, s);
+            s_close_stream(L, r, s);
         }
         if (r->pid > 0) {
             while (waitpid(r->pid, NULL, 0) < 0 && errno == EINTR) {}
         }
     }
+}
 
-    /* every rank of this node is gone: remove shared-memory channels a killed rank left behind */
-    tp_cleanup_job(job);
-
-    switch (L.cause) {
-    case S_CAUSE_NONE: rc = 0; break;
-    case S_CAUSE_SIGNAL: rc = 128 + L.cause_sig; break;
-    case S_CAUSE_STDOUT: rc = 128 + SIGPIPE; break;
+/* The launch's outcome as h_launch returns it. */
+static int s_outcome(const s_launch_t *L, const h_launch_cfg_t *cfg)
+{
+    if (L->cause == S_CAUSE_SIGNAL && !cfg->quiet)
+        fprintf(stderr, "harness: stopped all ranks on %s\n", strsignal(L->cause_sig));
+    switch (L->cause) {
+    case S_CAUSE_NONE: return 0;
+    case S_CAUSE_SIGNAL: return h_interrupt(L->cause_sig);
+    case S_CAUSE_STDOUT: return h_interrupt(SIGPIPE);
     default:
-        rc = 1;
-        if (L.cause_rank >= 0) {
-            const s_rank_t *r = &L.r[L.cause_rank];
-            char what[48];
-            if (r->sig) snprintf(what, sizeof what, "killed by signal %d", r->sig);
-            else snprintf(what, sizeof what, "exit %d", r->code);
-            const char *last = s_last_line(r);
-            fprintf(stderr, "harness: rank %d failed (%s)%s%s\n", r->rank, what, last ? ": " : "", last ? last : "");
-        }
-        break;
+        if (L->cause_rank < 0) return err_set(ERR_SYS, "%s", L->fail);
+        const s_rank_t *r = &L->r[L->cause_rank];
+        char what[48];
+        if (r->sig) snprintf(what, sizeof what, "killed by signal %d", r->sig);
+        else snprintf(what, sizeof what, "exit %d", r->code);
+        const char *last = s_last_line(r);
+        return err_set(ERR_PEER, "rank %d failed (%s)%s%s", r->rank, what, last ? ": " : "", last ? last : "");
     }
-    if (L.cause == S_CAUSE_SIGNAL && !cfg->quiet)
-        fprintf(stderr, "harness: stopped all ranks on %s\n", strsignal(L.cause_sig));
+}
 
-    close(L.sfd);
-    L.sfd = -1;
-out_sig:
-    {   /* drop signals that arrived after the last read, so unblocking cannot kill us now */
-        struct timespec zero = {0, 0};
-        while (sigtimedwait(&set, NULL, &zero) > 0) {}
+int h_launch(const h_launch_cfg_t *cfg, int argc, char **argv)
+{
+    int world = 0, port = 0;
+    char host[256], job[64];
+    CHECK(h_launch_check_cfg(cfg, argc, argv, &world, host, sizeof host, &port));
+    CHECK(h_launch_job_id(cfg, job, sizeof job));
+    char **av = calloc((size_t)argc + 1, sizeof *av); /* argv copy, NULL-terminated */
+    s_launch_t L = {.n = cfg->nlocal, .sfd = -1, .grace_ms = S_GRACE_MS, .stdout_ok = 1,
+                    .child_setup = cfg->child_setup, .child_arg = cfg->child_arg};
+    int rc = av ? s_alloc(&L, cfg, world, host, port, job) : err_set(ERR_NOMEM, "launcher: out of memory");
+    if (rc < 0) goto out;
+    for (int i = 0; i < argc; i++) av[i] = argv[i];
+    rc = s_signals_begin(&L);
+    if (rc == 0) {
+        if (!cfg->quiet)
+            fprintf(stderr, "harness: job %s: starting ranks %d..%d of %d (node %d of %d, master %s:%d)\n", job,
+                    L.r[0].rank, L.r[L.n - 1].rank, world, cfg->node_rank, cfg->nnodes > 0 ? cfg->nnodes : 1, host, port);
+        s_start_all(&L, av);
+        s_run(&L);
+        s_reap_all(&L);
+        /* every rank of this node is gone: remove shared-memory channels a killed rank left behind */
+        tp_cleanup_job(job);
+        rc = s_outcome(&L, cfg);
     }
-    sigprocmask(SIG_SETMASK, &oldmask, NULL);
-    sigaction(SIGPIPE, &old_pipe, NULL);
-    sigaction(SIGCHLD, &old_chld, NULL);
-out_env:
-    for (int i = 0; i < L.n; i++) s_env_destroy(&L.r[i].envp);
-    free(L.r);
-    free(pfd);
-    free(pmap);
+    s_signals_end(&L);
+out:
+    s_free(&L);
     free(av);
     fflush(stderr);
     return rc;

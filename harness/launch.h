@@ -18,13 +18,15 @@
  *
  * Stopping: when a rank exits non-zero or by a signal, the others get SIGTERM, then SIGKILL after a
  * grace period (2 s, or timeout_s when smaller), all are reaped, and one line is printed:
- *   harness: rank 2 failed (exit 1): <that rank's last stderr line>
- *   harness: rank 2 failed (killed by signal 9): <...>
- * and h_launch returns 1. SIGINT / SIGTERM to the launcher: the same stop, returns 130 / 143 (a second
- * signal skips the grace period). Ranks run in their own process group, have PR_SET_PDEATHSIG(SIGKILL)
+ *   rank 2 failed (exit 1): <that rank's last stderr line>
+ *   rank 2 failed (killed by signal 9): <...>
+ * is the detail (err_detail) of the ERR_PEER h_launch returns; the caller prints it as "harness: ...".
+ * SIGINT / SIGTERM to the launcher: the same stop, returns ERR_INTERRUPT with h_interrupt_signal()
+ * SIGINT / SIGTERM (main exits 130 / 143; a second signal skips the grace period). Ranks run in their own process group, have PR_SET_PDEATHSIG(SIGKILL)
  * so a killed launcher leaves nothing, and the final SIGKILL goes to the whole group. */
 #ifndef SB_HARNESS_LAUNCH_H
 #define SB_HARNESS_LAUNCH_H
+#include <stddef.h>
 
 typedef struct {
     int nlocal;            /* ranks to start on this node (>= 1) */
@@ -46,9 +48,16 @@ typedef struct {
 int h_is_launched(void);
 
 /* Start cfg->nlocal ranks running /proc/self/exe with argv (argc entries), wait for them all, relay
- * their output. Returns the process exit code: 0 when every rank exited 0, 1 when one failed (or the
- * launch itself failed: bad cfg, fork error; explained on stderr), 130/143 on SIGINT/SIGTERM. */
+ * their output. Returns 0 when every rank exited 0; ERR_PEER when one failed; ERR_INTERRUPT when a
+ * signal stopped the launch (SIGINT, SIGTERM, SIGHUP; SIGPIPE when our stdout was closed), the signal
+ * in h_interrupt_signal(); ERR_INVAL / ERR_NOMEM / ERR_SYS when the launch itself failed (bad cfg,
+ * fork error). err_detail() says why, without the "harness: " prefix, except for ERR_INTERRUPT. */
 int h_launch(const h_launch_cfg_t *cfg, int argc, char **argv);
+
+/* Interruption: h_interrupt(sig) records sig and returns ERR_INTERRUPT; main exits 128 + the signal
+ * h_interrupt_signal() returns. */
+int h_interrupt(int sig);
+int h_interrupt_signal(void);
 
 /* The `harness selftest` mode, run in each launched rank; needs no network. Prints
  * "selftest: rank R/W started (...)" to stdout, then according to the environment:
@@ -58,7 +67,21 @@ int h_launch(const h_launch_cfg_t *cfg, int argc, char **argv);
  *                                          SIGKILL ends it: exercises the launcher's escalation);
  *   SYNCBENCH_SELFTEST_SLEEP_MS=<ms>       every other rank sleeps that long (default 30000), prints
  *                                          "selftest: rank R done" and returns 0.
- * Returns 0 on success, 1 when rank/world disagree with the environment or a variable is malformed. */
+ * Returns 0 on success; ERR_INVAL when rank/world disagree with the environment or a variable is
+ * malformed (said on stderr as "selftest: ...", unprefixed, the fixture's own output). */
 int h_selftest(int rank, int world);
+
+/* ---- the launcher's pieces (launch_cfg.c, used by launch.c) ---- */
+/* Check cfg and argv; the world size and the rendezvous HOST and PORT (a free loopback port for one
+ * node). 0 or ERR_INVAL / ERR_SYS with err_detail "launcher: ...". */
+int h_launch_check_cfg(const h_launch_cfg_t *cfg, int argc, char **argv, int *world, char *host, size_t hlen,
+                       int *port);
+/* This launch's SYNCBENCH_JOB (see above): 0 or ERR_INVAL. */
+int h_launch_job_id(const h_launch_cfg_t *cfg, char *job, size_t len);
+/* A rank's environment: the inherited one minus ours, plus ours; NULL when out of memory. Freed by
+ * h_launch_env_free (only the strings it made). */
+char **h_launch_env(const h_launch_cfg_t *cfg, int rank, int world, int local, int node, const char *host, int port,
+                    const char *job);
+void h_launch_env_free(char ***envp);
 
 #endif

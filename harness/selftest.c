@@ -2,6 +2,7 @@
  * hangs or sleeps as SYNCBENCH_SELFTEST_* asks, so the launcher's stop and cleanup paths can be
  * tested without any network or engine. */
 #include "harness/launch.h"
+#include "core/err.h"
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -42,7 +43,7 @@ int h_selftest(int rank, int world)
         rank < 0 || rank >= world) {
         fprintf(stderr, "selftest: rank %d of %d disagrees with RANK=%s WORLD_SIZE=%s\n", rank, world,
                 er ? er : "(unset)", ew ? ew : "(unset)");
-        return 1;
+        return ERR_INVAL;
     }
     long fail_rank = -1, fail_code = 1, hang_rank = -1, sleep_ms = 30000;
     const char *f = getenv("SYNCBENCH_SELFTEST_FAIL");
@@ -52,18 +53,18 @@ int h_selftest(int rank, int world)
         if (colon) fail_code = s_num(colon + 1, colon + 1 + strlen(colon + 1));
         if (fail_rank < 0 || fail_code < 0 || fail_code > 255) {
             fprintf(stderr, "selftest: SYNCBENCH_SELFTEST_FAIL='%s' is not RANK[:CODE] (code 0..255)\n", f);
-            return 1;
+            return ERR_INVAL;
         }
     }
     const char *h = getenv("SYNCBENCH_SELFTEST_HANG");
     if (h && *h && (hang_rank = s_num(h, h + strlen(h))) < 0) {
         fprintf(stderr, "selftest: SYNCBENCH_SELFTEST_HANG='%s' is not a rank\n", h);
-        return 1;
+        return ERR_INVAL;
     }
     const char *sl = getenv("SYNCBENCH_SELFTEST_SLEEP_MS");
     if (sl && *sl && (sleep_ms = s_num(sl, sl + strlen(sl))) < 0) {
         fprintf(stderr, "selftest: SYNCBENCH_SELFTEST_SLEEP_MS='%s' is not a number of ms\n", sl);
-        return 1;
+        return ERR_INVAL;
     }
 
     printf("selftest: rank %d/%d started (local %s/%s, node %s, master %s:%s, job %s)\n", rank, world,

@@ -10,6 +10,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,60 +194,87 @@ out:
     return rc;
 }
 
-static void s_fmt_list_u64(char *buf, size_t len, const s_rank_t *all, int n)
+/* "[v0, v1, ...]" of the field at byte offset off (a uint64_t) of the first n records */
+static void s_fmt_list_u64(char *buf, size_t len, const s_rank_t *all, int n, size_t off)
 {
-    size_t off = (size_t)snprintf(buf, len, "[");
-    for (int r = 0; r < n && off < len; r++)
-        off += (size_t)snprintf(buf + off, len - off, "%s%llu", r ? ", " : "", (unsigned long long)all[r].mem_peak);
-    if (off < len) snprintf(buf + off, len - off, "]");
+    size_t o = (size_t)snprintf(buf, len, "[");
+    for (int r = 0; r < n && o < len; r++)
+        o += (size_t)snprintf(buf + o, len - o, "%s%llu", r ? ", " : "",
+                              (unsigned long long)*(const uint64_t *)((const char *)&all[r] + off));
+    if (o < len) snprintf(buf + o, len - o, "]");
 }
 
-static void s_report(const h_opts_t *o, comm_t *comm, const char *name, const engine_cfg_t *ecfg, const s_rank_t *all,
-                     const trainer_t *t, const char *impl, const h_meta_t *meta)
+/* max / mean of the field at byte offset off (a uint64_t) over the first n records; 0 if all are 0 */
+static double s_imbalance(const s_rank_t *all, int n, size_t off, double *max)
 {
-    int P = ecfg->nworkers, R = comm->world;
-    double sps = 0, csps = 0, step50 = 0, step99 = 0, comp50 = 0, comm50 = 0, wait50 = 0, lf = 0, ll = 0, acc = 0;
-    double data50 = 0, sync50 = 0;
-    uint64_t sent = 0, skipped = all[0].skipped;
-    for (int r = 0; r < P; r++) {
-        sps += all[r].samples_per_s;
-        csps += all[r].compute_samples_per_s;
-        step50 = fmax(step50, all[r].step_p50);
-        step99 = fmax(step99, all[r].step_p99);
-        comp50 = fmax(comp50, all[r].compute_p50);
-        comm50 = fmax(comm50, all[r].comm_p50);
-        wait50 = fmax(wait50, all[r].wait_p50);
-        data50 = fmax(data50, all[r].data_p50);
-        sync50 = fmax(sync50, all[r].sync_p50);
-        lf += all[r].loss_first / P;
-        ll += all[r].loss_last / P;
-        acc += all[r].acc_last / P;
+    double m = 0, sum = 0;
+    for (int r = 0; r < n; r++) {
+        double v = (double)*(const uint64_t *)((const char *)&all[r] + off);
+        m = fmax(m, v);
+        sum += v;
     }
-    double mmax = 0, msum = 0;
-    for (int r = 0; r < R; r++) {
-        sent += all[r].bytes_sent;
-        mmax = fmax(mmax, (double)all[r].mem_peak);
-        msum += (double)all[r].mem_peak;
-    }
-    double imb = msum > 0 ? mmax / (msum / R) : 0;
-    const mlp_shape_t *sh = trainer_shape(t);
+    if (max) *max = m;
+    return sum > 0 ? m / (sum / n) : 0;
+}
+
+/* The engine's result over all ranks: sums and means over workers, slowest worker's times. */
+typedef struct {
+    int P, R;                         /* workers, ranks */
+    double sps, csps, step50, step99, comp50, comm50, wait50, data50, sync50, lf, ll, acc;
+    double mmax, imb, dmax, dimb, tflops;
+    uint64_t sent, skipped;
+    size_t lb;                        /* local batch */
     char model[160];
-    mlp_format(sh, model, sizeof model);
-    size_t lb = trainer_local_batch(t);
+} s_sum_t;
+
+static void s_summarize(const comm_t *comm, const engine_cfg_t *ecfg, const s_rank_t *all, const trainer_t *t, s_sum_t *S)
+{
+    memset(S, 0, sizeof *S);
+    int P = S->P = ecfg->nworkers, R = S->R = comm->world;
+    S->skipped = all[0].skipped;
+    for (int r = 0; r < P; r++) {
+        S->sps += all[r].samples_per_s;
+        S->csps += all[r].compute_samples_per_s;
+        S->step50 = fmax(S->step50, all[r].step_p50);
+        S->step99 = fmax(S->step99, all[r].step_p99);
+        S->comp50 = fmax(S->comp50, all[r].compute_p50);
+        S->comm50 = fmax(S->comm50, all[r].comm_p50);
+        S->wait50 = fmax(S->wait50, all[r].wait_p50);
+        S->data50 = fmax(S->data50, all[r].data_p50);
+        S->sync50 = fmax(S->sync50, all[r].sync_p50);
+        S->lf += all[r].loss_first / P;
+        S->ll += all[r].loss_last / P;
+        S->acc += all[r].acc_last / P;
+    }
+    for (int r = 0; r < R; r++) S->sent += all[r].bytes_sent;
+    S->imb = s_imbalance(all, R, offsetof(s_rank_t, mem_peak), &S->mmax);
+    S->dimb = s_imbalance(all, R, offsetof(s_rank_t, mem_dev_peak), &S->dmax);
+    const mlp_shape_t *sh = trainer_shape(t);
+    mlp_format(sh, S->model, sizeof S->model);
+    S->lb = trainer_local_batch(t);
+    S->tflops = S->csps * mlp_flops_per_sample(sh) / 1e12; /* the trainer's achieved GEMM-equivalent rate */
+}
+
+/* Rank 0: the table on stdout. */
+static void s_print(const h_opts_t *o, const char *name, const s_rank_t *all, const trainer_t *t, const char *impl,
+                    const s_sum_t *S)
+{
+    int P = S->P, R = S->R;
+    const mlp_shape_t *sh = trainer_shape(t);
     printf("#\n# syncbench train: engine %s (%s), %d worker%s%s, model %s (%.2fM params, %d bucket%s of <= %g MiB%s), "
            "data %s, batch %zu (%zu/worker), optim %s, grads %s, %d BLAS thread%s/rank\n",
-           name, impl ? impl : "default", P, P > 1 ? "s" : "", R > P ? " + dedicated servers" : "", model,
+           name, impl ? impl : "default", P, P > 1 ? "s" : "", R > P ? " + dedicated servers" : "", S->model,
            (double)sh->count / 1e6, all[0].nbuckets, all[0].nbuckets > 1 ? "s" : "", o->bucket_mb > 0 ? o->bucket_mb : 25.0,
-           o->no_overlap ? ", no overlap" : "", trainer_data_name(t), lb * (size_t)P, lb, o->optim ? o->optim : "sgd",
+           o->no_overlap ? ", no overlap" : "", trainer_data_name(t), S->lb * (size_t)P, S->lb, o->optim ? o->optim : "sgd",
            dt_name(o->grad_dtype), all[0].threads, all[0].threads > 1 ? "s" : "");
     printf("# %-6s %5s %11s %11s %9s %9s %9s %9s %9s %17s %10s %9s\n", "engine", "world", "samples/s", "compute", "step p50",
            "step p99", "compute", "comm", "wait", "loss", "mem peak", "mem");
     printf("# %-6s %5s %11s %11s %9s %9s %9s %9s %9s %17s %10s %9s\n", "", "", "(sum)", "samples/s", "(ms)", "(ms)",
            "p50 (ms)", "p50 (ms)", "p50 (ms)", "first -> last", "max (MiB)", "max/mean");
-    printf("  %-6s %5d %11.1f %11.1f %9.2f %9.2f %9.2f %9.2f %9.2f %8.4f -> %6.4f %10.1f %9.3f\n", name, P, sps, csps, step50,
-           step99, comp50, comm50, wait50, lf, ll, mmax / 1048576.0, imb);
-    if (skipped) printf("# %llu step%s skipped on overflow; final loss scale %g\n", (unsigned long long)skipped,
-                        skipped > 1 ? "s" : "", (double)all[0].loss_scale);
+    printf("  %-6s %5d %11.1f %11.1f %9.2f %9.2f %9.2f %9.2f %9.2f %8.4f -> %6.4f %10.1f %9.3f\n", name, P, S->sps, S->csps,
+           S->step50, S->step99, S->comp50, S->comm50, S->wait50, S->lf, S->ll, S->mmax / 1048576.0, S->imb);
+    if (S->skipped) printf("# %llu step%s skipped on overflow; final loss scale %g\n", (unsigned long long)S->skipped,
+                           S->skipped > 1 ? "s" : "", (double)all[0].loss_scale);
     for (int r = 0; r < R && R <= 16; r++) {
         char dev_s[48] = ""; /* --gpus: the rank's device memory beside its host RSS */
         if (o->gpus) snprintf(dev_s, sizeof dev_s, "  device %7.1f MiB", (double)all[r].mem_dev_peak / 1048576.0);
@@ -256,60 +284,56 @@ static void s_report(const h_opts_t *o, comm_t *comm, const char *name, const en
                all[r].comm_p50, all[r].wait_p50, (double)all[r].mem_peak / 1048576.0,
                (double)all[r].mem_engine_peak / 1048576.0, dev_s);
     }
-    double dmax = 0, dsum = 0;
-    for (int r = 0; r < R; r++) {
-        dmax = fmax(dmax, (double)all[r].mem_dev_peak);
-        dsum += (double)all[r].mem_dev_peak;
-    }
-    double dimb = dsum > 0 ? dmax / (dsum / R) : 0;
-    double tflops = csps * mlp_flops_per_sample(sh) / 1e12; /* the trainer's achieved GEMM-equivalent rate */
     if (o->gpus)
         printf("# device memory (the project's allocations): peak max %.1f MiB, max/mean %.3f; compute %.3f TFLOP/s "
-               "(compute samples/s x %.3g FLOP/sample; compare harness gemm --gpus 1)\n", dmax / 1048576.0, dimb, tflops,
-               mlp_flops_per_sample(sh));
+               "(compute samples/s x %.3g FLOP/sample; compare harness gemm --gpus 1)\n", S->dmax / 1048576.0, S->dimb,
+               S->tflops, mlp_flops_per_sample(sh));
     fflush(stdout);
-    if (!o->json) return;
-    static char line[16384];
-    char eng_s[64], model_s[200], data_s[300], optim_s[200], host_s[300], sha_s[100], ts_s[80], cmd_s[4200], cpu_s[300],
-        topo_s[600], ver_s[600], impl_s[100], mem_s[2048], sps_s[2048], dmem_s[2048];
-    h_json_str(eng_s, sizeof eng_s, name);
-    h_json_str(impl_s, sizeof impl_s, impl ? impl : "default");
-    h_json_str(model_s, sizeof model_s, model);
-    h_json_str(data_s, sizeof data_s, trainer_data_name(t));
-    h_json_str(optim_s, sizeof optim_s, o->optim ? o->optim : "sgd");
-    h_json_str(host_s, sizeof host_s, meta->host);
-    h_json_str(sha_s, sizeof sha_s, meta->git_sha);
-    h_json_str(ts_s, sizeof ts_s, meta->timestamp);
-    h_json_str(cmd_s, sizeof cmd_s, meta->cmdline);
-    h_json_str(cpu_s, sizeof cpu_s, meta->cpu);
-    h_json_str(topo_s, sizeof topo_s, meta->topo);
-    h_json_str(ver_s, sizeof ver_s, meta->versions);
-    char net_s[160], strag_s[96];
-    h_json_str(net_s, sizeof net_s, o->net ? o->net : "");
-    h_json_str(strag_s, sizeof strag_s, o->straggler ? o->straggler : "");
-    s_fmt_list_u64(mem_s, sizeof mem_s, all, R);
+}
+
+/* The JSON strings of one result line. */
+typedef struct {
+    char eng[64], model[200], data[300], optim[200], host[300], sha[100], ts[80], cmd[4200], cpu[300], topo[600],
+        ver[600], impl[100], net[160], strag[96], mem[2048], emem[2048], dmem[2048], sps[2048];
+} s_jstr_t;
+
+static void s_json_strings(const h_opts_t *o, const char *name, const s_rank_t *all, const trainer_t *t,
+                           const char *impl, const h_meta_t *meta, const s_sum_t *S, s_jstr_t *J)
+{
+    h_json_str(J->eng, sizeof J->eng, name);
+    h_json_str(J->impl, sizeof J->impl, impl ? impl : "default");
+    h_json_str(J->model, sizeof J->model, S->model);
+    h_json_str(J->data, sizeof J->data, trainer_data_name(t));
+    h_json_str(J->optim, sizeof J->optim, o->optim ? o->optim : "sgd");
+    h_json_str(J->host, sizeof J->host, meta->host);
+    h_json_str(J->sha, sizeof J->sha, meta->git_sha);
+    h_json_str(J->ts, sizeof J->ts, meta->timestamp);
+    h_json_str(J->cmd, sizeof J->cmd, meta->cmdline);
+    h_json_str(J->cpu, sizeof J->cpu, meta->cpu);
+    h_json_str(J->topo, sizeof J->topo, meta->topo);
+    h_json_str(J->ver, sizeof J->ver, meta->versions);
+    h_json_str(J->net, sizeof J->net, o->net ? o->net : "");
+    h_json_str(J->strag, sizeof J->strag, o->straggler ? o->straggler : "");
+    s_fmt_list_u64(J->mem, sizeof J->mem, all, S->R, offsetof(s_rank_t, mem_peak));
     /* what each rank's engine holds (buffers, shards, optimizer state, aggregation): the part of the
      * memory the synchronization scheme decides, where a PS server's load shows */
-    char emem_s[2048];
-    double emax = 0, esum = 0;
-    size_t eoff = (size_t)snprintf(emem_s, sizeof emem_s, "[");
-    for (int r = 0; r < R && eoff < sizeof emem_s; r++) {
-        eoff += (size_t)snprintf(emem_s + eoff, sizeof emem_s - eoff, "%s%llu", r ? ", " : "",
-                                 (unsigned long long)all[r].mem_engine_peak);
-        emax = (double)all[r].mem_engine_peak > emax ? (double)all[r].mem_engine_peak : emax;
-        esum += (double)all[r].mem_engine_peak;
-    }
-    if (eoff < sizeof emem_s) snprintf(emem_s + eoff, sizeof emem_s - eoff, "]");
-    double eimb = esum > 0 ? emax / (esum / R) : 0;
-    size_t doff = (size_t)snprintf(dmem_s, sizeof dmem_s, "[");
-    for (int r = 0; r < R && doff < sizeof dmem_s; r++)
-        doff += (size_t)snprintf(dmem_s + doff, sizeof dmem_s - doff, "%s%llu", r ? ", " : "",
-                                 (unsigned long long)all[r].mem_dev_peak);
-    if (doff < sizeof dmem_s) snprintf(dmem_s + doff, sizeof dmem_s - doff, "]");
-    size_t off = (size_t)snprintf(sps_s, sizeof sps_s, "[");
-    for (int r = 0; r < P && off < sizeof sps_s; r++)
-        off += (size_t)snprintf(sps_s + off, sizeof sps_s - off, "%s%.3f", r ? ", " : "", all[r].samples_per_s);
-    if (off < sizeof sps_s) snprintf(sps_s + off, sizeof sps_s - off, "]");
+    s_fmt_list_u64(J->emem, sizeof J->emem, all, S->R, offsetof(s_rank_t, mem_engine_peak));
+    s_fmt_list_u64(J->dmem, sizeof J->dmem, all, S->R, offsetof(s_rank_t, mem_dev_peak));
+    size_t off = (size_t)snprintf(J->sps, sizeof J->sps, "[");
+    for (int r = 0; r < S->P && off < sizeof J->sps; r++)
+        off += (size_t)snprintf(J->sps + off, sizeof J->sps - off, "%s%.3f", r ? ", " : "", all[r].samples_per_s);
+    if (off < sizeof J->sps) snprintf(J->sps + off, sizeof J->sps - off, "]");
+}
+
+/* Rank 0: the engine's JSON line appended to --json (a failure to write is reported, not fatal). */
+static void s_json(const h_opts_t *o, const char *name, const s_rank_t *all, const trainer_t *t, const char *impl,
+                   const h_meta_t *meta, const s_sum_t *S)
+{
+    static char line[16384];
+    static s_jstr_t J;
+    s_json_strings(o, name, all, t, impl, meta, S, &J);
+    int P = S->P, R = S->R;
+    double eimb = s_imbalance(all, R, offsetof(s_rank_t, mem_engine_peak), NULL);
     int n = snprintf(line, sizeof line,
         "{\"mode\": \"train\", \"engine\": %s, \"impl\": %s, \"world\": %d, \"ranks\": %d, \"servers\": %d, "
         "\"steps\": %d, \"warmup_steps\": %d, \"batch\": %zu, \"local_batch\": %zu, \"model\": %s, \"params\": %zu, "
@@ -321,10 +345,12 @@ static void s_report(const h_opts_t *o, comm_t *comm, const char *name, const en
         "\"mem_dev_imbalance\": %.4f, \"compute_tflops\": %.4f, \"host\": %s, \"git_sha\": %s, "
         "\"timestamp\": %s, \"cmdline\": %s, \"cpu\": %s, \"topo\": %s, \"versions\": %s, \"net\": %s, "
         "\"straggler\": %s, \"mem_engine_bytes\": %s, \"mem_engine_imbalance\": %.4f}\n",
-        eng_s, impl_s, P, R, R - P, o->steps, o->warmup_steps, lb * (size_t)P, lb, model_s, sh->count, data_s, optim_s,
-        dt_name(o->grad_dtype), o->bucket_mb > 0 ? o->bucket_mb : 25.0, all[0].nbuckets, o->no_overlap ? "false" : "true",
-        all[0].threads, sps, sps_s, csps, step50, step99, comp50, comm50, wait50, data50, sync50, lf, ll, acc,
-        (unsigned long long)skipped, (unsigned long long)sent, mem_s, imb, o->gpus, dmem_s, dimb, tflops, host_s, sha_s, ts_s, cmd_s, cpu_s, topo_s, ver_s, net_s, strag_s, emem_s, eimb);
+        J.eng, J.impl, P, R, R - P, o->steps, o->warmup_steps, S->lb * (size_t)P, S->lb, J.model, trainer_shape(t)->count,
+        J.data, J.optim, dt_name(o->grad_dtype), o->bucket_mb > 0 ? o->bucket_mb : 25.0, all[0].nbuckets,
+        o->no_overlap ? "false" : "true", all[0].threads, S->sps, J.sps, S->csps, S->step50, S->step99, S->comp50,
+        S->comm50, S->wait50, S->data50, S->sync50, S->lf, S->ll, S->acc, (unsigned long long)S->skipped,
+        (unsigned long long)S->sent, J.mem, S->imb, o->gpus, J.dmem, S->dimb, S->tflops, J.host, J.sha, J.ts, J.cmd, J.cpu,
+        J.topo, J.ver, J.net, J.strag, J.emem, eimb);
     if (n > 0 && (size_t)n < sizeof line) {
         int rc = h_json_append(o->json, line, (size_t)n);
         if (rc < 0) {
@@ -334,6 +360,16 @@ static void s_report(const h_opts_t *o, comm_t *comm, const char *name, const en
     } else {
         fprintf(stderr, "harness: train result line too long; not written\n");
     }
+}
+
+/* Rank 0: the engine's table and JSON line. */
+static void s_report(const h_opts_t *o, comm_t *comm, const char *name, const engine_cfg_t *ecfg, const s_rank_t *all,
+                     const trainer_t *t, const char *impl, const h_meta_t *meta)
+{
+    s_sum_t S;
+    s_summarize(comm, ecfg, all, t, &S);
+    s_print(o, name, all, t, impl, &S);
+    if (o->json) s_json(o, name, all, t, impl, meta, &S);
 }
 
 static int s_train_engine(const h_opts_t *o, comm_t *comm, const char *name, const h_meta_t *meta)

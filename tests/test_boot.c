@@ -19,6 +19,7 @@
 #include "core/err.h"
 #include "core/timer.h"
 #include "tests/lib/ranks.h"
+#include "tests/lib/tmpdir.h"
 #include "core/port.h"
 
 static const char *const ENV_VARS[] = {
@@ -242,34 +243,6 @@ Test(boot_cfg, ifname_and_local_addr)
         }                                                                                             \
     } while (0)
 
-static char *s_tmpdir(void)
-{
-    char *d = strdup("/tmp/sb-boot-XXXXXX");
-    cr_assert_not_null(mkdtemp(d));
-    return d;
-}
-
-/* Entries of dir whose name starts with prefix ("" = all). */
-static int s_dir_entries_with(const char *dir, const char *prefix)
-{
-    DIR *d = opendir(dir);
-    int n = 0;
-    struct dirent *e;
-    while (d && (e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && !strncmp(e->d_name, prefix, strlen(prefix))) n++;
-    if (d) closedir(d);
-    return n;
-}
-static int s_dir_entries(const char *dir) { return s_dir_entries_with(dir, ""); }
-
-static void s_rmdir(char *dir)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_expect_eq(system(cmd), 0);
-    free(dir);
-}
-
 /* results shared between forked ranks */
 typedef struct { const char *method; int rc[8]; char detail[8][512]; double ms[8]; volatile int done[8]; } shared_t;
 
@@ -335,12 +308,12 @@ Test(join_tcp, world_mismatch, .timeout = 30)
 
 Test(join_file, world_mismatch, .timeout = 30)
 {
-    char *dir = s_tmpdir(), m[128];
+    char *dir = tmpdir_make(), m[128];
     snprintf(m, sizeof m, "file://%s", dir);
     shared_t *sh = s_shared(m);
     cr_expect_eq(run_ranks(2, s_mismatch, sh, 20000), 0);
     s_check_mismatch(sh);
-    s_rmdir(dir);
+    tmpdir_remove(dir);
 }
 
 /* ranks 0, 1 and a second 1 in a world of 2 */
@@ -385,12 +358,12 @@ Test(join_tcp, duplicate_rank, .timeout = 30)
 
 Test(join_file, duplicate_rank, .timeout = 30)
 {
-    char *dir = s_tmpdir(), m[128];
+    char *dir = tmpdir_make(), m[128];
     snprintf(m, sizeof m, "file://%s", dir);
     shared_t *sh = s_shared(m);
     cr_expect_eq(run_ranks(3, s_dup, sh, 20000), 0);
     s_check_dup(sh);
-    s_rmdir(dir);
+    tmpdir_remove(dir);
 }
 
 TestSuite(join_err, .init = clean_env);
@@ -481,7 +454,7 @@ Test(join_err, join_timeout_names_missing, .timeout = 20)
 
 Test(join_err, file_join_timeout, .timeout = 20)
 {
-    char *dir = s_tmpdir(), m[128];
+    char *dir = tmpdir_make(), m[128];
     snprintf(m, sizeof m, "file://%s", dir);
     boot_cfg_t cfg;
     cr_assert_eq(boot_cfg_init(&cfg, m, 2, 3, 1500), 0);
@@ -491,12 +464,12 @@ Test(join_err, file_join_timeout, .timeout = 20)
     double ms = (double)(now_ns() - t0) / 1e6;
     cr_expect(strstr(err_detail(), "only 1 of 3 ranks joined within 1.5 s (missing: 0, 1)"), "%s", err_detail());
     cr_expect(ms >= 1400 && ms < 2500, "took %.0f ms", ms);
-    s_rmdir(dir);
+    tmpdir_remove(dir);
 }
 
 Test(join_err, file_stale_files, .timeout = 20)
 {
-    char *dir = s_tmpdir(), m[128], p[256];
+    char *dir = tmpdir_make(), m[128], p[256];
     snprintf(m, sizeof m, "file://%s", dir);
     boot_cfg_t cfg;
     cr_assert_eq(boot_cfg_init(&cfg, m, 0, 1, 1500), 0);
@@ -515,8 +488,8 @@ Test(join_err, file_stale_files, .timeout = 20)
     cr_assert_eq(boot_cfg_init(&cfg, m, 0, 1, 1500), 0);
     cr_expect_eq(store_new(&st, &cfg), 0, "%s", err_detail());
     store_destroy(&st);
-    cr_expect_eq(s_dir_entries_with(dir, "fresh-job@"), 0, "the clean run left nothing");
-    cr_expect_geq(s_dir_entries(dir), 1, "the stale file is still there");
-    s_rmdir(dir);
+    cr_expect_eq(tmpdir_entries_with(dir, "fresh-job@"), 0, "the clean run left nothing");
+    cr_expect_geq(tmpdir_entries(dir), 1, "the stale file is still there");
+    tmpdir_remove(dir);
 }
 

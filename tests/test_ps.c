@@ -3,9 +3,8 @@
  * (f32/f16/bf16, sum/avg, in and out of place); colocated servers; sync PS against the local
  * optimizer reference and against the ring engine over 50 steps (bit-exact for 2 workers, f32 and
  * f16 with loss scaling and a skipped overflow step); async convergence; ssp:K blocking exactly when
- * a worker is more than K clocks ahead; malformed and foreign messages sent raw to a server's ROUTER
- * (rejected, counted, answered, server survives); a dead worker in sync mode named in the error;
- * pipelining (a pull answered before the worker's last push of the round, allreduce and async). */
+ * a worker is more than K clocks ahead; pipelining (a pull answered before the worker's last push of
+ * the round, allreduce and async). Malformed messages and dead workers: test_ps_failure.c. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -23,61 +22,9 @@
 #include "ps/ps_proto.h"
 #include "ring/ring.h"
 #include "tests/lib/ranks.h"
+#include "tests/lib/ps_ranks.h"
 
-#define TO 15000
-
-static void s_report(const char *what, int rc)
-{
-    char b[768];
-    fprintf(stderr, "[rank %s] %s: %s\n", getenv("RANK"), what, err_trace(rc, b, sizeof b));
-}
-
-static int s_open(comm_t **comm, int timeout_ms)
-{
-    boot_cfg_t cfg;
-    int rc = boot_cfg_init(&cfg, "env://", -1, -1, timeout_ms);
-    if (rc == 0) rc = comm_new(comm, &cfg, NULL);
-    if (rc < 0) s_report("comm", rc);
-    return rc;
-}
-
-typedef struct {
-    int nworkers, colocate, mode, ssp_k, timeout_ms;
-    size_t part_bytes;
-} topo_t;
-
-/* the engine config of t; its PS options live in *po (which must outlive the config) */
-static engine_cfg_t s_cfg(const topo_t *t, int world, ps_opts_t *po)
-{
-    *po = (ps_opts_t){.servers = t->colocate ? 0 : world - t->nworkers, .colocate = t->colocate, .mode = t->mode,
-                      .ssp_k = t->ssp_k, .partition_bytes = t->part_bytes};
-    engine_cfg_t c = {.device = -1, .timeout_ms = t->timeout_ms ? t->timeout_ms : TO, .nworkers = t->nworkers,
-                      .opts = po};
-    return c;
-}
-
-/* Dedicated server rank: create, serve, destroy. */
-static int s_serve(comm_t *comm, const topo_t *t, uint64_t expect_rejected)
-{
-    ps_opts_t po;
-    engine_cfg_t cfg = s_cfg(t, comm->world, &po);
-    engine_t *e = NULL;
-    int rc = ps_engine.create(&e, comm, &cfg);
-    if (rc < 0) { s_report("create(server)", rc); return 1; }
-    rc = ps_engine.serve(e);
-    if (rc < 0) s_report("serve", rc);
-    engine_stats_t st;
-    ps_engine.stats(e, &st);
-    ps_engine.destroy(&e);
-    ps_engine.destroy(&e);
-    if (rc < 0) return 1;
-    if (engine_counter(&st, "ps_rejected") != expect_rejected) {
-        fprintf(stderr, "server: %llu messages rejected, expected %llu\n", (unsigned long long)engine_counter(&st, "ps_rejected"),
-                (unsigned long long)expect_rejected);
-        return 1;
-    }
-    return 0;
-}
+#define TO PS_TEST_TO
 
 /* ---------- layout ---------- */
 
@@ -133,9 +80,9 @@ static int s_ar_check(engine_t *e, int W, size_t count, dtype_t dt, redop_t op, 
     }
     dt_convert(send, dt, tmp, DT_F32, count);
     memset(recv, 0xff, count * esz);
-    int rc = ps_engine.allreduce(e, send, inplace ? send : recv, count, dt, op, TO);
+    int rc = ps_engine.allreduce(e, send, inplace ? send : recv, count, dt, op, PS_TEST_TO);
     if (rc < 0) {
-        s_report("allreduce", rc);
+        ps_test_report("allreduce", rc);
         bad = 1;
     } else {
         dt_convert(tmp, DT_F32, inplace ? send : recv, dt, count);
@@ -154,18 +101,18 @@ static int s_ar_check(engine_t *e, int W, size_t count, dtype_t dt, redop_t op, 
 
 static int s_ar_rank(int rank, int world, void *arg)
 {
-    topo_t *t = arg;
+    ps_topo_t *t = arg;
     comm_t *comm = NULL;
-    if (s_open(&comm, TO) < 0) return 1;
+    if (ps_test_open(&comm, PS_TEST_TO) < 0) return 1;
     int fail = 0;
     if (rank >= t->nworkers) {
-        fail = s_serve(comm, t, 0);
+        fail = ps_test_serve(comm, t, 0);
     } else {
         ps_opts_t po;
-        engine_cfg_t cfg = s_cfg(t, world, &po);
+        engine_cfg_t cfg = ps_test_cfg(t, world, &po);
         engine_t *e = NULL;
         int rc = ps_engine.create(&e, comm, &cfg);
-        if (rc < 0) { s_report("create", rc); comm_destroy(&comm); return 1; }
+        if (rc < 0) { ps_test_report("create", rc); comm_destroy(&comm); return 1; }
         size_t counts[] = {1, 7, 1000, 4099, 100003, 1000};
         for (size_t c = 0; c < sizeof counts / sizeof *counts && !fail; c++)
             for (int dt = 0; dt < DT_COUNT && !fail; dt++)
@@ -186,25 +133,25 @@ static int s_ar_rank(int rank, int world, void *arg)
 
 Test(ps_allreduce, one_server, .timeout = 60)
 {
-    topo_t t = {.nworkers = 2, .part_bytes = 1000};
+    ps_topo_t t = {.nworkers = 2, .part_bytes = 1000};
     cr_assert_eq(run_ranks(3, s_ar_rank, &t, 50000), 0);
 }
 
 Test(ps_allreduce, two_servers, .timeout = 60)
 {
-    topo_t t = {.nworkers = 3, .part_bytes = 1000};
+    ps_topo_t t = {.nworkers = 3, .part_bytes = 1000};
     cr_assert_eq(run_ranks(5, s_ar_rank, &t, 50000), 0);
 }
 
 Test(ps_allreduce, three_servers_odd_partitions, .timeout = 60)
 {
-    topo_t t = {.nworkers = 2, .part_bytes = 1234};
+    ps_topo_t t = {.nworkers = 2, .part_bytes = 1234};
     cr_assert_eq(run_ranks(5, s_ar_rank, &t, 50000), 0);
 }
 
 Test(ps_allreduce, colocated, .timeout = 60)
 {
-    topo_t t = {.nworkers = 3, .colocate = 1, .part_bytes = 3000};
+    ps_topo_t t = {.nworkers = 3, .colocate = 1, .part_bytes = 3000};
     cr_assert_eq(run_ranks(3, s_ar_rank, &t, 50000), 0);
 }
 
@@ -216,7 +163,7 @@ Test(ps_allreduce, colocated, .timeout = 60)
  * early. (Pulls sent only after all pushes, the old scheme, give 0.) allreduce = the bench path;
  * async training = submit() sends a partition's commit-pull as soon as its pushes are out. */
 typedef struct {
-    topo_t t;
+    ps_topo_t t;
     int train;               /* 0: allreduce; 1: async submit/wait with one bucket per partition */
 } pipe_t;
 
@@ -226,16 +173,16 @@ static int s_pipe_rank(int rank, int world, void *arg)
 {
     pipe_t *a = arg;
     comm_t *comm = NULL;
-    if (s_open(&comm, TO) < 0) return 1;
+    if (ps_test_open(&comm, PS_TEST_TO) < 0) return 1;
     ps_opts_t po;
-    engine_cfg_t cfg = s_cfg(&a->t, world, &po);
+    engine_cfg_t cfg = ps_test_cfg(&a->t, world, &po);
     engine_t *e = NULL;
     int fail = 0, rc = ps_engine.create(&e, comm, &cfg);
-    if (rc < 0) { s_report("create", rc); comm_destroy(&comm); return 1; }
+    if (rc < 0) { ps_test_report("create", rc); comm_destroy(&comm); return 1; }
     size_t n = PIPE_N, nparts = n * 4 / a->t.part_bytes;
     if (rank >= a->t.nworkers) {
         rc = ps_engine.serve(e);
-        if (rc < 0) { s_report("serve", rc); fail = 1; }
+        if (rc < 0) { ps_test_report("serve", rc); fail = 1; }
         uint64_t early = 0;
         rc = ps_server_counters(e, &early);
         if (rc < 0 || early < nparts - 1) {
@@ -255,11 +202,11 @@ static int s_pipe_rank(int rank, int world, void *arg)
         optim_cfg_default(&ps.optim, OPT_SGD);
         ps.optim.momentum = 0;
         ps.optim.lr = 1.0f;
-        if (a->train && (rc = ps_engine.attach(e, &ps)) < 0) { s_report("attach", rc); fail = 1; }
+        if (a->train && (rc = ps_engine.attach(e, &ps)) < 0) { ps_test_report("attach", rc); fail = 1; }
         if (!fail && rank == 1) usleep(300000);   /* worker 0's whole round is at the server first */
         if (!fail && !a->train) {
-            rc = ps_engine.allreduce(e, g, r, n, DT_F32, OP_SUM, TO);
-            if (rc < 0) { s_report("allreduce", rc); fail = 1; }
+            rc = ps_engine.allreduce(e, g, r, n, DT_F32, OP_SUM, PS_TEST_TO);
+            if (rc < 0) { ps_test_report("allreduce", rc); fail = 1; }
             for (size_t i = 0; i < n && !fail; i++)
                 if (r[i] != s_val(0, i) + s_val(1, i)) { fprintf(stderr, "allreduce [%zu] = %g\n", i, r[i]); fail = 1; }
         } else if (!fail) {
@@ -271,8 +218,8 @@ static int s_pipe_rank(int rank, int world, void *arg)
                 rc = ps_engine.submit(e, &b);
             }
             step_out_t so;
-            if (rc == 0) rc = ps_engine.wait(e, &so, TO);
-            if (rc < 0) { s_report("step", rc); fail = 1; }
+            if (rc == 0) rc = ps_engine.wait(e, &so, PS_TEST_TO);
+            if (rc < 0) { ps_test_report("step", rc); fail = 1; }
             /* async: each push applied alone, -lr/N * g; the pull saw at least this worker's own update */
             for (size_t i = 0; i < n && !fail; i++) {
                 float own = -g[i] / 2, both = own - s_val(1 - rank, i) / 2;
@@ -332,13 +279,9 @@ static void s_grad(float *g, const float *p, size_t n, int w, int t)
     }
 }
 
-static void s_init_params(float *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++) p[i] = (float)((int)(i % 13) - 6) * 0.3f;
-}
 
 typedef struct {
-    topo_t t;
+    ps_topo_t t;
     size_t n;
     int steps;
     dtype_t gdt;
@@ -372,8 +315,8 @@ static int s_train(const engine_ops_t *ops, engine_t *e, float *params, const tr
         }
         step_out_t out = {0};
         float before = params[0];
-        if (rc == 0) rc = ops->wait(e, &out, TO);
-        if (rc < 0) { s_report("train step", rc); fail = 1; break; }
+        if (rc == 0) rc = ops->wait(e, &out, PS_TEST_TO);
+        if (rc < 0) { ps_test_report("train step", rc); fail = 1; break; }
         if ((t == a->overflow_step) != (out.skipped != 0)) {
             fprintf(stderr, "step %d: skipped=%d\n", t, out.skipped);
             fail = 1;
@@ -425,28 +368,28 @@ static int s_train_rank(int rank, int world, void *arg)
 {
     train_t *a = arg;
     comm_t *comm = NULL;
-    if (s_open(&comm, TO) < 0) return 1;
+    if (ps_test_open(&comm, PS_TEST_TO) < 0) return 1;
     int fail = 0;
     if (rank >= a->t.nworkers) {
-        fail = s_serve(comm, &a->t, 0);
+        fail = ps_test_serve(comm, &a->t, 0);
         comm_destroy(&comm);
         return fail;
     }
     size_t n = a->n;
     float *p = malloc(n * sizeof(float)), *pr = malloc(n * sizeof(float)), *ref = malloc(n * sizeof(float));
-    s_init_params(ref, n);
+    ps_test_init_params(ref, n);
     /* only rank 0's initial values count: the others start from garbage */
-    if (rank == 0) s_init_params(p, n);
+    if (rank == 0) ps_test_init_params(p, n);
     else for (size_t i = 0; i < n; i++) p[i] = 1234.5f;
     memcpy(pr, p, n * sizeof(float));
     param_set_t ps = {.params = p, .count = n, .grad_dtype = a->gdt};
     optim_cfg_default(&ps.optim, a->opt);
     ps_opts_t po;
-    engine_cfg_t cfg = s_cfg(&a->t, world, &po);
+    engine_cfg_t cfg = ps_test_cfg(&a->t, world, &po);
     engine_t *e = NULL;
     int rc = ps_engine.create(&e, comm, &cfg);
     if (rc == 0) rc = ps_engine.attach(e, &ps);
-    if (rc < 0) { s_report("create/attach", rc); fail = 1; }
+    if (rc < 0) { ps_test_report("create/attach", rc); fail = 1; }
     for (size_t i = 0; i < n && !fail; i++)
         if (p[i] != ref[i]) { fprintf(stderr, "attach: rank 0's values did not arrive\n"); fail = 1; }
     float loss = 0;
@@ -481,7 +424,7 @@ static int s_train_rank(int rank, int world, void *arg)
         rps.params = pr;
         rc = ring_engine.create(&r, comm, &rc_cfg);
         if (rc == 0) rc = ring_engine.attach(r, &rps);
-        if (rc < 0) { s_report("ring", rc); fail = 1; }
+        if (rc < 0) { ps_test_report("ring", rc); fail = 1; }
         if (!fail) fail = s_train(&ring_engine, r, pr, a, rank, NULL);
         if (r) ring_engine.destroy(&r);
         for (size_t i = 0; i < n && !fail; i++)
@@ -522,25 +465,25 @@ static int s_async_rank(int rank, int world, void *arg)
 {
     train_t *a = arg;
     comm_t *comm = NULL;
-    if (s_open(&comm, TO) < 0) return 1;
+    if (ps_test_open(&comm, PS_TEST_TO) < 0) return 1;
     int fail = 0;
     if (rank >= a->t.nworkers) {
-        fail = s_serve(comm, &a->t, 0);
+        fail = ps_test_serve(comm, &a->t, 0);
         comm_destroy(&comm);
         return fail;
     }
     size_t n = a->n;
     float *p = malloc(n * sizeof(float));
-    s_init_params(p, n);
+    ps_test_init_params(p, n);
     param_set_t ps = {.params = p, .count = n, .grad_dtype = a->gdt};
     optim_cfg_default(&ps.optim, OPT_SGD);
     ps.optim.momentum = 0;
     ps_opts_t po;
-    engine_cfg_t cfg = s_cfg(&a->t, world, &po);
+    engine_cfg_t cfg = ps_test_cfg(&a->t, world, &po);
     engine_t *e = NULL;
     int rc = ps_engine.create(&e, comm, &cfg);
     if (rc == 0) rc = ps_engine.attach(e, &ps);
-    if (rc < 0) { s_report("create/attach", rc); fail = 1; }
+    if (rc < 0) { ps_test_report("create/attach", rc); fail = 1; }
     float *g = malloc(n * sizeof(float));
     s_grad(g, p, n, 0, 0);
     double l0 = 0, l1 = 0;
@@ -579,52 +522,35 @@ typedef struct {
     int fds[2];
 } ssp_t;
 
-static char s_last_detail[512];   /* err_detail() of the last failed step (s_report clears it) */
-
-static int s_plain_step(engine_t *e, float *g, size_t n, uint64_t t, int rank)
-{
-    step_ctx_t ctx = {.step = t + 1, .inv_scale = 1, .lr = 0.01f};
-    for (size_t i = 0; i < n; i++) g[i] = 0.01f * (float)(rank + 1);
-    bucket_t b = {.grad = g, .offset = 0, .count = n};
-    int rc = ps_engine.step_begin(e, &ctx);
-    if (rc == 0) rc = ps_engine.submit(e, &b);
-    step_out_t out;
-    if (rc == 0) rc = ps_engine.wait(e, &out, TO);
-    if (rc < 0) {
-        snprintf(s_last_detail, sizeof s_last_detail, "%s", err_detail());
-        s_report("step", rc);
-    }
-    return rc;
-}
 
 static int s_ssp_rank(int rank, int world, void *arg)
 {
     ssp_t *a = arg;
-    topo_t t = {.nworkers = 2, .mode = PS_SSP, .ssp_k = a->k, .part_bytes = 256};
+    ps_topo_t t = {.nworkers = 2, .mode = PS_SSP, .ssp_k = a->k, .part_bytes = 256};
     comm_t *comm = NULL;
-    if (s_open(&comm, TO) < 0) return 1;
+    if (ps_test_open(&comm, PS_TEST_TO) < 0) return 1;
     int fail = 0;
     if (rank == 2) {
-        fail = s_serve(comm, &t, 0);
+        fail = ps_test_serve(comm, &t, 0);
         comm_destroy(&comm);
         return fail;
     }
     size_t n = 300;
     float p[300], g[300];
-    s_init_params(p, n);
+    ps_test_init_params(p, n);
     param_set_t ps = {.params = p, .count = n, .grad_dtype = DT_F32};
     optim_cfg_default(&ps.optim, OPT_SGD);
     ps_opts_t po;
-    engine_cfg_t cfg = s_cfg(&t, world, &po);
+    engine_cfg_t cfg = ps_test_cfg(&t, world, &po);
     engine_t *e = NULL;
     int rc = ps_engine.create(&e, comm, &cfg);
     if (rc == 0) rc = ps_engine.attach(e, &ps);
-    if (rc < 0) { s_report("create/attach", rc); return 1; }
+    if (rc < 0) { ps_test_report("create/attach", rc); return 1; }
     engine_stats_t st;
     int total = a->k + 3;
     if (rank == 0) {
         /* fast worker: K steps ahead of a worker still at clock 0 is allowed... */
-        for (int s = 0; s < a->k && !fail; s++) fail |= s_plain_step(e, g, n, (uint64_t)s, rank) < 0;
+        for (int s = 0; s < a->k && !fail; s++) fail |= ps_test_plain_step(e, g, n, (uint64_t)s, rank) < 0;
         ps_engine.stats(e, &st);
         if (engine_counter(&st, "ps_stale_waits") != 0) {
             fprintf(stderr, "fast worker blocked %llu times within K=%d clocks\n", (unsigned long long)engine_counter(&st, "ps_stale_waits"), a->k);
@@ -632,21 +558,21 @@ static int s_ssp_rank(int rank, int world, void *arg)
         }
         if (write(a->fds[1], "go", 2) != 2) fail = 1;
         /* ...K+1 is not: this step blocks until the slow worker finishes its first step */
-        if (!fail) fail |= s_plain_step(e, g, n, (uint64_t)a->k, rank) < 0;
+        if (!fail) fail |= ps_test_plain_step(e, g, n, (uint64_t)a->k, rank) < 0;
         ps_engine.stats(e, &st);
         if (engine_counter(&st, "ps_stale_waits") != 1) {
             fprintf(stderr, "fast worker at K+1 clocks ahead: %llu stale waits, expected 1\n",
                     (unsigned long long)engine_counter(&st, "ps_stale_waits"));
             fail = 1;
         }
-        for (int s = a->k + 1; s < total && !fail; s++) fail |= s_plain_step(e, g, n, (uint64_t)s, rank) < 0;
+        for (int s = a->k + 1; s < total && !fail; s++) fail |= ps_test_plain_step(e, g, n, (uint64_t)s, rank) < 0;
     } else {
         char b[2];
         if (read(a->fds[0], b, 2) != 2) fail = 1;
         usleep(400000);   /* slow on purpose */
         for (int s = 0; s < total && !fail; s++) {
             if (s) usleep(50000);   /* and stays slow: never ahead of the fast one */
-            fail |= s_plain_step(e, g, n, (uint64_t)s, rank) < 0;
+            fail |= ps_test_plain_step(e, g, n, (uint64_t)s, rank) < 0;
         }
         ps_engine.stats(e, &st);
         if (engine_counter(&st, "ps_stale_waits") != 0) {
@@ -668,297 +594,4 @@ Test(ps_ssp, blocks_exactly_beyond_k, .timeout = 60)
         close(a.fds[0]);
         close(a.fds[1]);
     }
-}
-
-/* ---------- malformed and foreign messages ---------- */
-
-#define NFUZZ 100
-#define NBAD (12 + NFUZZ)
-
-static int s_raw_send(void *sock, const wire_hdr_t *h, const void *const *fr, const size_t *len, int nfr)
-{
-    unsigned char buf[WIRE_HDR_MAX];
-    int hl = wire_encode(h, buf, sizeof buf);
-    if (hl < 0) return hl;
-    if (zmq_send(sock, buf, (size_t)hl, nfr ? ZMQ_SNDMORE : 0) < 0) return ERR_IO;
-    for (int i = 0; i < nfr; i++)
-        if (zmq_send(sock, fr[i], len[i], i + 1 < nfr ? ZMQ_SNDMORE : 0) < 0) return ERR_IO;
-    return 0;
-}
-
-/* Receive one reply; returns its type (or -1), copies payload frame 1 into out (up to cap bytes). */
-static int s_raw_recv(void *sock, wire_hdr_t *h, void *out, size_t cap)
-{
-    zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
-    if (zmq_poll(&it, 1, 5000) <= 0) return -1;
-    zmq_msg_t m;
-    int type = -1, part = 0, more = 1;
-    while (more) {
-        zmq_msg_init(&m);
-        if (zmq_msg_recv(&m, sock, 0) < 0) return -1;
-        if (part == 0 && wire_decode(zmq_msg_data(&m), zmq_msg_size(&m), h) == 0) type = (int)h->type;
-        if (part == 1 && out) memcpy(out, zmq_msg_data(&m), zmq_msg_size(&m) < cap ? zmq_msg_size(&m) : cap);
-        more = zmq_msg_more(&m);
-        zmq_msg_close(&m);
-        part++;
-    }
-    return type;
-}
-
-static int s_raw_rank(int rank, int world, void *arg)
-{
-    (void)arg;
-    topo_t t = {.nworkers = 1, .mode = PS_SYNC};
-    comm_t *comm = NULL;
-    if (s_open(&comm, TO) < 0) return 1;
-    if (rank == 1) {
-        int f = s_serve(comm, &t, NBAD);
-        comm_destroy(&comm);
-        return f;
-    }
-    (void)world;
-    /* rank 0 plays the worker by hand */
-    void *val = NULL;
-    size_t len = 0;
-    if (store_get(comm->store, "ps/1/srv/0", &val, &len, TO) < 0) return 1;
-    void *ctx = zmq_ctx_new();
-    void *good = zmq_socket(ctx, ZMQ_DEALER), *foreign = zmq_socket(ctx, ZMQ_DEALER);
-    int zero = 0;
-    zmq_setsockopt(good, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(foreign, ZMQ_LINGER, &zero, sizeof zero);
-    uint64_t job = ps_job_id(comm->job, 1);
-    unsigned char id[PS_ID_LEN];
-    ps_routing_id(job, 0, id);
-    zmq_setsockopt(good, ZMQ_ROUTING_ID, id, PS_ID_LEN);
-    zmq_connect(good, (char *)val);
-    zmq_connect(foreign, (char *)val);
-    free(val);
-    int fail = 0, nerr = 0;
-    wire_hdr_t r;
-    const size_t N = 10;
-    float vals[10], got[10], grad[10];
-    for (size_t i = 0; i < N; i++) { vals[i] = (float)i; grad[i] = 1.0f; }
-    ps_meta_t meta = {.total = N, .step = 1, .lr = 0.5f, .inv_scale = 1.0f};
-    optim_cfg_t oc;
-    optim_cfg_default(&oc, OPT_SGD);
-    oc.momentum = 0;
-    const void *fr[3];
-    size_t fl[3];
-#define EXPECT_ERR(sock)                                                                    \
-    do {                                                                                    \
-        int ty = s_raw_recv(sock, &r, NULL, 0);                                             \
-        if (ty != WIRE_ERROR) { fprintf(stderr, "line %d: no ERROR reply (%d)\n", __LINE__, ty); fail = 1; } \
-        else nerr++;                                                                        \
-    } while (0)
-    /* 1: garbage instead of a header */
-    zmq_send(foreign, "garbage!", 8, 0);
-    EXPECT_ERR(foreign);
-    /* random multi-frame junk, deterministic: every message rejected and answered, none crashes */
-    unsigned seed = 12345;
-    for (int i = 0; i < NFUZZ && !fail; i++) {
-        int nf = 1 + (int)(rand_r(&seed) % 4);
-        for (int f = 0; f < nf; f++) {
-            unsigned char junk[300];
-            size_t jl = rand_r(&seed) % sizeof junk;
-            for (size_t j = 0; j < jl; j++) junk[j] = (unsigned char)rand_r(&seed);
-            if (jl && (i & 1)) junk[0] = 0x8a;   /* looks like a msgpack map of 10 */
-            zmq_send(i % 3 ? foreign : good, junk, jl, f + 1 < nf ? ZMQ_SNDMORE : 0);
-        }
-        EXPECT_ERR(i % 3 ? foreign : good);
-    }
-    /* 2: a well-formed header from an unknown sender (no worker routing id) */
-    wire_hdr_t h = {.type = WIRE_PUSH, .sender = 0, .job = job, .key = 0, .clock = 0, .count = N, .dtype = DT_F32,
-                    .aux = PS_F_AR, .nframes = 2};
-    fr[0] = &meta; fl[0] = sizeof meta; fr[1] = grad; fl[1] = sizeof grad;
-    s_raw_send(foreign, &h, fr, fl, 2);
-    EXPECT_ERR(foreign);
-    /* 3: foreign job id */
-    h.job = job + 99;
-    s_raw_send(good, &h, fr, fl, 2);
-    EXPECT_ERR(good);
-    h.job = job;
-    /* 4: wrong key */
-    h.key = 5;
-    s_raw_send(good, &h, fr, fl, 2);
-    EXPECT_ERR(good);
-    h.key = 0;
-    /* 5: wrong size (header says 10 elements, 9 sent) */
-    fl[1] = 9 * sizeof(float);
-    s_raw_send(good, &h, fr, fl, 2);
-    EXPECT_ERR(good);
-    fl[1] = sizeof grad;
-    /* 6: clock from the future */
-    h.clock = 7;
-    s_raw_send(good, &h, fr, fl, 2);
-    EXPECT_ERR(good);
-    h.clock = 0;
-    /* 7: header announces 2 frames, 1 follows */
-    s_raw_send(good, &h, fr, fl, 1);
-    EXPECT_ERR(good);
-    /* 8: a sender rank that does not exist */
-    h.sender = 5;
-    s_raw_send(good, &h, fr, fl, 2);
-    EXPECT_ERR(good);
-    h.sender = 0;
-    /* a correct allreduce round still works: push + commit */
-    s_raw_send(good, &h, fr, fl, 2);
-    wire_hdr_t pl = {.type = WIRE_PULL, .sender = 0, .job = job, .key = 0, .clock = 1, .dtype = DT_F32,
-                     .aux = PS_F_AR | PS_F_COMMIT, .nframes = 1};
-    s_raw_send(good, &pl, fr, fl, 1);
-    memset(got, 0, sizeof got);
-    if (s_raw_recv(good, &r, got, sizeof got) != WIRE_PARAMS || r.clock != 1 || got[3] != 1.0f) {
-        fprintf(stderr, "valid allreduce after bad input failed\n");
-        fail = 1;
-    }
-    /* parameters: INIT, pull version 0 */
-    wire_hdr_t in = {.type = WIRE_INIT, .sender = 0, .job = job, .key = 0, .clock = 0, .offset = 0, .count = N,
-                     .dtype = DT_F32, .aux = DT_F32, .nframes = 3};
-    fr[0] = &meta; fl[0] = sizeof meta; fr[1] = &oc; fl[1] = sizeof oc; fr[2] = vals; fl[2] = sizeof vals;
-    s_raw_send(good, &in, fr, fl, 3);
-    /* 9: INIT twice */
-    s_raw_send(good, &in, fr, fl, 3);
-    EXPECT_ERR(good);
-    pl.aux = 0;
-    pl.clock = 0;
-    s_raw_send(good, &pl, fr, fl, 1);
-    if (s_raw_recv(good, &r, got, sizeof got) != WIRE_PARAMS || memcmp(got, vals, sizeof vals)) {
-        fprintf(stderr, "pull of version 0 failed\n");
-        fail = 1;
-    }
-    /* 10: push with the wrong dtype (f16 into f32 gradients) */
-    uint16_t half[10] = {0};
-    wire_hdr_t pu = {.type = WIRE_PUSH, .sender = 0, .job = job, .key = 0, .clock = 0, .count = N, .dtype = DT_F16,
-                     .nframes = 2};
-    fr[1] = half; fl[1] = sizeof half;
-    s_raw_send(good, &pu, fr, fl, 2);
-    EXPECT_ERR(good);
-    /* 11: commit for a future clock */
-    pl.aux = PS_F_COMMIT;
-    pl.clock = 5;
-    s_raw_send(good, &pl, fr, fl, 1);
-    EXPECT_ERR(good);
-    /* 12: a push past the partition's end */
-    pu.dtype = DT_F32;
-    pu.offset = 5;
-    fr[1] = grad; fl[1] = sizeof grad;
-    s_raw_send(good, &pu, fr, fl, 2);
-    EXPECT_ERR(good);
-    /* a correct step: p - lr * g with lr 0.5, g = 1 */
-    pu.offset = 0;
-    s_raw_send(good, &pu, fr, fl, 2);
-    pl.clock = 1;
-    s_raw_send(good, &pl, fr, fl, 1);
-    if (s_raw_recv(good, &r, got, sizeof got) != WIRE_PARAMS || r.clock != 1) {
-        fprintf(stderr, "valid step after bad input failed\n");
-        fail = 1;
-    } else {
-        for (size_t i = 0; i < N; i++)
-            if (got[i] != vals[i] - 0.5f) { fprintf(stderr, "param %zu = %g\n", i, got[i]); fail = 1; break; }
-    }
-    if (nerr != NBAD) { fprintf(stderr, "%d ERROR replies, expected %d\n", nerr, NBAD); fail = 1; }
-    wire_hdr_t bye = {.type = WIRE_BYE, .sender = 0, .job = job, .dtype = DT_F32};
-    s_raw_send(good, &bye, NULL, NULL, 0);
-    usleep(100000);
-    zmq_close(good);
-    zmq_close(foreign);
-    zmq_ctx_term(ctx);
-    comm_destroy(&comm);
-    return fail;
-}
-
-Test(ps_server, rejects_malformed_and_foreign, .timeout = 40)
-{
-    cr_assert_eq(run_ranks(2, s_raw_rank, NULL, 30000), 0);
-}
-
-/* ---------- a dead worker ---------- */
-
-static int s_dead_rank(int rank, int world, void *arg)
-{
-    topo_t *t = arg;
-    comm_t *comm = NULL;
-    if (s_open(&comm, t->timeout_ms) < 0) return 1;
-    if (rank >= t->nworkers) {
-        ps_opts_t po;
-        engine_cfg_t cfg = s_cfg(t, world, &po);
-        engine_t *e = NULL;
-        int rc = ps_engine.create(&e, comm, &cfg);
-        if (rc == 0) rc = ps_engine.serve(e);
-        int ok = rc == ERR_PEER && strstr(err_detail(), "worker rank 2");
-        if (!ok) fprintf(stderr, "server: rc %d (%s), expected a failure naming rank 2\n", rc, err_detail());
-        ps_engine.destroy(&e);
-        comm_destroy(&comm);
-        return ok ? 0 : 1;
-    }
-    size_t n = 500;
-    float p[500], g[500];
-    s_init_params(p, n);
-    param_set_t ps = {.params = p, .count = n, .grad_dtype = DT_F32};
-    optim_cfg_default(&ps.optim, OPT_SGD);
-    ps_opts_t po;
-    engine_cfg_t cfg = s_cfg(t, world, &po);
-    engine_t *e = NULL;
-    int rc = ps_engine.create(&e, comm, &cfg);
-    if (rc == 0) rc = ps_engine.attach(e, &ps);
-    for (uint64_t s = 0; s < 2 && rc == 0; s++) rc = s_plain_step(e, g, n, s, rank);
-    if (rc < 0) return 1;
-    if (rank == 2) _exit(0);   /* dies: no BYE, no destroy */
-    rc = s_plain_step(e, g, n, 2, rank);
-    /* a colocated rank 2 is a worker and a server: whichever role is noticed first is named */
-    int ok = rc < 0 && (strstr(s_last_detail, "worker rank 2") || strstr(s_last_detail, "(rank 2)"));
-    if (!ok) fprintf(stderr, "worker %d: rc %d (%s), expected a failure naming rank 2\n", rank, rc, s_last_detail);
-    ps_engine.destroy(&e);
-    comm_destroy(&comm);
-    return ok ? 0 : 1;
-}
-
-/* async: the servers drop a dead worker and carry on with the others */
-static int s_dead_async_rank(int rank, int world, void *arg)
-{
-    topo_t *t = arg;
-    comm_t *comm = NULL;
-    if (s_open(&comm, t->timeout_ms) < 0) return 1;
-    if (rank >= t->nworkers) {
-        int f = s_serve(comm, t, 0);
-        comm_destroy(&comm);
-        return f;
-    }
-    size_t n = 500;
-    float p[500], g[500];
-    s_init_params(p, n);
-    param_set_t ps = {.params = p, .count = n, .grad_dtype = DT_F32};
-    optim_cfg_default(&ps.optim, OPT_SGD);
-    ps_opts_t po;
-    engine_cfg_t cfg = s_cfg(t, world, &po);
-    engine_t *e = NULL;
-    int rc = ps_engine.create(&e, comm, &cfg);
-    if (rc == 0) rc = ps_engine.attach(e, &ps);
-    for (uint64_t s = 0; s < 2 && rc == 0; s++) rc = s_plain_step(e, g, n, s, rank);
-    if (rc < 0) return 1;
-    if (rank == 2) _exit(0);
-    for (uint64_t s = 2; s < 8 && rc == 0; s++) {
-        usleep(100000);
-        rc = s_plain_step(e, g, n, s, rank);
-    }
-    ps_engine.destroy(&e);
-    comm_destroy(&comm);
-    return rc < 0;
-}
-
-Test(ps_failure, dead_worker_async_carries_on, .timeout = 40)
-{
-    topo_t t = {.nworkers = 3, .mode = PS_ASYNC, .timeout_ms = 2000, .part_bytes = 512};
-    cr_assert_eq(run_ranks(5, s_dead_async_rank, &t, 30000), 0);
-}
-
-Test(ps_failure, dead_worker_sync_dedicated, .timeout = 40)
-{
-    topo_t t = {.nworkers = 3, .mode = PS_SYNC, .timeout_ms = 3000, .part_bytes = 512};
-    cr_assert_eq(run_ranks(4, s_dead_rank, &t, 30000), 0);
-}
-
-Test(ps_failure, dead_worker_sync_colocated, .timeout = 40)
-{
-    topo_t t = {.nworkers = 3, .colocate = 1, .mode = PS_SYNC, .timeout_ms = 3000, .part_bytes = 512};
-    cr_assert_eq(run_ranks(3, s_dead_rank, &t, 30000), 0);
 }

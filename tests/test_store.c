@@ -15,6 +15,7 @@
 #include "core/err.h"
 #include "core/timer.h"
 #include "tests/lib/ranks.h"
+#include "tests/lib/tmpdir.h"
 #include "core/port.h"
 
 /* The raw-protocol tests name rank and world themselves; a launcher's local rank / size must not leak in. */
@@ -162,47 +163,19 @@ static int s_workload(int rank, int world, void *arg)
     return 0;
 }
 
-static char *s_tmpdir(void)
-{
-    char *d = strdup("/tmp/sb-boot-XXXXXX");
-    cr_assert_not_null(mkdtemp(d));
-    return d;
-}
-
-/* Entries of dir whose name starts with prefix ("" = all). */
-static int s_dir_entries_with(const char *dir, const char *prefix)
-{
-    DIR *d = opendir(dir);
-    int n = 0;
-    struct dirent *e;
-    while (d && (e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && !strncmp(e->d_name, prefix, strlen(prefix))) n++;
-    if (d) closedir(d);
-    return n;
-}
-static int s_dir_entries(const char *dir) { return s_dir_entries_with(dir, ""); }
-
-static void s_rmdir(char *dir)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_expect_eq(system(cmd), 0);
-    free(dir);
-}
-
 Test(store_tcp, one_rank, .timeout = 30) { cr_expect_eq(run_ranks(1, s_workload, "env://", 25000), 0); }
 Test(store_tcp, two_ranks, .timeout = 30) { cr_expect_eq(run_ranks(2, s_workload, "env://", 25000), 0); }
 Test(store_tcp, four_ranks, .timeout = 40) { cr_expect_eq(run_ranks(4, s_workload, "env://", 35000), 0); }
 
 static void s_file_ranks(int world)
 {
-    char *dir = s_tmpdir(), m[128];
+    char *dir = tmpdir_make(), m[128];
     snprintf(m, sizeof m, "file://%s/sub", dir); /* created on demand */
     cr_expect_eq(run_ranks(world, s_workload, m, 35000), 0);
     char sub[128];
     snprintf(sub, sizeof sub, "%s/sub", dir);
-    cr_expect_eq(s_dir_entries(sub), 0, "the last rank to leave removes the job's files");
-    s_rmdir(dir);
+    cr_expect_eq(tmpdir_entries(sub), 0, "the last rank to leave removes the job's files");
+    tmpdir_remove(dir);
 }
 
 Test(store_file, one_rank, .timeout = 30) { s_file_ranks(1); }
@@ -429,7 +402,7 @@ Test(store_proto, every_request_type, .timeout = 20)
 /* file://: a key too long to be a file name is stored under a hashed name, and removed at the end too. */
 Test(store_proto, file_long_key, .timeout = 20)
 {
-    char *dir = s_tmpdir(), m[128];
+    char *dir = tmpdir_make(), m[128];
     snprintf(m, sizeof m, "file://%s", dir);
     boot_cfg_t cfg;
     cr_assert_eq(boot_cfg_init(&cfg, m, 0, 1, 3000), 0);
@@ -439,7 +412,7 @@ Test(store_proto, file_long_key, .timeout = 20)
     memset(key, '/', STORE_KEY_MAX);
     key[STORE_KEY_MAX] = '\0';
     cr_expect_eq(store_set(st, key, "long", 4), 0, "%s", err_detail());
-    cr_expect_eq(s_dir_entries_with(dir, cfg.job), 3, "world, rank.0 and the hashed key");
+    cr_expect_eq(tmpdir_entries_with(dir, cfg.job), 3, "world, rank.0 and the hashed key");
     void *v = NULL;
     size_t len = 0;
     cr_expect_eq(store_get(st, key, &v, &len, 100), 0, "%s", err_detail());
@@ -448,6 +421,6 @@ Test(store_proto, file_long_key, .timeout = 20)
     key[0] = 'x'; /* another long key: another name */
     cr_expect_eq(store_get(st, key, &v, &len, 50), ERR_TIMEOUT);
     store_destroy(&st);
-    cr_expect_eq(s_dir_entries(dir), 0);
-    s_rmdir(dir);
+    cr_expect_eq(tmpdir_entries(dir), 0);
+    tmpdir_remove(dir);
 }

@@ -1,0 +1,441 @@
+/* opts.c: the harness command line: one table of options (name, argument kind, where the value goes,
+ * help text) from which getopt_long's option array, the parser and `harness --help` are all made;
+ * each engine's own options are added from the engine table (engines.c). */
+#include "harness/harness.h"
+#include "core/err.h"
+#include <errno.h>
+#include <getopt.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------- value parsers ---------- */
+
+static int s_parse_size(const char *s, size_t *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || v < 0) return -1;
+    double m = 1;
+    if (*end == 'K' || *end == 'k') m = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm') m = 1024.0 * 1024, end++;
+    else if (*end == 'G' || *end == 'g') m = 1024.0 * 1024 * 1024, end++;
+    if (*end == 'B' || *end == 'b') end++;
+    if (*end) return -1;
+    *out = (size_t)(v * m);
+    return 0;
+}
+
+static int s_parse_int(const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int s_bad(const char *flag, const char *val, const char *want)
+{
+    return err_set(ERR_INVAL, "bad value '%s' for %s: expected %s", val, flag, want);
+}
+
+/* The modes (first argument) */
+static const char *const s_modes[] = {"train", "bench", "run", "selftest", "report", "model", "gemm", NULL};
+static int s_known_mode(const char *m)
+{
+    for (int i = 0; s_modes[i]; i++)
+        if (!strcmp(m, s_modes[i])) return 1;
+    return 0;
+}
+
+/* ---------- the option table ---------- */
+
+enum { K_SECTION, K_FLAG, K_STR, K_INT, K_CHOICE, K_FN, K_NONE, K_HELP };
+
+typedef struct s_opt s_opt_t;
+struct s_opt {
+    const char *name;                 /* long name (NULL: a help section line only) */
+    int kind;                         /* K_*: how the value is taken */
+    size_t off;                       /* where it goes in h_opts_t (K_FLAG, K_STR, K_INT, K_CHOICE, some K_FN) */
+    int lo, hi;                       /* K_INT bounds */
+    const char *arg;                  /* K_CHOICE: "a|b|c"; otherwise unused */
+    const char *want;                 /* what a bad value should have been (error message) */
+    int (*fn)(h_opts_t *o, const s_opt_t *d, const char *v); /* K_FN; 0 or ERR_INVAL (err_set) */
+    const char *help;                 /* help text (whole lines); NULL: none or shared with a neighbour */
+    void (*help_fn)(FILE *f);         /* dynamic help text (the engine table's) */
+};
+
+#define F(field) offsetof(h_opts_t, field)
+#define SECTION(text) {.kind = K_SECTION, .help = text}
+#define FLAG(n, field, h) {.name = n, .kind = K_FLAG, .off = F(field), .help = h}
+#define STR(n, field, h) {.name = n, .kind = K_STR, .off = F(field), .help = h}
+#define INT(n, field, l, u, w, h) {.name = n, .kind = K_INT, .off = F(field), .lo = l, .hi = u, .want = w, .help = h}
+#define CHOICE(n, field, c, w, h) {.name = n, .kind = K_CHOICE, .off = F(field), .arg = c, .want = w, .help = h}
+#define FN(n, f, field, w, h) {.name = n, .kind = K_FN, .fn = f, .off = F(field), .want = w, .help = h}
+
+static int s_scaling(h_opts_t *o, const s_opt_t *d, const char *v)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", v);
+    o->nscaling = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (o->nscaling >= H_MAX_SCALING || s_parse_int(t, 1, 1 << 20, &o->scaling[o->nscaling]) < 0)
+            return s_bad("--scaling", v, d->want);
+        o->nscaling++;
+    }
+    return o->nscaling ? 0 : s_bad("--scaling", v, d->want);
+}
+
+static int s_engine(h_opts_t *o, const s_opt_t *d, const char *v)
+{
+    static char engbuf[256];
+    (void)d;
+    snprintf(engbuf, sizeof engbuf, "%s", v);
+    o->nengines = 0;
+    for (char *save = NULL, *t = strtok_r(engbuf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (!h_engine_find(t)) return err_set(ERR_INVAL, "unknown engine '%s' (known: %s)", t, h_engine_names());
+        if (o->nengines >= H_MAX_ENGINES) return s_bad("--engine", v, "at most 8 engines");
+        o->engines[o->nengines++] = t;
+    }
+    return o->nengines ? 0 : s_bad("--engine", v, h_engine_names());
+}
+
+static int s_seg(h_opts_t *o, const s_opt_t *d, const char *v)
+{
+    int kb;
+    if (s_parse_int(v, 1, 1 << 20, &kb)) return s_bad("--seg-kb", v, d->want);
+    o->seg_bytes = (size_t)kb * 1024;
+    return 0;
+}
+
+static int s_sizes(h_opts_t *o, const s_opt_t *d, const char *v)
+{
+    char b[128];
+    snprintf(b, sizeof b, "%s", v);
+    char *colon = strchr(b, ':');
+    if (colon) *colon = '\0';
+    if (s_parse_size(b, &o->size_min) || (colon ? s_parse_size(colon + 1, &o->size_max) : (o->size_max = o->size_min, 0)) ||
+        o->size_min > o->size_max)
+        return s_bad("--sizes", v, d->want);
+    return 0;
+}
+
+/* a double > 1 (--factor) or > 0 (--bucket-mb) */
+static int s_double(h_opts_t *o, const s_opt_t *d, const char *v)
+{
+    char *e;
+    double *p = (double *)((char *)o + d->off), x = strtod(v, &e);
+    *p = x;
+    int over_one = d->off == F(factor);
+    if (*e || (over_one ? x <= 1.0 : x <= 0)) {
+        char flag[64];
+        snprintf(flag, sizeof flag, "--%s", d->name);
+        return s_bad(flag, v, d->want);
+    }
+    return 0;
+}
+
+static int s_dtype(h_opts_t *o, const s_opt_t *d, const char *v)
+{
+    char flag[64];
+    snprintf(flag, sizeof flag, "--%s", d->name);
+    return dt_parse(v, (dtype_t *)((char *)o + d->off)) ? s_bad(flag, v, d->want) : 0;
+}
+
+static int s_op(h_opts_t *o, const s_opt_t *d, const char *v)
+{
+    return op_parse(v, &o->op) ? s_bad("--op", v, d->want) : 0;
+}
+
+static int s_seed(h_opts_t *o, const s_opt_t *d, const char *v)
+{
+    char *e;
+    o->seed = strtoull(v, &e, 10);
+    return *e ? s_bad("--seed", v, d->want) : 0;
+}
+
+static int s_measured(h_opts_t *o, const s_opt_t *d, const char *v)
+{
+    if (o->nmeasured >= H_MAX_FILES) return s_bad("--measured", v, d->want);
+    o->measured[o->nmeasured++] = (char *)v;
+    return 0;
+}
+
+static int s_mode(h_opts_t *o, const s_opt_t *d, const char *v)
+{
+    if (!s_known_mode(v)) return s_bad("--mode", v, d->want);
+    o->mode = v;
+    return 0;
+}
+
+static void s_help_engine(FILE *f)
+{
+    fprintf(f, "  --engine LIST         comma list of: %s (default %s)\n", h_engine_names(), h_engine_at(0)->name);
+}
+
+/* --impl NAME and each engine's own options, from the engine table */
+static void s_help_impl(FILE *f)
+{
+    char impls[256] = "";
+    size_t off = 0;
+    for (int i = 0; i < h_engine_count() && off < sizeof impls; i++)
+        if (h_engine_at(i)->impls)
+            off += (size_t)snprintf(impls + off, sizeof impls - off, "%s%s: %s", off ? "; " : "", h_engine_at(i)->name,
+                                    h_engine_at(i)->impls);
+    fprintf(f, "  %-20s  engine implementation (%s)\n", "--impl NAME", impls);
+    const engine_opt_t *eo;
+    for (int k = 0; (eo = h_engine_opt(k, NULL)); k++) {
+        char flag[64];
+        snprintf(flag, sizeof flag, "--%s%s%s", eo->name, eo->metavar ? " " : "", eo->metavar ? eo->metavar : "");
+        fprintf(f, "  %-20s  %s\n", flag, eo->help);
+    }
+}
+
+static const s_opt_t s_opts[] = {
+    SECTION("\nRanks:\n"),
+    INT("procs", procs, 1, 4096, "a rank count >= 1",
+        "  --procs N             start N local CPU worker ranks (plus --servers for ps)\n"),
+    INT("gpus", gpus, 1, 1024, "a GPU count >= 1", "  --gpus N              one rank per GPU\n"),
+    INT("ranks-per-gpu", ranks_per_gpu, 1, 64, "a count in [1, 64]",
+        "  --ranks-per-gpu K     with --gpus: K ranks share each GPU (world = N x K; e.g. the IPC tree or\n"
+        "                        several PS workers on one GPU; NCCL refuses two ranks on one GPU)\n"),
+    FLAG("tf32", tf32, "  --tf32                train --gpus: cuBLAS may use TF32 tensor cores (f32 otherwise)\n"),
+    FN("scaling", s_scaling, nscaling, "a comma list of world sizes, e.g. 1,2,4",
+       "  --scaling 1,2,4       repeat for each world size (with --procs)\n"),
+    INT("nnodes", nnodes, 1, 100000, "a node count >= 1",
+        "  --nnodes N --node-rank R --master HOST:PORT   multi-node: each node starts its --procs ranks\n"),
+    INT("node-rank", node_rank, 0, 100000, "a node index >= 0", NULL),
+    STR("master", master, NULL),
+    STR("init-method", init_method,
+        "  --init-method M       tcp://HOST:PORT | env:// | file:///path (inside ranks; default env://,\n"
+        "                        which reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, or\n"
+        "                        Slurm's SLURM_PROCID/SLURM_NTASKS or OpenMPI's OMPI_COMM_WORLD_*)\n"),
+    STR("ifname", ifname, "  --ifname IF           network interface for peer traffic (or SYNCBENCH_SOCKET_IFNAME)\n"),
+    CHOICE("transport", transport, "auto|shm|tcp|zmq", "auto, shm, tcp or zmq",
+           "  --transport T         auto (shm within a node, tcp across) | shm | tcp | zmq\n"),
+    CHOICE("bind", bind, "core|block|numa|none|auto", "auto, core, block, numa or none",
+           "  --bind auto|core|numa|none   bind ranks with hwloc (auto: bench binds local rank i to core i mod cores, "
+           "train does not bind)\n"),
+    INT("timeout", timeout_s, 1, 86400, "seconds >= 1",
+        "  --timeout S           every blocking step gives up after S seconds (default 60)\n"),
+    SECTION("\nEngines:\n"),
+    {.name = "engine", .kind = K_FN, .fn = s_engine, .help_fn = s_help_engine},
+    {.name = "impl", .kind = K_STR, .off = F(impl), .help_fn = s_help_impl},
+    STR("tree-impl", impl, NULL),
+    STR("ring-impl", impl, NULL),
+    FN("seg-kb", s_seg, seg_bytes, "KiB >= 1", "  --seg-kb KB           pipelining segment of ring/tree (default 256)\n"),
+    SECTION("\nBench:\n"),
+    FN("sizes", s_sizes, size_min, "MIN:MAX in bytes with K/M/G suffixes, MIN <= MAX (e.g. 4K:64M)",
+       "  --sizes MIN:MAX       bytes, K/M/G suffixes are powers of 1024 (default 4K:64M); one size works\n"),
+    FN("factor", s_double, factor, "a number > 1", "  --factor F            size multiplier (default 2)\n"),
+    INT("iters", iters, 1, 1000000, "an integer >= 1",
+        "  --iters N --warmup N  timed and warm-up iterations (default 20, 5)\n"),
+    INT("warmup", warmup, 0, 1000000, "an integer >= 0", NULL),
+    FN("dtype", s_dtype, dtype, "f32, f16 or bf16", "  --dtype f32|f16|bf16  element type (default f32)\n"),
+    FN("op", s_op, op, "sum or avg", "  --op sum|avg          reduction (default sum)\n"),
+    INT("check", check, 0, 1, "0 or 1", NULL),
+    SECTION("\nTrain:\n"),
+    STR("model", model,
+        "  --model mlp:784-1024-1024-10   --data synthetic|PATH   --batch B (global)   --steps N\n"
+        "  --warmup-steps N  --optim sgd:lr=0.05,momentum=0.9 | adam:lr=1e-3   --grad-dtype f32|f16|bf16\n"
+        "  --bucket-mb MB  --no-overlap  --check-every N  --save PATH  --resume PATH  --drop-last  --seed N\n"
+        "  --straggler RANK:MS\n"),
+    STR("data", data, NULL),
+    INT("batch", batch, 1, 1 << 24, "a batch size >= 1", NULL),
+    INT("steps", steps, 1, 1 << 30, "an integer >= 1", NULL),
+    INT("warmup-steps", warmup_steps, 0, 1 << 30, "an integer >= 0", NULL),
+    STR("optim", optim, NULL),
+    FN("grad-dtype", s_dtype, grad_dtype, "f32, f16 or bf16", NULL),
+    FN("bucket-mb", s_double, bucket_mb, "MiB > 0", NULL),
+    FLAG("no-overlap", no_overlap, NULL),
+    INT("check-every", check_every, 0, 1 << 30, "steps >= 0", NULL),
+    STR("save", save, NULL),
+    STR("resume", resume, NULL),
+    FLAG("drop-last", drop_last, NULL),
+    FN("seed", s_seed, seed, "an integer", NULL),
+    STR("straggler", straggler, NULL),
+    SECTION("\nOutput:\n"),
+    STR("net", net,
+        "  --net bw=RATE[,per=rank|node][,nodes=K]   emulated network (root): one namespace per rank (or per\n"
+        "                        node group), veth + bridge, tc tbf at RATE both ways (e.g. bw=1gbit); TCP\n"),
+    STR("json", json, "  --json FILE           append one JSON object per line per result ('-' = stdout)\n"),
+    STR("timeline", timeline,
+        "  --timeline FILE       train/bench: Chrome trace JSON of every rank (compute, buckets, collectives,\n"
+        "                        segments, waits) for chrome://tracing or ui.perfetto.dev\n"),
+    STR("plots", plots_dir, "  --plots DIR           report: where figures go (default: plots/ next to the first file)\n"),
+    CHOICE("format", format, "text|json|md|csv", "text, json, md or csv",
+           "  --format F            report: text (default), json, md or csv tables on stdout\n"),
+    FN("measured", s_measured, nmeasured, "at most 64 files",
+       "  --measured FILE       model: a results file to compare against (as a positional FILE)\n"),
+    FLAG("quiet", quiet, "  --quiet               no progress lines\n"),
+    {.name = "help", .kind = K_HELP},
+    /* set by the driver on a rank's command line (not in --help) */
+    {.name = "as-rank", .kind = K_NONE},
+    FN("mode", s_mode, mode, "a mode", NULL),
+    STR("timeline-tag", timeline_tag, NULL),
+};
+#define S_NOPTS (sizeof s_opts / sizeof s_opts[0])
+#define S_ENGOPT 1024 /* getopt value S_ENGOPT + k: engine option k (h_engine_opt); table entry i is 256 + i */
+
+void h_opts_usage(FILE *f)
+{
+    fprintf(f,
+"usage: harness [MODE] [options]\n"
+"\n"
+"Modes:\n"
+"  train (default)   train the same model with each engine; throughput, step times, memory balance\n"
+"  bench             the collective alone, nccl-tests style (size, count, algbw, busbw, #wrong)\n"
+"  run               the default CPU comparison: bench + train, every engine, 4 ranks\n"
+"  gemm              the bare BLAS GEMMs of one training step (the trainer's compute ceiling)\n"
+"  selftest          launcher self-test (SYNCBENCH_SELFTEST_FAIL/HANG/SLEEP_MS)\n"
+"  report FILE...    engines side by side from results files, plus PNG/SVG plots (--plots DIR)\n"
+"  model [FILE...]   fit alpha/beta/gamma on this setup (2 ranks), predict each engine beside the\n"
+"                    measured results in FILE... (or --measured FILE), extrapolate to P = 1024\n");
+    for (size_t i = 0; i < S_NOPTS; i++) {
+        if (s_opts[i].help_fn) s_opts[i].help_fn(f);
+        else if (s_opts[i].help) fputs(s_opts[i].help, f);
+    }
+}
+
+/* the table's options plus every engine's own options (S_ENGOPT + k), NULL-terminated */
+static const struct option *s_longopts(void)
+{
+    static struct option all[S_NOPTS + 64];
+    size_t n = 0;
+    for (size_t i = 0; i < S_NOPTS; i++)
+        if (s_opts[i].name) {
+            int has_arg = s_opts[i].kind != K_FLAG && s_opts[i].kind != K_NONE && s_opts[i].kind != K_HELP;
+            all[n++] = (struct option){s_opts[i].name, has_arg, 0, 256 + (int)i};
+        }
+    const engine_opt_t *eo;
+    for (int k = 0; (eo = h_engine_opt(k, NULL)) && n + 1 < sizeof all / sizeof all[0]; k++)
+        all[n++] = (struct option){eo->name, eo->has_value ? 1 : 0, 0, S_ENGOPT + k};
+    all[n] = (struct option){0, 0, 0, 0};
+    return all;
+}
+
+/* whether v is one of the '|'-separated words of choices */
+static int s_is_choice(const char *choices, const char *v)
+{
+    size_t n = strlen(v);
+    for (const char *p = choices; p; p = strchr(p, '|') ? strchr(p, '|') + 1 : NULL)
+        if (!strncmp(p, v, n) && (p[n] == '|' || p[n] == '\0')) return 1;
+    return 0;
+}
+
+/* Apply table entry d to its value v (NULL for flags). */
+static int s_apply(h_opts_t *o, const s_opt_t *d, const char *v)
+{
+    char *at = (char *)o + d->off;
+    char flag[64];
+    snprintf(flag, sizeof flag, "--%s", d->name);
+    switch (d->kind) {
+    case K_FLAG: *(int *)at = 1; return 0;
+    case K_STR: *(const char **)at = v; return 0;
+    case K_INT: return s_parse_int(v, d->lo, d->hi, (int *)at) ? s_bad(flag, v, d->want) : 0;
+    case K_CHOICE:
+        if (!s_is_choice(d->arg, v)) return s_bad(flag, v, d->want);
+        *(const char **)at = v;
+        return 0;
+    case K_FN: return d->fn(o, d, v);
+    case K_HELP: o->help = 1; return 0;
+    default: return 0;
+    }
+}
+
+static void s_defaults(h_opts_t *o, int argc, char **argv)
+{
+    memset(o, 0, sizeof *o);
+    o->mode = "train";
+    o->engines[0] = h_engine_at(0)->name;
+    o->nengines = 1;
+    o->timeout_s = 60;
+    o->size_min = 4096;
+    o->size_max = 64u << 20;
+    o->factor = 2;
+    o->iters = 20;
+    o->warmup = 5;
+    o->dtype = DT_F32;
+    o->op = OP_SUM;
+    o->check = 1;
+    o->model = "mlp:784-1024-1024-10";
+    o->data = "synthetic";
+    o->batch = 256;
+    o->steps = 50;
+    o->warmup_steps = 5;
+    o->optim = "sgd";
+    o->grad_dtype = DT_F32;
+    o->bucket_mb = 25;
+    o->check_every = 100;
+    o->seed = 42;
+    o->bind = "auto";
+    o->transport = "auto";
+    o->argc = argc;
+    o->argv = argv;
+}
+
+/* After the options: positional arguments and the checks across options. */
+static int s_finish(h_opts_t *o, int argc, char **argv, int next)
+{
+    if (next < argc) {
+        o->pos = argv + next;
+        o->npos = argc - next;
+        if (strcmp(o->mode, "report") && strcmp(o->mode, "model"))
+            return err_set(ERR_INVAL, "unexpected argument '%s'; see harness --help", argv[next]);
+        /* results files; --measured files come after them */
+        for (int i = 0; i < o->npos && o->nmeasured < H_MAX_FILES; i++) o->measured[o->nmeasured++] = o->pos[i];
+    }
+    if (o->ranks_per_gpu && !o->gpus) return err_set(ERR_INVAL, "--ranks-per-gpu needs --gpus N");
+    if (o->gpus && o->procs)
+        return err_set(ERR_INVAL, "--gpus and --procs are exclusive (one rank per GPU, or N CPU ranks)");
+    if ((o->nnodes > 1 || o->node_rank) && !o->master)
+        return err_set(ERR_INVAL, "--nnodes needs --master HOST:PORT (the address of node 0)");
+    if (o->nnodes && o->node_rank >= o->nnodes)
+        return err_set(ERR_INVAL, "--node-rank %d must be < --nnodes %d", o->node_rank, o->nnodes);
+    return h_engine_opts_check(o) < 0 ? ERR_INVAL : 0; /* the engine's detail stays */
+}
+
+int h_opts_parse(h_opts_t *o, int argc, char **argv)
+{
+    s_defaults(o, argc, argv);
+    if (h_engine_opts_init(o) < 0) return err_set(ERR_NOMEM, "out of memory");
+    int first = 1;
+    if (argc > 1 && argv[1][0] != '-') {
+        o->mode = argv[1];
+        first = 2;
+    }
+    /* a rank's command line: the user's, then --as-rank and what the driver chose for this launch;
+     * result metadata records the user's part */
+    for (int i = first; i < argc; i++)
+        if (!strcmp(argv[i], "--as-rank")) {
+            o->argc = i;
+            break;
+        }
+    if (!s_known_mode(o->mode))
+        return err_set(ERR_INVAL, "unknown mode '%s' (train, bench, run, selftest, report, model, gemm); see harness --help",
+                       o->mode);
+    optind = first;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":", s_longopts(), NULL)) != -1) {
+        const char *v = optarg;
+        if (c >= 256 && c < 256 + (int)S_NOPTS) {
+            int rc = s_apply(o, &s_opts[c - 256], v);
+            if (rc < 0 || o->help) return rc;
+        } else if (c >= S_ENGOPT && h_engine_opt(c - S_ENGOPT, NULL)) {
+            const engine_opt_t *eo = h_engine_opt(c - S_ENGOPT, NULL);
+            char flag[64];
+            snprintf(flag, sizeof flag, "--%s", eo->name);
+            if (h_engine_opt_set(o, c - S_ENGOPT, v) < 0) return s_bad(flag, v ? v : "", eo->want ? eo->want : "a valid value");
+        } else if (c == ':') {
+            return err_set(ERR_INVAL, "%s needs a value", argv[optind - 1]);
+        } else {
+            return err_set(ERR_INVAL, "unknown option '%s'; see harness --help", argv[optind - 1]);
+        }
+    }
+    return s_finish(o, argc, argv, optind);
+}

@@ -1,0 +1,79 @@
+/* ps_ranks.c: helpers shared by the parameter-server tests (test_ps.c, test_ps_failure.c): joining
+ * the job, the engine configuration of a test topology, a dedicated server rank, one plain step. */
+#include "tests/lib/ps_ranks.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "core/boot.h"
+#include "core/err.h"
+
+char ps_test_last_detail[512];
+
+void ps_test_report(const char *what, int rc)
+{
+    char b[768];
+    fprintf(stderr, "[rank %s] %s: %s\n", getenv("RANK"), what, err_trace(rc, b, sizeof b));
+}
+
+int ps_test_open(comm_t **comm, int timeout_ms)
+{
+    boot_cfg_t cfg;
+    int rc = boot_cfg_init(&cfg, "env://", -1, -1, timeout_ms);
+    if (rc == 0) rc = comm_new(comm, &cfg, NULL);
+    if (rc < 0) ps_test_report("comm", rc);
+    return rc;
+}
+
+/* the engine config of t; its PS options live in *po (which must outlive the config) */
+engine_cfg_t ps_test_cfg(const ps_topo_t *t, int world, ps_opts_t *po)
+{
+    *po = (ps_opts_t){.servers = t->colocate ? 0 : world - t->nworkers, .colocate = t->colocate, .mode = t->mode,
+                      .ssp_k = t->ssp_k, .partition_bytes = t->part_bytes};
+    engine_cfg_t c = {.device = -1, .timeout_ms = t->timeout_ms ? t->timeout_ms : PS_TEST_TO, .nworkers = t->nworkers,
+                      .opts = po};
+    return c;
+}
+
+/* Dedicated server rank: create, serve, destroy. */
+int ps_test_serve(comm_t *comm, const ps_topo_t *t, uint64_t expect_rejected)
+{
+    ps_opts_t po;
+    engine_cfg_t cfg = ps_test_cfg(t, comm->world, &po);
+    engine_t *e = NULL;
+    int rc = ps_engine.create(&e, comm, &cfg);
+    if (rc < 0) { ps_test_report("create(server)", rc); return 1; }
+    rc = ps_engine.serve(e);
+    if (rc < 0) ps_test_report("serve", rc);
+    engine_stats_t st;
+    ps_engine.stats(e, &st);
+    ps_engine.destroy(&e);
+    ps_engine.destroy(&e);
+    if (rc < 0) return 1;
+    if (engine_counter(&st, "ps_rejected") != expect_rejected) {
+        fprintf(stderr, "server: %llu messages rejected, expected %llu\n", (unsigned long long)engine_counter(&st, "ps_rejected"),
+                (unsigned long long)expect_rejected);
+        return 1;
+    }
+    return 0;
+}
+
+void ps_test_init_params(float *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) p[i] = (float)((int)(i % 13) - 6) * 0.3f;
+}
+
+int ps_test_plain_step(engine_t *e, float *g, size_t n, uint64_t t, int rank)
+{
+    step_ctx_t ctx = {.step = t + 1, .inv_scale = 1, .lr = 0.01f};
+    for (size_t i = 0; i < n; i++) g[i] = 0.01f * (float)(rank + 1);
+    bucket_t b = {.grad = g, .offset = 0, .count = n};
+    int rc = ps_engine.step_begin(e, &ctx);
+    if (rc == 0) rc = ps_engine.submit(e, &b);
+    step_out_t out;
+    if (rc == 0) rc = ps_engine.wait(e, &out, PS_TEST_TO);
+    if (rc < 0) {
+        snprintf(ps_test_last_detail, sizeof ps_test_last_detail, "%s", err_detail());
+        ps_test_report("step", rc);
+    }
+    return rc;
+}

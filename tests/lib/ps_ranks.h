@@ -1,0 +1,32 @@
+/* ps_ranks.h: helpers shared by the parameter-server tests (test_ps.c, test_ps_failure.c). */
+#ifndef SB_TEST_PS_RANKS_H
+#define SB_TEST_PS_RANKS_H
+#include <stddef.h>
+#include <stdint.h>
+#include "core/comm.h"
+#include "core/engine.h"
+#include "ps/ps.h"
+
+#define PS_TEST_TO 15000 /* ms: every blocking call of the PS tests */
+
+typedef struct {
+    int nworkers, colocate, mode, ssp_k, timeout_ms;
+    size_t part_bytes;
+} ps_topo_t;
+
+/* "[rank R] what: <err_trace>" on stderr (clears the error trace) */
+void ps_test_report(const char *what, int rc);
+/* Join the job from the rank environment (env://): 0 or the error, reported. */
+int ps_test_open(comm_t **comm, int timeout_ms);
+/* the engine config of t; its PS options live in *po (which must outlive the config) */
+engine_cfg_t ps_test_cfg(const ps_topo_t *t, int world, ps_opts_t *po);
+/* Dedicated server rank: create, serve, destroy; 0 when it served and rejected expect_rejected messages. */
+int ps_test_serve(comm_t *comm, const ps_topo_t *t, uint64_t expect_rejected);
+/* The parameters every test model starts from. */
+void ps_test_init_params(float *p, size_t n);
+/* One step of n gradients 0.01 * (rank + 1) at step t: 0 or the error (its detail kept in
+ * ps_test_last_detail, then reported). */
+int ps_test_plain_step(engine_t *e, float *g, size_t n, uint64_t t, int rank);
+extern char ps_test_last_detail[512];
+
+#endif

@@ -1,0 +1,314 @@
+/* test_ps_failure.c: the parameter-server engine when things go wrong, on forked ranks: malformed and
+ * foreign messages sent raw to a server's ROUTER (rejected, counted, answered, server survives); a
+ * dead worker in sync mode named in the error (dedicated and colocated servers); in async mode the
+ * servers drop a dead worker and carry on with the others. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+#include "core/comm.h"
+#include "core/dtype.h"
+#include "core/err.h"
+#include "core/optim.h"
+#include "ps/wire.h"
+#include "ps/ps.h"
+#include "ps/ps_proto.h"
+#include "tests/lib/ranks.h"
+#include "tests/lib/ps_ranks.h"
+
+#define TO PS_TEST_TO
+
+/* ---------- malformed and foreign messages ---------- */
+
+#define NFUZZ 100
+#define NBAD (12 + NFUZZ)
+
+static int s_raw_send(void *sock, const wire_hdr_t *h, const void *const *fr, const size_t *len, int nfr)
+{
+    unsigned char buf[WIRE_HDR_MAX];
+    int hl = wire_encode(h, buf, sizeof buf);
+    if (hl < 0) return hl;
+    if (zmq_send(sock, buf, (size_t)hl, nfr ? ZMQ_SNDMORE : 0) < 0) return ERR_IO;
+    for (int i = 0; i < nfr; i++)
+        if (zmq_send(sock, fr[i], len[i], i + 1 < nfr ? ZMQ_SNDMORE : 0) < 0) return ERR_IO;
+    return 0;
+}
+
+/* Receive one reply; returns its type (or -1), copies payload frame 1 into out (up to cap bytes). */
+static int s_raw_recv(void *sock, wire_hdr_t *h, void *out, size_t cap)
+{
+    zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(&it, 1, 5000) <= 0) return -1;
+    zmq_msg_t m;
+    int type = -1, part = 0, more = 1;
+    while (more) {
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, sock, 0) < 0) return -1;
+        if (part == 0 && wire_decode(zmq_msg_data(&m), zmq_msg_size(&m), h) == 0) type = (int)h->type;
+        if (part == 1 && out) memcpy(out, zmq_msg_data(&m), zmq_msg_size(&m) < cap ? zmq_msg_size(&m) : cap);
+        more = zmq_msg_more(&m);
+        zmq_msg_close(&m);
+        part++;
+    }
+    return type;
+}
+
+static int s_raw_rank(int rank, int world, void *arg)
+{
+    (void)arg;
+    ps_topo_t t = {.nworkers = 1, .mode = PS_SYNC};
+    comm_t *comm = NULL;
+    if (ps_test_open(&comm, PS_TEST_TO) < 0) return 1;
+    if (rank == 1) {
+        int f = ps_test_serve(comm, &t, NBAD);
+        comm_destroy(&comm);
+        return f;
+    }
+    (void)world;
+    /* rank 0 plays the worker by hand */
+    void *val = NULL;
+    size_t len = 0;
+    if (store_get(comm->store, "ps/1/srv/0", &val, &len, PS_TEST_TO) < 0) return 1;
+    void *ctx = zmq_ctx_new();
+    void *good = zmq_socket(ctx, ZMQ_DEALER), *foreign = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(good, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(foreign, ZMQ_LINGER, &zero, sizeof zero);
+    uint64_t job = ps_job_id(comm->job, 1);
+    unsigned char id[PS_ID_LEN];
+    ps_routing_id(job, 0, id);
+    zmq_setsockopt(good, ZMQ_ROUTING_ID, id, PS_ID_LEN);
+    zmq_connect(good, (char *)val);
+    zmq_connect(foreign, (char *)val);
+    free(val);
+    int fail = 0, nerr = 0;
+    wire_hdr_t r;
+    const size_t N = 10;
+    float vals[10], got[10], grad[10];
+    for (size_t i = 0; i < N; i++) { vals[i] = (float)i; grad[i] = 1.0f; }
+    ps_meta_t meta = {.total = N, .step = 1, .lr = 0.5f, .inv_scale = 1.0f};
+    optim_cfg_t oc;
+    optim_cfg_default(&oc, OPT_SGD);
+    oc.momentum = 0;
+    const void *fr[3];
+    size_t fl[3];
+#define EXPECT_ERR(sock)                                                                    \
+    do {                                                                                    \
+        int ty = s_raw_recv(sock, &r, NULL, 0);                                             \
+        if (ty != WIRE_ERROR) { fprintf(stderr, "line %d: no ERROR reply (%d)\n", __LINE__, ty); fail = 1; } \
+        else nerr++;                                                                        \
+    } while (0)
+    /* 1: garbage instead of a header */
+    zmq_send(foreign, "garbage!", 8, 0);
+    EXPECT_ERR(foreign);
+    /* random multi-frame junk, deterministic: every message rejected and answered, none crashes */
+    unsigned seed = 12345;
+    for (int i = 0; i < NFUZZ && !fail; i++) {
+        int nf = 1 + (int)(rand_r(&seed) % 4);
+        for (int f = 0; f < nf; f++) {
+            unsigned char junk[300];
+            size_t jl = rand_r(&seed) % sizeof junk;
+            for (size_t j = 0; j < jl; j++) junk[j] = (unsigned char)rand_r(&seed);
+            if (jl && (i & 1)) junk[0] = 0x8a;   /* looks like a msgpack map of 10 */
+            zmq_send(i % 3 ? foreign : good, junk, jl, f + 1 < nf ? ZMQ_SNDMORE : 0);
+        }
+        EXPECT_ERR(i % 3 ? foreign : good);
+    }
+    /* 2: a well-formed header from an unknown sender (no worker routing id) */
+    wire_hdr_t h = {.type = WIRE_PUSH, .sender = 0, .job = job, .key = 0, .clock = 0, .count = N, .dtype = DT_F32,
+                    .aux = PS_F_AR, .nframes = 2};
+    fr[0] = &meta; fl[0] = sizeof meta; fr[1] = grad; fl[1] = sizeof grad;
+    s_raw_send(foreign, &h, fr, fl, 2);
+    EXPECT_ERR(foreign);
+    /* 3: foreign job id */
+    h.job = job + 99;
+    s_raw_send(good, &h, fr, fl, 2);
+    EXPECT_ERR(good);
+    h.job = job;
+    /* 4: wrong key */
+    h.key = 5;
+    s_raw_send(good, &h, fr, fl, 2);
+    EXPECT_ERR(good);
+    h.key = 0;
+    /* 5: wrong size (header says 10 elements, 9 sent) */
+    fl[1] = 9 * sizeof(float);
+    s_raw_send(good, &h, fr, fl, 2);
+    EXPECT_ERR(good);
+    fl[1] = sizeof grad;
+    /* 6: clock from the future */
+    h.clock = 7;
+    s_raw_send(good, &h, fr, fl, 2);
+    EXPECT_ERR(good);
+    h.clock = 0;
+    /* 7: header announces 2 frames, 1 follows */
+    s_raw_send(good, &h, fr, fl, 1);
+    EXPECT_ERR(good);
+    /* 8: a sender rank that does not exist */
+    h.sender = 5;
+    s_raw_send(good, &h, fr, fl, 2);
+    EXPECT_ERR(good);
+    h.sender = 0;
+    /* a correct allreduce round still works: push + commit */
+    s_raw_send(good, &h, fr, fl, 2);
+    wire_hdr_t pl = {.type = WIRE_PULL, .sender = 0, .job = job, .key = 0, .clock = 1, .dtype = DT_F32,
+                     .aux = PS_F_AR | PS_F_COMMIT, .nframes = 1};
+    s_raw_send(good, &pl, fr, fl, 1);
+    memset(got, 0, sizeof got);
+    if (s_raw_recv(good, &r, got, sizeof got) != WIRE_PARAMS || r.clock != 1 || got[3] != 1.0f) {
+        fprintf(stderr, "valid allreduce after bad input failed\n");
+        fail = 1;
+    }
+    /* parameters: INIT, pull version 0 */
+    wire_hdr_t in = {.type = WIRE_INIT, .sender = 0, .job = job, .key = 0, .clock = 0, .offset = 0, .count = N,
+                     .dtype = DT_F32, .aux = DT_F32, .nframes = 3};
+    fr[0] = &meta; fl[0] = sizeof meta; fr[1] = &oc; fl[1] = sizeof oc; fr[2] = vals; fl[2] = sizeof vals;
+    s_raw_send(good, &in, fr, fl, 3);
+    /* 9: INIT twice */
+    s_raw_send(good, &in, fr, fl, 3);
+    EXPECT_ERR(good);
+    pl.aux = 0;
+    pl.clock = 0;
+    s_raw_send(good, &pl, fr, fl, 1);
+    if (s_raw_recv(good, &r, got, sizeof got) != WIRE_PARAMS || memcmp(got, vals, sizeof vals)) {
+        fprintf(stderr, "pull of version 0 failed\n");
+        fail = 1;
+    }
+    /* 10: push with the wrong dtype (f16 into f32 gradients) */
+    uint16_t half[10] = {0};
+    wire_hdr_t pu = {.type = WIRE_PUSH, .sender = 0, .job = job, .key = 0, .clock = 0, .count = N, .dtype = DT_F16,
+                     .nframes = 2};
+    fr[1] = half; fl[1] = sizeof half;
+    s_raw_send(good, &pu, fr, fl, 2);
+    EXPECT_ERR(good);
+    /* 11: commit for a future clock */
+    pl.aux = PS_F_COMMIT;
+    pl.clock = 5;
+    s_raw_send(good, &pl, fr, fl, 1);
+    EXPECT_ERR(good);
+    /* 12: a push past the partition's end */
+    pu.dtype = DT_F32;
+    pu.offset = 5;
+    fr[1] = grad; fl[1] = sizeof grad;
+    s_raw_send(good, &pu, fr, fl, 2);
+    EXPECT_ERR(good);
+    /* a correct step: p - lr * g with lr 0.5, g = 1 */
+    pu.offset = 0;
+    s_raw_send(good, &pu, fr, fl, 2);
+    pl.clock = 1;
+    s_raw_send(good, &pl, fr, fl, 1);
+    if (s_raw_recv(good, &r, got, sizeof got) != WIRE_PARAMS || r.clock != 1) {
+        fprintf(stderr, "valid step after bad input failed\n");
+        fail = 1;
+    } else {
+        for (size_t i = 0; i < N; i++)
+            if (got[i] != vals[i] - 0.5f) { fprintf(stderr, "param %zu = %g\n", i, got[i]); fail = 1; break; }
+    }
+    if (nerr != NBAD) { fprintf(stderr, "%d ERROR replies, expected %d\n", nerr, NBAD); fail = 1; }
+    wire_hdr_t bye = {.type = WIRE_BYE, .sender = 0, .job = job, .dtype = DT_F32};
+    s_raw_send(good, &bye, NULL, NULL, 0);
+    usleep(100000);
+    zmq_close(good);
+    zmq_close(foreign);
+    zmq_ctx_term(ctx);
+    comm_destroy(&comm);
+    return fail;
+}
+
+Test(ps_server, rejects_malformed_and_foreign, .timeout = 40)
+{
+    cr_assert_eq(run_ranks(2, s_raw_rank, NULL, 30000), 0);
+}
+
+/* ---------- a dead worker ---------- */
+
+static int s_dead_rank(int rank, int world, void *arg)
+{
+    ps_topo_t *t = arg;
+    comm_t *comm = NULL;
+    if (ps_test_open(&comm, t->timeout_ms) < 0) return 1;
+    if (rank >= t->nworkers) {
+        ps_opts_t po;
+        engine_cfg_t cfg = ps_test_cfg(t, world, &po);
+        engine_t *e = NULL;
+        int rc = ps_engine.create(&e, comm, &cfg);
+        if (rc == 0) rc = ps_engine.serve(e);
+        int ok = rc == ERR_PEER && strstr(err_detail(), "worker rank 2");
+        if (!ok) fprintf(stderr, "server: rc %d (%s), expected a failure naming rank 2\n", rc, err_detail());
+        ps_engine.destroy(&e);
+        comm_destroy(&comm);
+        return ok ? 0 : 1;
+    }
+    size_t n = 500;
+    float p[500], g[500];
+    ps_test_init_params(p, n);
+    param_set_t ps = {.params = p, .count = n, .grad_dtype = DT_F32};
+    optim_cfg_default(&ps.optim, OPT_SGD);
+    ps_opts_t po;
+    engine_cfg_t cfg = ps_test_cfg(t, world, &po);
+    engine_t *e = NULL;
+    int rc = ps_engine.create(&e, comm, &cfg);
+    if (rc == 0) rc = ps_engine.attach(e, &ps);
+    for (uint64_t s = 0; s < 2 && rc == 0; s++) rc = ps_test_plain_step(e, g, n, s, rank);
+    if (rc < 0) return 1;
+    if (rank == 2) _exit(0);   /* dies: no BYE, no destroy */
+    rc = ps_test_plain_step(e, g, n, 2, rank);
+    /* a colocated rank 2 is a worker and a server: whichever role is noticed first is named */
+    int ok = rc < 0 && (strstr(ps_test_last_detail, "worker rank 2") || strstr(ps_test_last_detail, "(rank 2)"));
+    if (!ok) fprintf(stderr, "worker %d: rc %d (%s), expected a failure naming rank 2\n", rank, rc, ps_test_last_detail);
+    ps_engine.destroy(&e);
+    comm_destroy(&comm);
+    return ok ? 0 : 1;
+}
+
+/* async: the servers drop a dead worker and carry on with the others */
+static int s_dead_async_rank(int rank, int world, void *arg)
+{
+    ps_topo_t *t = arg;
+    comm_t *comm = NULL;
+    if (ps_test_open(&comm, t->timeout_ms) < 0) return 1;
+    if (rank >= t->nworkers) {
+        int f = ps_test_serve(comm, t, 0);
+        comm_destroy(&comm);
+        return f;
+    }
+    size_t n = 500;
+    float p[500], g[500];
+    ps_test_init_params(p, n);
+    param_set_t ps = {.params = p, .count = n, .grad_dtype = DT_F32};
+    optim_cfg_default(&ps.optim, OPT_SGD);
+    ps_opts_t po;
+    engine_cfg_t cfg = ps_test_cfg(t, world, &po);
+    engine_t *e = NULL;
+    int rc = ps_engine.create(&e, comm, &cfg);
+    if (rc == 0) rc = ps_engine.attach(e, &ps);
+    for (uint64_t s = 0; s < 2 && rc == 0; s++) rc = ps_test_plain_step(e, g, n, s, rank);
+    if (rc < 0) return 1;
+    if (rank == 2) _exit(0);
+    for (uint64_t s = 2; s < 8 && rc == 0; s++) {
+        usleep(100000);
+        rc = ps_test_plain_step(e, g, n, s, rank);
+    }
+    ps_engine.destroy(&e);
+    comm_destroy(&comm);
+    return rc < 0;
+}
+
+Test(ps_failure, dead_worker_async_carries_on, .timeout = 40)
+{
+    ps_topo_t t = {.nworkers = 3, .mode = PS_ASYNC, .timeout_ms = 2000, .part_bytes = 512};
+    cr_assert_eq(run_ranks(5, s_dead_async_rank, &t, 30000), 0);
+}
+
+Test(ps_failure, dead_worker_sync_dedicated, .timeout = 40)
+{
+    ps_topo_t t = {.nworkers = 3, .mode = PS_SYNC, .timeout_ms = 3000, .part_bytes = 512};
+    cr_assert_eq(run_ranks(4, s_dead_rank, &t, 30000), 0);
+}
+
+Test(ps_failure, dead_worker_sync_colocated, .timeout = 40)
+{
+    ps_topo_t t = {.nworkers = 3, .colocate = 1, .mode = PS_SYNC, .timeout_ms = 3000, .part_bytes = 512};
+    cr_assert_eq(run_ranks(3, s_dead_rank, &t, 30000), 0);
+}
