@@ -11,7 +11,11 @@
 
 /* the first one is the default engine */
 static const engine_ops_t *const s_engines[] = {&ring_engine, &tree_engine, &ps_engine};
+/* each engine's communication pattern, for the harness's cost models and result labels */
+static const h_pattern_t s_patterns[] = {H_PATTERN_RING, H_PATTERN_TREE, H_PATTERN_PS};
 #define S_NENGINES ((int)(sizeof s_engines / sizeof s_engines[0]))
+_Static_assert(sizeof s_patterns / sizeof s_patterns[0] == sizeof s_engines / sizeof s_engines[0],
+               "one pattern per engine");
 _Static_assert(S_NENGINES <= H_MAX_ENGINES, "H_MAX_ENGINES too small for the engine table");
 
 int h_engine_count(void) { return S_NENGINES; }
@@ -26,6 +30,12 @@ static int s_index(const char *name)
 }
 
 const engine_ops_t *h_engine_find(const char *name) { return h_engine_at(s_index(name)); }
+
+h_pattern_t h_engine_pattern(const char *name)
+{
+    int i = s_index(name);
+    return i < 0 ? H_PATTERN_NONE : s_patterns[i];
+}
 
 const char *h_engine_names(void)
 {

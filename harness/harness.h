@@ -91,6 +91,9 @@ int  h_drive(h_opts_t *o, const char *mode_override);
 int h_engine_count(void);
 const engine_ops_t *h_engine_at(int i);
 const engine_ops_t *h_engine_find(const char *name);
+/* The communication pattern of an engine (cost models, labels): H_PATTERN_NONE for unknown names. */
+typedef enum { H_PATTERN_NONE = -1, H_PATTERN_RING = 0, H_PATTERN_TREE, H_PATTERN_PS } h_pattern_t;
+h_pattern_t h_engine_pattern(const char *name);
 const char *h_engine_names(void);     /* "ring, tree, ps": the table's names for help and errors */
 /* The engines' own options: blobs with defaults for every engine (0 or ERR_NOMEM), freed by _free;
  * option k over all engines' tables in order (NULL past the end; *engine = its table index); set

@@ -125,7 +125,7 @@ static void s_eng_of(const h_jobj_t *o, s_eng_t *e)
     e->servers = (int)h_jnum(o, "servers", 0);
     const h_jfield_t *c = h_jget(o, "colocate");
     e->has_coloc = c && (c->type == HJ_NUM || c->type == HJ_BOOL);
-    e->colocate = e->has_coloc ? c->num != 0 : (!strcmp(e->engine, "ps") && e->servers == 0);
+    e->colocate = e->has_coloc ? c->num != 0 : (h_engine_pattern(e->engine) == H_PATTERN_PS && e->servers == 0);
 }
 
 static int s_eng_same(const s_eng_t *a, const s_eng_t *b)
@@ -146,10 +146,12 @@ static double s_predict(const h_cm_t *m, const s_eng_t *e, int P, double n)
     size_t el = strlen(e->engine);
     int host = !strcmp(e->impl, "default") || !strcmp(e->impl, "host") || (!strncmp(e->impl, e->engine, el) && e->impl[el] == '-');
     if (!host) return -1;
-    if (!strcmp(e->engine, "ring")) return h_cm_ring(m, P, n);
-    if (!strcmp(e->engine, "tree")) return h_cm_tree(m, P, n, 0);
-    if (!strcmp(e->engine, "ps")) return h_cm_ps(m, P, e->colocate ? P : (e->servers ? e->servers : 1), e->colocate, n, 0);
-    return -1;
+    switch (h_engine_pattern(e->engine)) {
+    case H_PATTERN_RING: return h_cm_ring(m, P, n);
+    case H_PATTERN_TREE: return h_cm_tree(m, P, n, 0);
+    case H_PATTERN_PS: return h_cm_ps(m, P, e->colocate ? P : (e->servers ? e->servers : 1), e->colocate, n, 0);
+    default: return -1;
+    }
 }
 
 
@@ -305,20 +307,26 @@ static void s_print_measured(s_ctx_t *x, const h_cm_t *m, const h_jobj_t *objs, 
                nerr, nerr248 ? sum_err248 / nerr248 : 0.0, within248, nerr248);
 }
 
-/* Without measured bench lines: ring, tree, ps with one server and colocated ps at 64 MiB. */
+/* Without measured bench lines: every modelled engine of the registry at 64 MiB (a parameter server
+ * twice: one dedicated server, and colocated). */
 static void s_default_engines(s_ctx_t *x)
 {
-    static const char *names[] = {"ring", "tree", "ps", "ps"};
-    for (int j = 0; j < 4; j++) {
-        memset(&x->engs[j], 0, sizeof x->engs[j]);
-        snprintf(x->engs[j].engine, sizeof x->engs[j].engine, "%s", names[j]);
-        snprintf(x->engs[j].impl, sizeof x->engs[j].impl, "default");
-        x->engs[j].has_coloc = 1;
-        x->engs[j].colocate = j == 3;
-        x->engs[j].servers = j == 2 ? 1 : 0;
-        x->big[j] = 64.0 * 1024 * 1024;
+    int j = 0;
+    for (int i = 0; i < h_engine_count() && j + 2 <= 32; i++) {
+        const char *name = h_engine_at(i)->name;
+        h_pattern_t pat = h_engine_pattern(name);
+        if (pat == H_PATTERN_NONE) continue;
+        for (int v = 0; v < (pat == H_PATTERN_PS ? 2 : 1); v++, j++) {
+            memset(&x->engs[j], 0, sizeof x->engs[j]);
+            snprintf(x->engs[j].engine, sizeof x->engs[j].engine, "%s", name);
+            snprintf(x->engs[j].impl, sizeof x->engs[j].impl, "default");
+            x->engs[j].has_coloc = 1;
+            x->engs[j].colocate = pat == H_PATTERN_PS && v == 1;
+            x->engs[j].servers = pat == H_PATTERN_PS && v == 0 ? 1 : 0;
+            x->big[j] = 64.0 * 1024 * 1024;
+        }
     }
-    x->neng = 4;
+    x->neng = j;
 }
 
 /* Each engine at its largest measured size, P = 2 .. 1024, a core per rank. */

@@ -26,7 +26,7 @@ void h_engine_label(char *out, size_t len, const char *engine, const char *impl,
     size_t k = (size_t)snprintf(out, len, "%s", engine);
     if (*impl && strcmp(impl, "default") && strcmp(impl, "host") && k < len)
         k += (size_t)snprintf(out + k, len - k, "/%s", impl);
-    if (!strcmp(engine, "ps") && k < len) {
+    if (h_engine_pattern(engine) == H_PATTERN_PS && k < len) {
         if (coloc) snprintf(out + k, len - k, "-coloc");
         else if (servers > 0) snprintf(out + k, len - k, "-s%d", servers);
     }

@@ -15,6 +15,7 @@
 #include "harness/meta.c"
 #include "harness/plot.c"
 #include "harness/report.c"
+#include "harness/engines.c"
 #include "harness/stats.c"
 
 static int s_parse(const char *line, h_jobj_t *o, char *err, size_t errlen)
