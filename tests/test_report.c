@@ -174,6 +174,36 @@ Test(report, figures, .timeout = 120)
     cr_assert(strstr(out, "6 figures"), "%s", out);
 }
 
+/* A results path holding a quote and a gnuplot system() payload: refused, and nothing runs. */
+Test(report, quoted_path_runs_nothing, .timeout = 60)
+{
+    if (!s_gnuplot()) cr_skip_test("gnuplot is not installed (apt-get install gnuplot-nox)");
+    char src[512], top[] = "/tmp/sb-report-q-XXXXXX", dir[1024], path[1200], mark[1100], cmd[3000];
+    s_sample(src, sizeof src);
+    cr_assert(mkdtemp(top));
+    snprintf(mark, sizeof mark, "%s/PWNED", top);
+    snprintf(dir, sizeof dir, "%s/r'; system('touch PWNED'); x='", top);
+    cr_assert_eq(mkdir(dir, 0700), 0);
+    snprintf(path, sizeof path, "%s/results.jsonl", dir);
+    snprintf(cmd, sizeof cmd, "cp '%s' \"%s\"", src, path);
+    cr_assert_eq(system(cmd), 0);
+    char cwd[1024];
+    cr_assert(getcwd(cwd, sizeof cwd));
+    cr_assert_eq(chdir(top), 0); /* gnuplot would touch PWNED here */
+    static char out[65536], err[65536];
+    char *files[] = {path};
+    int rc = s_report_capture(1, files, NULL, out, sizeof out, err, sizeof err);
+    char detail[1024];
+    snprintf(detail, sizeof detail, "%s", err_detail());
+    cr_assert_eq(chdir(cwd), 0);
+    struct stat st;
+    cr_expect_neq(stat(mark, &st), 0, "the payload ran");
+    cr_expect_neq(rc, 0, "a path gnuplot cannot carry must fail the figures");
+    cr_expect(strstr(detail, "gnuplot script cannot carry"), "%s", detail);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", top);
+    cr_expect_eq(system(cmd), 0);
+}
+
 Test(report, usage_and_unreadable)
 {
     static char out[4096], err[4096];
