@@ -5,7 +5,7 @@ CUDA ?= $(shell test -x $(CUDA_HOME)/bin/nvcc && test -f $(CUDA_HOME)/include/nc
 BUILD ?= build
 CC ?= gcc
 NVCC ?= $(CUDA_HOME)/bin/nvcc
-PKGS := libzmq msgpack hwloc openblas
+PKGS := libzmq msgpack hwloc openblas libsodium
 OPT ?= -O3 -march=x86-64-v2
 CFLAGS += -std=c11 $(OPT) -g -Wall -Wextra -Werror -D_GNU_SOURCE -I. \
           $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -pthread -MMD -MP

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "core/store.h"
+#include "core/auth.h"
 
 typedef struct boot_cfg {
     int  rank, world;            /* global */
@@ -20,6 +21,8 @@ typedef struct boot_cfg {
     char job[64];                /* job id: isolates concurrent runs; from SYNCBENCH_JOB or the init method */
     int  timeout_ms;             /* every bootstrap step gives up after this */
     const char *source;          /* where rank/world came from: "args", "torchrun", "slurm", "openmpi" */
+    auth_t auth;                 /* the job secret (core/auth.h): from SYNCBENCH_JOB_SECRET(_FILE) here; a
+                                    launcher may set it (and auth.require, for --require-auth) after init */
 } boot_cfg_t;
 
 /* timeout_ms <= 0 given to boot_cfg_init (or found in a cfg given to store_new) means this. */
@@ -30,6 +33,8 @@ typedef struct boot_cfg {
  * SLURM_PROCID/SLURM_NTASKS. The same order applies to the local rank/size. env:// always needs
  * MASTER_ADDR and MASTER_PORT, also under srun/mpirun. timeout_ms <= 0 picks 300 s.
  * job: SYNCBENCH_JOB (letters, digits, '.', '_', '-') else "<method>-<hash of host:port or path>".
+ * auth: auth_secret_load (SYNCBENCH_JOB_SECRET, SYNCBENCH_JOB_SECRET_FILE, SYNCBENCH_REQUIRE_AUTH); a bad
+ * secret or a secret file that is not 0600 and ours fails here with ERR_AUTH / ERR_INVAL.
  * ifname: copied from SYNCBENCH_SOCKET_IFNAME here; a caller that writes cfg->ifname after this call
  * (e.g. from --ifname) overrides it. Only IPv4 master addresses / host names are supported.
  *

@@ -255,6 +255,7 @@ int boot_cfg_init(boot_cfg_t *cfg, const char *init_method, int rank, int world,
     CHECK(s_rank_world(cfg, rank, world, &wname));
     CHECK(s_local(cfg, wname));
     CHECK(s_job(cfg));
+    CHECK(auth_secret_load(&cfg->auth, 0));
     /* interface: the environment here; a caller that sets cfg->ifname after this call wins */
     const char *ifn = getenv("SYNCBENCH_SOCKET_IFNAME");
     if (ifn && *ifn) {

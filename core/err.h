@@ -23,7 +23,8 @@
     X(ERR_DUP,        -17, "duplicate")                                     \
     X(ERR_NOSPC,      -18, "no space left on device")                       \
     X(ERR_CORRUPT,    -19, "corrupt file")                                  \
-    X(ERR_STATE,      -20, "call out of order")
+    X(ERR_STATE,      -20, "call out of order")                             \
+    X(ERR_AUTH,       -21, "authentication failed")
 
 enum {
 #define SB_ERR_ENUM(name, code, text) name = code,

@@ -19,10 +19,14 @@ typedef struct store store_t;
 /* Join the rendezvous. tcp/env: rank 0 hosts a ZeroMQ server on host:port (ERR_ADDRINUSE with a clear
  * detail if the port is taken), every rank connects and says hello with (rank, world); the server
  * rejects a world that disagrees (ERR_MISMATCH) or a rank already joined (ERR_DUP); an unreachable
- * master gives ERR_TIMEOUT after cfg->timeout_ms. file: the same checks through files created with
+ * master gives ERR_TIMEOUT after cfg->timeout_ms. With a job secret (cfg->auth, core/auth.h) server and
+ * client prove knowledge of it by challenge-response before the hello counts: a client that cannot is
+ * turned away with ERR_AUTH and registers nothing, and a client refuses a server that cannot (ERR_AUTH).
+ * Without one the join goes ahead after a one-line warning, unless cfg->auth.require (ERR_AUTH). file: the same checks through files created with
  * O_EXCL in the shared directory. Returns when every rank has joined; a timeout detail says either
  * "could not reach master HOST:PORT" or "only K of W ranks joined ... (missing: ...)".
- * file:// naming: every file is "<job>@..." in the directory (created if needed); the last rank to
+ * file:// naming: every file is "<tag>@..." (tag: auth_job_tag of the job id) in the directory (created
+ * 0700 if needed; files 0600); the last rank to
  * leave removes them. Files left by a crashed run with the same job id make the next run fail with
  * ERR_DUP / ERR_MISMATCH naming them: remove them, use a fresh directory or another SYNCBENCH_JOB.
  * A store_t may be shared between threads, but calls are serialized: a waiting get holds up the

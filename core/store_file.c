@@ -1,19 +1,27 @@
 /* store_file.c: the file:// rendezvous store: plain files in a directory every rank can see (a shared
  * file system), no server.
  *
- * Every name starts with "<job>@", so runs with different job ids share a directory safely:
- *   <job>@world      world size, published once with link() (atomic create-if-absent)
- *   <job>@rank.N     created with O_CREAT|O_EXCL by rank N (an existing one: ERR_DUP)
- *   <job>@k.<key>    a key's value, written to <job>@tmp.* and rename()d into place (keys whose
- *                    %-encoding is long: <job>@h.<two hashes>)
- *   <job>@lock       flock()ed around add and leave
- *   <job>@left       how many ranks have left; the last one removes every <job>@ file.
+ * Every name starts with "<tag>@" (<tag>: auth_job_tag of the job id, 16 hex digits, so the id itself
+ * appears in no file name), and runs with different job ids share a directory safely:
+ *   <tag>@world      world size, published once with link() (atomic create-if-absent)
+ *   <tag>@rank.N     created with O_CREAT|O_EXCL by rank N (an existing one: ERR_DUP)
+ *   <tag>@k.<key>    a key's value, written to <tag>@tmp.* and rename()d into place (keys whose
+ *                    %-encoding is long: <tag>@h.<two hashes>)
+ *   <tag>@lock       flock()ed around add and leave
+ *   <tag>@left       how many ranks have left; the last one removes every <tag>@ file.
  * Waiting (get, every rank joined) polls with a growing nap. A clean run leaves nothing behind. A
  * crashed run leaves its files: a new run with the same job id then fails with ERR_DUP (or
  * ERR_MISMATCH) and a detail telling the user to remove them, use a fresh directory or set another
- * SYNCBENCH_JOB. */
+ * SYNCBENCH_JOB.
+ *
+ * Trust: this store does not use the job secret. It relies on file permissions instead, because
+ * anyone who can write the directory could delete or rewrite whatever a MAC protects anyway: every file
+ * is created 0600 and every directory it creates 0700, so only the job's user can read or join; a file
+ * that belongs to another user (planted in a shared directory such as /tmp) is refused with ERR_AUTH
+ * when read. Use a directory only you can write for anything you do not trust. */
 #include "core/boot.h"
 #include "core/store.h"
+#include "core/auth.h"
 #include "core/hash.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -36,7 +44,8 @@
 typedef struct {
     const boot_cfg_t *cfg;
     char dir[1024];
-    int made_rank_file;      /* this rank's <job>@rank.N is ours to remove if the join fails */
+    char tag[24];            /* auth_job_tag(job): the names' prefix */
+    int made_rank_file;      /* this rank's <tag>@rank.N is ours to remove if the join fails */
     unsigned long tmpn;
 } fstore_t;
 
@@ -51,14 +60,14 @@ static void s_fkey(fstore_t *self, const char *key, char *out, size_t len)
     }
     enc[o] = '\0';
     if (o > 160)
-        snprintf(out, len, "%s/%s@h.%016llx.%016llx", self->dir, self->cfg->job,
+        snprintf(out, len, "%s/%s@h.%016llx.%016llx", self->dir, self->tag,
                  (unsigned long long)hash_str(key), (unsigned long long)hash_fnv1a64(key, strlen(key), 0x9e3779b97f4a7c15ull));
-    else snprintf(out, len, "%s/%s@k.%s", self->dir, self->cfg->job, enc);
+    else snprintf(out, len, "%s/%s@k.%s", self->dir, self->tag, enc);
 }
 
 static void s_fname(fstore_t *self, const char *what, char *out, size_t len)
 {
-    snprintf(out, len, "%s/%s@%s", self->dir, self->cfg->job, what);
+    snprintf(out, len, "%s/%s@%s", self->dir, self->tag, what);
 }
 
 static int s_write_all(int fd, const void *buf, size_t len)
@@ -79,7 +88,7 @@ static int s_write_tmp(fstore_t *self, const void *val, size_t len, char *tmp, s
     char what[96];
     snprintf(what, sizeof what, "tmp.%d.%ld.%lu", self->cfg->rank, (long)getpid(), ++self->tmpn);
     s_fname(self, what, tmp, tlen);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) return err_set(errno == ENOSPC ? ERR_NOSPC : ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
     if (s_write_all(fd, val, len) != 0) {
         int e = errno;
@@ -96,6 +105,13 @@ static int s_read_file(const char *path, void **out, size_t *outlen)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return errno == ENOENT ? 1 : err_set(ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_uid != geteuid()) {
+        unsigned uid = (unsigned)st.st_uid;
+        close(fd);
+        return err_set(ERR_AUTH, "%s belongs to uid %u, not to you (uid %u): another user's file in the store "
+                       "directory, refused (use a directory only you can write)", path, uid, (unsigned)geteuid());
+    }
     size_t cap = 256, n = 0;
     char *b = malloc(cap + 1);
     for (;;) {
@@ -124,7 +140,7 @@ static int s_lock(fstore_t *self, uint64_t deadline, int *fd_out)
 {
     char p[1200];
     s_fname(self, "lock", p, sizeof p);
-    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) return err_set(ERR_IO, "cannot open lock file %s: %s", p, strerror(errno));
     int nap = 1;
     while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -173,7 +189,7 @@ static int s_mkdirs(const char *path)
         if (*s == '/' || !*s) {
             char c = *s;
             *s = '\0';
-            if (mkdir(p, 0755) != 0 && errno != EEXIST) return err_set(ERR_IO, "cannot create directory %s: %s", p, strerror(errno));
+            if (mkdir(p, 0700) != 0 && errno != EEXIST) return err_set(ERR_IO, "cannot create directory %s: %s", p, strerror(errno));
             *s = c;
             if (!c) break;
         }
@@ -192,6 +208,7 @@ static int s_file_open(void **impl_p, const boot_cfg_t *cfg, uint64_t deadline)
     if (!(*impl_p = self)) return err_set(ERR_NOMEM, "file store");
     self->cfg = cfg;
     snprintf(self->dir, sizeof self->dir, "%s", cfg->path);
+    auth_job_tag(cfg->job, self->tag, sizeof self->tag);
     return s_mkdirs(self->dir);
 }
 
@@ -228,7 +245,7 @@ static int s_file_hello(void *impl, uint64_t deadline)
     char rpath[1200], what[32], info[400], hostn[256] = "?";
     snprintf(what, sizeof what, "rank.%d", cfg->rank);
     s_fname(self, what, rpath, sizeof rpath);
-    int fd = open(rpath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int fd = open(rpath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0 && errno == EEXIST) {
         void *b = NULL;
         size_t n;
@@ -329,13 +346,13 @@ static int s_file_del(void *impl, const char *key)
     return unlink(p) == 0 || errno == ENOENT ? 0 : err_set(ERR_IO, "cannot remove %s: %s", p, strerror(errno));
 }
 
-/* Remove every <job>@ file of the directory. */
+/* Remove every <tag>@ file of the directory. */
 static void s_file_cleanup(fstore_t *self)
 {
     DIR *d = opendir(self->dir);
     if (!d) return;
     char pre[80];
-    snprintf(pre, sizeof pre, "%s@", self->cfg->job);
+    snprintf(pre, sizeof pre, "%s@", self->tag);
     size_t pl = strlen(pre);
     struct dirent *e;
     while ((e = readdir(d))) {

@@ -5,15 +5,26 @@
  * DEALER. One request is in flight per client:
  *   request  frames: [op: 1 byte] [seq: u64 LE] [key: 0..STORE_KEY_MAX bytes] [value]
  *   reply    frames: [status: i32 LE, 0 or an err.h code] [seq: u64 LE] [value; error detail text]
- * Ops: 'H' hello (key = job, value = i32 rank, i32 world), 'J' wait until every rank said hello
+ * Ops: 'C' challenge (value = the client's 32-byte nonce; answer: the server's nonce and its MAC),
+ * 'H' hello (key = job, value = i32 rank, i32 world [, MAC over both nonces, job, rank, world]), 'J' wait until every rank said hello
  * (value = i32 wait ms), 'S' set, 'G' get (value = i32 wait ms; the server holds the reply until the
  * key exists or the wait ends), 'A' add (value = i64 delta; counters are decimal text, so get works on
  * them), 'D' delete, 'L' leave. The client drops replies whose seq is not the request's (a late answer
  * to a request it already gave up on). The server validates every frame (s_handle), then dispatches
  * the request to one handler per op (s_handlers); it answers ERR_PROTO to anything malformed and never
- * asserts on input. */
+ * asserts on input.
+ *
+ * Authentication (core/auth.h): with a job secret, a client first sends 'C' with a fresh nonce; the
+ * server answers with its own fresh nonce and a MAC proving it knows the secret (the client refuses a
+ * server that cannot), remembers the pair for that connection, and accepts the 'H' of that connection
+ * only with the client's MAC over both nonces, the job and the (rank, world) claimed. Each challenge is
+ * good for one HELLO, so a replayed transcript fails. A client that cannot prove the secret is turned
+ * away with ERR_AUTH before anything about the job is checked, and can register no rank; every other op
+ * needs a registered rank. Without a secret (a warning, see auth_require) 'H' works as before. Limits:
+ * ZMQ_MAXMSGSIZE and finite high-water marks on both sockets, so a peer cannot size our allocations. */
 #include "core/boot.h"
 #include "core/store.h"
+#include "core/auth.h"
 #include "core/hash.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -30,6 +41,10 @@
 #include <zmq.h>
 
 #define REPLY_GRACE_MS 500          /* how long a client waits past the server's own deadline */
+#define CHAL_MAX 64                 /* challenges outstanding at once (oldest reused first) */
+#define STORE_MAXMSG ((int64_t)STORE_VAL_MAX + 4096)
+#define STORE_RCVHWM 64             /* messages queued per connection: one request in flight per client */
+#define STORE_SNDHWM 256
 
 /* ---------------- wire helpers ---------------- */
 
@@ -161,8 +176,18 @@ typedef struct {
     char key[STORE_KEY_MAX + 1];
 } waiter_t;
 
+/* A challenge the server answered, waiting for that connection's HELLO. */
+typedef struct {
+    unsigned char rid[256]; size_t rlen;
+    unsigned char nc[AUTH_NONCE_BYTES], ns[AUTH_NONCE_BYTES];
+    int live;
+} chal_t;
+
 typedef struct server {
     void *router;
+    auth_t auth;
+    chal_t chal[CHAL_MAX];
+    int chal_next;
     int world;
     char job[64];
     int timeout_ms;
@@ -280,9 +305,60 @@ static void s_fail(server_t *s, const req_t *q, int code, const char *fmt, ...)
 
 /* 'H': key = job, value = i32 rank, i32 world. Checks job, world and rank; a repeated hello from the
  * same connection is answered 0. */
+static chal_t *s_chal_of(server_t *s, const void *rid, size_t rlen)
+{
+    for (int i = 0; i < CHAL_MAX; i++)
+        if (s->chal[i].live && s->chal[i].rlen == rlen && !memcmp(s->chal[i].rid, rid, rlen)) return &s->chal[i];
+    return NULL;
+}
+
+/* 'C': value = the client's nonce; answers the server's nonce and MAC("store-server", nc, ns, job). */
+static void s_on_challenge(server_t *s, const req_t *q)
+{
+    if (q->vlen != AUTH_NONCE_BYTES) { s_fail(s, q, ERR_PROTO, "challenge value must be %d bytes", AUTH_NONCE_BYTES); return; }
+    chal_t *c = s_chal_of(s, q->rid, q->rlen);
+    if (!c) {
+        c = &s->chal[s->chal_next];
+        s->chal_next = (s->chal_next + 1) % CHAL_MAX;
+    }
+    memcpy(c->rid, q->rid, q->rlen);
+    c->rlen = q->rlen;
+    memcpy(c->nc, q->val, AUTH_NONCE_BYTES);
+    auth_challenge(c->ns);
+    c->live = 1;
+    unsigned char out[AUTH_NONCE_BYTES + AUTH_MAC_BYTES];
+    memcpy(out, c->ns, AUTH_NONCE_BYTES);
+    auth_respond(&s->auth, "store-server", c->nc, c->ns, s->job, strlen(s->job), out + AUTH_NONCE_BYTES);
+    s_ok(s, q, out, sizeof out);
+}
+
+/* With a secret: the HELLO must carry MAC("store-client", nc, ns, job \0 rank world) for this
+ * connection's challenge (used up either way). 0 or ERR_AUTH (answered). */
+static int s_hello_auth(server_t *s, const req_t *q)
+{
+    int r = q->vlen >= 4 ? (int)s_get32(q->val) : -1;
+    chal_t *c = s_chal_of(s, q->rid, q->rlen);
+    int ok = 0;
+    if (c && q->vlen == 8 + AUTH_MAC_BYTES) {
+        unsigned char ctx[64 + 8];
+        size_t jl = strlen(s->job);
+        memcpy(ctx, s->job, jl + 1);
+        memcpy(ctx + jl + 1, q->val, 8);
+        ok = auth_verify(&s->auth, "store-client", c->nc, c->ns, ctx, jl + 9, q->val + 8) == 0;
+    }
+    if (c) c->live = 0;
+    if (ok) return 0;
+    snprintf(s->rejected, sizeof s->rejected, "a rank %d without the job secret", r);
+    s_fail(s, q, ERR_AUTH, "rank %d could not prove it knows the job secret: turned away (%s)", r,
+           q->vlen == 8 ? "it has none: set SYNCBENCH_JOB_SECRET the same on every rank"
+                        : "a different SYNCBENCH_JOB_SECRET, or a replayed hello");
+    return ERR_AUTH;
+}
+
 static void s_on_hello(server_t *s, const req_t *q)
 {
-    if (q->vlen != 8) { s_fail(s, q, ERR_PROTO, "HELLO value must be 8 bytes"); return; }
+    if (s->auth.set && s_hello_auth(s, q) < 0) return;
+    if (q->vlen != 8 && q->vlen != 8 + AUTH_MAC_BYTES) { s_fail(s, q, ERR_PROTO, "HELLO value must be 8 bytes (40 with a MAC)"); return; }
     int r = (int)s_get32(q->val), w = (int)s_get32(q->val + 4);
     if (strcmp(q->key, s->job)) {
         snprintf(s->rejected, sizeof s->rejected, "a rank %d of job '%.64s'", r, q->key);
@@ -358,7 +434,7 @@ static const struct {
     int  needs_hello;        /* only from a connection that has joined */
     void (*fn)(server_t *s, const req_t *q);
 } s_handlers[] = {
-    {'H', 0, s_on_hello}, {'J', 1, s_on_wait}, {'G', 1, s_on_wait}, {'S', 1, s_on_set},
+    {'C', 0, s_on_challenge}, {'H', 0, s_on_hello}, {'J', 1, s_on_wait}, {'G', 1, s_on_wait}, {'S', 1, s_on_set},
     {'A', 1, s_on_add},   {'D', 1, s_on_del},  {'L', 1, s_on_leave},
 };
 
@@ -441,6 +517,7 @@ static void s_server_free(server_t *s)
     if (!s) return;
     if (s->router) zmq_close(s->router);
     s_map_free(&s->map);
+    auth_wipe(&s->auth);
     free(s->rid); free(s->rlen); free(s->joined); free(s->left); free(s->w);
     free(s);
 }
@@ -455,11 +532,10 @@ static int s_server_start(server_t **out, void *ctx, const boot_cfg_t *cfg)
               cfg->host, ip);
     snprintf(ep, sizeof ep, "tcp://%s:%d", local ? ip : "0.0.0.0", cfg->port);
 
-    snprintf(ep, sizeof ep, "tcp://%s:%d", local ? ip : "0.0.0.0", cfg->port);
-
     server_t *s = calloc(1, sizeof *s);
     if (!s) return err_set(ERR_NOMEM, "store server");
     s->world = cfg->world;
+    s->auth = cfg->auth;
     s->timeout_ms = cfg->timeout_ms;
     snprintf(s->job, sizeof s->job, "%s", cfg->job);
     s->rid = calloc((size_t)cfg->world, sizeof *s->rid);
@@ -469,11 +545,13 @@ static int s_server_start(server_t **out, void *ctx, const boot_cfg_t *cfg)
     if (!s->rid || !s->rlen || !s->joined || !s->left) { s_server_free(s); return err_set(ERR_NOMEM, "store server"); }
     s->router = zmq_socket(ctx, ZMQ_ROUTER);
     if (!s->router) { s_server_free(s); return err_set(ERR_SYS, "zmq_socket: %s", zmq_strerror(zmq_errno())); }
-    int zero = 0, sndto = 1000;
-    int64_t maxmsg = STORE_VAL_MAX + 4096;
+    int zero = 0, sndto = 1000, rcvhwm = STORE_RCVHWM, sndhwm = STORE_SNDHWM;
+    int64_t maxmsg = STORE_MAXMSG;
     zmq_setsockopt(s->router, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(s->router, ZMQ_SNDTIMEO, &sndto, sizeof sndto);
     zmq_setsockopt(s->router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    zmq_setsockopt(s->router, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm);
+    zmq_setsockopt(s->router, ZMQ_SNDHWM, &sndhwm, sizeof sndhwm);
     if (zmq_bind(s->router, ep) != 0) {
         int e = zmq_errno();
         s_server_free(s);
@@ -576,9 +654,13 @@ static int s_zmq_open(void **impl_p, const boot_cfg_t *cfg, uint64_t deadline)
     if (!(z->ctx = zmq_ctx_new())) return err_set(ERR_SYS, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
     if (cfg->rank == 0) CHECK(s_server_start(&z->srv, z->ctx, cfg));
     if (!(z->dealer = zmq_socket(z->ctx, ZMQ_DEALER))) return err_set(ERR_SYS, "zmq_socket: %s", zmq_strerror(zmq_errno()));
-    int zero = 0, sndto = cfg->timeout_ms;
+    int zero = 0, sndto = cfg->timeout_ms, rcvhwm = STORE_RCVHWM, sndhwm = STORE_SNDHWM;
+    int64_t maxmsg = STORE_MAXMSG;
     zmq_setsockopt(z->dealer, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(z->dealer, ZMQ_SNDTIMEO, &sndto, sizeof sndto);
+    zmq_setsockopt(z->dealer, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    zmq_setsockopt(z->dealer, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm);
+    zmq_setsockopt(z->dealer, ZMQ_SNDHWM, &sndhwm, sizeof sndhwm);
     char ep[300];
     snprintf(ep, sizeof ep, "tcp://%s:%d", cfg->host, cfg->port);
     if (zmq_connect(z->dealer, ep) != 0)
@@ -586,17 +668,47 @@ static int s_zmq_open(void **impl_p, const boot_cfg_t *cfg, uint64_t deadline)
     return 0;
 }
 
+/* With a secret: 'C' with a fresh nonce, check the server's MAC, then MAC the HELLO (hv: 8 + MAC bytes). */
+static int s_zmq_challenge(zstore_t *z, uint64_t deadline, unsigned char hv[8 + AUTH_MAC_BYTES])
+{
+    const boot_cfg_t *cfg = z->cfg;
+    unsigned char nc[AUTH_NONCE_BYTES];
+    auth_challenge(nc);
+    int st;
+    size_t dl = 0;
+    void *d = NULL;
+    CHECK(s_call(z, 'C', cfg->job, nc, sizeof nc, deadline, &st, &d, &dl));
+    if (st < 0) { err_set(st, "%s", (char *)d); free(d); return st; }
+    int ok = dl == AUTH_NONCE_BYTES + AUTH_MAC_BYTES &&
+             auth_verify(&cfg->auth, "store-server", nc, d, cfg->job, strlen(cfg->job),
+                         (unsigned char *)d + AUTH_NONCE_BYTES) == 0;
+    if (ok) {
+        unsigned char ctx[64 + 8];
+        size_t jl = strlen(cfg->job);
+        memcpy(ctx, cfg->job, jl + 1);
+        memcpy(ctx + jl + 1, hv, 8);
+        auth_respond(&cfg->auth, "store-client", nc, d, ctx, jl + 9, hv + 8);
+    }
+    free(d);
+    if (!ok)
+        return err_set(ERR_AUTH, "the store at %s:%d could not prove it knows the job secret: not joining it (rank 0 "
+                       "has another SYNCBENCH_JOB_SECRET or none, or something else listens on that port)",
+                       cfg->host, cfg->port);
+    return 0;
+}
+
 static int s_zmq_hello(void *impl, uint64_t deadline)
 {
     zstore_t *z = impl;
     const boot_cfg_t *cfg = z->cfg;
-    unsigned char hv[8];
+    unsigned char hv[8 + AUTH_MAC_BYTES];
     s_put32(hv, (uint32_t)cfg->rank);
     s_put32(hv + 4, (uint32_t)cfg->world);
     int st;
     size_t dl;
     void *detail = NULL;
-    int rc = s_call(z, 'H', cfg->job, hv, 8, deadline, &st, &detail, &dl);
+    int rc = cfg->auth.set ? s_zmq_challenge(z, deadline, hv) : 0;
+    if (rc == 0) rc = s_call(z, 'H', cfg->job, hv, cfg->auth.set ? sizeof hv : 8, deadline, &st, &detail, &dl);
     if (rc == ERR_TIMEOUT)
         return err_set(ERR_TIMEOUT, "could not reach master %s:%d within %.1f s (is rank 0 running there? check "
                        "MASTER_ADDR/MASTER_PORT, the network and firewalls)", cfg->host, cfg->port, cfg->timeout_ms / 1000.0);

@@ -5,6 +5,7 @@
  * themselves are core/tp_shm.c, core/tp_tcp.c and core/tp_zmq.c. */
 #include "core/tp.h"
 #include "core/tp_backend.h"
+#include "core/auth.h"
 #include "core/err.h"
 #include "core/timer.h"
 #include "core/trace.h"
@@ -37,13 +38,9 @@ struct tp {
     _Atomic uint64_t sent, received;
 };
 
-void tp_job_name(const char *job, char *out, size_t len)
-{
-    snprintf(out, len, "%.47s", job);
-    for (char *c = out; *c; c++)
-        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-'))
-            *c = '_';
-}
+void tp_job_name(const char *job, char *out, size_t len) { auth_job_tag(job, out, len); }
+
+const char *tp_name(tp_t *self) { return self ? self->prefix : ""; }
 
 void tp_cleanup_job(const char *job)
 {
@@ -97,9 +94,15 @@ int tp_new(tp_t **self_p, const tp_env_t *env, const tp_opts_t *opts)
         int k = s_pick(env, kind, r);
         if (k >= 0) used[k] = 1;
     }
-    /* a per-run prefix: job id (sanitised) plus a nonce from rank 0, so stale names never collide */
+    /* a per-run prefix: the job's tag (a hash of its id) plus a random nonce from rank 0, so stale names
+     * never collide and every transport hello is bound to this run */
+    CHECK_GOTO(rc, auth_require(env->boot ? &env->boot->auth : NULL, "transport"), fail);
     uint64_t nonce = 0;
-    if (self->rank == 0) nonce = ((uint64_t)getpid() << 32) ^ (uint64_t)now_ns();
+    if (self->rank == 0) {
+        unsigned char r[AUTH_NONCE_BYTES];
+        auth_challenge(r);
+        memcpy(&nonce, r, sizeof nonce);
+    }
     CHECK_GOTO(rc, env->bcast(env->bcast_ctx, &nonce, sizeof nonce, 0, env->timeout_ms), fail);
     char job[48];
     tp_job_name(env->job, job, sizeof job);

@@ -28,8 +28,9 @@ typedef struct {
     int local_world;         /* ranks sharing this host (more than cores: spin less, yield more) */
     const int *node_of;      /* node index of every rank: same node = shared memory under "auto" */
     int timeout_ms;          /* for commits, which take no timeout of their own */
-    const char *job;         /* job id: shared-memory names start with it (see tp_cleanup_job) */
-    const boot_cfg_t *boot;  /* where to listen (boot_local_addr) */
+    const char *job;         /* job id: shared-memory names start with its tag (see tp_cleanup_job) */
+    const boot_cfg_t *boot;  /* where to listen (boot_local_addr); boot->auth: the job secret every tcp and
+                                zmq hello proves (none: a warning, or refused when boot->auth.require) */
     store_t *store;          /* endpoints are published and learnt here */
     /* root's len bytes end up in buf on every rank (the per-run nonce); ctx is passed back */
     int (*bcast)(void *ctx, void *buf, size_t len, int root, int timeout_ms);
@@ -59,6 +60,9 @@ int tp_recv_acquire(tp_t *self, int peer, const void **buf, size_t *len, int tim
 int tp_recv_release(tp_t *self, int peer);
 /* Convenience: receive exactly len bytes (as the sender's tp_send split them) into buf. */
 int tp_recv(tp_t *self, int peer, void *buf, size_t len, int timeout_ms);
+
+/* This run's name "sb.<job tag>.<nonce hex>": the prefix of its shared-memory names and store keys. */
+const char *tp_name(tp_t *self);
 
 /* Remove every shared-memory channel name a job may have left behind (ranks killed before both
  * sides of a channel opened it). For launchers, after every rank of the job has exited. */

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "core/tp.h"
+#include "core/auth.h"
 
 #define TP_MAX_SLOTS 64      /* most segments in flight per channel */
 #define TP_SLICE_MS 100      /* longest single sleep of a wait, so deadlines and peers get checked */
@@ -14,7 +15,7 @@
 /* What a backend instance is opened with (valid only during open; copy what you keep). */
 typedef struct {
     const tp_env_t *env;
-    const char *prefix;      /* this run's name: "sb.<job>.<nonce hex>" (channel names, store keys) */
+    const char *prefix;      /* this run's name: "sb.<job tag>.<random nonce hex>" (channel names, store keys) */
     size_t slot_bytes;       /* largest segment */
     int slots;               /* segments in flight per channel */
 } tp_backend_cfg_t;
@@ -36,7 +37,7 @@ typedef struct tp_backend {
 
 extern const tp_backend_t tp_backend_shm, tp_backend_tcp, tp_backend_zmq;
 
-/* The job id as it appears in names: at most 47 characters of [A-Za-z0-9-], others '_'. */
+/* The job id as it appears in names: its tag (auth_job_tag: 16 hex digits of a hash), never the id. */
 void tp_job_name(const char *job, char *out, size_t len);
 
 #endif

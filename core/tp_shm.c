@@ -8,7 +8,15 @@
  * ranks do not outnumber cores) and then sleeps on a futex in the shared page; the other side wakes it
  * only when a waiter flag is set. Sleeps are sliced so the deadline and the peer's liveness (its pid)
  * are checked: a dead peer gives ERR_PEER, a slow one ERR_TIMEOUT. Channels open lazily; the second
- * side to open one removes its name, and tp_cleanup_job removes names a killed rank left behind. */
+ * side to open one removes its name, and tp_cleanup_job removes names a killed rank left behind.
+ *
+ * Names are "/sb.<job tag>.<random run nonce>.<src>.<dst>" (the job id itself never appears). The
+ * first side to open creates the name with O_CREAT|O_EXCL, mode 0600, and reserves its whole size with
+ * posix_fallocate, so a /dev/shm too small fails here with "need N bytes in /dev/shm (have M)" instead
+ * of a SIGBUS later. The second side opens the existing name and checks it (fstat) before mapping it:
+ * ours (our uid), mode 0600, a regular object of exactly the channel's size; anything else (a name
+ * someone else created or planted) is an error naming it. A run's nonce is random, so a name left by a
+ * dead earlier run never collides with this run's (tp_cleanup_job removes those). */
 #include "core/tp_backend.h"
 #include "core/err.h"
 #include "core/timer.h"
@@ -24,7 +32,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct {
@@ -140,19 +150,76 @@ static void s_chan_name(shm_t *self, int src, int dst, char *out, size_t len)
     snprintf(out, len, "/%s.%d.%d", self->prefix, src, dst);
 }
 
-static int s_chan_open(shm_t *self, int src, int dst, shm_chan_t **out)
+/* Create the name (O_EXCL, 0600) and reserve len bytes: the fd, or a negative code (the name is gone). */
+static int s_chan_create(const char *name, size_t len, int fd)
+{
+    if (fchmod(fd, 0600) != 0) { /* whatever the umask left */
+        int e = errno;
+        return err_set(ERR_SYS, "shm channel %s: fchmod: %s", name, strerror(e));
+    }
+    int e = posix_fallocate(fd, 0, (off_t)len);
+    if (e == 0) return 0;
+    if (e == ENOSPC || e == EFBIG) {
+        struct statvfs vs;
+        unsigned long long have = statvfs("/dev/shm", &vs) == 0 ? (unsigned long long)vs.f_bavail * vs.f_frsize : 0;
+        return err_set(ERR_NOSPC, "shm channel %s: need %zu bytes in /dev/shm (have %llu): free some, enlarge it "
+                       "(docker --shm-size), or use smaller/fewer slots (SYNCBENCH_SHM_SLOT_KB, SYNCBENCH_SHM_SLOTS)",
+                       name, len, have);
+    }
+    return err_set(ERR_SYS, "shm channel %s (%zu bytes): posix_fallocate: %s", name, len, strerror(e));
+}
+
+/* The peer created the name: wait (until dl) until it has its full size, then check it is ours. */
+static int s_chan_check(const char *name, size_t len, int fd, uint64_t dl)
+{
+    for (;;) {
+        struct stat st;
+        if (fstat(fd, &st) != 0) return err_set(ERR_SYS, "shm channel %s: fstat: %s", name, strerror(errno));
+        /* a mode within 0600 may still be the creator's umask, before its fchmod */
+        if (st.st_uid != geteuid() || (st.st_mode & 07777 & ~0600u) || !S_ISREG(st.st_mode) ||
+            (size_t)st.st_size > len || ((size_t)st.st_size == len && (st.st_mode & 07777) != 0600))
+            return err_set(ERR_AUTH, "shared-memory name %s already exists and is not this run's channel (owner uid %u, "
+                           "mode %04o, %lld bytes; want uid %u, mode 0600, %zu bytes): refusing it", name,
+                           (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (long long)st.st_size,
+                           (unsigned)geteuid(), len);
+        if ((size_t)st.st_size == len && (st.st_mode & 07777) == 0600) return 0;
+        if (deadline_passed(dl))
+            return err_set(ERR_TIMEOUT, "shm channel %s stayed at %lld of %zu bytes", name, (long long)st.st_size, len);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static int s_chan_open(shm_t *self, int src, int dst, shm_chan_t **out, uint64_t dl)
 {
     char name[160];
     s_chan_name(self, src, dst, name, sizeof name);
     size_t len = SHM_HDR_BYTES + (size_t)self->slots * self->slot_bytes;
-    int fd = shm_open(name, O_RDWR | O_CREAT, 0600);
-    if (fd < 0) return err_set(ERR_SYS, "shm_open %s: %s", name, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) < 0 || ((size_t)st.st_size != len && ftruncate(fd, (off_t)len) < 0)) {
-        int e = errno;
-        close(fd);
-        shm_unlink(name);
-        return err_set(e == ENOSPC ? ERR_NOSPC : ERR_SYS, "shm channel %s (%zu bytes): %s", name, len, strerror(e));
+    int fd = -1;
+    for (int tries = 0; fd < 0; tries++) {
+        fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            int rc = s_chan_create(name, len, fd);
+            if (rc < 0) {
+                close(fd);
+                shm_unlink(name);
+                return rc;
+            }
+            break;
+        }
+        if (errno != EEXIST) return err_set(errno == EACCES ? ERR_AUTH : ERR_SYS, "shm_open %s: %s", name, strerror(errno));
+        fd = shm_open(name, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            int rc = s_chan_check(name, len, fd, dl);
+            if (rc < 0) {
+                close(fd);
+                return rc;
+            }
+            break;
+        }
+        if (errno != ENOENT || tries > 100)
+            return err_set(errno == EACCES ? ERR_AUTH : ERR_SYS, "shm_open %s (made by someone else): %s", name,
+                           strerror(errno));
     }
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
@@ -229,7 +296,7 @@ static int s_open(void **be_p, const tp_backend_cfg_t *cfg)
 static int s_send_acquire(void *be, int peer, void **buf, int timeout_ms)
 {
     shm_t *self = be;
-    if (!self->tx[peer]) CHECK(s_chan_open(self, self->rank, peer, &self->tx[peer]));
+    if (!self->tx[peer]) CHECK(s_chan_open(self, self->rank, peer, &self->tx[peer], deadline_in(timeout_ms)));
     shm_chan_t *c = self->tx[peer];
     if (!c->acquired) {
         uint32_t tail = atomic_load_explicit(&c->h->tail, memory_order_acquire);
@@ -263,7 +330,7 @@ static int s_send_commit(void *be, int peer, size_t len, int timeout_ms)
 static int s_recv_acquire(void *be, int peer, const void **buf, size_t *len, int timeout_ms)
 {
     shm_t *self = be;
-    if (!self->rx[peer]) CHECK(s_chan_open(self, peer, self->rank, &self->rx[peer]));
+    if (!self->rx[peer]) CHECK(s_chan_open(self, peer, self->rank, &self->rx[peer], deadline_in(timeout_ms)));
     shm_chan_t *c = self->rx[peer];
     uint32_t head = atomic_load_explicit(&c->h->head, memory_order_acquire);
     if (head == c->pos) {

@@ -1,15 +1,22 @@
 /* tp_tcp.c: plain-TCP backend of the transport, for ranks on different hosts (or --transport tcp).
  *
  * One TCP connection per pair of ranks, full duplex, opened lazily: the lower rank connects to the
- * higher rank's listener and says hello (magic, run nonce, its rank); the higher rank accepts
- * whenever it makes progress. A send slot is one aligned buffer per peer; the commit writes an 8-byte
+ * higher rank's listener and says hello (magic, run nonce, its rank and the peer's, a fresh random
+ * nonce Nc and MAC("tcp-connect", Nc, run name, ranks) under the job secret); the higher rank accepts
+ * whenever it makes progress, checks the MAC (constant time) and answers with its own fresh nonce Ns and
+ * MAC("tcp-accept", Nc, Ns, ...), which the connecting side checks before it reads any segment. The
+ * run name carries a random per-run nonce and only one connection per pair is ever accepted, so a
+ * replayed hello fails (another run: other name; this run: the rank is taken). Without a job secret
+ * the MACs are zeros and not checked. A send slot is one aligned buffer per peer; the commit writes an 8-byte
  * little-endian length and the payload straight from it (one sendmsg, no copy). Sockets are non-blocking and there are no helper threads: every wait runs one progress
  * loop that polls the connection being written, every connection for incoming segments (queued per
  * peer in pooled, 64-byte aligned buffers, so reductions read aligned data in place) and the
  * listener. A commit returns once its segment is in the kernel, while reads keep flowing, so two
  * ranks writing to each other at once never deadlock on full socket buffers. Everything received is
- * checked: a hello with the wrong magic, nonce or rank, or a length above the slot size, closes that
- * connection and is counted; EOF from a connected peer is ERR_PEER naming the rank. */
+ * checked: a hello with the wrong magic, nonce, rank or MAC, or a length above the slot size (checked
+ * before anything is allocated), closes that connection and is counted; EOF from a connected peer is
+ * ERR_PEER naming the rank. A peer whose queue holds TCP_QUEUE_SLOTS x slots segments is not read
+ * until the caller takes some (TCP flow control holds the sender back), so no peer sizes our memory. */
 #include "core/tp_backend.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -27,7 +34,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define HELLO_MAGIC 0x53424b43u /* "SBKC" */
+#define HELLO_MAGIC 0x53424b44u /* "SBKD": the authenticated hello */
+#define HELLO_BYTES (20 + AUTH_NONCE_BYTES + AUTH_MAC_BYTES)   /* magic, run nonce, from, to, Nc, MAC */
+#define REPLY_BYTES (AUTH_NONCE_BYTES + AUTH_MAC_BYTES)        /* Ns, MAC */
+#define TCP_QUEUE_SLOTS 4       /* received segments queued per peer, in units of the channel's slots */
 
 typedef struct seg {
     struct seg *next;
@@ -44,12 +54,17 @@ typedef struct {
     seg_t *cur;              /* segment being filled */
     size_t got;
     seg_t *qhead, *qtail;    /* complete segments */
+    int qlen;
     seg_t *acq;              /* handed to the caller */
+    /* connecting side: the acceptor's answer to our hello, checked before any segment */
+    unsigned char nc[AUTH_NONCE_BYTES], reply[REPLY_BYTES];
+    size_t reply_got;
+    int await_reply;
 } speer_t;
 
 typedef struct {
     int fd;
-    uint32_t buf[4];
+    unsigned char buf[HELLO_BYTES];
     size_t got;
 } pending_t;
 
@@ -57,7 +72,9 @@ typedef struct {
     store_t *store;
     int rank, world;
     size_t slot;
+    int qmax;                /* segments queued per peer before we stop reading it */
     uint64_t nonce;
+    auth_t auth;
     char prefix[96];
     int lfd;
     speer_t *p;
@@ -125,6 +142,7 @@ static void s_destroy(void **be_p)
     }
     for (int i = 0; i < self->npend; i++) close(self->pend[i].fd);
     if (self->lfd >= 0) close(self->lfd);
+    auth_wipe(&self->auth);
     free(self->p);
     free(self);
     *be_p = NULL;
@@ -141,6 +159,8 @@ static int s_open(void **be_p, const tp_backend_cfg_t *cfg)
     self->rank = cfg->env->rank;
     self->world = cfg->env->world;
     self->slot = cfg->slot_bytes;
+    self->qmax = TCP_QUEUE_SLOTS * cfg->slots;
+    if (cfg->env->boot) self->auth = cfg->env->boot->auth;
     self->lfd = -1;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int oversub = cfg->env->local_world > ncpu;
@@ -181,6 +201,17 @@ fail:
     return rc;
 }
 
+/* What a hello's MACs cover besides the nonces: this run's name and the ranks (from connects to to). */
+static size_t s_ctx(const tcp_t *self, int from, int to, unsigned char out[128])
+{
+    size_t n = strlen(self->prefix);
+    memcpy(out, self->prefix, n + 1);
+    uint32_t f = (uint32_t)from, t = (uint32_t)to;
+    memcpy(out + n + 1, &f, 4);
+    memcpy(out + n + 5, &t, 4);
+    return n + 9;
+}
+
 /* Drop a connection that broke the protocol. */
 static void s_reject(tcp_t *self, int fd, const char *why)
 {
@@ -193,7 +224,27 @@ static void s_reject(tcp_t *self, int fd, const char *why)
 static int s_read_peer(tcp_t *self, int r)
 {
     speer_t *p = &self->p[r];
+    while (p->await_reply) {
+        ssize_t n = recv(p->fd, p->reply + p->reply_got, REPLY_BYTES - p->reply_got, 0);
+        if (n == 0) return err_set(ERR_AUTH, "transport: rank %d closed the connection from rank %d during its "
+                                   "hello (does it have the same job secret?)", r, self->rank);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
+            return err_set(ERR_PEER, "transport: connection to rank %d: %s", r, strerror(errno));
+        }
+        p->reply_got += (size_t)n;
+        if (p->reply_got < REPLY_BYTES) continue;
+        unsigned char ctx[128];
+        size_t cl = s_ctx(self, self->rank, r, ctx);
+        if (auth_verify(&self->auth, "tcp-accept", p->nc, p->reply, ctx, cl, p->reply + AUTH_NONCE_BYTES) < 0) {
+            s_reject(self, p->fd, "the peer could not prove it knows the job secret");
+            p->fd = -1;
+            return err_set(ERR_AUTH, "transport: the listener of rank %d could not prove it knows the job secret", r);
+        }
+        p->await_reply = 0;
+    }
     for (;;) {
+        if (p->hdr_got == 0 && p->qlen >= self->qmax) return 0; /* full: read on once the caller takes some */
         if (p->hdr_got < sizeof p->hdr) {
             ssize_t n = recv(p->fd, (char *)&p->hdr + p->hdr_got, sizeof p->hdr - p->hdr_got, 0);
             if (n == 0) return err_set(ERR_PEER, "transport: rank %d closed its connection to rank %d", r, self->rank);
@@ -227,6 +278,7 @@ static int s_read_peer(tcp_t *self, int r)
         if (p->qtail) p->qtail->next = p->cur;
         else p->qhead = p->cur;
         p->qtail = p->cur;
+        p->qlen++;
         p->cur = NULL;
         p->hdr_got = 0;
     }
@@ -251,15 +303,33 @@ static int s_accept(tcp_t *self)
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) drop = 1;
         else if (n > 0) q->got += (size_t)n;
         if (!drop && q->got == sizeof q->buf) {
+            uint32_t magic, from_u, to_u;
             uint64_t nonce;
-            memcpy(&nonce, &q->buf[1], 8);
-            int from = (int)q->buf[3];
-            if (q->buf[0] != HELLO_MAGIC || nonce != self->nonce || from < 0 || from >= self->rank ||
-                self->p[from].fd >= 0) {
+            memcpy(&magic, q->buf, 4);
+            memcpy(&nonce, q->buf + 4, 8);
+            memcpy(&from_u, q->buf + 12, 4);
+            memcpy(&to_u, q->buf + 16, 4);
+            int from = (int)from_u;
+            const unsigned char *nc = q->buf + 20, *mac = nc + AUTH_NONCE_BYTES;
+            unsigned char ctx[128], reply[REPLY_BYTES];
+            size_t cl = 0;
+            if (magic != HELLO_MAGIC || nonce != self->nonce || from < 0 || from >= self->rank ||
+                to_u != (uint32_t)self->rank || self->p[from].fd >= 0) {
                 s_reject(self, q->fd, "bad hello (foreign job, wrong rank or a second connection)");
+            } else if (cl = s_ctx(self, from, self->rank, ctx),
+                       auth_verify(&self->auth, "tcp-connect", nc, NULL, ctx, cl, mac) < 0) {
+                LOG_W("transport: rejected a connection claiming to be rank %d: it could not prove it knows the job "
+                      "secret", from);
+                s_reject(self, q->fd, "no proof of the job secret");
             } else {
-                s_tune(q->fd);
-                self->p[from].fd = q->fd;
+                auth_challenge(reply);
+                auth_respond(&self->auth, "tcp-accept", nc, reply, ctx, cl, reply + AUTH_NONCE_BYTES);
+                if (send(q->fd, reply, sizeof reply, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof reply) {
+                    s_reject(self, q->fd, "could not answer its hello");
+                } else {
+                    s_tune(q->fd);
+                    self->p[from].fd = q->fd;
+                }
             }
             *q = self->pend[--self->npend];
             i--;
@@ -289,7 +359,9 @@ static int s_progress(tcp_t *self, int wfd, int ms)
     }
     for (int r = 0; r < self->world && n < (int)(sizeof fds / sizeof fds[0]); r++)
         if (self->p[r].fd >= 0) {
-            fds[n] = (struct pollfd){.fd = self->p[r].fd, .events = POLLIN | (self->p[r].fd == wfd ? POLLOUT : 0)};
+            short ev = (short)((self->p[r].qlen < self->qmax ? POLLIN : 0) | (self->p[r].fd == wfd ? POLLOUT : 0));
+            if (!ev) continue;
+            fds[n] = (struct pollfd){.fd = self->p[r].fd, .events = ev};
             map[n++] = r;
         }
     int k = poll(fds, (nfds_t)n, ms);
@@ -347,8 +419,16 @@ static int s_connect(tcp_t *self, int peer, uint64_t dl)
             close(fd);
             return err_set(ERR_PEER, "transport: cannot connect to rank %d at %s: %s", peer, ep, strerror(err));
         }
-        uint32_t hello[4] = {HELLO_MAGIC, 0, 0, (uint32_t)self->rank};
-        memcpy(&hello[1], &self->nonce, 8);
+        unsigned char hello[HELLO_BYTES], ctx[128];
+        uint32_t magic = HELLO_MAGIC, from_u = (uint32_t)self->rank, to_u = (uint32_t)peer;
+        memcpy(hello, &magic, 4);
+        memcpy(hello + 4, &self->nonce, 8);
+        memcpy(hello + 12, &from_u, 4);
+        memcpy(hello + 16, &to_u, 4);
+        auth_challenge(p->nc);
+        memcpy(hello + 20, p->nc, AUTH_NONCE_BYTES);
+        auth_respond(&self->auth, "tcp-connect", p->nc, NULL, ctx, s_ctx(self, self->rank, peer, ctx),
+                     hello + 20 + AUTH_NONCE_BYTES);
         size_t off = 0;
         while (off < sizeof hello) {
             ssize_t w = send(fd, (char *)hello + off, sizeof hello - off, MSG_NOSIGNAL);
@@ -363,6 +443,8 @@ static int s_connect(tcp_t *self, int peer, uint64_t dl)
         }
         s_tune(fd);
         p->fd = fd;
+        p->await_reply = 1;
+        p->reply_got = 0;
         return 0;
     }
     /* the lower rank connects to us: accept until it does */
@@ -441,6 +523,7 @@ static int s_recv_acquire(void *be, int peer, const void **buf, size_t *len, int
             spins++;
         }
         p->acq = p->qhead;
+        p->qlen--;
         p->qhead = p->acq->next;
         if (!p->qhead) p->qtail = NULL;
         p->acq->next = NULL;

@@ -1,7 +1,13 @@
 /* tp_zmq.c: ZeroMQ backend of the transport (--transport zmq), kept to compare against plain TCP.
  *
  * Every rank binds one ROUTER (endpoint published under tp/<prefix>/<rank>) and reaches each peer
- * through a DEALER whose routing id is its rank, connected lazily on the first send. A slot is a
+ * through a DEALER, connected lazily on the first send. The DEALER's first message is a hello ("SBZH",
+ * its rank, the peer's, a fresh random nonce and MAC("zmq-hello", nonce, run name, ranks) under the job
+ * secret); the ROUTER gives every connection its own routing id (peers cannot pick one) and takes
+ * segments only from the connection whose hello proved the secret for that rank, once per rank: a
+ * replay fails (another run: another name, which carries a random nonce; this run: the rank is taken).
+ * ZMQ_MAXMSGSIZE (the slot size) and finite high-water marks bound what a peer can make us hold; a
+ * commit that meets a full queue waits (receiving meanwhile) until the timeout. A slot is a
  * pooled 64-byte aligned buffer: the commit hands it to ZeroMQ zero-copy, with a free callback (run on
  * ZeroMQ's I/O thread) that returns it to the pool. Received messages are pulled off the ROUTER and
  * queued per sender, so a receive can target one peer while others' segments wait; a payload ZeroMQ
@@ -23,8 +29,13 @@ typedef struct qmsg {
     struct qmsg *next;
 } qmsg_t;
 
+#define HELLO_TAG "SBZH"
+#define HELLO_BYTES (12 + AUTH_NONCE_BYTES + AUTH_MAC_BYTES)   /* tag, from, to, nonce, MAC */
+
 typedef struct {
     void *dealer;
+    unsigned char rid[256];  /* the ROUTER's routing id of this peer's authenticated connection */
+    size_t rlen;             /* 0 until its hello arrived */
     void *pending;      /* acquired send buffer */
     qmsg_t *qhead, *qtail;
     qmsg_t *cur;        /* acquired receive */
@@ -34,7 +45,9 @@ typedef struct {
 typedef struct {
     int rank, world;
     size_t slot_bytes;
+    int hwm;
     char prefix[96];
+    auth_t auth;
     store_t *store;
     void *zctx, *router;
     zpeer_t *p;
@@ -84,6 +97,7 @@ static void s_destroy(void **be_p)
     for (int i = 0; i < self->npool; i++) free(self->pool[i]);
     free(self->pool);
     pthread_mutex_destroy(&self->pool_mu);
+    auth_wipe(&self->auth);
     free(self->p);
     free(self);
     *be_p = NULL;
@@ -98,6 +112,8 @@ static int s_open(void **be_p, const tp_backend_cfg_t *cfg)
     self->rank = cfg->env->rank;
     self->world = cfg->env->world;
     self->slot_bytes = cfg->slot_bytes;
+    self->hwm = 4 * cfg->slots + 8;
+    if (cfg->env->boot) self->auth = cfg->env->boot->auth;
     self->store = cfg->env->store;
     snprintf(self->prefix, sizeof self->prefix, "%s", cfg->prefix);
     pthread_mutex_init(&self->pool_mu, NULL);
@@ -108,9 +124,12 @@ static int s_open(void **be_p, const tp_backend_cfg_t *cfg)
     self->zctx = zmq_ctx_new();
     self->router = self->zctx ? zmq_socket(self->zctx, ZMQ_ROUTER) : NULL;
     if (!self->router) { rc = err_set(ERR_SYS, "zmq: %s", zmq_strerror(zmq_errno())); goto fail; }
-    int zero = 0, hwm = 0;
+    int zero = 0, hwm = self->hwm;
+    int64_t maxmsg = (int64_t)(self->slot_bytes > HELLO_BYTES ? self->slot_bytes : HELLO_BYTES);
     zmq_setsockopt(self->router, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(self->router, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(self->router, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(self->router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
     char addr[128], ep[256];
     CHECK_GOTO(rc, boot_local_addr(cfg->env->boot, addr, sizeof addr), fail);
     snprintf(ep, sizeof ep, "tcp://%s:*", addr);
@@ -130,6 +149,49 @@ fail:
     return rc;
 }
 
+/* What a hello's MAC covers besides the nonce: this run's name and the ranks (from sends to to). */
+static size_t s_ctx(const zmq_be_t *self, int from, int to, unsigned char out[128])
+{
+    size_t n = strlen(self->prefix);
+    memcpy(out, self->prefix, n + 1);
+    uint32_t f = (uint32_t)from, t = (uint32_t)to;
+    memcpy(out + n + 1, &f, 4);
+    memcpy(out + n + 5, &t, 4);
+    return n + 9;
+}
+
+/* The rank whose authenticated connection has this routing id, or -1. */
+static int s_rank_of(const zmq_be_t *self, const void *rid, size_t rlen)
+{
+    for (int r = 0; r < self->world; r++)
+        if (self->p[r].rlen == rlen && !memcmp(self->p[r].rid, rid, rlen)) return r;
+    return -1;
+}
+
+/* A connection's first message: a hello for this rank with a valid MAC binds its routing id to the
+ * rank it claims (once). Returns 1 when accepted. */
+static int s_hello(zmq_be_t *self, const void *rid, size_t rlen, zmq_msg_t *m)
+{
+    const unsigned char *h = zmq_msg_data(m);
+    if (zmq_msg_size(m) != HELLO_BYTES || memcmp(h, HELLO_TAG, 4)) return 0;
+    uint32_t from, to;
+    memcpy(&from, h + 4, 4);
+    memcpy(&to, h + 8, 4);
+    if (from >= (uint32_t)self->world || (int)from == self->rank || to != (uint32_t)self->rank ||
+        self->p[from].rlen || rlen == 0 || rlen > sizeof self->p[from].rid)
+        return 0;
+    unsigned char ctx[128];
+    size_t cl = s_ctx(self, (int)from, self->rank, ctx);
+    if (auth_verify(&self->auth, "zmq-hello", h + 12, NULL, ctx, cl, h + 12 + AUTH_NONCE_BYTES) < 0) {
+        LOG_W("transport: rejected a connection claiming to be rank %u: it could not prove it knows the job secret",
+              (unsigned)from);
+        return 0;
+    }
+    memcpy(self->p[from].rid, rid, rlen);
+    self->p[from].rlen = rlen;
+    return 1;
+}
+
 /* Connect the DEALER towards peer once its endpoint is in the store. */
 static int s_dealer(zmq_be_t *self, int peer, uint64_t dl)
 {
@@ -146,13 +208,27 @@ static int s_dealer(zmq_be_t *self, int peer, uint64_t dl)
     free(val);
     void *s = zmq_socket(self->zctx, ZMQ_DEALER);
     if (!s) return err_set(ERR_SYS, "zmq_socket: %s", zmq_strerror(zmq_errno()));
-    int32_t id = self->rank, zero = 0, hwm = 0;
-    zmq_setsockopt(s, ZMQ_ROUTING_ID, &id, sizeof id);
+    int zero = 0, one = 1, hwm = self->hwm;
+    int64_t maxmsg = 64; /* the peer's ROUTER never sends to us */
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(s, ZMQ_RCVHWM, &one, sizeof one);
+    zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
     if (zmq_connect(s, ep) != 0) {
         zmq_close(s);
         return err_set(ERR_SYS, "connect to rank %d at %s: %s", peer, ep, zmq_strerror(zmq_errno()));
+    }
+    unsigned char hello[HELLO_BYTES], ctx[128];
+    uint32_t from = (uint32_t)self->rank, to = (uint32_t)peer;
+    memcpy(hello, HELLO_TAG, 4);
+    memcpy(hello + 4, &from, 4);
+    memcpy(hello + 8, &to, 4);
+    auth_challenge(hello + 12);
+    auth_respond(&self->auth, "zmq-hello", hello + 12, NULL, ctx, s_ctx(self, self->rank, peer, ctx),
+                 hello + 12 + AUTH_NONCE_BYTES);
+    if (zmq_send(s, hello, sizeof hello, ZMQ_DONTWAIT) != (int)sizeof hello) {
+        zmq_close(s);
+        return err_set(ERR_SYS, "hello to rank %d at %s: %s", peer, ep, zmq_strerror(zmq_errno()));
     }
     zp->dealer = s;
     return 0;
@@ -169,9 +245,7 @@ static int s_pump(zmq_be_t *self, int timeout_ms)
     zmq_msg_init(&idm);
     if (zmq_msg_recv(&idm, self->router, ZMQ_DONTWAIT) < 0) { zmq_msg_close(&idm); return 0; }
     int more = zmq_msg_more(&idm);
-    int32_t from = -1;
-    if (zmq_msg_size(&idm) == 4) memcpy(&from, zmq_msg_data(&idm), 4);
-    zmq_msg_close(&idm);
+    int from = s_rank_of(self, zmq_msg_data(&idm), zmq_msg_size(&idm));
     qmsg_t *q = calloc(1, sizeof *q);
     if (!q) return ERR_NOMEM;
     zmq_msg_init(&q->msg);
@@ -187,10 +261,17 @@ static int s_pump(zmq_be_t *self, int timeout_ms)
         extra = 1;
         if (!m) break;
     }
+    if (ok && !extra && from < 0 && s_hello(self, zmq_msg_data(&idm), zmq_msg_size(&idm), &q->msg)) {
+        zmq_msg_close(&idm);
+        zmq_msg_close(&q->msg);
+        free(q);
+        return 0;
+    }
+    zmq_msg_close(&idm);
     if (!ok || extra || from < 0 || from >= self->world || from == self->rank ||
         zmq_msg_size(&q->msg) > self->slot_bytes) {
-        self->rejected++;
-        LOG_W("transport: dropped a malformed segment (sender id %d)", (int)from);
+        if (self->rejected++ < 10)
+            LOG_W("transport: dropped a malformed or unauthenticated segment (sender %d)", from);
         zmq_msg_close(&q->msg);
         free(q);
         return 0;
@@ -215,16 +296,22 @@ static int s_send_acquire(void *be, int peer, void **buf, int timeout_ms)
 
 static int s_send_commit(void *be, int peer, size_t len, int timeout_ms)
 {
-    (void)timeout_ms; /* no send high-water mark: ZeroMQ queues without blocking */
     zmq_be_t *self = be;
     zpeer_t *zp = &self->p[peer];
     if (!zp->pending) return err_set(ERR_STATE, "transport: commit without acquire");
     zmq_msg_t m;
     zmq_msg_init_data(&m, zp->pending, len, s_pool_free, self);
     zp->pending = NULL;
-    if (zmq_msg_send(&m, zp->dealer, 0) < 0) {
-        zmq_msg_close(&m);
-        return err_set(ERR_PEER, "transport: send to rank %d: %s", peer, zmq_strerror(zmq_errno()));
+    uint64_t dl = deadline_in(timeout_ms);
+    while (zmq_msg_send(&m, zp->dealer, ZMQ_DONTWAIT) < 0) {
+        int e = zmq_errno(), left = deadline_left_ms(dl), rc = 0;
+        if (e != EAGAIN && e != EINTR) rc = err_set(ERR_PEER, "transport: send to rank %d: %s", peer, zmq_strerror(e));
+        else if (left == 0) rc = err_set(ERR_TIMEOUT, "transport: rank %d stopped reading from rank %d (zmq)", peer, self->rank);
+        else rc = s_pump(self, 1); /* the queue towards peer is full: keep receiving meanwhile */
+        if (rc < 0) {
+            zmq_msg_close(&m);
+            return rc;
+        }
     }
     return 0;
 }

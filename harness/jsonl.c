@@ -1,8 +1,15 @@
-/* jsonl.c: the strict reader of flat JSON-lines results (see jsonl.h). A recursive-descent parser
- * over one line with a cursor; every failure records its column and what was expected. */
+/* jsonl.c: the strict reader of flat JSON-lines results (see jsonl.h), and the appender every results
+ * writer should use. A recursive-descent parser over one line with a cursor; every failure records its
+ * column and what was expected. Duplicate keys are found with a hash set of the keys seen (linear in
+ * the number of keys, not quadratic). */
 #include "harness/jsonl.h"
 #include "core/err.h"
+#include "core/hash.h"
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -236,8 +243,41 @@ void h_jfree(h_jobj_t *obj)
     obj->n = obj->cap = 0;
 }
 
+/* The keys seen so far in one object: open addressing over indices into obj->f (+1; 0 = empty). */
+typedef struct { size_t *slot; size_t cap; } s_keyset_t;
+
+static unsigned long s_key_compares; /* key comparisons made by s_keyset_add (tests read it) */
+
+/* 1 when obj->f[i].key was already there (not added), 0 when added, -1 out of memory. */
+static int s_keyset_add(s_keyset_t *ks, const h_jobj_t *obj, size_t i)
+{
+    if (2 * (i + 1) > ks->cap) {
+        size_t cap = ks->cap ? ks->cap * 2 : 64;
+        size_t *slot = calloc(cap, sizeof *slot);
+        if (!slot) return -1;
+        for (size_t k = 0; k < ks->cap; k++)
+            if (ks->slot[k]) {
+                size_t h = hash_str(obj->f[ks->slot[k] - 1].key) & (cap - 1);
+                while (slot[h]) h = (h + 1) & (cap - 1);
+                slot[h] = ks->slot[k];
+            }
+        free(ks->slot);
+        ks->slot = slot;
+        ks->cap = cap;
+    }
+    const char *key = obj->f[i].key;
+    size_t h = hash_str(key) & (ks->cap - 1);
+    for (; ks->slot[h]; h = (h + 1) & (ks->cap - 1)) {
+        s_key_compares++;
+        if (!strcmp(obj->f[ks->slot[h] - 1].key, key)) return 1;
+    }
+    ks->slot[h] = i + 1;
+    return 0;
+}
+
 int h_jparse(const char *line, size_t len, h_jobj_t *obj, char *err, size_t errlen)
 {
+    s_keyset_t ks = {0};
     s_cur_t c = {.s = line, .len = len, .err = err, .errlen = errlen};
     if (err && errlen) err[0] = '\0';
     obj->f = NULL;
@@ -250,11 +290,6 @@ int h_jparse(const char *line, size_t len, h_jobj_t *obj, char *err, size_t errl
         s_ws(&c);
         if (s_peek(&c) != '"') { s_fail(&c, "expected a key in double quotes"); goto bad; }
         if (s_string(&c, &f.key)) goto bad;
-        if (h_jget(obj, f.key)) {
-            s_fail(&c, "duplicate key \"%s\"", f.key);
-            s_field_free(&f);
-            goto bad;
-        }
         if (s_expect(&c, ':') || s_value(&c, &f)) { s_field_free(&f); goto bad; }
         if (obj->n == obj->cap) {
             size_t cap = obj->cap ? obj->cap * 2 : 32;
@@ -263,7 +298,15 @@ int h_jparse(const char *line, size_t len, h_jobj_t *obj, char *err, size_t errl
             obj->f = a;
             obj->cap = cap;
         }
-        obj->f[obj->n++] = f;
+        obj->f[obj->n] = f;
+        int dup = s_keyset_add(&ks, obj, obj->n);
+        if (dup) {
+            if (dup > 0) s_fail(&c, "duplicate key \"%s\"", f.key);
+            else s_fail(&c, "out of memory");
+            s_field_free(&f);
+            goto bad;
+        }
+        obj->n++;
         s_ws(&c);
         if (s_peek(&c) == ',') { c.pos++; continue; }
         if (s_expect(&c, '}')) goto bad;
@@ -272,10 +315,39 @@ int h_jparse(const char *line, size_t len, h_jobj_t *obj, char *err, size_t errl
 tail:
     s_ws(&c);
     if (c.pos != c.len) { s_fail(&c, "trailing characters after the object"); goto bad; }
+    free(ks.slot);
     return 0;
 bad:
+    free(ks.slot);
     h_jfree(obj);
     return ERR_CORRUPT;
+}
+
+int h_jappend_line(const char *path, const char *lines, size_t len)
+{
+    if (!path || !lines) return err_set(ERR_INVAL, "h_jappend_line: NULL argument");
+    if (!len) return 0;
+    if (lines[len - 1] != '\n') return err_set(ERR_INVAL, "results for %s must end with a line break", path);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) return err_set(ERR_IO, "cannot open results file %s: %s", path, strerror(errno));
+    /* the lock only matters on a short write: cutting the file back is safe only when no other writer
+     * can have appended meanwhile; every append of whole lines is one write() with O_APPEND */
+    while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {}
+    struct stat st;
+    off_t before = fstat(fd, &st) == 0 ? st.st_size : -1;
+    ssize_t w;
+    while ((w = write(fd, lines, len)) < 0 && errno == EINTR) {}
+    int e = errno, rc = 0;
+    if (w != (ssize_t)len) {
+        if (w > 0 && before >= 0 && ftruncate(fd, before) != 0) { /* nothing more we can do */ }
+        rc = err_set(e == ENOSPC ? ERR_NOSPC : ERR_IO, "results not written to %s: %s (file left as it was)", path,
+                     w < 0 ? strerror(e) : "short write");
+    } else if (fsync(fd) != 0 && errno != EINVAL) {
+        rc = err_set(ERR_IO, "fsync %s: %s", path, strerror(errno));
+    }
+    flock(fd, LOCK_UN);
+    if (close(fd) != 0 && rc == 0) rc = err_set(ERR_IO, "closing %s: %s", path, strerror(errno));
+    return rc;
 }
 
 const h_jfield_t *h_jget(const h_jobj_t *obj, const char *key)

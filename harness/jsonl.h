@@ -42,4 +42,10 @@ const char *h_jstr(const h_jobj_t *obj, const char *key, const char *dflt);
 int  h_jread_files(int nfiles, char **files, h_jobj_t **objs, size_t *nobjs, size_t *nbad, void *diag);
 void h_jfree_all(h_jobj_t **objs, size_t *nobjs);
 
+/* Append whole lines (len bytes ending in '\n') to the results file path (created 0644): one write()
+ * with O_APPEND, so lines of concurrent writers never interleave or get lost; on a short write (disk
+ * full) the file is cut back to where it was, under an exclusive flock so that no other writer's line
+ * goes with it. Returns 0, ERR_NOSPC / ERR_IO (err_set, the file left as it was) or ERR_INVAL. */
+int  h_jappend_line(const char *path, const char *lines, size_t len);
+
 #endif

@@ -1,6 +1,9 @@
 /* plot.c: the figures of `harness report` (see plot.h). Each figure writes its data file (gnuplot
  * blocks, one per engine) and appends its commands to report.gp, which draws PNG and SVG; gnuplot then
- * runs once on the whole script. Labels reach gnuplot strings already restricted to safe characters. */
+ * runs once on the whole script. Labels reach gnuplot strings already restricted to safe characters; the
+ * output directory is written into single-quoted gnuplot strings too, so a directory whose name holds a
+ * character gnuplot could act on (quotes, backquote, backslash, $, @, control characters) is refused
+ * before anything is written: a results path must never become gnuplot commands. */
 #include "harness/plot.h"
 #include "core/err.h"
 #include <errno.h>
@@ -299,9 +302,21 @@ static int s_gnuplot_run(const char *gnuplot, const char *dir, FILE *note)
     return 0;
 }
 
+/* 0 when dir can sit inside a single-quoted gnuplot string as is. */
+static int s_dir_safe(const char *dir)
+{
+    for (const unsigned char *c = (const unsigned char *)dir; *c; c++)
+        if (*c < 0x20 || *c == 0x7f || strchr("'\"`\\$@", *c))
+            return err_set(ERR_INVAL, "report: the plot directory '%s' holds a character (%s) that a gnuplot script cannot "
+                           "carry safely: rename it or choose another output directory", dir,
+                           *c < 0x20 || *c == 0x7f ? "a control character" : *c == '\'' ? "a quote" : "one of \" ` \\ $ @");
+    return 0;
+}
+
 int h_plot_report(const h_rdata_t *d, const char *dir, FILE *note, int *nfig)
 {
     *nfig = 0;
+    CHECK(s_dir_safe(dir));
     if (s_mkdirs(dir) < 0) return err_set(ERR_IO, "report: cannot create %s: %s", dir, strerror(errno));
     char path[4200];
     snprintf(path, sizeof path, "%s/report.gp", dir);

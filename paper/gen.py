@@ -266,7 +266,7 @@ class Paper:
         out = []
         for r in files:
             t = r.train
-            out.append("#### %s\n\nFrom `results/%s.jsonl`.\n" % (r.title, r.name))
+            out.append("#### Throughput: %s\n\nFrom `results/%s.jsonl`.\n" % (r.title, r.name))
             out.append(self.train_rows(t))
             if any(self.over(w, int(num(o.get("servers"), 0))) for (l, w), o in t.items()):
                 out.append("\n† workers plus servers exceed the %d cores the metadata reports.\n" % self.cores)
@@ -317,16 +317,21 @@ class Paper:
                                      "heavy rank (it holds parameters and optimizer state for its shard, not "
                                      "activations); the max/mean over all ranks reflects a lighter server." % (
                                          l, w, fsig(max(sv) / wmean)))
-            out.append("#### %s\n\nFrom `results/%s.jsonl`; peak memory per rank as the harness measured it.\n" % (r.title, r.name))
+            out.append("#### Memory: %s\n\nFrom `results/%s.jsonl`; peak memory per rank as the harness measured it.\n" % (r.title, r.name))
             out.append(table(["engine", "P", "servers", "max/mean (all ranks)", "max/mean (workers)", "max (MiB)",
                               "min (MiB)", "server max (MiB)", "heaviest rank"], rows))
             for n in notes:
                 out.append("- %s\n" % n)
             big = max(w for (_, w) in r.train)
-            imbs = sorted((num(o.get("mem_imbalance")), l) for (l, w), o in r.train.items() if w == big)
+            # engine memory (what each engine allocates: parameters, gradients, optimizer state, buffers) is the
+            # balance the design decides; process RSS is dominated by the shared model and runtime
+            imbs = sorted((num(o.get("mem_engine_imbalance")), num(o.get("mem_imbalance")), l)
+                          for (l, w), o in r.train.items() if w == big)
             if len(imbs) > 1:
-                self.summary.append("Memory balance at P=%d (`%s`, max/mean peak over all ranks): %s." % (
-                    big, r.name, ", ".join("`%s` %s" % (l, fsig(v)) for v, l in imbs)))
+                self.summary.append("Memory balance at P=%d (`%s`, max/mean over all ranks): engine memory %s; "
+                                    "process RSS, for comparison: %s." % (
+                    big, r.name, ", ".join("`%s` %s" % (l, fsig(e)) for e, _, l in imbs),
+                    ", ".join("`%s` %s" % (l, fsig(m)) for _, m, l in imbs)))
             out.append(self.fig(r, "train_memory", "peak memory per rank, largest P of each engine, %s" % r.name))
         return "\n".join(out)
 
@@ -361,7 +366,7 @@ class Paper:
                     if r.name == "train-scaling" or not any(x.name == "train-scaling" for x in self.R):
                         self.summary.append("Scaling efficiency of `%s` at P=%d (against P=%d, `%s`): %s." % (
                             l, ws[-1], base, r.name, fsig(e)))
-            out.append("#### %s\n\nFrom `results/%s.jsonl`: samples/s (scaling efficiency) per world size P.\n" % (r.title, r.name))
+            out.append("#### Scaling: %s\n\nFrom `results/%s.jsonl`: samples/s (scaling efficiency) per world size P.\n" % (r.title, r.name))
             out.append(table(["engine", "base P"] + ["P=%d%s" % (w, " †" if self.over(w) else "") for w in worlds], rows))
             if approx:
                 out.append("\nWhere base P > 1 there is no single-worker run: efficiency is relative to the smallest "
@@ -487,6 +492,22 @@ class Paper:
         return "\n".join(out)
 
     # -- threats (the numbers behind them) --
+    def runs_per_config(self, mode):
+        """'N runs' (or 'A to B runs') per configuration of mode, counted from the result lines."""
+        keys = ("mode", "engine", "impl", "world", "servers", "transport", "bytes", "size", "dtype", "model",
+                "steps", "iters", "net", "straggler", "grad_dtype", "batch")
+        count = {}
+        for o in self.all_lines:
+            if o.get("mode") != mode:
+                continue
+            k = tuple(str(o.get(x)) for x in keys)
+            count[k] = count.get(k, 0) + 1
+        if not count:
+            return ""
+        lo, hi = min(count.values()), max(count.values())
+        n = "one run" if hi == 1 else "%d runs" % hi if lo == hi else "%d to %d runs" % (lo, hi)
+        return "%s: %s per configuration" % (mode, n)
+
     def threats(self):
         out = []
         if self.cores is not None:
@@ -511,10 +532,12 @@ class Paper:
         it = sorted({int(num(o.get("iters"), 0)) for o in self.all_lines if o.get("mode") == "bench"})
         st = sorted({int(num(o.get("steps"), 0)) for o in self.all_lines if o.get("mode") == "train"})
         if it or st:
-            out.append("- Sample sizes: %s%s%s; one run per configuration, so differences of a few percent are within "
+            runs = "; ".join(x for x in (self.runs_per_config("bench"), self.runs_per_config("train")) if x)
+            out.append("- Sample sizes: %s%s%s; %s (counted from the results), so differences of a few percent are within "
                        "run-to-run noise." % ("bench iterations %s" % ", ".join(map(str, it)) if it else "",
                                               "; " if it and st else "",
-                                              "training steps %s" % ", ".join(map(str, st)) if st else ""))
+                                              "training steps %s" % ", ".join(map(str, st)) if st else "",
+                                              runs))
         missing = [n for n in EXPECTED if not any(r.name == n for r in self.R)]
         if missing:
             out.append("- Not recorded in this build: %s." % ", ".join("`%s`" % n for n in missing))

@@ -474,8 +474,10 @@ Test(join_err, file_stale_files, .timeout = 20)
     boot_cfg_t cfg;
     cr_assert_eq(boot_cfg_init(&cfg, m, 0, 1, 1500), 0);
     /* an earlier run that crashed left rank 0's file */
-    snprintf(p, sizeof p, "%s/%s@rank.0", dir, cfg.job);
-    int fd = open(p, O_WRONLY | O_CREAT, 0644);
+    char tag[24];
+    auth_job_tag(cfg.job, tag, sizeof tag);
+    snprintf(p, sizeof p, "%s/%s@rank.0", dir, tag);
+    int fd = open(p, O_WRONLY | O_CREAT, 0600);
     cr_assert_geq(fd, 0);
     cr_assert_eq(write(fd, "123 oldhost 1\n", 14), 14);
     close(fd);
@@ -488,7 +490,8 @@ Test(join_err, file_stale_files, .timeout = 20)
     cr_assert_eq(boot_cfg_init(&cfg, m, 0, 1, 1500), 0);
     cr_expect_eq(store_new(&st, &cfg), 0, "%s", err_detail());
     store_destroy(&st);
-    cr_expect_eq(tmpdir_entries_with(dir, "fresh-job@"), 0, "the clean run left nothing");
+    auth_job_tag("fresh-job", tag, sizeof tag);
+    cr_expect_eq(tmpdir_entries_with(dir, tag), 0, "the clean run left nothing");
     cr_expect_geq(tmpdir_entries(dir), 1, "the stale file is still there");
     tmpdir_remove(dir);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 /* the harness is a program, not a library: compile the files under test into this test */
 #include "harness/jsonl.c"
@@ -46,6 +47,70 @@ Test(jsonl, values)
     cr_assert_eq(s_parse("{}", &o, err, sizeof err), 0);
     cr_assert_eq(o.n, 0);
     h_jfree(&o);
+}
+
+/* 40k keys: linear duplicate detection (a count of key comparisons, not a wall time), and a duplicate
+ * at the end is still found. */
+Test(jsonl, many_keys_linear)
+{
+    size_t nk = 40000, cap = nk * 24 + 64, o = 0;
+    char *line = malloc(cap);
+    line[o++] = '{';
+    for (size_t i = 0; i < nk; i++) o += (size_t)snprintf(line + o, cap - o, "%s\"k%zu\":%zu", i ? "," : "", i, i);
+    line[o++] = '}';
+    h_jobj_t obj = {0};
+    char err[256];
+    s_key_compares = 0;
+    cr_assert_eq(h_jparse(line, o, &obj, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(obj.n, nk);
+    cr_expect_lt(s_key_compares, 4 * nk, "%lu key comparisons for %zu keys", s_key_compares, nk);
+    cr_expect_eq(h_jnum(&obj, "k39999", -1), 39999);
+    h_jfree(&obj);
+    o--; /* a duplicate of the first key, last */
+    o += (size_t)snprintf(line + o, cap - o, ",\"k0\":1}");
+    cr_assert_eq(h_jparse(line, o, &obj, err, sizeof err), ERR_CORRUPT);
+    cr_expect(strstr(err, "duplicate key \"k0\""), "%s", err);
+    free(line);
+}
+
+/* Two processes appending 2000 lines each at once leave 4000 whole lines. */
+Test(jsonl, concurrent_appends_keep_every_line, .timeout = 60)
+{
+    char path[] = "/tmp/sb-append-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    pid_t kids[2];
+    for (int k = 0; k < 2; k++) {
+        kids[k] = fork();
+        cr_assert_geq(kids[k], 0);
+        if (kids[k] == 0) {
+            char l[600], pad[400];
+            memset(pad, 'x', sizeof pad - 1);
+            pad[sizeof pad - 1] = '\0';
+            for (int i = 0; i < 2000; i++) {
+                int n = snprintf(l, sizeof l, "{\"mode\":\"bench\",\"writer\":%d,\"i\":%d,\"pad\":\"%s\"}\n", k, i, pad);
+                if (h_jappend_line(path, l, (size_t)n) != 0) _exit(1);
+            }
+            _exit(0);
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        int st = 0;
+        waitpid(kids[k], &st, 0);
+        cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    h_jobj_t *objs = NULL;
+    size_t n = 0, bad = 0;
+    char *files[] = {path};
+    cr_assert_eq(h_jread_files(1, files, &objs, &n, &bad, stderr), 0);
+    cr_expect_eq(n, 4000);
+    cr_expect_eq(bad, 0);
+    int seen[2] = {0, 0};
+    for (size_t i = 0; i < n; i++) seen[(int)h_jnum(&objs[i], "writer", 0) & 1]++;
+    cr_expect(seen[0] == 2000 && seen[1] == 2000, "%d + %d", seen[0], seen[1]);
+    h_jfree_all(&objs, &n);
+    unlink(path);
 }
 
 Test(jsonl, malformed)
@@ -173,6 +238,36 @@ Test(report, figures, .timeout = 120)
         cr_assert(s_nonempty(dir, png) && s_nonempty(dir, svg), "%s missing in %s\n%s", figs[i], dir, out);
     }
     cr_assert(strstr(out, "6 figures"), "%s", out);
+}
+
+/* A results path holding a quote and a gnuplot system() payload: refused, and nothing runs. */
+Test(report, quoted_path_runs_nothing, .timeout = 60)
+{
+    if (!s_gnuplot()) cr_skip_test("gnuplot is not installed (apt-get install gnuplot-nox)");
+    char src[512], top[] = "/tmp/sb-report-q-XXXXXX", dir[1024], path[1200], mark[1100], cmd[3000];
+    s_sample(src, sizeof src);
+    cr_assert(mkdtemp(top));
+    snprintf(mark, sizeof mark, "%s/PWNED", top);
+    snprintf(dir, sizeof dir, "%s/r'; system('touch PWNED'); x='", top);
+    cr_assert_eq(mkdir(dir, 0700), 0);
+    snprintf(path, sizeof path, "%s/results.jsonl", dir);
+    snprintf(cmd, sizeof cmd, "cp '%s' \"%s\"", src, path);
+    cr_assert_eq(system(cmd), 0);
+    char cwd[1024];
+    cr_assert(getcwd(cwd, sizeof cwd));
+    cr_assert_eq(chdir(top), 0); /* gnuplot would touch PWNED here */
+    static char out[65536], err[65536];
+    char *files[] = {path};
+    int rc = s_report_capture(1, files, NULL, out, sizeof out, err, sizeof err);
+    char detail[1024];
+    snprintf(detail, sizeof detail, "%s", err_detail());
+    cr_assert_eq(chdir(cwd), 0);
+    struct stat st;
+    cr_expect_neq(stat(mark, &st), 0, "the payload ran");
+    cr_expect_neq(rc, 0, "a path gnuplot cannot carry must fail the figures");
+    cr_expect(strstr(detail, "gnuplot script cannot carry"), "%s", detail);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", top);
+    cr_expect_eq(system(cmd), 0);
 }
 
 Test(report, usage_and_unreadable)

@@ -412,7 +412,10 @@ Test(store_proto, file_long_key, .timeout = 20)
     memset(key, '/', STORE_KEY_MAX);
     key[STORE_KEY_MAX] = '\0';
     cr_expect_eq(store_set(st, key, "long", 4), 0, "%s", err_detail());
-    cr_expect_eq(tmpdir_entries_with(dir, cfg.job), 3, "world, rank.0 and the hashed key");
+    char tag[24];
+    auth_job_tag(cfg.job, tag, sizeof tag);
+    cr_expect_eq(tmpdir_entries_with(dir, tag), 3, "world, rank.0 and the hashed key");
+    cr_expect_eq(tmpdir_entries_with(dir, cfg.job), 0, "the job id appears in no file name");
     void *v = NULL;
     size_t len = 0;
     cr_expect_eq(store_get(st, key, &v, &len, 100), 0, "%s", err_detail());

@@ -1,7 +1,19 @@
 /* test_tp.c: the point-to-point transport itself: byte-exact exchanges over each backend (shm, tcp,
  * zmq) forced through tp_opts_t, backend choice across (fake) hosts, argument and state errors, a
- * dead peer failing fast, and tp_cleanup_job removing leftover shared-memory names. */
+ * dead peer failing fast, and tp_cleanup_job removing leftover shared-memory names. Trust: an intruder
+ * without the job secret cannot feed a tcp or zmq channel, a 1 GiB frame or segment header is refused
+ * before anything is allocated (RSS), a planted shared-memory name is refused and a /dev/shm too small
+ * says how much it needs. All traffic on 127.0.0.1. */
 #include <criterion/criterion.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <zmq.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -277,10 +289,14 @@ Test(tp_errors, codes, .timeout = 60)
 /* Names a killed job left in /dev/shm go; another job's stay. */
 Test(tp_cleanup, removes_only_that_jobs_names)
 {
-    char job[64], mine[96], other[96];
-    snprintf(job, sizeof job, "tpclean-%d/x y", (int)getpid()); /* '/' and ' ' become '_' in names */
-    snprintf(mine, sizeof mine, "/sb.tpclean-%d_x_y.1f.0.1", (int)getpid());
-    snprintf(other, sizeof other, "/sb.tpclean-%d_x_yz.1f.0.1", (int)getpid());
+    char job[64], job2[64], tag[24], tag2[24], mine[96], other[96];
+    snprintf(job, sizeof job, "tpclean-%d/x y", (int)getpid()); /* names carry a hash of the id, never the id */
+    snprintf(job2, sizeof job2, "tpclean-%d/x yz", (int)getpid());
+    auth_job_tag(job, tag, sizeof tag);
+    auth_job_tag(job2, tag2, sizeof tag2);
+    cr_assert(strlen(tag) == 16 && strcmp(tag, tag2) && !strstr(tag, "tpclean"));
+    snprintf(mine, sizeof mine, "/sb.%s.1f.0.1", tag);
+    snprintf(other, sizeof other, "/sb.%s.1f.0.1", tag2);
     for (int i = 0; i < 2; i++) {
         int fd = shm_open(i ? other : mine, O_RDWR | O_CREAT, 0600);
         cr_assert_geq(fd, 0);
@@ -297,4 +313,326 @@ Test(tp_cleanup, removes_only_that_jobs_names)
     if (fd >= 0) close(fd);
     shm_unlink(mine);
     shm_unlink(other);
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* trust: intruders without the job secret, peers that announce huge segments, planted shm names    */
+
+#define SECRET_HEX "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+
+/* The address rank peer published for backend kind ("tcp": "ADDR:PORT", "zmq": "tcp://ADDR:PORT"). */
+static int s_published(comm_t *comm, tp_t *tp, const char *kind, int peer, char *out, size_t len)
+{
+    char key[200];
+    snprintf(key, sizeof key, !strcmp(kind, "tcp") ? "tp/%s/sock/%d" : "tp/%s/%d", tp_name(tp), peer);
+    void *v = NULL;
+    size_t n = 0;
+    CHECK(store_get(comm->store, key, &v, &n, 10000));
+    snprintf(out, len, "%.*s", (int)n, (char *)v);
+    free(v);
+    return 0;
+}
+
+static int s_tcp_connect(const char *hostport)
+{
+    char h[128];
+    snprintf(h, sizeof h, "%s", hostport);
+    char *colon = strrchr(h, ':');
+    if (!colon) return -1;
+    *colon = '\0';
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
+    inet_pton(AF_INET, h, &sa.sin_addr);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) { if (fd >= 0) close(fd); return -1; }
+    return fd;
+}
+
+/* The intruder's forged TCP hello: right magic, run nonce and ranks, a made-up MAC. */
+static void s_forged_tcp_hello(tp_t *tp, int from, int to, unsigned char out[84], int zero_mac)
+{
+    uint64_t nonce = 0;
+    for (const char *c = tp_name(tp); *c; c++) nonce = nonce * 131 + (unsigned char)*c;
+    uint32_t magic = 0x53424b44u, f = (uint32_t)from, t = (uint32_t)to;
+    memcpy(out, &magic, 4);
+    memcpy(out + 4, &nonce, 8);
+    memcpy(out + 12, &f, 4);
+    memcpy(out + 16, &t, 4);
+    memset(out + 20, 0x5a, 32);
+    memset(out + 52, zero_mac ? 0 : 0xa5, 32);
+}
+
+static void s_sleep_ms(int ms) { struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L}; nanosleep(&ts, NULL); }
+
+/* Rank 0 plays intruder first (a hello without the secret claiming to be rank 0, then segments full of
+ * 1000.0f), then sends the real data; rank 1 must receive the real data only. */
+static int s_intruder_rank(int rank, int world, void *arg)
+{
+    (void)world;
+    const char *kind = arg;
+    comm_t *comm = NULL;
+    tp_t *tp = NULL;
+    int rc = s_setup(&comm, &tp, &(tp_opts_t){.kind = kind, .slot_bytes = SLOT}, 20000);
+    if (rc < 0) return s_fail(rank, "setup", rc);
+    size_t n = 3 * SLOT / 2;
+    unsigned char *buf = malloc(n);
+    float fake[256];
+    for (int i = 0; i < 256; i++) fake[i] = 1000.0f;
+    if (rank == 0) {
+        char ep[256];
+        if ((rc = s_published(comm, tp, kind, 1, ep, sizeof ep)) < 0) return s_fail(rank, "endpoint", rc);
+        int fd = -1;
+        void *zctx = NULL, *d = NULL;
+        if (!strcmp(kind, "tcp")) {
+            unsigned char hello[84];
+            s_forged_tcp_hello(tp, 0, 1, hello, 0);
+            uint64_t hdr = sizeof fake;
+            if ((fd = s_tcp_connect(ep)) < 0) return s_fail(rank, "intruder connect", ERR_PEER);
+            if (write(fd, hello, sizeof hello) != (ssize_t)sizeof hello || write(fd, &hdr, 8) != 8 ||
+                write(fd, fake, sizeof fake) != (ssize_t)sizeof fake)
+                fprintf(stderr, "rank 0: intruder writes cut short (fine: it was thrown out)\n");
+        } else {
+            zctx = zmq_ctx_new();
+            d = zmq_socket(zctx, ZMQ_DEALER);
+            int32_t id = 0;
+            zmq_setsockopt(d, ZMQ_ROUTING_ID, &id, sizeof id);
+            zmq_connect(d, ep);
+            unsigned char hello[76];
+            uint32_t f = 0, t = 1;
+            memcpy(hello, "SBZH", 4);
+            memcpy(hello + 4, &f, 4);
+            memcpy(hello + 8, &t, 4);
+            memset(hello + 12, 0x5a, 64);
+            zmq_send(d, hello, sizeof hello, 0);
+            for (int i = 0; i < 4; i++) zmq_send(d, fake, sizeof fake, 0);
+        }
+        s_sleep_ms(300); /* rank 1 sees the intruder first */
+        s_fill(buf, 0, 1, n);
+        rc = tp_send(tp, 1, buf, n, 10000);
+        if (rc == 0) rc = tp_recv(tp, 1, buf, 1, 10000); /* rank 1's verdict */
+        if (rc == 0 && buf[0] != 1) rc = ERR_WRONG;
+        if (fd >= 0) close(fd);
+        if (d) zmq_close(d);
+        if (zctx) zmq_ctx_term(zctx);
+    } else {
+        memset(buf, 0, n);
+        rc = tp_recv(tp, 0, buf, n, 10000);
+        if (rc == 0) {
+            unsigned char ok = (unsigned char)s_same(buf, 0, 1, n, rank);
+            rc = tp_send(tp, 0, &ok, 1, 10000);
+            if (rc == 0 && !ok) rc = ERR_WRONG;
+        }
+    }
+    free(buf);
+    if (rc < 0) return s_fail(rank, "exchange past the intruder", rc);
+    if ((rc = comm_barrier(comm, 10000)) < 0) return s_fail(rank, "barrier", rc); /* zmq sends are queued */
+    tp_destroy(&tp);
+    comm_destroy(&comm);
+    return 0;
+}
+
+Test(tp_trust, tcp_intruder_without_secret_is_refused, .timeout = 60)
+{
+    setenv("SYNCBENCH_JOB_SECRET", SECRET_HEX, 1);
+    cr_assert_eq(run_ranks(2, s_intruder_rank, "tcp", 50000), 0);
+}
+
+Test(tp_trust, zmq_intruder_without_secret_is_refused, .timeout = 60)
+{
+    setenv("SYNCBENCH_JOB_SECRET", SECRET_HEX, 1);
+    cr_assert_eq(run_ranks(2, s_intruder_rank, "zmq", 50000), 0);
+}
+
+static long s_rss_kb(void)
+{
+    long pages = 0, res = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &res) != 2) res = 0;
+        fclose(f);
+    }
+    return res * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+typedef struct { char ep[256]; unsigned char hello[84]; int zmtp; size_t sent; } flood_t;
+
+/* Announce a 1 GiB frame (a raw ZMTP 3.0 peer, or a TCP segment header after a hello without a MAC) and
+ * stream up to 64 MiB of it. */
+static void *s_flood(void *arg)
+{
+    flood_t *f = arg;
+    const char *hp = f->ep;
+    if (!strncmp(hp, "tcp://", 6)) hp += 6;
+    int fd = s_tcp_connect(hp);
+    if (fd < 0) return NULL;
+    unsigned char pre[256];
+    size_t n = 0;
+    if (f->zmtp) {
+        memset(pre, 0, 64);
+        pre[0] = 0xff; pre[9] = 0x7f; pre[10] = 3; pre[11] = 0;
+        memcpy(pre + 12, "NULL", 4);
+        n = 64;
+        static const unsigned char ready[] = {0x04, 28, 5, 'R', 'E', 'A', 'D', 'Y', 11, 'S', 'o', 'c', 'k', 'e', 't', '-',
+                                              'T', 'y', 'p', 'e', 0, 0, 0, 6, 'D', 'E', 'A', 'L', 'E', 'R'};
+        memcpy(pre + n, ready, sizeof ready);
+        n += sizeof ready;
+        pre[n++] = 0x02; /* a long frame, no more */
+        for (int i = 7; i >= 0; i--) pre[n++] = (unsigned char)((1ull << 30) >> (8 * i));
+    } else {
+        memcpy(pre, f->hello, 84);
+        n = 84;
+        uint64_t hdr = 1ull << 30;
+        memcpy(pre + n, &hdr, 8);
+        n += 8;
+    }
+    if (send(fd, pre, n, MSG_NOSIGNAL) != (ssize_t)n) { close(fd); return NULL; }
+    size_t chunk = 1 << 20;
+    char *junk = calloc(1, chunk);
+    for (int i = 0; i < 64; i++) {
+        ssize_t w = send(fd, junk, chunk, MSG_NOSIGNAL);
+        if (w <= 0) break;
+        f->sent += (size_t)w;
+    }
+    free(junk);
+    close(fd);
+    return NULL;
+}
+
+/* Rank 1 (no secret: the hello is accepted) is flooded by a 1 GiB frame announced on its zmq ROUTER, then
+ * by a 1 GiB segment header on its TCP listener: both are refused before anything is allocated. */
+static int s_flood_rank(int rank, int world, void *arg)
+{
+    (void)world; (void)arg;
+    comm_t *comm = NULL;
+    tp_t *tz = NULL, *tt = NULL;
+    int rc = s_setup(&comm, &tz, &(tp_opts_t){.kind = "zmq", .slot_bytes = SLOT}, 20000);
+    if (rc == 0) {
+        tp_env_t env = s_env(comm);
+        rc = tp_new(&tt, &env, &(tp_opts_t){.kind = "tcp", .slot_bytes = SLOT});
+    }
+    if (rc < 0) return s_fail(rank, "setup", rc);
+    int bad = 0;
+    if (rank == 1) {
+        flood_t f = {.zmtp = 1};
+        if ((rc = s_published(comm, tz, "zmq", 1, f.ep, sizeof f.ep)) < 0) return s_fail(rank, "endpoint", rc);
+        long before = s_rss_kb();
+        pthread_t th;
+        pthread_create(&th, NULL, s_flood, &f);
+        pthread_join(th, NULL);
+        s_sleep_ms(200);
+        long grew = s_rss_kb() - before;
+        fprintf(stderr, "rank 1: zmq flood: %zu bytes sent, RSS grew %ld KiB\n", f.sent, grew);
+        if (grew > 16 * 1024) bad++;
+
+        flood_t g = {.zmtp = 0};
+        if ((rc = s_published(comm, tt, "tcp", 1, g.ep, sizeof g.ep)) < 0) return s_fail(rank, "endpoint", rc);
+        s_forged_tcp_hello(tt, 0, 1, g.hello, 1);
+        before = s_rss_kb();
+        pthread_create(&th, NULL, s_flood, &g);
+        unsigned char b[16];
+        rc = tp_recv(tt, 0, b, sizeof b, 5000);
+        pthread_join(th, NULL);
+        grew = s_rss_kb() - before;
+        fprintf(stderr, "rank 1: tcp flood: %zu bytes sent, recv gave %d (%s), RSS grew %ld KiB\n", g.sent, rc,
+                err_detail(), grew);
+        if (rc != ERR_PROTO || grew > 16 * 1024) bad++;
+    }
+    int64_t v = 0;
+    store_add(comm->store, "flood-done", 1, &v);
+    void *x = NULL;
+    size_t xl = 0;
+    while (v < 2 && store_get(comm->store, "flood-done", &x, &xl, 100) == 0) { v = atol(x); free(x); x = NULL; s_sleep_ms(50); }
+    free(x);
+    tp_destroy(&tz);
+    tp_destroy(&tt);
+    comm_destroy(&comm);
+    return bad;
+}
+
+Test(tp_trust, huge_frames_are_refused_before_allocation, .timeout = 60)
+{
+    unsetenv("SYNCBENCH_JOB_SECRET");
+    cr_assert_eq(run_ranks(2, s_flood_rank, NULL, 50000), 0);
+}
+
+/* A name planted where this run's channel 0 -> 1 will be (ours, but mode 0644) is refused, named. */
+static int s_planted_rank(int rank, int world, void *arg)
+{
+    (void)world; (void)arg;
+    comm_t *comm = NULL;
+    tp_t *tp = NULL;
+    int rc = s_setup(&comm, &tp, &(tp_opts_t){.kind = "shm", .slot_bytes = SLOT}, 20000);
+    if (rc < 0) return s_fail(rank, "setup", rc);
+    char name[200];
+    snprintf(name, sizeof name, "/%s.0.1", tp_name(tp));
+    int bad = 0;
+    if (rank == 1) {
+        int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0644);
+        if (fd < 0 || fchmod(fd, 0644) < 0 || ftruncate(fd, 4096) < 0) bad++;
+        if (fd >= 0) close(fd);
+        store_set(comm->store, "planted", "1", 1);
+    } else {
+        void *v = NULL;
+        size_t l = 0;
+        store_get(comm->store, "planted", &v, &l, 10000);
+        free(v);
+        unsigned char b[8] = {0};
+        rc = tp_send(tp, 1, b, sizeof b, 2000);
+        fprintf(stderr, "rank 0: send over the planted name: %d (%s)\n", rc, err_detail());
+        if (rc != ERR_AUTH || !strstr(err_detail(), name) || !strstr(err_detail(), "0644")) bad++;
+        shm_unlink(name);
+        store_set(comm->store, "checked", "1", 1);
+    }
+    if (rank == 1) {
+        void *v = NULL;
+        size_t l = 0;
+        store_get(comm->store, "checked", &v, &l, 10000);
+        free(v);
+    }
+    tp_destroy(&tp);
+    comm_destroy(&comm);
+    return bad;
+}
+
+Test(tp_trust, planted_shm_name_is_refused, .timeout = 60)
+{
+    cr_assert_eq(run_ranks(2, s_planted_rank, NULL, 50000), 0);
+}
+
+/* /dev/shm smaller than a channel: "need N bytes in /dev/shm", no SIGBUS (a 1 MiB tmpfs on /dev/shm in a
+ * private mount namespace; needs root). */
+static int s_small_shm_rank(int rank, int world, void *arg)
+{
+    (void)world; (void)arg;
+    comm_t *comm = NULL;
+    tp_t *tp = NULL;
+    boot_cfg_t bc;
+    int rc = boot_cfg_init(&bc, "env://", -1, -1, 20000);
+    if (rc == 0) rc = comm_new(&comm, &bc, &(comm_opts_t){.transport = "tcp"});
+    if (rc == 0) {
+        tp_env_t env = s_env(comm);
+        rc = tp_new(&tp, &env, &(tp_opts_t){.kind = "shm", .slot_bytes = 1 << 20, .slots = 4});
+    }
+    if (rc < 0) return s_fail(rank, "setup", rc);
+    int bad = 0;
+    if (rank == 0) {
+        unsigned char b[8] = {0};
+        rc = tp_send(tp, 1, b, sizeof b, 2000);
+        fprintf(stderr, "rank 0: send over a full /dev/shm: %d (%s)\n", rc, err_detail());
+        if (rc != ERR_NOSPC || !strstr(err_detail(), "need 4198400 bytes in /dev/shm (have")) bad++;
+    }
+    int64_t v = 0;
+    store_add(comm->store, "done", 1, &v);
+    tp_destroy(&tp);
+    comm_destroy(&comm);
+    return bad;
+}
+
+Test(tp_trust, small_dev_shm_says_how_much_it_needs, .timeout = 60)
+{
+    if (geteuid() != 0) cr_skip_test("needs root for a private tmpfs on /dev/shm");
+    if (unshare(CLONE_NEWNS) != 0) cr_skip_test("unshare(CLONE_NEWNS): %s", strerror(errno));
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=1m") != 0)
+        cr_skip_test("cannot mount a small tmpfs on /dev/shm: %s", strerror(errno));
+    cr_assert_eq(run_ranks(2, s_small_shm_rank, NULL, 50000), 0);
 }
