@@ -7,11 +7,16 @@ CC ?= gcc
 NVCC ?= $(CUDA_HOME)/bin/nvcc
 PKGS := libzmq msgpack hwloc openblas libsodium
 OPT ?= -O3 -march=x86-64-v2
-CFLAGS += -std=c11 $(OPT) -g -Wall -Wextra -Werror -D_GNU_SOURCE -I. \
+# -ffp-contract=off: no FMA contraction on the host (core/optim.c must match the device optimizer bit
+# for bit whatever -std or -march says; -std=c11 implies it today, gnu11 or -march=native would not).
+CFLAGS += -std=c11 $(OPT) -ffp-contract=off -g -Wall -Wextra -Werror -D_GNU_SOURCE -I. \
           $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -pthread -MMD -MP
 LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm -lrt
 NVFLAGS ?= -O3 -std=c++17 -I. -arch=sm_90 -gencode arch=compute_90,code=sm_90 \
            -gencode arch=compute_100,code=sm_100 -Xcompiler -Wall,-Werror,-fPIC
+# The device optimizers are compared bit for bit with core/optim.c: no FMA there either (their
+# __fmul_rn/__fadd_rn already forbid it; this keeps any plain expression added later honest).
+$(BUILD)/obj/core/cuda/optim.cu.o: NVFLAGS += -fmad=false
 
 ifeq ($(CUDA),1)
 CFLAGS += -DSB_CUDA=1 -I$(CUDA_HOME)/include

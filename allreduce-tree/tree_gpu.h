@@ -15,9 +15,9 @@
 typedef struct tree_gpu tree_gpu_t;
 
 /* device: this rank's CUDA device (made current). seg_bytes: pipeline segment (0 = 4 MiB; rounded to
- * 256 bytes); each rank holds a workspace of TREE_GPU_SLOTS segments. Every rank must be on one node
- * (ERR_UNSUP otherwise: use impl host or nccl across nodes) and GPUs must reach each other by P2P
- * (ERR_UNSUP otherwise). Failures on any rank fail every rank's call. */
+ * 256 bytes); each rank holds a workspace of TREE_GPU_SLOTS segments (its allocation rounded up to
+ * 2 MiB). Every rank must be on one node (ERR_UNSUP otherwise: use impl host or nccl across nodes)
+ * and GPUs must reach each other by P2P (ERR_UNSUP otherwise). Failures on any rank fail every rank's call. */
 #define TREE_GPU_SLOTS 4
 int  tree_gpu_new(tree_gpu_t **self_p, comm_t *comm, int device, size_t seg_bytes, int timeout_ms);
 /* Blocking allreduce of device buffers on the selected device (send == recv for in place); sum or
@@ -30,7 +30,8 @@ int  tree_gpu_allreduce(tree_gpu_t *self, const void *send, void *recv, size_t c
 const char *tree_gpu_impl(tree_gpu_t *self);
 /* Bytes this rank's kernels and copies read from peers (for stats). */
 size_t tree_gpu_bytes(tree_gpu_t *self);
-/* Device bytes this rank holds for the tree (its workspace: TREE_GPU_SLOTS x seg_bytes). */
+/* Device bytes this rank holds for the tree (its workspace: TREE_GPU_SLOTS x seg_bytes, rounded up to
+ * 2 MiB so that CUDA IPC exposes no other allocation of this process). */
 size_t tree_gpu_mem_bytes(tree_gpu_t *self);
 /* Collective (waits for peers to stop reading this rank's workspace, bounded by the timeout). */
 void tree_gpu_destroy(tree_gpu_t **self_p);

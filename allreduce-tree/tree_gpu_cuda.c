@@ -38,6 +38,11 @@
 #include <unistd.h>
 
 #define S TREE_GPU_SLOTS
+/* IPC-shared allocations are rounded up to 2 MiB: cudaMalloc may sub-allocate a small buffer from a
+ * larger block, and cudaIpcGetMemHandle exposes the whole block to the peer (other allocations of
+ * this process included); 2 MiB is the allocation granularity, so a rounded buffer is a block alone. */
+#define IPC_ALIGN ((size_t)2 << 20)
+static size_t s_ws_bytes(size_t seg_bytes) { return ((size_t)S * seg_bytes + IPC_ALIGN - 1) / IPC_ALIGN * IPC_ALIGN; }
 
 typedef struct {
     _Atomic uint64_t up;
@@ -165,7 +170,7 @@ static int s_local_setup(tree_gpu_t *self, s_hello_t *h)
     CHECK(s_cuda(cudaSetDevice(self->device), "cudaSetDevice"));
     CHECK(s_cuda(cudaStreamCreateWithFlags(&self->stream, cudaStreamNonBlocking), "cudaStreamCreate"));
     void *ws = NULL;
-    CHECK(dev_malloc(&ws, (size_t)S * self->seg_bytes));
+    CHECK(dev_malloc(&ws, s_ws_bytes(self->seg_bytes)));
     self->ws = ws;
     CHECK(s_cuda(cudaIpcGetMemHandle(&h->mem, self->ws), "cudaIpcGetMemHandle"));
     for (int j = 0; j < S; j++) {
@@ -395,7 +400,7 @@ int tree_gpu_allreduce(tree_gpu_t *self, const void *send, void *recv, size_t co
 
 const char *tree_gpu_impl(tree_gpu_t *self) { return self ? self->impl : "none"; }
 size_t tree_gpu_bytes(tree_gpu_t *self) { return self ? self->bytes_read : 0; }
-size_t tree_gpu_mem_bytes(tree_gpu_t *self) { return self ? (size_t)S * self->seg_bytes : 0; }
+size_t tree_gpu_mem_bytes(tree_gpu_t *self) { return self ? s_ws_bytes(self->seg_bytes) : 0; }
 
 void tree_gpu_destroy(tree_gpu_t **self_p)
 {

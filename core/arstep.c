@@ -230,7 +230,8 @@ static int s_attach_dev(arstep_t *self, const param_set_t *params)
     CHECK(optim_dev_new(&self->dopt, &params->optim, n));
     self->mem_bytes = n * sizeof(float) + (params->grad_dtype == DT_F32 ? 0 : n * esz) + optim_dev_state_bytes(self->dopt);
     self->mem_peak = self->mem_bytes;
-    /* rank 0's values reach everyone, as on the host path (others add zeros: exact) */
+    /* rank 0's values reach everyone, as on the host path (others add zeros: exact). dev_memset is
+     * complete on return (dev.h), so the allreduce on the engine's own stream reads the zeros. */
     if (self->comm->rank != 0) CHECK(dev_memset(params->params, 0, n * sizeof(float)));
     CHECK(arstep_allreduce(self, params->params, params->params, n, DT_F32, OP_SUM, self->cfg.timeout_ms));
     self->attached = 1;

@@ -55,7 +55,13 @@ void dev_free(void **p);                 /* NULLs the pointer; safe on NULL */
 int  dev_host_alloc(void **p, size_t bytes);
 void dev_host_free(void **p);
 /* Copies in any direction (cudaMemcpyDefault: unified addressing tells host from device).
- * dev_memcpy waits for completion; the async one is ordered on stream (NULL = default stream). */
+ * dev_memcpy and dev_memset are complete when they return 0: they run on the legacy default stream,
+ * which is then synchronized (errors checked), so work queued afterwards on ANY stream (the
+ * non-blocking NCCL, IPC-tree and model streams included) sees the copied or filled bytes. They do
+ * not wait for other streams: what another stream writes into src or dst must be waited for first
+ * (dev_stream_wait; ncclw_allreduce, tree_gpu_allreduce and the model's calls return drained).
+ * dev_memcpy_async is ordered on stream only (NULL = the legacy default stream) and may return before
+ * the copy is done. */
 int  dev_memcpy(void *dst, const void *src, size_t bytes);
 int  dev_memcpy_async(void *dst, const void *src, size_t bytes, void *stream);
 int  dev_memset(void *dst, int byte, size_t bytes);

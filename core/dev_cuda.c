@@ -305,11 +305,24 @@ void dev_host_free(void **p)
     *p = NULL;
 }
 
+/* The one place where dev_memcpy / dev_memset become complete (dev.h): the legacy default stream is
+ * synchronized after the operation, so no other stream (NCCL's, the IPC tree's, the model's, all
+ * non-blocking and never ordered after the legacy stream) can overtake it. cudaMemcpy alone is not
+ * enough: a pageable host-to-device copy may return once the source is staged, before the data lands,
+ * and cudaMemset never waits. The error of the operation itself (or of earlier work on the legacy
+ * stream) is returned as ERR_CUDA with what was being done. */
+static int s_legacy_done(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess) e = cudaStreamSynchronize(cudaStreamLegacy);
+    if (e == cudaSuccess) return 0;
+    (void)cudaGetLastError();
+    return s_cuda_err(e, what);
+}
+
 int dev_memcpy(void *dst, const void *src, size_t bytes)
 {
     if (bytes == 0) return 0;
-    cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
-    return e == cudaSuccess ? 0 : s_cuda_err(e, "cudaMemcpy");
+    return s_legacy_done(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cudaStreamLegacy), "cudaMemcpy");
 }
 
 int dev_memcpy_async(void *dst, const void *src, size_t bytes, void *stream)
@@ -322,8 +335,7 @@ int dev_memcpy_async(void *dst, const void *src, size_t bytes, void *stream)
 int dev_memset(void *dst, int byte, size_t bytes)
 {
     if (bytes == 0) return 0;
-    cudaError_t e = cudaMemset(dst, byte, bytes);
-    return e == cudaSuccess ? 0 : s_cuda_err(e, "cudaMemset");
+    return s_legacy_done(cudaMemsetAsync(dst, byte, bytes, cudaStreamLegacy), "cudaMemset");
 }
 
 int dev_stream_new(void **stream)

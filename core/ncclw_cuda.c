@@ -1,6 +1,6 @@
 /* ncclw_cuda.c: the NCCL communicator of ncclw.h: unique id through our store, non-blocking init with
- * NCCL_ALGO chosen per communicator, allreduce on a dedicated stream, deadline polling, abort on
- * timeout or asynchronous error. */
+ * NCCL_ALGO fixed once per process before the first NCCL call (core/ncclw.c), allreduce on a dedicated
+ * stream, deadline polling, abort on timeout or asynchronous error. */
 #include "core/ncclw.h"
 #include "core/dev.h"
 #include "core/err.h"
@@ -8,7 +8,6 @@
 #include "core/timer.h"
 #include <cuda_runtime_api.h>
 #include <nccl.h>
-#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,12 +22,8 @@ struct ncclw {
     cudaStream_t stream;
     int aborted;
     size_t bytes;
-    char algo[96];
+    char algo[160];
 };
-
-/* NCCL reads NCCL_ALGO from the environment while it builds a communicator (on its own thread for a
- * non-blocking one): one init at a time touches the variable. */
-static pthread_mutex_t s_env_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int s_nccl_err(ncclw_t *self, ncclResult_t r, const char *what)
 {
@@ -123,6 +118,11 @@ int ncclw_new(ncclw_t **self_p, comm_t *comm, int device, const char *algo, int 
     if (device < 0 || device >= n)
         return err_set(ERR_NODEV, "NCCL: device %d does not exist (%d visible)", device, n);
     uint64_t dl = deadline_in(timeout_ms);
+    /* before ncclGetUniqueId, the process's first NCCL call that starts threads */
+    const char *user = getenv("NCCL_ALGO");
+    if (user && *user && algo && *algo && strcasecmp(user, algo) != 0)
+        LOG_W("NCCL_ALGO=%s from the environment overrides the %s algorithm", user, algo);
+    CHECK(ncclw_algo_init(algo));
     cudaError_t ce = cudaSetDevice(device);
     if (ce != cudaSuccess) return err_set(ERR_CUDA, "cudaSetDevice(%d): %s", device, cudaGetErrorString(ce));
     CHECK(s_check_placement(comm, device, deadline_left_ms(dl)));
@@ -147,20 +147,7 @@ int ncclw_new(ncclw_t **self_p, comm_t *comm, int device, const char *algo, int 
         return err_set(ERR_CUDA, "cudaStreamCreateWithFlags: %s", cudaGetErrorString(ce));
     }
 
-    pthread_mutex_lock(&s_env_lock);
-    const char *user = getenv("NCCL_ALGO");
-    int set_env = 0;
-    if (user && *user) {
-        snprintf(self->algo, sizeof self->algo, "nccl %s (NCCL_ALGO from the user)", user);
-        if (algo && strcasecmp(user, algo) != 0)
-            LOG_W("NCCL_ALGO=%s from the environment overrides the %s algorithm", user, algo);
-    } else if (algo && *algo) {
-        setenv("NCCL_ALGO", algo, 1);
-        set_env = 1;
-        snprintf(self->algo, sizeof self->algo, "nccl %s", algo);
-    } else {
-        snprintf(self->algo, sizeof self->algo, "nccl (NCCL's choice)");
-    }
+    ncclw_algo_label(algo, comm->world, self->algo, sizeof self->algo);
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
     ncclResult_t r = ncclCommInitRankConfig(&self->nc, comm->world, msg.id, comm->rank, &cfg);
@@ -171,8 +158,6 @@ int ncclw_new(ncclw_t **self_p, comm_t *comm, int device, const char *algo, int 
     } else {
         rc = s_settle(self, dl, timeout_ms, "NCCL communicator init");
     }
-    if (set_env) unsetenv("NCCL_ALGO");
-    pthread_mutex_unlock(&s_env_lock);
     if (rc < 0) {
         err_note(rc, __FILE__, __LINE__, "ncclCommInitRankConfig");
         ncclw_destroy(&self);

@@ -1,8 +1,10 @@
 /* test_gpu.c: the device layer and the GPU paths. Without a GPU: CUDA_VISIBLE_DEVICES parsing, the
- * --gpus error text, counting/selecting with every device hidden, and the GPU constructors failing
- * cleanly. With a GPU (skipped with the reason otherwise): the reduce kernels against exact results,
- * the bandwidth probe, NCCL allreduce (ring and tree algorithms) at world 1, NCCL's refusal of two
- * ranks on one GPU, and the CUDA IPC tree with 2, 3 and 5 ranks sharing the GPU(s).
+ * --gpus error text, NCCL_ALGO fixed once per process (and its labels), counting/selecting with every
+ * device hidden, and the GPU constructors failing cleanly. With a GPU (skipped with the reason
+ * otherwise): the reduce kernels against exact results, the bandwidth probe, copies and fills complete
+ * before other streams read them, NCCL allreduce at world 1 (ring and tree algorithms, one process
+ * each: NCCL_ALGO is fixed per process), NCCL's refusal of two ranks on one GPU, and the CUDA IPC tree
+ * with 2, 3 and 5 ranks sharing the GPU(s).
  * Fork rule: the test process only counts devices (dev_count probes in a child); CUDA is initialized
  * only inside the forked ranks or in tests that fork nothing afterwards. */
 #include <criterion/criterion.h>
@@ -120,6 +122,45 @@ static int s_hidden_rank(int rank, int world, void *arg)
     void *p = (void *)1;
     if (dev_malloc(&p, 16) == 0 || p != NULL) bad++;
     return bad;
+}
+
+/* NCCL_ALGO once per process, and the labels: no GPU needed (both builds). This test's own process. */
+Test(gpu, nccl_algo_fixed_once_per_process)
+{
+    unsetenv("NCCL_ALGO");
+    char l[160];
+    ncclw_algo_label("Tree", 2, l, sizeof l);
+    cr_assert_str_eq(l, "nccl Tree");
+    cr_assert_eq(ncclw_algo_init("Tree"), 0, "%s", err_detail());
+    cr_assert_str_eq(getenv("NCCL_ALGO"), "Tree");
+    cr_assert_eq(ncclw_algo_init("tree"), 0, "the same algorithm again (NCCL's names are case-blind)");
+    cr_assert_eq(ncclw_algo_init("Ring"), ERR_STATE);
+    cr_assert(strstr(err_detail(), "already Tree") && strstr(err_detail(), "its own process"), "%s", err_detail());
+    cr_assert_eq(ncclw_algo_init(NULL), ERR_STATE, "NCCL's own choice is another choice");
+    cr_assert_str_eq(getenv("NCCL_ALGO"), "Tree", "never changed once set");
+    ncclw_algo_label("Tree", 4, l, sizeof l);
+    cr_assert_str_eq(l, "nccl Tree");
+    ncclw_algo_label("Tree", 1, l, sizeof l);
+    cr_assert(strstr(l, "nccl Tree") && strstr(l, "world 1: a local copy"), "%s", l);
+}
+
+static int s_user_algo_rank(int rank, int world, void *arg)
+{
+    (void)rank; (void)world; (void)arg;
+    setenv("NCCL_ALGO", "Ring,Tree", 1);
+    int bad = ncclw_algo_init("Tree") != 0;       /* the user's value wins, every request is served by it */
+    bad += ncclw_algo_init("Ring") != 0;
+    bad += strcmp(getenv("NCCL_ALGO"), "Ring,Tree") != 0;
+    char l[160];
+    ncclw_algo_label("Tree", 2, l, sizeof l);
+    bad += strcmp(l, "nccl Ring,Tree (NCCL_ALGO from the user)") != 0;
+    if (bad) fprintf(stderr, "user's NCCL_ALGO: label '%s'\n", l);
+    return bad ? 1 : 0;
+}
+
+Test(gpu, nccl_algo_from_the_user_wins, .timeout = 30)
+{
+    cr_assert_eq(run_ranks(1, s_user_algo_rank, NULL, 20000), 0);
 }
 
 Test(gpu, no_visible_device_fails_cleanly, .timeout = 60)
@@ -282,6 +323,45 @@ Test(gpu, reduce_bandwidth_probe, .timeout = 120)
     cr_assert_gt(bw.reduce_gbps, 0);
     cr_assert_gt(bw.copy_gbps, 0);
 }
+
+/* dev.h's promise: dev_memcpy (pageable host source) and dev_memset are complete on return, so a
+ * kernel queued right after on a non-blocking stream (as NCCL's, the IPC tree's and the model's are)
+ * reads the new bytes. 256 MiB each time, so an unordered copy or fill would be overtaken. */
+Test(gpu, copies_and_fills_complete_before_other_streams, .timeout = 120)
+{
+    SKIP_WITHOUT_GPU();
+    cr_assert_geq(dev_select(0, NULL, 0), 0, "%s", err_detail());
+    const size_t n = (size_t)64 << 20;
+    float *h = malloc(n * sizeof(float)), *back = malloc(n * sizeof(float));
+    cr_assert(h && back);
+    void *d = NULL, *o = NULL, *st = NULL;
+    cr_assert_eq(dev_malloc(&d, n * sizeof(float)), 0, "%s", err_detail());
+    cr_assert_eq(dev_malloc(&o, n * sizeof(float)), 0, "%s", err_detail());
+    cr_assert_eq(dev_stream_new(&st), 0, "%s", err_detail());
+    const void *srcs[1] = {d};
+    for (int round = 0; round < 3; round++) {
+        for (size_t i = 0; i < n; i++) h[i] = (float)((i + (size_t)round) & 0xffff);
+        cr_assert_eq(dev_memset(d, 0, n * sizeof(float)), 0, "%s", err_detail());
+        cr_assert_eq(dev_memcpy(d, h, n * sizeof(float)), 0, "%s", err_detail());
+        cr_assert_eq(gpu_reduce_n(o, srcs, 1, n, DT_F32, 1.0f, st), 0, "%s", err_detail());
+        cr_assert_eq(dev_stream_wait(st, 30000), 0, "%s", err_detail());
+        cr_assert_eq(dev_memcpy(back, o, n * sizeof(float)), 0, "%s", err_detail());
+        cr_assert_eq(memcmp(back, h, n * sizeof(float)), 0, "round %d: the copy was overtaken by another stream", round);
+        cr_assert_eq(dev_memset(d, 0x3f, n * sizeof(float)), 0, "%s", err_detail());
+        cr_assert_eq(gpu_reduce_n(o, srcs, 1, n, DT_F32, 1.0f, st), 0, "%s", err_detail());
+        cr_assert_eq(dev_stream_wait(st, 30000), 0, "%s", err_detail());
+        cr_assert_eq(dev_memcpy(back, o, n * sizeof(float)), 0, "%s", err_detail());
+        const unsigned char *b = (const unsigned char *)back;
+        size_t bad = 0;
+        for (size_t i = 0; i < n * sizeof(float); i++) bad += b[i] != 0x3f;
+        cr_assert_eq(bad, 0, "round %d: %zu bytes of the fill were overtaken by another stream", round, bad);
+    }
+    dev_stream_destroy(&st);
+    dev_free(&d);
+    dev_free(&o);
+    free(h);
+    free(back);
+}
 #endif
 
 static int s_nccl_fn(void *obj, const void *s, void *r, size_t c, dtype_t dt, redop_t op, int tmo)
@@ -289,36 +369,58 @@ static int s_nccl_fn(void *obj, const void *s, void *r, size_t c, dtype_t dt, re
     return ncclw_allreduce(obj, s, r, c, dt, op, tmo);
 }
 
+/* One algorithm per process (NCCL_ALGO is set once, before the first NCCL call): a communicator with
+ * the other algorithm in the same process is refused; at world 1 the label says "local copy". */
 static int s_nccl_rank(int rank, int world, void *arg)
 {
-    (void)arg;
+    const char *algo = arg, *other = strcmp(algo, "Ring") == 0 ? "Tree" : "Ring";
+    int user = getenv("NCCL_ALGO") != NULL;
     comm_t *comm = NULL;
     char b[512];
     if (s_comm(&comm) < 0) return 1;
     int dev = dev_select(comm->local_rank, NULL, 0), bad = 0;
     if (dev < 0) { fprintf(stderr, "dev_select: %s\n", err_detail()); return 1; }
-    for (int algo = 0; algo < 2; algo++) {
-        ncclw_t *nc = NULL;
-        int rc = algo == 0 ? ncclw_new(&nc, comm, dev, "Ring", 30000) : ncclw_new(&nc, comm, dev, "Tree", 30000);
-        if (rc < 0) { fprintf(stderr, "nccl new: %s\n", err_trace(rc, b, sizeof b)); bad++; continue; }
-        size_t counts[] = {0, 1, 4099, 1000003};
-        for (size_t ci = 0; ci < 4; ci++)
-            for (int dt = 0; dt < DT_COUNT; dt++)
-                for (int op = 0; op < 2; op++)
-                    bad += s_dev_case(ncclw_algo(nc), nc, s_nccl_fn, rank, world, counts[ci], (dtype_t)dt, (redop_t)op,
-                                      (int)(ci + (size_t)op) % 2);
-        if (!strstr(ncclw_algo(nc), algo == 0 ? "Ring" : "Tree") && !getenv("NCCL_ALGO")) bad++;
-        ncclw_destroy(&nc);
-        ncclw_destroy(&nc);
+    ncclw_t *nc = NULL;
+    int rc = ncclw_new(&nc, comm, dev, algo, 30000);
+    if (rc < 0) {
+        fprintf(stderr, "nccl new: %s\n", err_trace(rc, b, sizeof b));
+        comm_destroy(&comm);
+        return 1;
     }
+    size_t counts[] = {0, 1, 4099, 1000003};
+    for (size_t ci = 0; ci < 4; ci++)
+        for (int dt = 0; dt < DT_COUNT; dt++)
+            for (int op = 0; op < 2; op++)
+                bad += s_dev_case(ncclw_algo(nc), nc, s_nccl_fn, rank, world, counts[ci], (dtype_t)dt, (redop_t)op,
+                                  (int)(ci + (size_t)op) % 2);
+    if (!user && (!strstr(ncclw_algo(nc), algo) || !strstr(ncclw_algo(nc), "local copy"))) {
+        fprintf(stderr, "label '%s'\n", ncclw_algo(nc));
+        bad++;
+    }
+    fprintf(stderr, "%s\n", ncclw_algo(nc));
+    ncclw_t *nc2 = NULL;
+    rc = ncclw_new(&nc2, comm, dev, other, 30000);
+    if (!user && (rc != ERR_STATE || nc2)) {
+        fprintf(stderr, "a %s communicator after %s: want ERR_STATE, got %d %s\n", other, algo, rc, err_detail());
+        bad++;
+    }
+    ncclw_destroy(&nc2);
+    ncclw_destroy(&nc);
+    ncclw_destroy(&nc);
     comm_destroy(&comm);
     return bad ? 1 : 0;
 }
 
-Test(gpu, nccl_world1_ring_and_tree, .timeout = 180)
+Test(gpu, nccl_world1_ring, .timeout = 120)
 {
     SKIP_WITHOUT_GPU();
-    cr_assert_eq(run_ranks(1, s_nccl_rank, NULL, 170000), 0);
+    cr_assert_eq(run_ranks(1, s_nccl_rank, (void *)"Ring", 110000), 0);
+}
+
+Test(gpu, nccl_world1_tree, .timeout = 120)
+{
+    SKIP_WITHOUT_GPU();
+    cr_assert_eq(run_ranks(1, s_nccl_rank, (void *)"Tree", 110000), 0);
 }
 
 /* Two ranks: with one GPU NCCL must be refused up front (same error on both), with two it must work. */

@@ -126,6 +126,8 @@ const char *mlp_gpu_desc(const mlp_gpu_t *self) { return self->tf32 ? "cuBLAS TF
 
 int mlp_gpu_set_params(mlp_gpu_t *self, const float *host)
 {
+    /* the model's stream is idle before, and dev_memcpy is complete after (dev.h): the next forward's
+     * first GEMM on that stream reads the uploaded parameters */
     CHECK(dev_stream_wait(self->stream, self->timeout_ms));
     return dev_memcpy(self->params, host, self->s.count * sizeof(float));
 }
