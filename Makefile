@@ -82,3 +82,6 @@ peers: $(BUILD)/peers/mpi_allreduce
 $(BUILD)/peers/mpi_allreduce: peers/mpi_allreduce.c
 	@mkdir -p $(@D)
 	mpicc -O3 -o $@ $<
+
+# The gradient profiles are built into the binary (.incbin in trainer/workload.c).
+$(BUILD)/obj/trainer/workload.o: $(wildcard workloads/*.tsv)

@@ -1,0 +1,179 @@
+/* test_workload.c: the built-in gradient profiles (totals against the model definitions), the emulated
+ * device's per-layer timing against hand-computed values, presets, and DDP bucket cutting. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include "core/err.h"
+#include "trainer/emu.h"
+#include "trainer/workload.h"
+
+static void s_expect_totals(const char *name, size_t ntensors, size_t params)
+{
+    workload_t *w = NULL;
+    cr_assert_eq(workload_load(&w, name), 0, "%s: %s", name, err_detail());
+    cr_expect_eq(w->ntensors, ntensors, "%s: %zu tensors, want %zu", name, w->ntensors, ntensors);
+    cr_expect_eq(w->params, params, "%s: %zu parameters, want %zu", name, w->params, params);
+    cr_expect(strstr(w->source, name) != NULL, "%s: source line '%s'", name, w->source);
+    workload_destroy(&w);
+    cr_expect_null(w);
+}
+
+Test(workload, totals_match_the_model_definitions)
+{
+    s_expect_totals("resnet50", 161, 25557032);
+    s_expect_totals("resnet101", 314, 44549160);
+    s_expect_totals("vgg16", 32, 138357544);
+    s_expect_totals("inception3", 292, 27161264);
+    s_expect_totals("bert-base", 202, 109514298);
+    s_expect_totals("bert-large", 394, 335174458);
+    s_expect_totals("gpt2", 148, 124439808);
+}
+
+Test(workload, flops_match_the_profile_header)
+{
+    /* whole-model FLOPs per sample the header states (3-4 significant digits) */
+    workload_t *w = NULL;
+    cr_assert_eq(workload_load(&w, "vgg16"), 0);
+    cr_expect(fabs(w->fwd_flops / 3.094e10 - 1) < 1e-3, "vgg16 forward %g", w->fwd_flops);
+    cr_expect(fabs(w->bwd_flops / 6.171e10 - 1) < 1e-3, "vgg16 backward %g", w->bwd_flops);
+    cr_expect_str_eq(w->t[0].name, "classifier.6.bias");
+    workload_destroy(&w);
+    cr_assert_eq(workload_load(&w, "resnet50"), 0);
+    cr_expect(fabs(w->fwd_flops / 8.178e9 - 1) < 1e-3, "resnet50 forward %g", w->fwd_flops);
+    workload_destroy(&w);
+}
+
+static char s_path[64];
+
+static void s_write_profile(const char *text)
+{
+    snprintf(s_path, sizeof s_path, "/tmp/sb-wl-%d.tsv", (int)getpid());
+    FILE *f = fopen(s_path, "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* three tensors: forward 10+20+70 = 100, backward 50+0+150 = 200 FLOPs per sample */
+static const char *s_tiny = "# tiny: 3 tensors, hand-made\n"
+                            "head.bias\t4\t10\t50\n"
+                            "head.weight\t8\t20\t0\n"
+                            "body.weight\t1000\t70\t150\n";
+
+Test(workload, per_layer_timing_against_hand_computed_values)
+{
+    s_write_profile(s_tiny);
+    workload_t *w = NULL;
+    cr_assert_eq(workload_load(&w, s_path), 0, "%s", err_detail());
+    cr_expect(!strncmp(w->name, "sb-wl-", 6), "name from the file: %s", w->name);
+    wl_device_t d;
+    cr_assert_eq(wl_device_resolve("throughput=100", w, &d), 0);
+    /* batch 50 at 100 samples/s: 0.5 s; forward a third (100 of 300 FLOPs), then backward by share */
+    double fwd, total, ready[3];
+    wl_schedule(w, &d, 50, 1, &fwd, ready, &total);
+    cr_expect(fabs(total - 0.5) < 1e-12, "total %g", total);
+    cr_expect(fabs(fwd - 0.5 / 3) < 1e-12, "forward %g", fwd);
+    cr_expect(fabs(ready[0] - (0.5 / 3 + 0.5 * 50 / 300)) < 1e-12, "ready[0] %g", ready[0]);
+    cr_expect(fabs(ready[1] - ready[0]) < 1e-12, "a tensor with no FLOPs of its own is ready with its module's first");
+    cr_expect(fabs(ready[2] - 0.5) < 1e-12, "last gradient at the end of backward: %g", ready[2]);
+    /* dilation multiplies every time */
+    wl_schedule(w, &d, 50, 4, &fwd, ready, &total);
+    cr_expect(fabs(total - 2.0) < 1e-12 && fabs(ready[0] - 4 * (0.5 / 3 + 0.5 * 50 / 300)) < 1e-12);
+    /* tflops= gives samples/s = TFLOP/s / FLOPs per sample */
+    cr_assert_eq(wl_device_resolve("tflops=3e-10", w, &d), 0); /* 300 FLOP/s */
+    cr_expect(fabs(d.samples_per_s - 1.0) < 1e-9, "samples/s %g", d.samples_per_s);
+    workload_destroy(&w);
+    unlink(s_path);
+}
+
+Test(workload, presets_published_and_derived)
+{
+    workload_t *v = NULL, *r101 = NULL, *r50 = NULL, *inc = NULL;
+    cr_assert_eq(workload_load(&v, "vgg16"), 0);
+    cr_assert_eq(workload_load(&r101, "resnet101"), 0);
+    cr_assert_eq(workload_load(&r50, "resnet50"), 0);
+    cr_assert_eq(workload_load(&inc, "inception3"), 0);
+    wl_device_t d;
+    cr_assert_eq(wl_device_resolve("pascal", v, &d), 0);
+    cr_expect(d.samples_per_s == 130.9 && !d.derived, "vgg16 on pascal %g", d.samples_per_s);
+    cr_assert_eq(wl_device_resolve("v100", r50, &d), 0);
+    cr_expect(d.samples_per_s == 367 && !d.derived);
+    /* resnet50 on pascal: the median effective TFLOP/s of pascal's three published figures */
+    double e[3] = {134.4 * (inc->fwd_flops + inc->bwd_flops), 119.4 * (r101->fwd_flops + r101->bwd_flops),
+                   130.9 * (v->fwd_flops + v->bwd_flops)};
+    double lo = fmin(e[0], fmin(e[1], e[2])), hi = fmax(e[0], fmax(e[1], e[2]));
+    double med = e[0] + e[1] + e[2] - lo - hi;
+    cr_assert_eq(wl_device_resolve("pascal", r50, &d), 0);
+    cr_expect(d.derived && fabs(d.samples_per_s - med / (r50->fwd_flops + r50->bwd_flops)) < 1e-9, "derived %g",
+              d.samples_per_s);
+    cr_expect_lt(wl_device_resolve("tpu", r50, &d), 0);
+    cr_expect(strstr(err_detail(), "pascal") != NULL, "the error lists the presets: %s", err_detail());
+    cr_expect_lt(wl_device_resolve("throughput=-1", r50, &d), 0);
+    workload_destroy(&v); workload_destroy(&r101); workload_destroy(&r50); workload_destroy(&inc);
+}
+
+Test(workload, buckets_ddp_rule_and_shrink)
+{
+    s_write_profile(s_tiny);
+    workload_t *w = NULL;
+    cr_assert_eq(workload_load(&w, s_path), 0);
+    size_t ends[3];
+    /* 16 B, 32 B, 4000 B: first cap 16 B closes after tensor 0; cap 1 KiB closes after tensor 2 */
+    cr_assert_eq(wl_buckets(w, 1, 16, 1024, ends), 2);
+    cr_expect(ends[0] == 1 && ends[1] == 3);
+    /* first cap 64 B: 16 + 32 < 64 stays open, + 4000 closes */
+    cr_assert_eq(wl_buckets(w, 1, 64, 1024, ends), 1);
+    /* shrink 8: 1, 1, 125 elements (ceil) */
+    cr_expect_eq(wl_shrunk_numel(w, 0, 8), 1);
+    cr_expect_eq(wl_shrunk_numel(w, 2, 8), 125);
+    workload_destroy(&w);
+    unlink(s_path);
+}
+
+Test(workload, malformed_profiles_name_the_line)
+{
+    workload_t *w = NULL;
+    s_write_profile("# bad\nok\t4\t1\t1\nbroken\tfour\t1\t1\n");
+    cr_expect_eq(workload_load(&w, s_path), ERR_CORRUPT);
+    cr_expect(strstr(err_detail(), "line 3") != NULL, "%s", err_detail());
+    s_write_profile("# empty\n");
+    cr_expect_eq(workload_load(&w, s_path), ERR_CORRUPT);
+    cr_expect_eq(workload_load(&w, "alexnet"), ERR_INVAL);
+    cr_expect(strstr(err_detail(), "resnet50") != NULL);
+    cr_expect_eq(workload_load(&w, "/nonexistent/x.tsv"), ERR_IO);
+    cr_expect_null(w);
+    unlink(s_path);
+}
+
+Test(emu, vgg16_shrunk_layout_and_schedule)
+{
+    emu_cfg_t c = {.model = "vgg16", .device = "pascal", .local_batch = 64, .shrink = 16, .dilate = 2,
+                   .grad_dtype = DT_F32, .bucket_mb = 25, .rank = 3, .seed = 1};
+    emu_t *e = NULL;
+    cr_assert_eq(emu_new(&e, &c), 0, "%s", err_detail());
+    const workload_t *w = emu_workload(e);
+    size_t want = 0;
+    for (size_t i = 0; i < w->ntensors; i++) want += (w->t[i].numel + 15) / 16;
+    cr_expect_eq(emu_count(e), want);
+    /* buckets tile the arena in order, ready times non-decreasing, the last at the end of backward */
+    size_t next = 0;
+    double prev = 0, ready = 0;
+    for (int b = 0; b < emu_nbuckets(e); b++) {
+        size_t off, cnt;
+        emu_bucket(e, b, &off, &cnt, &ready);
+        cr_expect_eq(off, next, "bucket %d starts at %zu, want %zu", b, off, next);
+        cr_expect_geq(ready, prev);
+        next = off + cnt;
+        prev = ready;
+    }
+    cr_expect_eq(next, emu_count(e));
+    cr_expect(fabs(ready - emu_compute_s(e)) < 1e-12);
+    cr_expect(fabs(emu_compute_s(e) - 2 * 64 / 130.9) < 1e-12, "compute %g", emu_compute_s(e));
+    /* the gradients are multiples of 2^-12 */
+    const float *g = emu_grads(e);
+    for (size_t i = 0; i < 1000; i++) cr_expect(g[i] * 4096.0f == (float)(int)(g[i] * 4096.0f));
+    emu_destroy(&e);
+    cr_expect_null(e);
+}

@@ -1,0 +1,48 @@
+/* emu.h: the emulated model of a real workload (trainer/workload.h): a parameter arena and gradient
+ * buffers of the profile's real sizes (divided by --shrink), laid out in backward order, the
+ * DDP-style buckets over it, and the device's step schedule (when each bucket's gradients are ready,
+ * dilated by --dilate). The trainer waits out the compute against the clock instead of burning CPU,
+ * so the host's cores stay free for the engines moving the real bytes. */
+#ifndef SB_EMU_H
+#define SB_EMU_H
+#include <stddef.h>
+#include <stdint.h>
+#include "core/dtype.h"
+#include "trainer/workload.h"
+
+typedef struct emu emu_t;
+
+typedef struct {
+    const char *model;          /* workload name or .tsv path */
+    const char *device;         /* device spec (workload.h); NULL: "v100" */
+    size_t local_batch;
+    double shrink;              /* >= 1: tensors and link rates divided by it */
+    double dilate;              /* >= 1: compute times multiplied by it (link rates divided by it) */
+    dtype_t grad_dtype;
+    double bucket_mb;           /* bucket cap in MiB of f32 gradients before shrink; <= 0: 25 */
+    size_t first_bucket_bytes;  /* DDP's small first bucket (before shrink); 0: 1 MiB */
+    int rank;
+    uint64_t seed;
+} emu_cfg_t;
+
+int  emu_new(emu_t **self_p, const emu_cfg_t *cfg);
+void emu_destroy(emu_t **self_p);
+
+const workload_t *emu_workload(const emu_t *self);
+const wl_device_t *emu_device(const emu_t *self);
+float  *emu_params(emu_t *self);           /* count f32, backward order */
+size_t  emu_count(const emu_t *self);
+/* This rank's gradients in grad_dtype: a fixed rank-dependent pattern of small dyadic values, so their sum
+ * over ranks is exact in f32 and every rank's update can be checked. */
+const void *emu_grads(const emu_t *self);
+int     emu_nbuckets(const emu_t *self);
+/* Bucket b: element range [*offset, *offset + *count) and when its last gradient is ready (seconds
+ * from the start of the step, dilated). */
+void    emu_bucket(const emu_t *self, int b, size_t *offset, size_t *count, double *ready_s);
+double  emu_forward_s(const emu_t *self);  /* dilated */
+double  emu_compute_s(const emu_t *self);  /* forward + backward, dilated */
+
+/* Sleep until now_ns()-clock time t_ns (absolute, CLOCK_MONOTONIC); returns at once if passed. */
+void emu_sleep_until(uint64_t t_ns);
+
+#endif
