@@ -2,7 +2,9 @@
  * workload, cuts DDP buckets and computes each bucket's ready time from the emulated device. */
 #include "trainer/emu.h"
 #include "core/err.h"
+#include "core/timer.h"
 #include <errno.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -34,6 +36,7 @@ static int s_layout(emu_t *e)
     size_t cap = (size_t)(mb * 1048576.0 / e->cfg.shrink), first = e->cfg.first_bucket_bytes;
     if (!first) first = 1u << 20;
     first = (size_t)((double)first / e->cfg.shrink);
+    if (first > cap) first = cap; /* DDP: the first bucket's cap is min(1 MiB, bucket_cap) */
     if (cap < 4) cap = 4;
     if (first < 4) first = 4;
     int nb = wl_buckets(wl, e->cfg.shrink, first, cap, ends);
@@ -140,4 +143,54 @@ void emu_sleep_until(uint64_t t_ns)
     struct timespec ts = {.tv_sec = (time_t)(t_ns / 1000000000ull), .tv_nsec = (long)(t_ns % 1000000000ull)};
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
     }
+}
+
+static double s_cpu_ms(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 + (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+}
+
+int emu_step(emu_t *self, const emu_step_in_t *in, emu_step_out_t *out)
+{
+    memset(out, 0, sizeof *out);
+    double cpu0 = s_cpu_ms();
+    uint64_t t0 = now_ns();
+    uint64_t delay = (uint64_t)((in->straggler_ms > 0 ? in->straggler_ms : 0) * 1e6);
+    uint64_t t_end = t0 + delay + (uint64_t)(self->total_s * 1e9);
+    if (!in->ops) {
+        emu_sleep_until(t_end);
+        uint64_t t1 = now_ns();
+        CHECK(optim_step(in->optim, self->params, self->grads, 0, self->count, 1.0f, in->lr, in->step));
+        out->compute_ms = (double)(now_ns() - t0) / 1e6;
+        out->step_ms = out->compute_ms;
+        out->sync_ms = (double)(now_ns() - t1) / 1e6;
+        out->cpu_ms = s_cpu_ms() - cpu0;
+        return 0;
+    }
+    step_ctx_t ctx = {.step = in->step, .inv_scale = 1.0f, .lr = in->lr};
+    if (in->ops->step_begin) CHECK(in->ops->step_begin(in->engine, &ctx));
+    size_t esz = dt_size(self->cfg.grad_dtype);
+    for (int b = 0; b < self->nbuckets; b++) {
+        double r = in->no_overlap ? self->total_s : self->bready[b];
+        emu_sleep_until(t0 + delay + (uint64_t)(r * 1e9));
+        bucket_t bk = {.grad = (const char *)self->grads + self->boff[b] * esz, .offset = self->boff[b],
+                       .count = self->bcount[b], .index = b};
+        CHECK(in->ops->submit(in->engine, &bk));
+    }
+    emu_sleep_until(t_end); /* the last bucket is ready at the end of backward: a no-op but for rounding */
+    uint64_t t2 = now_ns();
+    step_out_t so;
+    memset(&so, 0, sizeof so);
+    CHECK(in->ops->wait(in->engine, &so, in->timeout_ms));
+    uint64_t t3 = now_ns();
+    out->compute_ms = (double)(t2 - t0) / 1e6;
+    out->sync_ms = (double)(t3 - t2) / 1e6;
+    out->comm_ms = so.comm_ms;
+    out->wait_ms = so.wait_ms;
+    out->skipped = so.skipped;
+    out->step_ms = (double)(t3 - t0) / 1e6;
+    out->cpu_ms = s_cpu_ms() - cpu0;
+    return 0;
 }

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "core/dtype.h"
+#include "core/engine.h"
+#include "core/optim.h"
 #include "trainer/workload.h"
 
 typedef struct emu emu_t;
@@ -44,5 +46,28 @@ double  emu_compute_s(const emu_t *self);  /* forward + backward, dilated */
 
 /* Sleep until now_ns()-clock time t_ns (absolute, CLOCK_MONOTONIC); returns at once if passed. */
 void emu_sleep_until(uint64_t t_ns);
+
+/* One emulated step. With an engine: step_begin, then each bucket is submitted once the clock reaches
+ * its ready time (all at the end of backward with no_overlap), then wait (the engine reduces the real
+ * bytes and applies the optimizer). Without one (world 1): the compute is waited out and the local
+ * optimizer applied. Compute is slept, never burned. */
+typedef struct {
+    const engine_ops_t *ops;   /* NULL: local mode */
+    engine_t *engine;
+    optim_t  *optim;           /* local mode */
+    uint64_t  step;            /* optimizer steps applied so far + 1 */
+    float     lr;
+    int       timeout_ms;
+    double    straggler_ms;    /* extra compute this step (--straggler on this rank) */
+    int       no_overlap;
+} emu_step_in_t;
+
+typedef struct {
+    double step_ms, compute_ms, comm_ms, wait_ms, sync_ms;
+    double cpu_ms;             /* CPU time this process used during the step (all threads) */
+    int    skipped;
+} emu_step_out_t;
+
+int emu_step(emu_t *self, const emu_step_in_t *in, emu_step_out_t *out);
 
 #endif

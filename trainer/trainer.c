@@ -22,6 +22,7 @@
 #include "trainer/amp.h"
 #include "trainer/ckpt.h"
 #include "trainer/data.h"
+#include "trainer/emu.h"
 #include "trainer/model_gpu.h"
 #include "trainer/rng.h"
 #include "trainer/sampler.h"
@@ -55,6 +56,7 @@ struct trainer {
     mlp_gpu_t    *gpu;             /* cfg.device >= 0: the model on the GPU (mlp keeps a host copy) */
     optim_dev_t  *dopt;            /* local mode on the GPU */
     uint64_t      tr_layer;        /* timeline: start of the current layer's backward (0 when off) */
+    emu_t        *emu;             /* an emulated real model (then no mlp, data, sampler) */
 };
 
 void trainer_cfg_default(trainer_cfg_t *cfg)
@@ -103,6 +105,21 @@ static int s_plan_buckets(trainer_t *t)
     return 0;
 }
 
+static int s_new_emulated(trainer_t *t)
+{
+    if (t->cfg.device >= 0) return err_set(ERR_UNSUP, "model %s is emulated: it runs without --gpus", t->cfg.model);
+    if (t->cfg.data && *t->cfg.data && strcmp(t->cfg.data, "synthetic"))
+        return err_set(ERR_INVAL, "model %s is emulated: it takes no --data", t->cfg.model);
+    emu_cfg_t ec = {.model = t->cfg.model, .device = t->cfg.emu_device, .local_batch = t->local_batch,
+                    .shrink = t->cfg.shrink >= 1 ? t->cfg.shrink : 1, .dilate = t->cfg.dilate >= 1 ? t->cfg.dilate : 1,
+                    .grad_dtype = t->cfg.grad_dtype, .bucket_mb = t->cfg.bucket_mb, .rank = t->cfg.rank,
+                    .seed = t->cfg.seed};
+    CHECK(emu_new(&t->emu, &ec));
+    t->nbuckets = emu_nbuckets(t->emu);
+    amp_init(&t->amp, DT_F32); /* the pattern never overflows: no loss scaling */
+    return 0;
+}
+
 int trainer_new(trainer_t **self_p, const trainer_cfg_t *cfg_in)
 {
     if (!self_p || !cfg_in) return err_set(ERR_INVAL, "trainer_new: no config");
@@ -126,6 +143,11 @@ int trainer_new(trainer_t **self_p, const trainer_cfg_t *cfg_in)
     t->cfg.data = NULL; /* not kept: the caller's string */
     t->local_batch = cfg.global_batch / (size_t)cfg.world;
     int rc;
+    if (workload_is_known(cfg.model)) {
+        CHECK_GOTO(rc, s_new_emulated(t), fail);
+        *self_p = t;
+        return 0;
+    }
     mlp_shape_t shape;
     CHECK_GOTO(rc, mlp_parse(cfg.model, &shape), fail);
     if (!cfg.data || !*cfg.data || !strcmp(cfg.data, "synthetic"))
@@ -189,11 +211,14 @@ void trainer_destroy(trainer_t **self_p)
     mlp_gpu_destroy(&t->gpu);
     optim_dev_destroy(&t->dopt);
     free(t->buckets);
+    emu_destroy(&t->emu);
     free(t);
     *self_p = NULL;
 }
 
-const mlp_shape_t *trainer_shape(const trainer_t *self) { return mlp_shape(self->mlp); }
+const mlp_shape_t *trainer_shape(const trainer_t *self) { return self->emu ? NULL : mlp_shape(self->mlp); }
+const struct emu *trainer_emu(const trainer_t *self) { return self->emu; }
+size_t trainer_param_count(const trainer_t *self) { return self->emu ? emu_count(self->emu) : mlp_shape(self->mlp)->count; }
 /* GPU: bring the host copy of the parameters up to date (checksums, checkpoints, trainer_params). */
 static int s_sync_host(const trainer_t *self)
 {
@@ -202,13 +227,14 @@ static int s_sync_host(const trainer_t *self)
 
 float *trainer_params(trainer_t *self)
 {
+    if (self->emu) return emu_params(self->emu);
     if (s_sync_host(self) < 0) LOG_W("trainer_params: %s", err_detail());
     return mlp_params(self->mlp);
 }
 size_t trainer_local_batch(const trainer_t *self) { return self->local_batch; }
 int trainer_nbuckets(const trainer_t *self) { return self->nbuckets; }
-size_t trainer_data_bytes(const trainer_t *self) { return dataset_bytes(self->data); }
-const char *trainer_data_name(const trainer_t *self) { return dataset_name(self->data); }
+size_t trainer_data_bytes(const trainer_t *self) { return self->emu ? 0 : dataset_bytes(self->data); }
+const char *trainer_data_name(const trainer_t *self) { return self->emu ? "none (emulated model)" : dataset_name(self->data); }
 uint64_t trainer_steps_done(const trainer_t *self) { return self->step; }
 float trainer_loss_scale(const trainer_t *self) { return self->amp.scale; }
 
@@ -263,9 +289,30 @@ static int s_local_step_dev(trainer_t *t, float inv, int *overflow)
     return 0;
 }
 
+static int s_attach_emulated(trainer_t *t, const engine_ops_t *ops, engine_t *engine)
+{
+    size_t count = emu_count(t->emu);
+    if (!ops) {
+        if (t->cfg.world != 1)
+            return err_set(ERR_INVAL, "trainer: no engine with %d workers (local mode is world 1 only)", t->cfg.world);
+        CHECK(optim_new(&t->optim, &t->cfg.optim, count));
+    } else {
+        if (!engine || !ops->attach || !ops->submit || !ops->wait)
+            return err_set(ERR_INVAL, "trainer: engine '%s' lacks attach/submit/wait", ops->name ? ops->name : "?");
+        param_set_t ps = {.params = emu_params(t->emu), .count = count, .grad_dtype = t->cfg.grad_dtype,
+                          .optim = t->cfg.optim};
+        CHECK(ops->attach(engine, &ps));
+    }
+    t->ops = ops;
+    t->engine = engine;
+    t->attached = 1;
+    return 0;
+}
+
 int trainer_attach(trainer_t *self, const engine_ops_t *ops, engine_t *engine)
 {
     if (self->attached) return err_set(ERR_STATE, "trainer: attach called twice");
+    if (self->emu) return s_attach_emulated(self, ops, engine);
     const mlp_shape_t *s = mlp_shape(self->mlp);
     if (!ops) {
         if (self->cfg.world != 1)
@@ -356,9 +403,40 @@ static void s_sleep_ms(double ms)
     }
 }
 
+static int s_step_emulated(trainer_t *t, trainer_step_t *out)
+{
+    emu_step_in_t in = {.ops = t->ops, .engine = t->engine, .optim = t->optim, .step = t->applied + 1,
+                        .lr = t->cfg.optim.lr, .timeout_ms = t->cfg.timeout_ms, .no_overlap = t->cfg.no_overlap,
+                        .straggler_ms = t->cfg.straggler_rank == t->cfg.rank ? t->cfg.straggler_ms : 0};
+    emu_step_out_t eo;
+    uint64_t tr = trace_t0();
+    CHECK(emu_step(t->emu, &in, &eo));
+    trace_x1("emulated step", tr, "step", (int64_t)(t->step + 1));
+    t->step++;
+    if (!eo.skipped) t->applied++;
+    trainer_step_t o;
+    memset(&o, 0, sizeof o);
+    o.step = t->step;
+    o.samples = t->local_batch;
+    o.skipped = eo.skipped;
+    o.loss_scale = 1;
+    o.nbuckets = t->nbuckets;
+    o.compute_ms = eo.compute_ms;
+    o.comm_ms = eo.comm_ms;
+    o.wait_ms = eo.wait_ms;
+    o.sync_ms = t->ops ? eo.sync_ms : 0;
+    o.cpu_ms = eo.cpu_ms;
+    uint64_t t0 = now_ns();
+    if (t->cfg.check_every > 0 && t->step % (uint64_t)t->cfg.check_every == 0) CHECK(trainer_check(t));
+    o.step_ms = eo.step_ms + (double)(now_ns() - t0) / 1e6;
+    if (out) *out = o;
+    return 0;
+}
+
 int trainer_step(trainer_t *self, trainer_step_t *out)
 {
     if (!self->attached) return err_set(ERR_STATE, "trainer_step before trainer_attach");
+    if (self->emu) return s_step_emulated(self, out);
     trainer_step_t o;
     memset(&o, 0, sizeof o);
     uint64_t t0 = now_ns();
@@ -436,6 +514,7 @@ int trainer_step(trainer_t *self, trainer_step_t *out)
 
 uint64_t trainer_checksum(const trainer_t *self)
 {
+    if (self->emu) return ckpt_hash(emu_params(self->emu), emu_count(self->emu) * sizeof(float), 0x5eed);
     if (s_sync_host(self) < 0) LOG_W("trainer_checksum: %s", err_detail());
     const mlp_shape_t *s = mlp_shape(self->mlp);
     return ckpt_hash(mlp_params(self->mlp), s->count * sizeof(float), 0x5eed);
@@ -488,6 +567,7 @@ int trainer_check(trainer_t *self)
 
 int trainer_save(trainer_t *self, const char *path)
 {
+    if (self->emu) return trainer_can_save(self);
     const mlp_shape_t *s = mlp_shape(self->mlp);
     ckpt_t c;
     memset(&c, 0, sizeof c);
@@ -528,6 +608,9 @@ int trainer_save(trainer_t *self, const char *path)
 
 int trainer_can_save(const trainer_t *self)
 {
+    if (self->emu)
+        return err_set(ERR_UNSUP, "checkpoint: model %s is emulated (its parameters are a test pattern, not a model "
+                       "worth keeping); --save and --resume are for the MLP", self->cfg.model);
     int stateful = self->cfg.optim.kind == OPT_ADAM || self->cfg.optim.momentum != 0.0f;
     if (self->ops && stateful && !self->ops->optim_state)
         return err_set(ERR_UNSUP, "checkpoint: the optimizer state (momentum/Adam moments) of engine '%s' lives on its "
@@ -539,6 +622,7 @@ int trainer_can_save(const trainer_t *self)
 int trainer_resume(trainer_t *self, const char *path)
 {
     if (self->attached) return err_set(ERR_STATE, "resume after attach: resume first, then attach");
+    if (self->emu) return trainer_can_save(self);
     ckpt_t c;
     CHECK(ckpt_read(path, &c));
     const mlp_shape_t *s = mlp_shape(self->mlp);

@@ -42,6 +42,10 @@ typedef struct {
     int      device;            /* -1 (trainer_cfg_default): CPU model; >= 0: the model on this CUDA device
                                  * (trainer/model_gpu.h); the engine then gets device parameters */
     int      tf32;              /* GPU: let cuBLAS use TF32 tensor cores */
+    /* An emulated real model (model names a workload, trainer/workload.h): no data and no arithmetic;
+     * the device's compute is waited out against the clock and real gradient bytes reach the engine. */
+    const char *emu_device;     /* device spec; NULL: "v100" */
+    double   shrink, dilate;    /* >= 1 (0 means 1): tensors / shrink, compute times x dilate */
 } trainer_cfg_t;
 
 void trainer_cfg_default(trainer_cfg_t *cfg);
@@ -55,6 +59,7 @@ typedef struct {
     float    loss_scale;        /* scale used for this step */
     double   step_ms, data_ms, compute_ms, comm_ms, wait_ms;
     double   sync_ms;           /* the whole engine wait() call: blocking + the optimizer update */
+    double   cpu_ms;            /* emulated models: CPU time this process used during the step */
     int      nbuckets;
 } trainer_step_t;
 
@@ -73,7 +78,11 @@ int  trainer_save(trainer_t *self, const char *path);
 int  trainer_can_save(const trainer_t *self);
 int  trainer_resume(trainer_t *self, const char *path);
 
+/* NULL for an emulated model. */
 const mlp_shape_t *trainer_shape(const trainer_t *self);
+/* The emulated model, or NULL when the trainer runs a real MLP. */
+const struct emu *trainer_emu(const trainer_t *self);
+size_t  trainer_param_count(const trainer_t *self);
 /* Host parameters (on a GPU: a copy downloaded by this call; writes to it do not reach the device). */
 float  *trainer_params(trainer_t *self);
 size_t  trainer_local_batch(const trainer_t *self);
