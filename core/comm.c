@@ -22,8 +22,13 @@ static void s_host_id(char *out, size_t len)
         fclose(f);
         boot[strcspn(boot, "\n")] = '\0';
     }
+    /* the network namespace too: ranks in different namespaces of one machine are different nodes to us
+     * (containers, and the emulated machines of --nodes); shared memory stays within a namespace */
+    char ns[64] = "";
+    ssize_t nl = readlink("/proc/self/ns/net", ns, sizeof ns - 1);
+    ns[nl > 0 ? nl : 0] = '\0';
     const char *fake = getenv("SYNCBENCH_FAKE_HOST"); /* tests: pretend ranks live on different hosts */
-    snprintf(out, len, "%s/%s/%s", host, boot, fake ? fake : "");
+    snprintf(out, len, "%s/%s/%s/%s", host, boot, ns, fake ? fake : "");
 }
 
 /* The transport's broadcast (its per-run nonce) is this communicator's. */

@@ -26,6 +26,7 @@ struct h_netem {
     char (*addr)[20];         /* per namespace */
     int *fd;                  /* per namespace: /var/run/netns/<ns>, O_CLOEXEC */
     int *group;               /* per rank: its namespace */
+    int *map;                 /* h_netem_map's placement (per rank), or NULL: contiguous groups */
     int created_br, ncreated; /* what exists (for the clean-up) */
 };
 
@@ -48,7 +49,8 @@ int h_netem_parse(const char *spec, h_netem_spec_t *out, char *err, size_t errle
         }
         *eq = '\0';
         const char *k = t, *v = eq + 1;
-        if (!strcmp(k, "bw")) {
+        if (!strcmp(k, "bw") || !strcmp(k, "inter")) {
+            if (!strcmp(k, "inter")) out->per_node = 1; /* one shaped NIC per emulated machine */
             char *end;
             double x = strtod(v, &end);
             double m = 0;
@@ -77,12 +79,12 @@ int h_netem_parse(const char *spec, h_netem_spec_t *out, char *err, size_t errle
                      "loss; only bw= (tc tbf) is emulated", k);
             return -1;
         } else {
-            snprintf(err, errlen, "--net: unknown key '%s' (bw, per, nodes)", k);
+            snprintf(err, errlen, "--net: unknown key '%s' (bw or inter, per, nodes)", k);
             return -1;
         }
     }
     if (!have_bw) {
-        snprintf(err, errlen, "--net: bw= is required (e.g. --net bw=1gbit)");
+        snprintf(err, errlen, "--net: bw= (or inter= with --nodes) is required (e.g. --net bw=1gbit)");
         return -1;
     }
     return 0;
@@ -191,6 +193,7 @@ void h_netem_destroy(h_netem_t **self_p)
     free(self->addr);
     free(self->fd);
     free(self->group);
+    free(self->map);
     free(self);
     *self_p = NULL;
 }
@@ -293,11 +296,26 @@ int h_netem_enter(void *arg, int local_rank)
     return setns(self->fd[self->group[local_rank]], CLONE_NEWNET) == 0 ? 0 : -1;
 }
 
+int h_netem_map(h_netem_t *self, const int *ns_of_rank, int nranks)
+{
+    if (!self || nranks < 1 || nranks > self->nranks) return -1;
+    for (int r = 0; r < nranks; r++)
+        if (ns_of_rank[r] < 0 || ns_of_rank[r] >= self->nns) return -1;
+    int *m = calloc((size_t)self->nranks, sizeof *m);
+    if (!m) return -1;
+    memcpy(m, ns_of_rank, (size_t)nranks * sizeof *m);
+    free(self->map);
+    self->map = m;
+    return 0;
+}
+
+int h_netem_namespaces(const h_netem_t *self) { return self ? self->nns : 0; }
+
 void h_netem_launch_cfg(h_netem_t *self, h_launch_cfg_t *lc, int nlocal, char *master_buf, size_t len)
 {
     if (nlocal > self->nranks) nlocal = self->nranks;
     int nns = self->nns < nlocal ? self->nns : nlocal;
-    for (int r = 0; r < nlocal; r++) self->group[r] = (int)((long long)r * nns / nlocal);
+    for (int r = 0; r < nlocal; r++) self->group[r] = self->map ? self->map[r] : (int)((long long)r * nns / nlocal);
     snprintf(master_buf, len, "%s:29500", self->addr[self->group[0]]);
     lc->master = master_buf;
     lc->child_setup = h_netem_enter;

@@ -1,4 +1,5 @@
-/* netem.h: `--net bw=RATE[,per=rank|node][,nodes=K]`: an emulated network on one machine. The driver
+/* netem.h: `--net bw=RATE[,per=rank|node][,nodes=K]` (or `inter=RATE` for the emulated cluster of
+ * --nodes, one shaped NIC per machine): an emulated network on one machine. The driver
  * creates one network namespace per rank (per=node: per group of ranks, K groups, default 2), each
  * joined by a veth pair to a bridge that lives in a namespace of its own (nothing is added to the
  * root namespace), addresses 10.231.X.Y/16, and a tc tbf at RATE on both ends of every veth (a
@@ -39,6 +40,13 @@ const char *h_netem_ns(const h_netem_t *self, int rank);
 /* For the launcher's child_setup: enter rank local_rank's namespace (setns on a descriptor opened
  * beforehand: async-signal-safe). arg is the h_netem_t. Returns 0 or -1. */
 int  h_netem_enter(void *arg, int local_rank);
+
+/* Place ranks on namespaces explicitly (the emulated cluster: ranks of a machine share one, servers
+ * may sit on machines of their own): rank r -> ns_of_rank[r], for the first nranks ranks; later
+ * launches use it instead of contiguous groups. 0, or -1 on a bad index. */
+int  h_netem_map(h_netem_t *self, const int *ns_of_rank, int nranks);
+/* How many namespaces (emulated machines) there are. */
+int  h_netem_namespaces(const h_netem_t *self);
 
 /* Driver side, per launch of nlocal ranks (<= the nranks of h_netem_new): map ranks onto the
  * namespaces (per=node: contiguous groups), and point lc at them: master = rank 0's address and a

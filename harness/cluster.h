@@ -1,0 +1,37 @@
+/* cluster.h: the emulated GPU cluster of `--nodes N --gpus-per-node G [--server-nodes K]
+ * --net inter=RATE`: which emulated machine each rank sits on, the rate the shaped links get after
+ * --shrink and --dilate, the automatic choice of the shrink factor, and the host-bound verdict. The
+ * namespaces and shaping themselves are harness/netem.c's. */
+#ifndef SB_HARNESS_CLUSTER_H
+#define SB_HARNESS_CLUSTER_H
+#include <stddef.h>
+
+typedef struct {
+    int    nodes;           /* --nodes: GPU machines */
+    int    gpus_per_node;   /* --gpus-per-node: emulated GPUs (ranks) per machine */
+    int    server_nodes;    /* --server-nodes: CPU-only machines for dedicated PS servers (0: servers sit on GPU machines) */
+    double inter_bps;       /* emulated NIC rate of every machine, each way (bits/s) */
+    double shrink, dilate;  /* >= 1 */
+} h_cluster_t;
+
+/* The emulated machine of rank r in a world of nworkers workers followed by dedicated servers:
+ * workers fill GPU machines in order (gpus_per_node each); server s goes to CPU machine s mod K when
+ * server_nodes = K > 0, else to GPU machine s mod nodes (TensorFlow's placement, one per machine). */
+int h_cluster_machine_of(const h_cluster_t *c, int rank, int nworkers);
+/* Machines (network namespaces) the cluster needs when it has dedicated servers. */
+int h_cluster_machines(const h_cluster_t *c, int have_servers);
+/* The rate a shaped link gets on this host: inter_bps / (shrink x dilate). */
+double h_cluster_shaped_bps(const h_cluster_t *c);
+
+/* The smallest power-of-two shrink that keeps this host within what it can carry: the ranks' buffers
+ * (about 5 copies of the model's gradients per worker: parameters, gradients, optimizer state and
+ * engine buffers) under mem_budget bytes, and every shaped link at most max_link_bps. */
+double h_cluster_auto_shrink(const h_cluster_t *c, size_t model_bytes, int nworkers, double mem_budget,
+                             double max_link_bps);
+
+/* The host-bound verdict: busy = CPU seconds all ranks used / (wall seconds x cores). The host, not the
+ * emulated links and devices, bounds the run when busy >= 0.75 or one rank was on a CPU >= 90% of the
+ * time. Returns 1 if bound. */
+int h_cluster_host_bound(double cpu_s_sum, double cpu_s_max_rank, double wall_s, int cores, double *busy);
+
+#endif

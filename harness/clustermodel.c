@@ -1,0 +1,113 @@
+/* clustermodel.c: per-NIC traffic of ring, double binary tree and parameter server on machines of G
+ * GPUs, and the overlapped step (clustermodel.h).
+ *
+ * Ranks are numbered machine by machine (rank r on machine r / G), as the launcher places them.
+ *  - ring: one flat ring over P = N G ranks; N of its edges cross machines, one leaving and one
+ *    entering every NIC; each of its 2(P-1) lock-step steps moves n/P over every edge, so a NIC
+ *    carries 2(P-1)/P n each way and the steps are paced by it.
+ *  - tree: the engine's two binary trees (tree_shape), each carrying one half of the buffer up and
+ *    down every edge; pipelined, so the time is the busiest NIC direction's bytes (every tree edge
+ *    that crosses machines adds n/2 to the child's out and the parent's in for the reduce, and the
+ *    reverse for the broadcast), plus the depth's messages.
+ *  - ps: workers push n (split over the servers by bytes) and pull n. Dedicated servers on K
+ *    machines of their own: a worker machine's NIC carries G n each way, a server machine's P n / K.
+ *    Servers on the GPU machines (s on machine s mod N): a machine's NIC carries its workers' pushes
+ *    to the other machines' servers and its servers' replies to the other machines' workers.
+ *    Colocated (a server in every worker): each worker sends (P-1)/P n as a worker and as a server,
+ *    the part bound for other machines crossing the NIC. */
+#include "harness/clustermodel.h"
+#include "allreduce-tree/tree.h"
+#include <math.h>
+#include <stdlib.h>
+
+static int s_machine(const h_cl_net_t *net, int r) { return r / (net->gpus_per_node > 0 ? net->gpus_per_node : 1); }
+
+static void s_tree(const h_cl_net_t *net, double n, double *nic, double *msgs)
+{
+    int P = net->nodes * net->gpus_per_node, N = net->nodes;
+    double *out = calloc((size_t)N, sizeof *out), *in = calloc((size_t)N, sizeof *in);
+    if (!out || !in) { free(out); free(in); *nic = NAN; return; }
+    int depth = 0;
+    for (int t = 0; t < 2; t++)
+        for (int r = 0; r < P; r++) {
+            int parent, ch[2], d = 0;
+            tree_shape(P, t, r, &parent, ch);
+            for (int q = r, p = parent; p >= 0; d++) {
+                q = p;
+                int c2[2];
+                tree_shape(P, t, q, &p, c2);
+            }
+            if (d > depth) depth = d;
+            if (parent < 0 || s_machine(net, r) == s_machine(net, parent)) continue;
+            int mc = s_machine(net, r), mp = s_machine(net, parent);
+            out[mc] += n / 2; in[mp] += n / 2;   /* reduce: child to parent */
+            out[mp] += n / 2; in[mc] += n / 2;   /* broadcast: parent to child */
+        }
+    double worst = 0;
+    for (int m = 0; m < N; m++) worst = fmax(worst, fmax(out[m], in[m]));
+    free(out);
+    free(in);
+    *nic = worst;
+    *msgs = 2.0 * depth;
+}
+
+static void s_ps(const h_cl_net_t *net, const h_cl_engine_t *e, double n, double *nic, double *msgs)
+{
+    int N = net->nodes, G = net->gpus_per_node, P = N * G;
+    *msgs = 2;
+    if (e->colocate) {
+        /* every worker sends n/P to each other server and answers each other worker with n/P */
+        *nic = N > 1 ? 2.0 * G * n * (double)(P - G) / P : 0;
+        return;
+    }
+    int S = e->servers > 0 ? e->servers : 1;
+    if (e->server_nodes > 0) {
+        int K = e->server_nodes;
+        /* servers spread over K machines; each machine holds ceil or floor of S/K of the bytes */
+        double per_machine = n * ceil((double)S / K) / S * P;
+        *nic = fmax(G * n, per_machine);
+        return;
+    }
+    /* server s on GPU machine s mod N: machine m holds the share h_m of the parameters */
+    double worst = 0;
+    for (int m = 0; m < N; m++) {
+        int sm = 0;
+        for (int s = 0; s < S; s++) sm += s % N == m;
+        double h = (double)sm / S;
+        double out = G * n * (1 - h) + h * n * (P - G); /* pushes to remote servers + replies to remote workers */
+        worst = fmax(worst, out);                      /* in is symmetric */
+    }
+    *nic = N > 1 ? worst : 0;
+}
+
+void h_cl_traffic(const h_cl_net_t *net, const h_cl_engine_t *e, double n, double *nic_bytes, double *messages)
+{
+    int N = net->nodes > 0 ? net->nodes : 1, P = N * (net->gpus_per_node > 0 ? net->gpus_per_node : 1);
+    *nic_bytes = 0;
+    *messages = 0;
+    if (e->kind == H_CL_RING) {
+        if (P > 1) *messages = 2.0 * (P - 1);
+        if (N > 1) *nic_bytes = 2.0 * (P - 1) / P * n;
+    } else if (e->kind == H_CL_TREE) {
+        if (P > 1) s_tree(net, n, nic_bytes, messages);
+    } else {
+        s_ps(net, e, n, nic_bytes, messages);
+    }
+}
+
+double h_cl_collective(const h_cl_net_t *net, const h_cl_engine_t *e, double n)
+{
+    double bytes, msgs;
+    h_cl_traffic(net, e, n, &bytes, &msgs);
+    return msgs * net->alpha + bytes * net->beta;
+}
+
+double h_cl_step(const h_cl_net_t *net, const h_cl_engine_t *e, int nb, const double *ready, const double *bytes,
+                 double compute_s, double *exposed)
+{
+    double end = 0;
+    for (int b = 0; b < nb; b++) end = fmax(end, ready[b]) + h_cl_collective(net, e, bytes[b]);
+    double step = fmax(end, compute_s);
+    if (exposed) *exposed = step - compute_s;
+    return step;
+}

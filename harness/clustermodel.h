@@ -1,0 +1,36 @@
+/* clustermodel.h: the cost model of a data-parallel step on the emulated GPU cluster (pure functions,
+ * no I/O): each bucket's collective time from the bytes the busiest NIC carries for each engine's
+ * pattern (machines of G GPUs sharing one full-duplex NIC; traffic within a machine is free), and the
+ * step from the buckets' ready times (overlap with backward, one collective at a time, as DDP and
+ * Horovod run them). `harness model --model M --nodes N ...` fits the link and predicts with it. */
+#ifndef SB_HARNESS_CLUSTERMODEL_H
+#define SB_HARNESS_CLUSTERMODEL_H
+#include <stddef.h>
+
+typedef struct {
+    int    nodes, gpus_per_node;
+    double beta;            /* s per payload byte on one NIC direction (headers included) */
+    double alpha;           /* s per message (latency and per-message overhead) */
+} h_cl_net_t;
+
+typedef enum { H_CL_RING = 0, H_CL_TREE = 1, H_CL_PS = 2 } h_cl_kind_t;
+
+typedef struct {
+    h_cl_kind_t kind;
+    int servers;            /* ps: dedicated servers (0 with colocate) */
+    int server_nodes;       /* ps: servers on CPU machines of their own (K); 0: server s on GPU machine s mod N */
+    int colocate;           /* ps: one server inside every worker */
+} h_cl_engine_t;
+
+/* Bytes the busiest NIC direction carries in one allreduce of n bytes per worker, and the messages
+ * in series on the critical path (for alpha). */
+void h_cl_traffic(const h_cl_net_t *net, const h_cl_engine_t *e, double n, double *nic_bytes, double *messages);
+/* One collective of n bytes: messages alpha + nic_bytes beta (no transfer at one machine). */
+double h_cl_collective(const h_cl_net_t *net, const h_cl_engine_t *e, double n);
+/* A step: bucket b (bytes[b]) is ready at ready[b] (s from the step's start, non-decreasing); buckets
+ * are reduced one at a time in order; the step ends when backward (compute_s) and the last collective
+ * are done. *exposed (may be NULL) gets step - compute_s. */
+double h_cl_step(const h_cl_net_t *net, const h_cl_engine_t *e, int nb, const double *ready, const double *bytes,
+                 double compute_s, double *exposed);
+
+#endif
