@@ -318,6 +318,17 @@ int arstep_wait(arstep_t *self, step_out_t *out, int timeout_ms)
     CHECK(s_wait_done(self, self->base_done + self->submitted_step, timeout_ms));
     trace_x("wait buckets", tr);
     double waited = now_ms() - t0;
+    if (self->sctx.reduce_only) { /* averaged gradients stay in gacc; the caller models the update */
+        if (out) {
+            memset(out, 0, sizeof *out);
+            pthread_mutex_lock(&self->mu);
+            out->comm_ms = self->comm_ms_step;
+            pthread_mutex_unlock(&self->mu);
+            out->wait_ms = waited;
+            out->update_left = 1;
+        }
+        return 0;
+    }
     if (self->on_dev) return s_wait_dev(self, out, waited, timeout_ms);
     size_t n = self->ps.count;
     if (self->ps.grad_dtype != DT_F32) dt_convert(self->gacc, DT_F32, self->gbuf, self->ps.grad_dtype, n);

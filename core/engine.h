@@ -61,12 +61,15 @@ typedef struct {
     uint64_t step;            /* optimizer steps applied so far + 1 (Adam's t); 0: the engine counts */
     float    inv_scale;
     float    lr;
+    int      reduce_only;     /* 1: an engine that updates on the worker may only average the gradients and
+                               * leave the parameters (an emulated device's update is modelled instead) */
 } step_ctx_t;
 
 typedef struct {
     int    skipped;           /* 1: non-finite gradients, step skipped (AMP overflow) */
     double comm_ms;           /* time spent moving/reducing data this step */
     double wait_ms;           /* time wait() blocked */
+    int    update_left;       /* 1: reduce_only was honoured, the parameters were not updated */
 } step_out_t;
 
 typedef struct {

@@ -1,6 +1,7 @@
 /* cluster.c: rank placement, shaped rates, automatic shrink and the host-bound verdict of the
  * emulated GPU cluster (cluster.h). */
 #include "harness/cluster.h"
+#include <stdio.h>
 
 int h_cluster_machine_of(const h_cluster_t *c, int rank, int nworkers)
 {
@@ -33,9 +34,26 @@ double h_cluster_auto_shrink(const h_cluster_t *c, size_t model_bytes, int nwork
     return s;
 }
 
-int h_cluster_host_bound(double cpu_s_sum, double cpu_s_max_rank, double wall_s, int cores, double *busy)
+int h_cluster_host_bound(double cpu_s_sum, double cpu_s_max_rank, double wall_s, int cores, double system_busy,
+                         double *busy)
 {
     double b = wall_s > 0 && cores > 0 ? cpu_s_sum / (wall_s * cores) : 0;
     if (busy) *busy = b;
-    return b >= 0.75 || (wall_s > 0 && cpu_s_max_rank / wall_s >= 0.9);
+    return b >= 0.75 || (wall_s > 0 && cpu_s_max_rank / wall_s >= 0.9) || system_busy >= 0.75;
+}
+
+int h_host_cpu_sample(unsigned long long *busy, unsigned long long *total)
+{
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return -1;
+    unsigned long long v[10] = {0};
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+                   &v[6], &v[7], &v[8], &v[9]);
+    fclose(f);
+    if (n < 5) return -1;
+    unsigned long long t = 0;
+    for (int i = 0; i < 8 && i < n; i++) t += v[i]; /* guest time is already in user */
+    *total = t;
+    *busy = t - v[3] - v[4];
+    return 0;
 }

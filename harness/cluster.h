@@ -29,9 +29,16 @@ double h_cluster_shaped_bps(const h_cluster_t *c);
 double h_cluster_auto_shrink(const h_cluster_t *c, size_t model_bytes, int nworkers, double mem_budget,
                              double max_link_bps);
 
+/* This machine's CPU time counters from /proc/stat (jiffies, all CPUs): busy (everything but idle and
+ * iowait) and total. 0, or -1 when unreadable. The busy share between two samples is the load of
+ * every process, ours and others' (a build running beside an emulation shows here). */
+int h_host_cpu_sample(unsigned long long *busy, unsigned long long *total);
+
 /* The host-bound verdict: busy = CPU seconds all ranks used / (wall seconds x cores). The host, not the
  * emulated links and devices, bounds the run when busy >= 0.75 or one rank was on a CPU >= 90% of the
- * time. Returns 1 if bound. */
-int h_cluster_host_bound(double cpu_s_sum, double cpu_s_max_rank, double wall_s, int cores, double *busy);
+ * time, or when the whole machine (system_busy: every process's share from /proc/stat, < 0 unknown)
+ * was >= 0.75 busy. Returns 1 if bound. */
+int h_cluster_host_bound(double cpu_s_sum, double cpu_s_max_rank, double wall_s, int cores, double system_busy,
+                         double *busy);
 
 #endif

@@ -1,15 +1,20 @@
-/* drive.c: the driver: with --procs, --gpus or --nnodes, one launch of N ranks per (world size,
- * engine), each rank told its mode and engine on its command line; with --net, all of them inside an
- * emulated network of namespaces that is always removed afterwards. */
+/* drive.c: the driver: with --procs, --gpus, --nnodes or --nodes, one launch of N ranks per (world
+ * size, engine), each rank told its mode and engine on its command line; with --net, all of them
+ * inside an emulated network of namespaces that is always removed afterwards. The emulated GPU
+ * cluster (--nodes N --gpus-per-node G) puts the ranks of a machine in one namespace (shared memory
+ * between them) behind one shaped NIC, and resolves --shrink auto before launching. */
 #include "harness/harness.h"
 #include "harness/launch.h"
+#include "harness/cluster.h"
 #include "harness/netem.h"
 #include "core/dev.h"
+#include "trainer/workload.h"
 #include "core/err.h"
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* --net: the emulated network of the current h_drive (namespaces live for all its launches) */
 static h_netem_t *s_net;
@@ -18,10 +23,19 @@ static int s_net_argc;
 static volatile sig_atomic_t s_net_sig;
 static void s_net_on_signal(int sig) { s_net_sig = sig; }
 
+/* The emulated cluster of a launch of `world` GPUs: machines of at most G GPUs, filled in order. */
+static h_cluster_t s_cluster(const h_opts_t *o, int world, double inter_bps)
+{
+    int g = o->gpus_per_node > 0 ? o->gpus_per_node : 1;
+    h_cluster_t c = {.nodes = (world + g - 1) / g, .gpus_per_node = world < g ? world : g,
+                     .server_nodes = o->server_nodes, .inter_bps = inter_bps, .shrink = o->shrink, .dilate = o->dilate};
+    return c;
+}
+
 /* The largest launch of o: world and extra (server) ranks. */
 static void s_max_launch(const h_opts_t *o, int *maxw, int *maxs)
 {
-    *maxw = o->procs ? o->procs : 1;
+    *maxw = o->procs ? o->procs : (o->nodes ? o->nodes * o->gpus_per_node : 1);
     for (int i = 0; i < o->nscaling; i++) *maxw = o->scaling[i] > *maxw ? o->scaling[i] : *maxw;
     *maxs = 0;
     for (int i = 0; i < o->nengines; i++) {
@@ -40,6 +54,21 @@ static int s_drive_net(h_opts_t *o, const char *mode_override)
         return err_set(ERR_INVAL, "--net emulates a network on one machine: not with --nnodes, --master or --gpus");
     int maxw, maxs;
     s_max_launch(o, &maxw, &maxs);
+    char what[256];
+    snprintf(what, sizeof what, "TCP transport");
+    if (o->nodes) {
+        /* one namespace per emulated machine, its NIC shaped at the emulated rate / (shrink x dilate) */
+        h_cluster_t c = s_cluster(o, maxw, spec.bits_per_s * spec.eff);
+        spec.per_node = 1;
+        spec.nodes = h_cluster_machines(&c, maxs > 0);
+        spec.bits_per_s = h_cluster_shaped_bps(&c);
+        if (spec.bits_per_s < 8000)
+            return err_set(ERR_INVAL, "--net %s with --shrink %g --dilate %g shapes the NICs at %.0f bit/s, below tc's "
+                           "8 kbit/s: use a smaller --shrink or --dilate", o->net, o->shrink, o->dilate, spec.bits_per_s);
+        snprintf(spec.rate, sizeof spec.rate, "%.0fbit", spec.bits_per_s);
+        snprintf(what, sizeof what, "emulated NIC %.4g Gbit/s x eff %g = %.4g Mbit/s shaped (shrink %g, dilate %g); shared "
+                 "memory within a machine", c.inter_bps / spec.eff / 1e9, spec.eff, spec.bits_per_s / 1e6, c.shrink, c.dilate);
+    }
     struct sigaction sa = {.sa_handler = s_net_on_signal}, old[3];
     static const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
     for (int i = 0; i < 3; i++) sigaction(sigs[i], &sa, &old[i]);
@@ -52,8 +81,8 @@ static int s_drive_net(h_opts_t *o, const char *mode_override)
         rc = ERR_NOMEM;
     } else {
         if (!o->quiet)
-            fprintf(stderr, "harness: --net %s: %d namespaces (%s..), tc tbf %s each way, TCP transport\n", o->net,
-                    spec.per_node ? spec.nodes : maxw + maxs, h_netem_ns(s_net, 0), spec.rate);
+            fprintf(stderr, "harness: --net %s: %d namespaces (%s..), tc tbf %s each way, %s\n", o->net,
+                    h_netem_namespaces(s_net), h_netem_ns(s_net, 0), spec.rate, what);
         rc = s_net_sig ? h_interrupt(s_net_sig) : h_drive(o, mode_override);
     }
     h_netem_destroy(&s_net);
@@ -69,9 +98,10 @@ static int s_drive_net(h_opts_t *o, const char *mode_override)
  * timeline tag; `ps` shows what a rank runs. Returns a malloc'd NULL-terminated array (pointers into
  * argv and the arguments), or NULL. */
 static char **s_rank_argv(const h_opts_t *o, int argc, char **argv, const char *mode, const char *eng, const char *tag,
-                          int *ac)
+                          int world, int *ac)
 {
-    char **av = calloc((size_t)argc + 10, sizeof *av);
+    static char shrink[32], nodes[16], gpn[16];
+    char **av = calloc((size_t)argc + 16, sizeof *av);
     if (!av) return NULL;
     int n = 0;
     for (int i = 0; i < argc; i++) av[n++] = argv[i];
@@ -80,9 +110,64 @@ static char **s_rank_argv(const h_opts_t *o, int argc, char **argv, const char *
     av[n++] = "--engine", av[n++] = (char *)eng;
     if (o->json) av[n++] = "--json", av[n++] = (char *)o->json;
     if (tag && *tag) av[n++] = "--timeline-tag", av[n++] = (char *)tag;
+    if (workload_is_known(o->model)) {
+        snprintf(shrink, sizeof shrink, "%.17g", o->shrink);
+        av[n++] = "--shrink", av[n++] = shrink;   /* resolved here when auto */
+    }
+    if (o->nodes) {
+        h_cluster_t c = s_cluster(o, world, 0);   /* this launch's machines (--scaling) */
+        snprintf(nodes, sizeof nodes, "%d", c.nodes);
+        snprintf(gpn, sizeof gpn, "%d", c.gpus_per_node);
+        av[n++] = "--nodes", av[n++] = nodes, av[n++] = "--gpus-per-node", av[n++] = gpn;
+    }
     av[n] = NULL;
     *ac = n;
     return av;
+}
+
+/* Place this launch's ranks on the emulated machines: worker r on machine r / G; dedicated server s on
+ * CPU machine s mod K after the largest launch's GPU machines (--server-nodes K), else on GPU machine
+ * s mod N. */
+static int s_map_cluster(const h_opts_t *o, int world, int servers)
+{
+    int maxw, maxs;
+    s_max_launch(o, &maxw, &maxs);
+    h_cluster_t big = s_cluster(o, maxw, 0), c = s_cluster(o, world, 0);
+    int *map = calloc((size_t)(world + servers), sizeof *map);
+    if (!map) return err_set(ERR_NOMEM, "out of memory");
+    for (int r = 0; r < world + servers; r++) {
+        int m = h_cluster_machine_of(&c, r, world);
+        map[r] = r >= world && c.server_nodes > 0 ? m - c.nodes + big.nodes : m;
+    }
+    int rc = h_netem_map(s_net, map, world + servers) == 0 ? 0 : err_set(ERR_STATE, "emulated cluster: bad placement");
+    free(map);
+    return rc;
+}
+
+/* --shrink auto: as much as this host needs for the largest launch (buffers within a third of the
+ * memory, NICs shaped at <= 1 Gbit/s), at least 1. */
+static int s_resolve_shrink(h_opts_t *o)
+{
+    if (!workload_is_known(o->model) || o->shrink >= 1) return 0;
+    workload_t *wl = NULL;
+    CHECK(workload_load(&wl, o->model));
+    int maxw, maxs;
+    s_max_launch(o, &maxw, &maxs);
+    double inter = 0;
+    if (o->net) {
+        h_netem_spec_t spec;
+        char err[256];
+        if (h_netem_parse(o->net, &spec, err, sizeof err) == 0) inter = spec.bits_per_s;
+    }
+    h_cluster_t c = s_cluster(o, maxw, inter);
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    double mem = pages > 0 && psz > 0 ? (double)pages * (double)psz / 3 : 8e9;
+    o->shrink = h_cluster_auto_shrink(&c, wl->params * sizeof(float), maxw + maxs, mem, 1e9);
+    if (!o->quiet)
+        fprintf(stderr, "harness: --shrink auto: %g (%s: %.0f MB of gradients per worker, %.1f MB after shrink)\n", o->shrink,
+                wl->name, (double)wl->params * 4 / 1e6, (double)wl->params * 4 / 1e6 / o->shrink);
+    workload_destroy(&wl);
+    return 0;
 }
 
 /* One launch: engine eng at world ranks (+ its servers). 0, ERR_INVAL (usage), or the launch's code
@@ -99,9 +184,13 @@ static int s_launch_one(h_opts_t *o, const char *mode_override, const char *eng,
     if (o->nnodes > 1 && servers)
         return err_set(ERR_INVAL, "multi-node %s with dedicated servers is not supported yet; use its colocated mode", eng);
     char net_master[64];
+    if (s_net && o->nodes) CHECK(s_map_cluster(o, world, servers));
     if (s_net) h_netem_launch_cfg(s_net, &lc, nlocal, net_master, sizeof net_master);
     int ac;
-    char **av = s_rank_argv(o, s_net ? s_net_argc : o->argc, s_net ? s_net_argv : o->argv, mode_override, eng, tag, &ac);
+    /* the emulated cluster keeps the transport automatic: shared memory within a machine's namespace */
+    int forced = s_net && !o->nodes;
+    char **av = s_rank_argv(o, forced ? s_net_argc : o->argc, forced ? s_net_argv : o->argv, mode_override, eng, tag, world,
+                            &ac);
     err_clear();
     int rc = av ? h_launch(&lc, ac, av) : err_set(ERR_NOMEM, "out of memory");
     free(av);
@@ -116,10 +205,11 @@ static int s_launch_one(h_opts_t *o, const char *mode_override, const char *eng,
 
 int h_drive(h_opts_t *o, const char *mode_override)
 {
+    if (!s_net) CHECK(s_resolve_shrink(o));
     if (o->net && !s_net) return s_drive_net(o, mode_override);
     int worlds[H_MAX_SCALING], nw = 0;
     int rpg = o->ranks_per_gpu > 1 ? o->ranks_per_gpu : 1;
-    int base = o->gpus ? o->gpus * rpg : (o->procs ? o->procs : 1);
+    int base = o->gpus ? o->gpus * rpg : (o->procs ? o->procs : (o->nodes ? o->nodes * o->gpus_per_node : 1));
     if (o->nscaling) {
         for (int i = 0; i < o->nscaling; i++) worlds[nw++] = o->scaling[i];
     } else {

@@ -53,6 +53,11 @@ typedef struct {
     int   drop_last;                  /* --drop-last */
     unsigned long long seed;          /* --seed */
     const char *straggler;            /* --straggler RANK:MS */
+    /* the emulated GPU cluster (--model NAME of a real model: trainer/workload.h; harness/cluster.h) */
+    const char *emu_device;           /* --device SPEC: preset, throughput=X or tflops=X */
+    double shrink, dilate;            /* --shrink S (0: auto), --dilate K (default 1) */
+    int   nodes, gpus_per_node;       /* --nodes N --gpus-per-node G */
+    int   server_nodes;               /* --server-nodes K: dedicated PS servers on CPU machines of their own */
     /* the engines' own options (engine_ops_t.options), one blob per engine of the table, by index */
     void *eopts[H_MAX_ENGINES];
     int   device;                     /* inside a rank with --gpus: this rank's CUDA device */

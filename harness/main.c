@@ -228,6 +228,6 @@ int main(int argc, char **argv)
         return s_exit(h_drive(&o, NULL), 2);
     }
     if (!strcmp(o.mode, "run")) return s_run(&o);
-    if (o.procs || o.gpus || o.nnodes || o.nscaling) return s_exit(h_drive(&o, NULL), 2);
+    if (o.procs || o.gpus || o.nnodes || o.nodes || o.nscaling) return s_exit(h_drive(&o, NULL), 2);
     return s_exit(s_rank_main(&o), 1);
 }

@@ -34,6 +34,7 @@ int h_netem_parse(const char *spec, h_netem_spec_t *out, char *err, size_t errle
 {
     memset(out, 0, sizeof *out);
     out->nodes = 2;
+    out->eff = 1;
     char buf[256];
     if (!spec || strlen(spec) >= sizeof buf) {
         snprintf(err, errlen, "--net: expected bw=RATE[,per=rank|node][,nodes=K]");
@@ -74,12 +75,17 @@ int h_netem_parse(const char *spec, h_netem_spec_t *out, char *err, size_t errle
             long n = strtol(v, &end, 10);
             if (*end || end == v || n < 1 || n > 4096) { snprintf(err, errlen, "--net: nodes='%s': expected 1..4096", v); return -1; }
             out->nodes = (int)n;
+        } else if (!strcmp(k, "eff")) {
+            char *end;
+            double e = strtod(v, &end);
+            if (*end || end == v || !(e > 0) || e > 1) { snprintf(err, errlen, "--net: eff='%s': expected 0 < E <= 1", v); return -1; }
+            out->eff = e;
         } else if (!strcmp(k, "delay") || !strcmp(k, "loss") || !strcmp(k, "jitter")) {
             snprintf(err, errlen, "--net: %s= is not available: this kernel has no sch_netem, so tc cannot add delay or "
                      "loss; only bw= (tc tbf) is emulated", k);
             return -1;
         } else {
-            snprintf(err, errlen, "--net: unknown key '%s' (bw or inter, per, nodes)", k);
+            snprintf(err, errlen, "--net: unknown key '%s' (bw or inter, per, nodes, eff)", k);
             return -1;
         }
     }

@@ -16,6 +16,8 @@ typedef struct {
     char   rate[32];         /* the rate as tc takes it ("1000000000bit") */
     int    per_node;         /* per=node */
     int    nodes;            /* nodes=K (per=node), default 2 */
+    double eff;              /* eff=E (0 < E <= 1, default 1): the share of the line rate the emulated cluster's
+                              * transport protocol reaches (inter= only; the shaper runs at E x the rate) */
 } h_netem_spec_t;
 
 typedef struct h_netem h_netem_t;

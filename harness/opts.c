@@ -3,6 +3,7 @@
  * each engine's own options are added from the engine table (engines.c). */
 #include "harness/harness.h"
 #include "core/err.h"
+#include "trainer/workload.h"
 #include <errno.h>
 #include <getopt.h>
 #include <stddef.h>
@@ -139,6 +140,23 @@ static int s_double(h_opts_t *o, const s_opt_t *d, const char *v)
     return 0;
 }
 
+/* --shrink S|auto (auto: 0) and --dilate K: factors >= 1 */
+static int s_factor(h_opts_t *o, const s_opt_t *d, const char *v)
+{
+    double *p = (double *)((char *)o + d->off);
+    char flag[64];
+    snprintf(flag, sizeof flag, "--%s", d->name);
+    if (d->off == F(shrink) && !strcmp(v, "auto")) {
+        *p = 0;
+        return 0;
+    }
+    char *e;
+    double x = strtod(v, &e);
+    if (*e || e == v || !(x >= 1) || x > 1e6) return s_bad(flag, v, d->want);
+    *p = x;
+    return 0;
+}
+
 static int s_dtype(h_opts_t *o, const s_opt_t *d, const char *v)
 {
     char flag[64];
@@ -258,6 +276,21 @@ static const s_opt_t s_opts[] = {
     FLAG("drop-last", drop_last, NULL),
     FN("seed", s_seed, seed, "an integer", NULL),
     STR("straggler", straggler, NULL),
+    SECTION("\nEmulated GPU cluster (train --model resnet50|resnet101|vgg16|inception3|bert-base|bert-large|gpt2):\n"),
+    STR("device", emu_device,
+        "  --device D            emulated device: pascal, v100, v100-amp, a100, a100-amp (published throughputs),\n"
+        "                        throughput=SAMPLES_PER_S or tflops=X (default v100)\n"),
+    INT("nodes", nodes, 1, 4096, "a machine count >= 1",
+        "  --nodes N --gpus-per-node G   N machines of G emulated GPUs (one rank each); with --net inter=RATE\n"
+        "                        every machine gets one shaped NIC (root), ranks of a machine share memory\n"),
+    INT("gpus-per-node", gpus_per_node, 1, 1024, "a GPU count >= 1", NULL),
+    INT("server-nodes", server_nodes, 0, 4096, "a machine count >= 0",
+        "  --server-nodes K      dedicated PS servers on K CPU-only machines (the BytePS layout)\n"),
+    FN("shrink", s_factor, shrink, "a factor >= 1 or auto",
+       "  --shrink S|auto       divide every tensor and link rate by S (transfer times unchanged, host load / S;\n"
+       "                        default auto: as much as this host needs)\n"),
+    FN("dilate", s_factor, dilate, "a factor >= 1",
+       "  --dilate K            compute times x K, link rates / K, reported times / K (default 1)\n"),
     SECTION("\nOutput:\n"),
     STR("net", net,
         "  --net bw=RATE[,per=rank|node][,nodes=K]   emulated network (root): one namespace per rank (or per\n"
@@ -372,10 +405,29 @@ static void s_defaults(h_opts_t *o, int argc, char **argv)
     o->bucket_mb = 25;
     o->check_every = 100;
     o->seed = 42;
+    o->dilate = 1;
     o->bind = "auto";
     o->transport = "auto";
     o->argc = argc;
     o->argv = argv;
+}
+
+/* The emulated cluster's options go together: a real model, machines instead of --procs/--gpus. */
+static int s_check_cluster(h_opts_t *o)
+{
+    int emulated = workload_is_known(o->model);
+    if (!emulated && (o->emu_device || o->nodes || o->gpus_per_node || o->server_nodes || o->shrink || o->dilate != 1))
+        return err_set(ERR_INVAL, "--device, --nodes, --gpus-per-node, --server-nodes, --shrink and --dilate emulate a "
+                       "real model: give --model %s", workload_names());
+    if (!emulated) return 0;
+    if (o->gpus) return err_set(ERR_INVAL, "--model %s is emulated: it runs on CPU ranks (--nodes/--procs), not --gpus", o->model);
+    if (o->nodes && o->procs)
+        return err_set(ERR_INVAL, "--nodes N --gpus-per-node G and --procs are exclusive (world = N x G)");
+    if (o->server_nodes && !o->nodes) return err_set(ERR_INVAL, "--server-nodes needs --nodes");
+    if (o->gpus_per_node && !o->nodes) o->nodes = 1;
+    if (o->nodes && !o->gpus_per_node) o->gpus_per_node = 1;
+    if (o->net && !o->nodes && !o->procs) return err_set(ERR_INVAL, "--net with an emulated model needs --nodes N --gpus-per-node G");
+    return 0;
 }
 
 /* After the options: positional arguments and the checks across options. */
@@ -396,6 +448,7 @@ static int s_finish(h_opts_t *o, int argc, char **argv, int next)
         return err_set(ERR_INVAL, "--nnodes needs --master HOST:PORT (the address of node 0)");
     if (o->nnodes && o->node_rank >= o->nnodes)
         return err_set(ERR_INVAL, "--node-rank %d must be < --nnodes %d", o->node_rank, o->nnodes);
+    CHECK(s_check_cluster(o));
     return h_engine_opts_check(o) < 0 ? ERR_INVAL : 0; /* the engine's detail stays */
 }
 

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "core/dev.h"
 #include "core/err.h"
@@ -21,6 +22,8 @@
 #include "core/mem.h"
 #include "core/timer.h"
 #include "trainer/trainer.h"
+#include "harness/train_emu.h"
+#include "harness/cluster.h"
 
 /* one record per rank, allgathered (plain data, same layout on every rank) */
 typedef struct {
@@ -34,6 +37,8 @@ typedef struct {
     uint64_t mem_dev_peak;          /* --gpus: the project's device allocations (dev_mem_stats), peak */
     float    loss_scale;
     int32_t  pad;
+    double   cpu_s, wall_s;         /* CPU this process used (all threads) over wall seconds: the timed steps, or serving */
+    double   system_busy;           /* the whole machine's CPU busy share over the timed steps (/proc/stat); -1 unknown */
 } s_rank_t;
 
 static int s_cmp_d(const void *a, const void *b)
@@ -49,6 +54,13 @@ static double s_pct(double *v, size_t n, double p)
     qsort(v, n, sizeof *v, s_cmp_d);
     size_t k = (size_t)ceil(p / 100.0 * (double)n);
     return v[k ? k - 1 : 0];
+}
+
+/* CPU seconds this process has used, all threads */
+static double s_cpu_s(void)
+{
+    struct timespec ts;
+    return clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0 ? (double)ts.tv_sec + (double)ts.tv_nsec / 1e9 : 0;
 }
 
 static int s_blas_threads(const comm_t *comm)
@@ -135,6 +147,9 @@ static int s_run_worker(const h_opts_t *o, comm_t *comm, const char *name, const
     tc.comm = comm;
     tc.device = ecfg->device;       /* --gpus: the model on this rank's GPU (--gpus) */
     tc.tf32 = o->tf32;
+    tc.emu_device = o->emu_device;  /* an emulated real model (--model resnet50 ...) */
+    tc.shrink = o->shrink;
+    tc.dilate = o->dilate;
     CHECK(trainer_new(tp, &tc));
     trainer_t *t = *tp;
     if (o->resume) CHECK(trainer_resume(t, o->resume));
@@ -158,6 +173,9 @@ static int s_run_worker(const h_opts_t *o, comm_t *comm, const char *name, const
         if (show) s_progress(o, name, tty, i + 1, W, &st, ecfg->nworkers, 1);
     }
     uint64_t t0 = now_ns();
+    double cpu0 = s_cpu_s();
+    unsigned long long sb0 = 0, st0 = 0, sb1 = 0, st1 = 0;
+    int sys_ok = h_host_cpu_sample(&sb0, &st0) == 0;
     for (int i = 0; i < S; i++) {
         CHECK_GOTO(rc, trainer_step(t, &st), out);
         if (i == 0 && W == 0) me->loss_first = st.loss;
@@ -172,6 +190,10 @@ static int s_run_worker(const h_opts_t *o, comm_t *comm, const char *name, const
         if (show) s_progress(o, name, tty, i + 1, S, &st, ecfg->nworkers, 0);
     }
     double secs = (double)(now_ns() - t0) / 1e9;
+    me->cpu_s = s_cpu_s() - cpu0;
+    me->wall_s = secs;
+    sys_ok = sys_ok && h_host_cpu_sample(&sb1, &st1) == 0 && st1 > st0;
+    me->system_busy = sys_ok ? (double)(sb1 - sb0) / (double)(st1 - st0) : -1;
     if (tty && !o->quiet) printf("\r%100s\r", "");
     /* a last comparison of the parameters, whatever --check-every says (sync modes only) */
     if (sync_mode) CHECK_GOTO(rc, trainer_check(t), out);
@@ -224,10 +246,13 @@ typedef struct {
     double mmax, imb, dmax, dimb, tflops;
     uint64_t sent, skipped;
     size_t lb;                        /* local batch */
+    size_t params;                    /* parameters the engine moved (an emulated model's after --shrink) */
     char model[160];
+    h_emu_sum_t emu;                  /* an emulated model's figures (emu.on) */
 } s_sum_t;
 
-static void s_summarize(const comm_t *comm, const engine_cfg_t *ecfg, const s_rank_t *all, const trainer_t *t, s_sum_t *S)
+static void s_summarize(const h_opts_t *o, const comm_t *comm, const engine_cfg_t *ecfg, const s_rank_t *all,
+                        const trainer_t *t, s_sum_t *S)
 {
     memset(S, 0, sizeof *S);
     int P = S->P = ecfg->nworkers, R = S->R = comm->world;
@@ -249,9 +274,16 @@ static void s_summarize(const comm_t *comm, const engine_cfg_t *ecfg, const s_ra
     for (int r = 0; r < R; r++) S->sent += all[r].bytes_sent;
     S->imb = s_imbalance(all, R, offsetof(s_rank_t, mem_peak), &S->mmax);
     S->dimb = s_imbalance(all, R, offsetof(s_rank_t, mem_dev_peak), &S->dmax);
-    const mlp_shape_t *sh = trainer_shape(t);
-    mlp_format(sh, S->model, sizeof S->model);
     S->lb = trainer_local_batch(t);
+    S->params = trainer_param_count(t);
+    const mlp_shape_t *sh = trainer_shape(t);
+    if (!sh) {
+        h_emu_summarize(trainer_emu(t), o, S->P, S->sps, S->step50, all[0].system_busy, all, R, sizeof *all,
+                        offsetof(s_rank_t, cpu_s), offsetof(s_rank_t, wall_s), &S->emu);
+        snprintf(S->model, sizeof S->model, "%s", S->emu.model);
+        return;
+    }
+    mlp_format(sh, S->model, sizeof S->model);
     S->tflops = S->csps * mlp_flops_per_sample(sh) / 1e12; /* the trainer's achieved GEMM-equivalent rate */
 }
 
@@ -261,6 +293,10 @@ static void s_print(const h_opts_t *o, const char *name, const s_rank_t *all, co
 {
     int P = S->P, R = S->R;
     const mlp_shape_t *sh = trainer_shape(t);
+    if (!sh) {
+        h_emu_print(o, name, impl, P, R > P, all[0].nbuckets, &S->emu);
+        return;
+    }
     printf("#\n# syncbench train: engine %s (%s), %d worker%s%s, model %s (%.2fM params, %d bucket%s of <= %g MiB%s), "
            "data %s, batch %zu (%zu/worker), optim %s, grads %s, %d BLAS thread%s/rank\n",
            name, impl ? impl : "default", P, P > 1 ? "s" : "", R > P ? " + dedicated servers" : "", S->model,
@@ -345,12 +381,14 @@ static void s_json(const h_opts_t *o, const char *name, const s_rank_t *all, con
         "\"mem_dev_imbalance\": %.4f, \"compute_tflops\": %.4f, \"host\": %s, \"git_sha\": %s, "
         "\"timestamp\": %s, \"cmdline\": %s, \"cpu\": %s, \"topo\": %s, \"versions\": %s, \"net\": %s, "
         "\"straggler\": %s, \"mem_engine_bytes\": %s, \"mem_engine_imbalance\": %.4f}\n",
-        J.eng, J.impl, P, R, R - P, o->steps, o->warmup_steps, S->lb * (size_t)P, S->lb, J.model, trainer_shape(t)->count,
+        J.eng, J.impl, P, R, R - P, o->steps, o->warmup_steps, S->lb * (size_t)P, S->lb, J.model, S->params,
         J.data, J.optim, dt_name(o->grad_dtype), o->bucket_mb > 0 ? o->bucket_mb : 25.0, all[0].nbuckets,
         o->no_overlap ? "false" : "true", all[0].threads, S->sps, J.sps, S->csps, S->step50, S->step99, S->comp50,
         S->comm50, S->wait50, S->data50, S->sync50, S->lf, S->ll, S->acc, (unsigned long long)S->skipped,
         (unsigned long long)S->sent, J.mem, S->imb, o->gpus, J.dmem, S->dimb, S->tflops, J.host, J.sha, J.ts, J.cmd, J.cpu,
         J.topo, J.ver, J.net, J.strag, J.emem, eimb);
+    if (n > 0 && S->emu.on && (size_t)n < sizeof line) /* an emulated run's own fields, before the closing brace */
+        n = h_emu_json(line, (size_t)n - 2, sizeof line, o, &S->emu);
     if (n > 0 && (size_t)n < sizeof line) {
         int rc = h_json_append(o->json, line, (size_t)n);
         if (rc < 0) {
@@ -367,7 +405,7 @@ static void s_report(const h_opts_t *o, comm_t *comm, const char *name, const en
                      const trainer_t *t, const char *impl, const h_meta_t *meta)
 {
     s_sum_t S;
-    s_summarize(comm, ecfg, all, t, &S);
+    s_summarize(o, comm, ecfg, all, t, &S);
     s_print(o, name, all, t, impl, &S);
     if (o->json) s_json(o, name, all, t, impl, meta, &S);
 }
@@ -396,8 +434,12 @@ static int s_train_engine(const h_opts_t *o, comm_t *comm, const char *name, con
     memset(&es, 0, sizeof es);
     if (h_is_server(comm, &ecfg)) {
         me.server = 1;
+        double c0 = s_cpu_s();
+        uint64_t w0 = now_ns();
         if (!ops->serve) rc = err_set(ERR_STATE, "engine %s has no server role", name);
         else rc = ops->serve(eng);
+        me.cpu_s = s_cpu_s() - c0;
+        me.wall_s = (double)(now_ns() - w0) / 1e9;
     } else {
         rc = s_run_worker(o, comm, name, ops, &eng, &ecfg, &me, &t);
     }

@@ -137,6 +137,12 @@ void emu_bucket(const emu_t *self, int b, size_t *offset, size_t *count, double 
     if (ready_s) *ready_s = self->bready[b];
 }
 
+double emu_update_s(const emu_t *self, const optim_cfg_t *optim)
+{
+    double bpp = optim->kind == OPT_ADAM ? 28 : optim->momentum != 0.0f ? 20 : 12;
+    return wl_update_s(&self->dev, self->wl->params, bpp, self->cfg.dilate);
+}
+
 void emu_sleep_until(uint64_t t_ns)
 {
     struct timespec ts = {.tv_sec = (time_t)(t_ns / 1000000000ull), .tv_nsec = (long)(t_ns % 1000000000ull)};
@@ -160,16 +166,17 @@ int emu_step(emu_t *self, const emu_step_in_t *in, emu_step_out_t *out)
     uint64_t delay = (uint64_t)((in->straggler_ms > 0 ? in->straggler_ms : 0) * 1e6);
     uint64_t t_end = t0 + delay + (uint64_t)(self->total_s * 1e9);
     if (!in->ops) {
-        emu_sleep_until(t_end);
+        /* world 1: no engine; the device's update is modelled as on every worker of an allreduce */
+        emu_sleep_until(t_end + (uint64_t)(in->update_s * 1e9));
         uint64_t t1 = now_ns();
-        CHECK(optim_step(in->optim, self->params, self->grads, 0, self->count, 1.0f, in->lr, in->step));
+        out->update_ms = in->update_s * 1e3;
         out->compute_ms = (double)(now_ns() - t0) / 1e6;
         out->step_ms = out->compute_ms;
         out->sync_ms = (double)(now_ns() - t1) / 1e6;
         out->cpu_ms = s_cpu_ms() - cpu0;
         return 0;
     }
-    step_ctx_t ctx = {.step = in->step, .inv_scale = 1.0f, .lr = in->lr};
+    step_ctx_t ctx = {.step = in->step, .inv_scale = 1.0f, .lr = in->lr, .reduce_only = 1};
     if (in->ops->step_begin) CHECK(in->ops->step_begin(in->engine, &ctx));
     size_t esz = dt_size(self->cfg.grad_dtype);
     for (int b = 0; b < self->nbuckets; b++) {
@@ -184,6 +191,10 @@ int emu_step(emu_t *self, const emu_step_in_t *in, emu_step_out_t *out)
     step_out_t so;
     memset(&so, 0, sizeof so);
     CHECK(in->ops->wait(in->engine, &so, in->timeout_ms));
+    if (so.update_left && in->update_s > 0) { /* the device's update, as the worker's GPU would run it */
+        emu_sleep_until(now_ns() + (uint64_t)(in->update_s * 1e9));
+        out->update_ms = in->update_s * 1e3;
+    }
     uint64_t t3 = now_ns();
     out->compute_ms = (double)(t2 - t0) / 1e6;
     out->sync_ms = (double)(t3 - t2) / 1e6;

@@ -44,6 +44,10 @@ void    emu_bucket(const emu_t *self, int b, size_t *offset, size_t *count, doub
 double  emu_forward_s(const emu_t *self);  /* dilated */
 double  emu_compute_s(const emu_t *self);  /* forward + backward, dilated */
 
+/* The device's optimizer update over the whole (unshrunk) model, dilated: memory-bound bytes per
+ * parameter for the optimizer (SGD 12, with momentum 20, Adam 28) over the device's bandwidth. */
+double  emu_update_s(const emu_t *self, const optim_cfg_t *optim);
+
 /* Sleep until now_ns()-clock time t_ns (absolute, CLOCK_MONOTONIC); returns at once if passed. */
 void emu_sleep_until(uint64_t t_ns);
 
@@ -60,11 +64,14 @@ typedef struct {
     int       timeout_ms;
     double    straggler_ms;    /* extra compute this step (--straggler on this rank) */
     int       no_overlap;
+    double    update_s;        /* the device's optimizer update, waited out when the engine leaves it to the
+                                * worker (reduce_only honoured); dilated */
 } emu_step_in_t;
 
 typedef struct {
     double step_ms, compute_ms, comm_ms, wait_ms, sync_ms;
     double cpu_ms;             /* CPU time this process used during the step (all threads) */
+    double update_ms;          /* the modelled device update (0 where the engine updated for real) */
     int    skipped;
 } emu_step_out_t;
 

@@ -292,10 +292,9 @@ static int s_local_step_dev(trainer_t *t, float inv, int *overflow)
 static int s_attach_emulated(trainer_t *t, const engine_ops_t *ops, engine_t *engine)
 {
     size_t count = emu_count(t->emu);
-    if (!ops) {
+    if (!ops) { /* world 1: the device's update is modelled (emu_step), as on allreduce workers */
         if (t->cfg.world != 1)
             return err_set(ERR_INVAL, "trainer: no engine with %d workers (local mode is world 1 only)", t->cfg.world);
-        CHECK(optim_new(&t->optim, &t->cfg.optim, count));
     } else {
         if (!engine || !ops->attach || !ops->submit || !ops->wait)
             return err_set(ERR_INVAL, "trainer: engine '%s' lacks attach/submit/wait", ops->name ? ops->name : "?");
@@ -407,7 +406,8 @@ static int s_step_emulated(trainer_t *t, trainer_step_t *out)
 {
     emu_step_in_t in = {.ops = t->ops, .engine = t->engine, .optim = t->optim, .step = t->applied + 1,
                         .lr = t->cfg.optim.lr, .timeout_ms = t->cfg.timeout_ms, .no_overlap = t->cfg.no_overlap,
-                        .straggler_ms = t->cfg.straggler_rank == t->cfg.rank ? t->cfg.straggler_ms : 0};
+                        .straggler_ms = t->cfg.straggler_rank == t->cfg.rank ? t->cfg.straggler_ms : 0,
+                        .update_s = emu_update_s(t->emu, &t->cfg.optim)};
     emu_step_out_t eo;
     uint64_t tr = trace_t0();
     CHECK(emu_step(t->emu, &in, &eo));

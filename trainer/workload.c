@@ -183,20 +183,21 @@ typedef struct {
 typedef struct {
     const char *name;
     const char *desc;
+    double mem_gbps;          /* memory bandwidth from the spec sheet */
     s_figure_t fig[4];
 } s_preset_t;
 
 /* Published single-device throughputs (images or sequences per second). */
 static const s_preset_t s_presets[] = {
-    {"pascal", "Pascal GPU, FP32, batch 64 (Horovod README, Sep 2017)",
+    {"pascal", "Pascal GPU (P100, 732 GB/s), FP32, batch 64 (Horovod README, Sep 2017)", 732,
      {{"inception3", 134.4, "Horovod README 2017"}, {"resnet101", 119.4, "Horovod README 2017"},
       {"vgg16", 130.9, "Horovod README 2017"}}},
-    {"v100", "V100 16 GB, FP32", {{"resnet50", 367, "NVIDIA DeepLearningExamples, PyTorch 21.03"}}},
-    {"v100-amp", "V100, mixed precision",
+    {"v100", "V100 16 GB, FP32", 900, {{"resnet50", 367, "NVIDIA DeepLearningExamples, PyTorch 21.03"}}},
+    {"v100-amp", "V100, mixed precision", 900,
      {{"resnet50", 1200, "NVIDIA DeepLearningExamples, PyTorch 21.03"},
       {"bert-large", 171.5, "NVIDIA DeepLearningExamples, PyTorch 19.07, seq 128"}}},
-    {"a100", "A100 80 GB, TF32", {{"resnet50", 938, "NVIDIA DeepLearningExamples, PyTorch"}}},
-    {"a100-amp", "A100 80 GB, mixed precision",
+    {"a100", "A100 80 GB, TF32", 2039, {{"resnet50", 938, "NVIDIA DeepLearningExamples, PyTorch"}}},
+    {"a100-amp", "A100 80 GB, mixed precision", 2039,
      {{"resnet50", 2470, "NVIDIA DeepLearningExamples, PyTorch"},
       {"bert-large", 694, "NVIDIA DeepLearningExamples, PaddlePaddle 22.12, seq 128"}}},
 };
@@ -213,6 +214,7 @@ static int s_cmp_d(const void *a, const void *b)
 static int s_preset(const s_preset_t *p, const workload_t *wl, wl_device_t *out)
 {
     snprintf(out->name, sizeof out->name, "%s", p->name);
+    out->mem_gbps = p->mem_gbps;
     double fps = wl->fwd_flops + wl->bwd_flops;
     double eff[4];
     int n = 0;
@@ -238,10 +240,35 @@ static int s_preset(const s_preset_t *p, const workload_t *wl, wl_device_t *out)
     return 0;
 }
 
+static int s_resolve(const char *spec, const workload_t *wl, wl_device_t *out);
+
 int wl_device_resolve(const char *spec, const workload_t *wl, wl_device_t *out)
 {
     memset(out, 0, sizeof *out);
     if (!spec || !*spec) return err_set(ERR_INVAL, "--device: empty (have %s, throughput=X or tflops=X)", wl_device_names());
+    char head[96];
+    snprintf(head, sizeof head, "%s", spec);
+    char *mb = strstr(head, ",membw=");
+    double bw = 0;
+    if (mb) {
+        char *e;
+        bw = strtod(mb + 7, &e);
+        if (*e || !isfinite(bw) || bw <= 0) return err_set(ERR_INVAL, "--device %s: membw= expects GB/s > 0", spec);
+        *mb = '\0';
+    }
+    CHECK(s_resolve(head, wl, out));
+    if (bw > 0) out->mem_gbps = bw;
+    return 0;
+}
+
+double wl_update_s(const wl_device_t *dev, size_t n, double bytes_per_param, double dilate)
+{
+    if (!(dev->mem_gbps > 0)) return 0;
+    return (double)n * bytes_per_param / (dev->mem_gbps * 1e9) * (dilate >= 1 ? dilate : 1);
+}
+
+static int s_resolve(const char *spec, const workload_t *wl, wl_device_t *out)
+{
     for (size_t i = 0; i < S_NPRESETS; i++)
         if (!strcmp(s_presets[i].name, spec)) return s_preset(&s_presets[i], wl, out);
     double fps = wl->fwd_flops + wl->bwd_flops;

@@ -38,12 +38,14 @@ typedef struct {
     double samples_per_s;          /* one device on this workload */
     double tflops;                 /* effective (fwd + bwd FLOPs x samples/s) */
     int    derived;                /* 1: from the preset's effective TFLOP/s, not a published figure */
+    double mem_gbps;               /* memory bandwidth (GB/s, spec sheet): the optimizer update's time; 0: not modelled */
     char   basis[160];             /* human explanation of the figure */
 } wl_device_t;
 
 /* Names of the device presets, comma separated. */
 const char *wl_device_names(void);
-/* spec: a preset name ("v100", "pascal", ...), "throughput=X" (samples/s) or "tflops=X". */
+/* spec: a preset name ("v100", "pascal", ...), "throughput=X" (samples/s) or "tflops=X", either
+ * optionally followed by ",membw=GBPS" (memory bandwidth, for the optimizer update's time). */
 int wl_device_resolve(const char *spec, const workload_t *wl, wl_device_t *out);
 
 /* One step's compute schedule for a local batch on dev, times dilated by `dilate` (>= 1):
@@ -51,6 +53,11 @@ int wl_device_resolve(const char *spec, const workload_t *wl, wl_device_t *out);
  * non-decreasing), *total_s = forward + backward. ready may be NULL. */
 void wl_schedule(const workload_t *wl, const wl_device_t *dev, size_t local_batch, double dilate, double *fwd_s,
                  double *ready, double *total_s);
+
+/* Seconds the device needs for the optimizer update of n parameters (memory-bound: bytes_per_param
+ * read and written per parameter, e.g. 20 for SGD with momentum: parameter, gradient and momentum read,
+ * parameter and momentum written), dilated; 0 when the device's bandwidth is unknown. */
+double wl_update_s(const wl_device_t *dev, size_t n, double bytes_per_param, double dilate);
 
 /* Element count of tensor i after dividing the model by shrink (>= 1): ceil(numel / shrink). */
 size_t wl_shrunk_numel(const workload_t *wl, size_t i, double shrink);
