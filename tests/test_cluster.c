@@ -1,0 +1,193 @@
+/* test_cluster.c: the emulated GPU cluster: rank placement, shaped rates, automatic shrink, the
+ * host-bound verdict (and the harness naming the host on a machine made busy), the cluster cost
+ * model on hand-computed cases, and a 2-machine x 2-GPU run over shaped links (root only) whose
+ * step time matches its schedule. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "harness/cluster.c"
+#include "harness/clustermodel.c"
+#include "tests/lib/ranks.h"
+
+Test(cluster, placement_of_workers_and_servers)
+{
+    h_cluster_t c = {.nodes = 2, .gpus_per_node = 2};
+    /* workers 0..3 on machines 0,0,1,1; two servers on GPU machines 0 and 1 (TensorFlow's placement) */
+    int want[6] = {0, 0, 1, 1, 0, 1};
+    for (int r = 0; r < 6; r++) cr_expect_eq(h_cluster_machine_of(&c, r, 4), want[r], "rank %d", r);
+    cr_expect_eq(h_cluster_machines(&c, 1), 2);
+    /* BytePS layout: servers on CPU machines 2 and 3 */
+    c.server_nodes = 2;
+    int want2[7] = {0, 0, 1, 1, 2, 3, 2};
+    for (int r = 0; r < 7; r++) cr_expect_eq(h_cluster_machine_of(&c, r, 4), want2[r], "rank %d", r);
+    cr_expect_eq(h_cluster_machines(&c, 1), 4);
+    cr_expect_eq(h_cluster_machines(&c, 0), 2, "no servers: no server machines");
+}
+
+Test(cluster, shaped_rate_and_auto_shrink)
+{
+    h_cluster_t c = {.nodes = 4, .gpus_per_node = 4, .inter_bps = 25e9, .shrink = 32, .dilate = 2};
+    cr_expect_float_eq(h_cluster_shaped_bps(&c), 25e9 / 64, 1);
+    c.dilate = 1;
+    /* VGG-16: 553 MB a worker, 16 workers: NICs <= 1 Gbit/s needs 32; memory 5 x 553 MB x 16 / 32 fits 8 GB */
+    cr_expect_eq(h_cluster_auto_shrink(&c, 553430176, 16, 8e9, 1e9), 32);
+    /* a small memory budget asks for more */
+    cr_expect_eq(h_cluster_auto_shrink(&c, 553430176, 16, 0.5e9, 1e9), 128);
+    /* dilation slows the links too: less shrink needed for the same rate */
+    c.dilate = 4;
+    cr_expect_eq(h_cluster_auto_shrink(&c, 553430176, 16, 8e9, 1e9), 8);
+}
+
+Test(cluster, host_bound_verdict)
+{
+    double b;
+    cr_expect_eq(h_cluster_host_bound(0.5, 0.3, 1.0, 2, 0.3, &b), 0);
+    cr_expect_float_eq(b, 0.25, 1e-12);
+    cr_expect_eq(h_cluster_host_bound(1.6, 0.5, 1.0, 2, 0.8, &b), 1, "ranks at 80% of the cores");
+    cr_expect_eq(h_cluster_host_bound(0.95, 0.95, 1.0, 2, 0.5, &b), 1, "one rank on a CPU all the time");
+    cr_expect_eq(h_cluster_host_bound(0.2, 0.1, 1.0, 2, 0.9, &b), 1, "the machine busy with other work");
+    cr_expect_eq(h_cluster_host_bound(0.2, 0.1, 1.0, 2, -1, &b), 0, "unknown machine load");
+    unsigned long long busy, total;
+    cr_assert_eq(h_host_cpu_sample(&busy, &total), 0);
+    cr_expect(total > 0 && busy <= total);
+}
+
+Test(clustermodel, traffic_hand_computed)
+{
+    h_cl_net_t net = {.nodes = 2, .gpus_per_node = 2, .beta = 1e-9, .alpha = 1e-5};
+    double b, m;
+    h_cl_engine_t ring = {.kind = H_CL_RING};
+    h_cl_traffic(&net, &ring, 1e6, &b, &m);
+    cr_expect_float_eq(b, 1.5e6, 1e-6, "ring: 2(P-1)/P n = 1.5 n at P = 4");
+    cr_expect_float_eq(m, 6, 1e-12);
+    cr_expect_float_eq(h_cl_collective(&net, &ring, 1e6), 6e-5 + 1.5e-3, 1e-12);
+    h_cl_engine_t ps1 = {.kind = H_CL_PS, .servers = 1, .server_nodes = 1};
+    h_cl_traffic(&net, &ps1, 1e6, &b, &m);
+    cr_expect_float_eq(b, 4e6, 1e-6, "one server machine takes all 4 workers' n");
+    h_cl_engine_t ps4 = {.kind = H_CL_PS, .servers = 4, .server_nodes = 4};
+    h_cl_traffic(&net, &ps4, 1e6, &b, &m);
+    cr_expect_float_eq(b, 2e6, 1e-6, "four server machines: a GPU machine's G n is the bound");
+    h_cl_engine_t tf = {.kind = H_CL_PS, .servers = 2};
+    h_cl_traffic(&net, &tf, 1e6, &b, &m);
+    /* machine 0 holds half: pushes 2 x 0.5 n out + replies 0.5 n x 2 remote workers = 2 n */
+    cr_expect_float_eq(b, 2e6, 1e-6);
+    h_cl_engine_t col = {.kind = H_CL_PS, .colocate = 1};
+    h_cl_traffic(&net, &col, 1e6, &b, &m);
+    cr_expect_float_eq(b, 2e6, 1e-6, "colocated: 2 G n (P - G) / P");
+    net.nodes = 1;
+    net.gpus_per_node = 4;
+    h_cl_engine_t tree = {.kind = H_CL_TREE};
+    h_cl_traffic(&net, &tree, 1e6, &b, &m);
+    cr_expect_float_eq(b, 0, 1e-12, "one machine: nothing crosses a NIC");
+}
+
+Test(clustermodel, step_overlaps_backward)
+{
+    h_cl_net_t net = {.nodes = 2, .gpus_per_node = 1, .beta = 1e-3, .alpha = 0};
+    h_cl_engine_t ring = {.kind = H_CL_RING};
+    /* P = 2: a bucket of n bytes costs n ms. Buckets ready at 10, 20, 30 ms (10, 5, 20 bytes), compute 30 ms:
+     * 10 -> 20 ms, then 20 -> 25 ms, then 30 -> 50 ms */
+    double ready[3] = {0.010, 0.020, 0.030}, bytes[3] = {10, 5, 20}, exposed;
+    double step = h_cl_step(&net, &ring, 3, ready, bytes, 0.030, &exposed);
+    cr_expect_float_eq(step, 0.050, 1e-12);
+    cr_expect_float_eq(exposed, 0.020, 1e-12);
+}
+
+/* ---- end to end through the harness ---- */
+
+static char g_harness[512];
+
+static int s_run(const char *cmd, char *out, size_t len)
+{
+    char full[4096];
+    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    cr_assert(p);
+    size_t o = 0, r;
+    while (o + 1 < len && (r = fread(out + o, 1, len - 1 - o, p)) > 0) o += r;
+    out[o] = '\0';
+    char sink[4096];
+    while (fread(sink, 1, sizeof sink, p) > 0) {}
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* two tensors: a 4 MB one ready a third into backward, a small one at its end; 300 FLOPs a sample */
+static void s_profile(char *path, size_t len)
+{
+    snprintf(path, len, "/tmp/sb-cluster-%d.tsv", (int)getpid());
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs("# twolayer: 2 tensors, hand-made\nbig.weight\t1000000\t50\t100\nsmall.weight\t1000\t50\t100\n", f);
+    fclose(f);
+}
+
+static double s_field(const char *out, const char *key)
+{
+    const char *p = strstr(out, key);
+    return p ? atof(p + strlen(key)) : NAN;
+}
+
+Test(cluster_run, host_made_busy_is_named, .timeout = 120)
+{
+    cr_assert(harness_path(g_harness, sizeof g_harness) == 0, "build the harness first (make)");
+    char prof[64], cmd[2048], out[1 << 16];
+    s_profile(prof, sizeof prof);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    pid_t burn[64];
+    int nb = cores > 0 && cores < 64 ? (int)cores : 2;
+    for (int i = 0; i < nb; i++)
+        if ((burn[i] = fork()) == 0) {
+            alarm(100); /* never outlive the test */
+            for (volatile unsigned long x = 0;; x++) {}
+        }
+    snprintf(cmd, sizeof cmd, "%s train --model %s --device throughput=400 --nodes 1 --gpus-per-node 2 --engine ring "
+             "--batch 16 --steps 6 --warmup-steps 1 --quiet", g_harness, prof);
+    int rc = s_run(cmd, out, sizeof out);
+    for (int i = 0; i < nb; i++) {
+        kill(burn[i], SIGKILL);
+        waitpid(burn[i], NULL, 0);
+    }
+    unlink(prof);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "host-bound:") != NULL, "a machine kept busy by %d burners is named as the bound:\n%s", nb, out);
+}
+
+Test(cluster_run, two_machines_shaped_links_match_the_schedule, .timeout = 180)
+{
+    if (geteuid() != 0) cr_skip_test("shaped links need root (network namespaces and tc)");
+    if (system("command -v tc >/dev/null 2>&1 && command -v ip >/dev/null 2>&1") != 0)
+        cr_skip_test("shaped links need ip and tc (iproute2)");
+    cr_assert(harness_path(g_harness, sizeof g_harness) == 0, "build the harness first (make)");
+    char prof[64], cmd[2048], out[1 << 16], json[64];
+    s_profile(prof, sizeof prof);
+    snprintf(json, sizeof json, "/tmp/sb-cluster-%d.jsonl", (int)getpid());
+    unlink(json);
+    /* 8 samples a GPU at 40/s: 200 ms of compute, the big gradient ready at 100 ms. The NICs at 200 Mbit/s:
+     * the ring (P = 4, 2 machines) moves 1.5 x 4 MB through each, about 0.25 s */
+    snprintf(cmd, sizeof cmd, "%s train --model %s --device throughput=40 --nodes 2 --gpus-per-node 2 --net inter=200mbit "
+             "--shrink 1 --bucket-mb 1 --engine ring --batch 32 --steps 4 --warmup-steps 1 --quiet --json %s",
+             g_harness, prof, json);
+    int rc = s_run(cmd, out, sizeof out);
+    unlink(prof);
+    cr_assert_eq(rc, 0, "%s", out);
+    FILE *f = fopen(json, "r");
+    cr_assert_not_null(f, "%s", out);
+    char line[16384] = "";
+    cr_assert(fgets(line, sizeof line, f));
+    fclose(f);
+    unlink(json);
+    double step = s_field(line, "\"emu_step_ms\": "), comp = s_field(line, "\"emu_compute_ms\": ");
+    cr_expect_float_eq(comp, 200.0, 1e-6, "compute from the device: %s", line);
+    /* the schedule: the big bucket ready at 100 ms, the small one at 200 ms; TCP/IP headers ~3-6% on the wire */
+    h_cl_net_t net = {.nodes = 2, .gpus_per_node = 2, .beta = 8.0 / 200e6 * 1.05, .alpha = 0};
+    h_cl_engine_t ring = {.kind = H_CL_RING};
+    double ready[2] = {0.100, 0.200}, bytes[2] = {4e6, 4e3};
+    double want = h_cl_step(&net, &ring, 2, ready, bytes, 0.200, NULL) * 1e3;
+    cr_expect(step > want * 0.85 && step < want * 1.25, "step %.1f ms, the schedule says %.1f ms:\n%s", step, want, out);
+}
