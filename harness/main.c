@@ -4,6 +4,8 @@
  * codes into exit codes: 0 ok or help; 2 usage errors; 3 wrong bench results; 128 + signal when
  * interrupted; 1 any other failure, with "harness: <err_detail()>" on stderr. */
 #include "harness/harness.h"
+#include "harness/model_cluster.h"
+#include "trainer/workload.h"
 #include "harness/gemmbench.h"
 #include "harness/launch.h"
 #include "harness/model.h"
@@ -219,6 +221,7 @@ int main(int argc, char **argv)
         if (rc < 0) fprintf(stderr, "harness: gemm: %s\n", err_trace(rc, m, sizeof m));
         return rc < 0 ? 1 : 0;
     }
+    if (!strcmp(o.mode, "model") && workload_is_known(o.model)) return s_exit(h_model_cluster(&o), 2);
     if (!strcmp(o.mode, "model")) {
         /* one launch of the probe world (2 ranks by default), whatever --engine / --scaling say */
         if (!o.procs && !o.gpus && !o.nnodes) o.procs = 2;

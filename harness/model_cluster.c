@@ -1,0 +1,225 @@
+/* model_cluster.c: `harness model` for emulated real models (model_cluster.h).
+ *
+ * What the model knows: the device's step time split over layers by FLOPs (the emulator's own
+ * schedule, wl_schedule), the buckets (wl_buckets: DDP's rule with the run's cap), the device's
+ * optimizer update (wl_update_s) where the engine leaves it to the worker, and the NIC: beta = the
+ * wire time of a payload byte, 1/(rate x eff) x 1514/1448 (a 1500-byte MTU frame as the shaper counts
+ * it carries 1448 bytes of TCP payload), alpha = 0 (latency on these links is microseconds against
+ * steps of hundreds of milliseconds). Nothing is fitted to the runs it is checked against. */
+#include "harness/model_cluster.h"
+#include "harness/clustermodel.h"
+#include "harness/jsonl.h"
+#include "harness/netem.h"
+#include "core/err.h"
+#include "trainer/emu.h"
+#include "trainer/workload.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define S_WIRE (1514.0 / 1448.0)
+
+/* One engine layout of the model's rows. */
+typedef struct {
+    const char *label;
+    h_cl_engine_t e;
+    int update_on_worker;    /* allreduce engines leave the update to the device */
+} s_layout_t;
+
+typedef struct {
+    workload_t *wl;
+    wl_device_t dev;
+    size_t local_batch;
+    double bucket_mb, bps, eff, update_s;
+    int no_overlap;
+    int nb;
+    double *ready, *bytes;   /* per bucket */
+} s_point_t;
+
+static void s_free(s_point_t *p)
+{
+    workload_destroy(&p->wl);
+    free(p->ready);
+    free(p->bytes);
+    memset(p, 0, sizeof *p);
+}
+
+/* The buckets and ready times of the model at one device and batch (unshrunk bytes, undilated). */
+static int s_point(s_point_t *p, const char *model, const char *device, size_t local_batch, double bucket_mb, int no_overlap)
+{
+    memset(p, 0, sizeof *p);
+    CHECK(workload_load(&p->wl, model));
+    CHECK(wl_device_resolve(device ? device : "v100", p->wl, &p->dev));
+    p->local_batch = local_batch;
+    p->bucket_mb = bucket_mb > 0 ? bucket_mb : 25;
+    p->no_overlap = no_overlap;
+    size_t n = p->wl->ntensors, *ends = calloc(n, sizeof *ends);
+    double *tr = calloc(n, sizeof *tr);
+    p->ready = calloc(n, sizeof *p->ready);
+    p->bytes = calloc(n, sizeof *p->bytes);
+    if (!ends || !tr || !p->ready || !p->bytes) { free(ends); free(tr); return err_set(ERR_NOMEM, "model"); }
+    size_t cap = (size_t)(p->bucket_mb * 1048576.0), first = cap < (1u << 20) ? cap : (1u << 20);
+    p->nb = wl_buckets(p->wl, 1, first, cap, ends);
+    double fwd, total;
+    wl_schedule(p->wl, &p->dev, local_batch, 1, &fwd, tr, &total);
+    size_t begin = 0;
+    for (int b = 0; b < p->nb; b++) {
+        double sz = 0;
+        for (size_t i = begin; i < ends[b]; i++) sz += (double)p->wl->t[i].numel * 4;
+        p->bytes[b] = sz;
+        p->ready[b] = no_overlap ? total : tr[ends[b] - 1];
+        begin = ends[b];
+    }
+    free(ends);
+    free(tr);
+    optim_cfg_t oc;
+    optim_cfg_default(&oc, OPT_SGD);
+    oc.momentum = 0.9f;
+    p->update_s = wl_update_s(&p->dev, p->wl->params, 20, 1);
+    return 0;
+}
+
+/* Predicted step (s) of a layout on N machines of G GPUs. */
+static double s_step(const s_point_t *p, const s_layout_t *L, int N, int G, double bps, double *exposed)
+{
+    h_cl_net_t net = {.nodes = N, .gpus_per_node = G, .beta = S_WIRE * 8.0 / bps, .alpha = 0};
+    h_cl_engine_t e = L->e;
+    if (e.kind == H_CL_PS && !e.colocate && e.server_nodes == 0 && e.servers == 0) e.servers = N; /* one per machine */
+    if (e.kind == H_CL_PS && e.server_nodes < 0) e.server_nodes = e.servers = N;                  /* K = N */
+    double total = (double)p->local_batch / p->dev.samples_per_s;
+    double step = N * G > 1 ? h_cl_step(&net, &e, p->nb, p->ready, p->bytes, total, exposed) : total;
+    if (L->update_on_worker || N * G == 1) step += p->update_s;
+    return step;
+}
+
+static const s_layout_t s_layouts[] = {
+    {"ring", {.kind = H_CL_RING}, 1},
+    {"tree", {.kind = H_CL_TREE}, 1},
+    {"ps-1server", {.kind = H_CL_PS, .servers = 1, .server_nodes = 1}, 0},
+    {"ps-per-node", {.kind = H_CL_PS}, 0},              /* one server on every GPU machine (TensorFlow) */
+    {"ps-K=N", {.kind = H_CL_PS, .server_nodes = -1}, 0}, /* N CPU-only server machines (BytePS) */
+    {"ps-colocated", {.kind = H_CL_PS, .colocate = 1}, 0},
+};
+#define S_NLAYOUTS (int)(sizeof s_layouts / sizeof s_layouts[0])
+
+static int s_link(const h_opts_t *o, double *bps, double *eff)
+{
+    *bps = 25e9;
+    *eff = 1;
+    if (!o->net) return 0;
+    h_netem_spec_t spec;
+    char err[256];
+    if (h_netem_parse(o->net, &spec, err, sizeof err) < 0) return err_set(ERR_INVAL, "%s", err);
+    *bps = spec.bits_per_s * spec.eff;
+    *eff = spec.eff;
+    return 0;
+}
+
+static void s_extrapolate(const h_opts_t *o, const s_point_t *p, int G, double bps)
+{
+    printf("# predicted speedup over one device (GPUs = machines x %d)\n# %-14s", G, "engine");
+    for (int P = 1; P <= 1024; P *= 2) printf(" %7d", P);
+    printf("\n");
+    for (int l = 0; l < S_NLAYOUTS; l++) {
+        printf("  %-14s", s_layouts[l].label);
+        for (int P = 1; P <= 1024; P *= 2) {
+            int g = P < G ? P : G, N = (P + g - 1) / g;
+            double step = s_step(p, &s_layouts[l], N, g, bps, NULL);
+            double sp = (double)P * (double)p->local_batch / step / p->dev.samples_per_s;
+            printf(" %7.2f", sp);
+            if (o->json) {
+                char line[512];
+                int n = snprintf(line, sizeof line,
+                                 "{\"mode\": \"model\", \"kind\": \"cluster\", \"model\": \"%s\", \"device\": \"%s\", "
+                                 "\"engine\": \"%s\", \"gpus\": %d, \"nodes\": %d, \"gpus_per_node\": %d, \"net_bps\": %.0f, "
+                                 "\"local_batch\": %zu, \"step_ms\": %.4f, \"speedup\": %.4f}\n",
+                                 p->wl->name, p->dev.name, s_layouts[l].label, P, N, g, bps, p->local_batch, step * 1e3, sp);
+                if (n > 0 && (size_t)n < sizeof line) h_json_append(o->json, line, (size_t)n);
+            }
+        }
+        printf("\n");
+    }
+}
+
+/* The layout a measured line ran: engine, impl, servers and server machines. */
+static int s_layout_of(const h_jobj_t *r, int N)
+{
+    const char *eng = h_jstr(r, "engine", ""), *impl = h_jstr(r, "impl", "");
+    if (!strcmp(eng, "ring")) return 0;
+    if (!strcmp(eng, "tree")) return 1;
+    if (h_engine_pattern(eng) != H_PATTERN_PS) return -1;
+    if (strstr(impl, "colocated")) return 5;
+    int S = (int)h_jnum(r, "servers", 0), K = (int)h_jnum(r, "server_nodes", 0);
+    if (K > 0) return S == 1 && K == 1 ? 2 : (K == N && S == N ? 4 : -1);
+    return S == N ? 3 : (S == 1 && N == 1 ? 3 : -1);
+}
+
+static void s_check(const h_opts_t *o, const s_point_t *base)
+{
+    h_jobj_t *objs = NULL;
+    size_t n = 0, nbad = 0;
+    h_jread_files(o->nmeasured, (char **)o->measured, &objs, &n, &nbad, stderr);
+    printf("#\n# predicted against the emulated runs\n# %-12s %-10s %-8s %5s %9s %9s %9s %7s\n", "engine", "model", "device",
+           "GPUs", "measured", "predicted", "(speedup)", "err%");
+    double sum = 0;
+    int cnt = 0, within = 0;
+    for (size_t i = 0; i < n; i++) {
+        const h_jobj_t *r = &objs[i];
+        if (!h_jget(r, "emulated") || strcmp(h_jstr(r, "mode", ""), "train") || h_jget(r, "host_bound") == NULL) continue;
+        const h_jfield_t *hb = h_jget(r, "host_bound");
+        if (hb->num != 0) continue; /* a host-bound run measured this machine */
+        int P = (int)h_jnum(r, "world", 0), N = (int)h_jnum(r, "nodes", 1), G = (int)h_jnum(r, "gpus_per_node", 1);
+        int l = s_layout_of(r, N);
+        if (l < 0 || P < 1) continue;
+        s_point_t p;
+        const char *net = h_jstr(r, "net", "");
+        h_opts_t oo = *o;
+        oo.net = *net ? net : NULL;
+        double bps, eff;
+        if (s_link(&oo, &bps, &eff) < 0 || !*net) continue;
+        if (s_point(&p, h_jstr(r, "model", ""), h_jstr(r, "device", NULL), (size_t)h_jnum(r, "local_batch", 64),
+                    h_jnum(r, "bucket_mb", 25), !h_jnum(r, "overlap", 1)) < 0) {
+            s_free(&p);
+            continue;
+        }
+        double step = s_step(&p, &s_layouts[l], N, G, bps, NULL);
+        double pred = (double)P * (double)p.local_batch / step / p.dev.samples_per_s, meas = h_jnum(r, "speedup", 0);
+        double err = meas > 0 ? (pred - meas) / meas * 100 : 0;
+        printf("  %-12s %-10s %-8s %5d %9.2f %9.2f %9s %+7.1f\n", s_layouts[l].label, p.wl->name, p.dev.name, P, meas, pred, "",
+               err);
+        sum += fabs(err);
+        cnt++;
+        within += fabs(err) <= 10;
+        s_free(&p);
+    }
+    if (cnt) printf("# mean |err| %.1f%% over %d runs; %d within 10%%\n", sum / cnt, cnt, within);
+    else printf("# no emulated train runs (that were not host-bound) in the files\n");
+    (void)base;
+    h_jfree_all(&objs, &n);
+}
+
+int h_model_cluster(const h_opts_t *o)
+{
+    double bps, eff;
+    CHECK(s_link(o, &bps, &eff));
+    int G = o->gpus_per_node > 0 ? o->gpus_per_node : 4, N = o->nodes > 0 ? o->nodes : 1;
+    size_t lb = (size_t)(o->batch > 0 ? o->batch : 256) / (size_t)(N * G);
+    if (!lb) lb = 1;
+    s_point_t p;
+    int rc = s_point(&p, o->model, o->emu_device, lb, o->bucket_mb, o->no_overlap);
+    if (rc < 0) {
+        s_free(&p);
+        return rc;
+    }
+    printf("# syncbench model (emulated cluster): %s on %s (%.1f samples/s: %s), batch %zu/GPU, NIC %.4g Gbit/s "
+           "(eff %g), %d buckets of <= %g MiB%s; device update %.2f ms where the worker updates\n",
+           p.wl->name, p.dev.name, p.dev.samples_per_s, p.dev.basis, lb, bps / eff / 1e9, eff, p.nb, p.bucket_mb,
+           p.no_overlap ? " (after backward)" : " (overlapping backward)", p.update_s * 1e3);
+    printf("# the model's limits: one collective at a time, links paced by the busiest NIC, no latency, no CPU or PCIe\n"
+           "# limits, servers' CPU work free; the emulated runs share them, a real cluster may not\n");
+    s_extrapolate(o, &p, G, bps);
+    if (o->nmeasured) s_check(o, &p);
+    s_free(&p);
+    return 0;
+}
