@@ -180,6 +180,33 @@ static void s_fig_train(s_fig_t *f, const h_rdata_t *d, char (*labels)[H_LABEL],
               "set logscale x 2\nset xtics 2\nset yrange [0:1.2]\n");
 }
 
+/* 3b. emulated cluster runs: speedup over one device against GPUs, one line per engine/model/device/link */
+static void s_fig_speedup(s_fig_t *f, const h_rdata_t *d, char (*labels)[H_LABEL], size_t nl)
+{
+    FILE *dat = s_dat_open(f, "train_speedup.dat");
+    if (!dat) return;
+    s_fig_begin(f);
+    size_t k = 0;
+    for (size_t l = 0; l < nl; l++) {
+        size_t n = 0;
+        for (size_t i = 0; i < d->nt; i++)
+            if (!strcmp(d->t[i].label, labels[l]) && !isnan(d->t[i].speedup)) {
+                if (!n++) fprintf(dat, "# %s: gpus speedup\n", labels[l]);
+                fprintf(dat, "%d %.4f\n", d->t[i].world, d->t[i].speedup);
+            }
+        if (!n) continue;
+        fprintf(dat, "\n\n");
+        s_bprintf(&f->body, "%s'%s/train_speedup.dat' index %zu using 1:2 with linespoints title '%s'", k ? ", " : "", f->dir, k,
+                  labels[l]);
+        k++;
+    }
+    fclose(dat);
+    if (!k) return;
+    s_bprintf(&f->body, ", x with lines dashtype 2 lc rgb 'gray' title 'ideal'");
+    s_fig_end(f, "train_speedup", "emulated cluster: speedup over one device", "GPUs", "speedup",
+              "set logscale xy 2\nset xtics 2\nset ytics 2\nset key outside right top font ',8'\n");
+}
+
 /* 4. peak memory per rank: the largest world of each engine */
 static void s_fig_memory(s_fig_t *f, const h_rdata_t *d, char (*labels)[H_LABEL], size_t nl)
 {
@@ -281,6 +308,7 @@ static void s_fig_all(s_fig_t *f, const h_rdata_t *d)
         for (size_t i = 0; i < d->nt && nl < S_MAXLABELS; i++)
             if (!nl || strcmp(labels[nl - 1], d->t[i].label)) snprintf(labels[nl++], H_LABEL, "%s", d->t[i].label);
         s_fig_train(f, d, labels, nl);
+        s_fig_speedup(f, d, labels, nl);
         s_fig_memory(f, d, labels, nl);
     }
     if (d->nm) s_fig_model(f, d);

@@ -41,6 +41,17 @@ static void s_label(const h_jobj_t *o, char *out, size_t len)
     int coloc = c && (c->type == HJ_NUM || c->type == HJ_BOOL) && c->num != 0;
     if (lab) snprintf(out, len, "%s", lab);
     else h_engine_label(out, len, h_jstr(o, "engine", "?"), h_jstr(o, "impl", ""), (int)h_jnum(o, "servers", 0), coloc);
+    const h_jfield_t *emu = h_jget(o, "emulated");
+    if (!lab && emu && emu->num != 0) {
+        /* an emulated cluster's run: the model, the device and the link decide it as much as the engine */
+        size_t k = strlen(out);
+        const char *net = h_jstr(o, "net", ""), *rate = strstr(net, "inter=");
+        int K = (int)h_jnum(o, "server_nodes", 0);
+        char knodes[24] = "";
+        if (K > 0) snprintf(knodes, sizeof knodes, "-K%d", K);
+        snprintf(out + k, len - k, "%s/%s/%s/%.*s", knodes, h_jstr(o, "model", "?"), h_jstr(o, "device", "?"),
+                 rate ? (int)strcspn(rate + 6, ",") : 4, rate ? rate + 6 : "none");
+    }
     for (char *p = out; *p; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("-_./=+:", *p)))
             *p = '_';
@@ -139,6 +150,7 @@ static void s_add_train(h_rdata_t *d, const h_jobj_t *o, const char *label, int 
     t->wait50 = h_jnum(o, "wait_ms_p50", NAN);
     t->imb = h_jnum(o, "mem_imbalance", NAN);
     t->eimb = h_jnum(o, "mem_engine_imbalance", NAN);
+    t->speedup = h_jnum(o, "speedup", NAN);
     const h_jfield_t *m = h_jget(o, "mem_peak_bytes");
     t->mem = m && m->type == HJ_ARR ? m->arr : NULL;
     t->nmem = m && m->type == HJ_ARR ? m->n : 0;
@@ -265,10 +277,10 @@ static void s_text_train(FILE *out, const h_rdata_t *d)
     int several = 0, approx = 0;
     for (size_t i = 1; i < d->nt; i++) several |= !strcmp(d->t[i].label, d->t[0].label) || d->t[i].world != d->t[0].world;
     fprintf(out, "#\n# train: throughput, step time, memory balance%s\n", several ? ", scaling efficiency sps(P)/(P*sps(base))" : "");
-    fprintf(out, "# %-14s %5s %11s %9s %9s %9s %9s %8s %8s %10s\n", "engine", "world", "samples/s", "step p50", "step p99",
-            "comm p50", "wait p50", "rss imb", "eng imb", "scaling");
-    fprintf(out, "# %-14s %5s %11s %9s %9s %9s %9s %8s %8s %10s\n", "", "", "", "(ms)", "(ms)", "(ms)", "(ms)", "max/mean",
-            "max/mean", "eff");
+    fprintf(out, "# %-14s %5s %11s %9s %9s %9s %9s %8s %8s %10s %8s\n", "engine", "world", "samples/s", "step p50", "step p99",
+            "comm p50", "wait p50", "rss imb", "eng imb", "scaling", "speedup");
+    fprintf(out, "# %-14s %5s %11s %9s %9s %9s %9s %8s %8s %10s %8s\n", "", "", "", "(ms)", "(ms)", "(ms)", "(ms)", "max/mean",
+            "max/mean", "eff", "(emul.)");
     for (size_t i = 0; i < d->nt; i++) {
         const h_rtrain_t *t = &d->t[i];
         int base;
@@ -279,8 +291,10 @@ static void s_text_train(FILE *out, const h_rdata_t *d)
         approx |= !isnan(eff) && base > 1;
         if (isnan(t->eimb)) snprintf(eimb, sizeof eimb, "-");
         else snprintf(eimb, sizeof eimb, "%.3f", t->eimb);
-        fprintf(out, "  %-14s %5d %11.1f %9.2f %9.2f %9.2f %9.2f %8.3f %8s %10s\n", t->label, t->world, t->sps, t->step50,
-                t->step99, t->comm50, t->wait50, t->imb, eimb, effs);
+        char sp[16] = "-";
+        if (!isnan(t->speedup)) snprintf(sp, sizeof sp, "%.2f", t->speedup);
+        fprintf(out, "  %-14s %5d %11.1f %9.2f %9.2f %9.2f %9.2f %8.3f %8s %10s %8s\n", t->label, t->world, t->sps, t->step50,
+                t->step99, t->comm50, t->wait50, t->imb, eimb, effs, sp);
     }
     if (approx) fprintf(out, "# * no world-1 run for that engine: efficiency relative to its smallest world\n");
 }
@@ -401,6 +415,7 @@ static size_t s_cells_train(const h_rdata_t *d, size_t i, s_cell_t *c)
     c[k++] = S_NUM("eff_base_world", "%.0f", isnan(eff) ? NAN : base);
     c[k++] = S_NUM("runs", "%.0f", (double)t->nrep);
     c[k++] = S_STR("src", t->src);
+    c[k++] = S_NUM("speedup", "%.3f", t->speedup); /* emulated cluster runs: over one emulated device */
     return k;
 }
 

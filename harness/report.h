@@ -25,6 +25,7 @@ typedef struct {
     char src[256];             /* "file:line" of that line */
     int world, servers;
     double sps, step50, step99, comm50, wait50, imb, eimb;
+    double speedup;            /* emulated runs: speedup over one emulated device (NAN otherwise) */
     double *mem;               /* peak bytes per rank (borrowed from the parsed line) */
     size_t nmem, nrep;
 } h_rtrain_t;
