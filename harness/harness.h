@@ -29,6 +29,7 @@ typedef struct {
     const char *transport;            /* --transport auto|shm|tcp */
     const char *bind;                 /* --bind core|none */
     int   timeout_s;                  /* --timeout (default 60) */
+    int   require_auth;               /* --require-auth: refuse to run without a job secret */
     int   scaling[H_MAX_SCALING];     /* --scaling 1,2,4 */
     int   nscaling;
     /* bench */

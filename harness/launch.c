@@ -10,6 +10,7 @@
  * group, which also catches anything the ranks forked. States: RUN -> (failure | signal) STOP: SIGTERM
  * sent, SIGKILL at the grace deadline -> all exited -> reap, report. */
 #include "harness/launch.h"
+#include "core/auth.h"
 #include "core/err.h"
 #include "core/tp.h"
 #include <errno.h>
@@ -350,7 +351,8 @@ int h_interrupt(int sig)
 int h_interrupt_signal(void) { return s_isig; }
 
 /* The ranks' table and environments and the poll set: 0 or ERR_NOMEM (s_free undoes a partial one). */
-static int s_alloc(s_launch_t *L, const h_launch_cfg_t *cfg, int world, const char *host, int port, const char *job)
+static int s_alloc(s_launch_t *L, const h_launch_cfg_t *cfg, int world, const char *host, int port, const char *job,
+                   const char *secret)
 {
     L->r = calloc((size_t)cfg->nlocal, sizeof *L->r);
     L->pfd = calloc(1 + 2 * (size_t)cfg->nlocal, sizeof *L->pfd);
@@ -361,7 +363,7 @@ static int s_alloc(s_launch_t *L, const h_launch_cfg_t *cfg, int world, const ch
         s_rank_t *r = &L->r[i];
         r->rank = cfg->node_rank * cfg->nlocal + i;
         r->fd[0] = r->fd[1] = -1;
-        r->envp = h_launch_env(cfg, r->rank, world, i, cfg->node_rank, host, port, job);
+        r->envp = h_launch_env(cfg, r->rank, world, i, cfg->node_rank, host, port, job, secret);
         if (!r->envp) return err_set(ERR_NOMEM, "launcher: out of memory");
     }
     return 0;
@@ -507,13 +509,15 @@ static int s_outcome(const s_launch_t *L, const h_launch_cfg_t *cfg)
 int h_launch(const h_launch_cfg_t *cfg, int argc, char **argv)
 {
     int world = 0, port = 0;
-    char host[256], job[64];
+    char host[256], job[64], secret[AUTH_HEX_LEN];
     CHECK(h_launch_check_cfg(cfg, argc, argv, &world, host, sizeof host, &port));
     CHECK(h_launch_job_id(cfg, job, sizeof job));
+    CHECK(h_launch_secret(cfg, secret, sizeof secret));
     char **av = calloc((size_t)argc + 1, sizeof *av); /* argv copy, NULL-terminated */
     s_launch_t L = {.n = cfg->nlocal, .sfd = -1, .grace_ms = S_GRACE_MS, .stdout_ok = 1,
                     .child_setup = cfg->child_setup, .child_arg = cfg->child_arg};
-    int rc = av ? s_alloc(&L, cfg, world, host, port, job) : err_set(ERR_NOMEM, "launcher: out of memory");
+    int rc = av ? s_alloc(&L, cfg, world, host, port, job, secret) : err_set(ERR_NOMEM, "launcher: out of memory");
+    memset(secret, 0, sizeof secret);
     if (rc < 0) goto out;
     for (int i = 0; i < argc; i++) av[i] = argv[i];
     rc = s_signals_begin(&L);

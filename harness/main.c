@@ -139,6 +139,7 @@ static int s_rank_main(h_opts_t *o)
     int rc = boot_cfg_init(&bc, o->init_method, -1, -1, o->timeout_s * 1000);
     if (rc < 0) return s_rank_fail(rc, "%s", err_trace(rc, msg, sizeof msg));
     if (o->ifname) snprintf(bc.ifname, sizeof bc.ifname, "%s", o->ifname);
+    if (o->require_auth) bc.auth.require = 1;
     log_set_rank(bc.rank);
     CHECK(s_place(o, &bc));
     comm_t *comm = NULL;

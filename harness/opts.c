@@ -222,6 +222,9 @@ static const s_opt_t s_opts[] = {
            "train does not bind)\n"),
     INT("timeout", timeout_s, 1, 86400, "seconds >= 1",
         "  --timeout S           every blocking step gives up after S seconds (default 60)\n"),
+    FLAG("require-auth", require_auth,
+         "  --require-auth        refuse to run without a job secret (SYNCBENCH_JOB_SECRET or _FILE; the launcher\n"
+         "                        makes one for a single node, --nnodes needs the same one on every node)\n"),
     SECTION("\nEngines:\n"),
     {.name = "engine", .kind = K_FN, .fn = s_engine, .help_fn = s_help_engine},
     {.name = "impl", .kind = K_STR, .off = F(impl), .help_fn = s_help_impl},

@@ -227,3 +227,20 @@ Test(harness, unreachable_master_times_out, .timeout = 60)
     cr_expect(strstr(out, "could not reach") != NULL, "%s", out);
     cr_expect(secs < 8, "took %.1f s for a 2 s timeout", secs);
 }
+
+Test(harness, require_auth_without_a_secret_fails_clearly, .timeout = 30)
+{
+    s_find();
+    char cmd[2048], out[8192];
+    snprintf(cmd, sizeof cmd, "env -u SYNCBENCH_JOB_SECRET -u SYNCBENCH_JOB_SECRET_FILE %s bench --engine ring "
+             "--sizes 4K --iters 1 --require-auth", g_harness);
+    int rc = s_run(cmd, out, sizeof out, NULL);
+    cr_expect_eq(rc, 1, "%s", out);
+    cr_expect(strstr(out, "no secret and authentication is required") != NULL, "%s", out);
+    /* the launcher makes one for a single node: the same command over --procs runs */
+    snprintf(cmd, sizeof cmd, "env -u SYNCBENCH_JOB_SECRET -u SYNCBENCH_JOB_SECRET_FILE %s bench --engine ps --procs 2 "
+             "--sizes 4K --iters 1 --require-auth", g_harness);
+    rc = s_run(cmd, out, sizeof out, NULL);
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "no secret") == NULL, "%s", out);
+}
