@@ -249,18 +249,20 @@ static int s_zmq_del(void *impl, const char *key)
     return s_request(z, 'D', "delete", key, "", 0, z->cfg->timeout_ms, z->cfg->timeout_ms, NULL, NULL);
 }
 
-/* leave: say 'L' (bounded by 5 s), then rank 0's server waits for the others to leave */
+/* leave 1: say 'L' (bounded by 5 s), then rank 0's server waits for the others to leave; 2 (after a
+ * failure): 'L' bounded by STORE_ABANDON_MS, and rank 0's server stops at once */
 static void s_zmq_destroy(void *impl, int leave)
 {
     zstore_t *z = impl;
     if (!z) return;
     if (leave && z->dealer) {
         int st, wait = z->cfg->timeout_ms < 5000 ? z->cfg->timeout_ms : 5000;
+        if (leave == 2 && wait > STORE_ABANDON_MS) wait = STORE_ABANDON_MS;
         size_t dl;
         void *d = NULL;
         if (s_call(z, 'L', "", "", 0, deadline_in(wait), &st, &d, &dl) == 0) free(d);
     }
-    szmq_server_stop(&z->srv, !leave);
+    szmq_server_stop(&z->srv, leave != 1);
     if (z->dealer) zmq_close(z->dealer);
     if (z->ctx) zmq_ctx_term(z->ctx);
     free(z);

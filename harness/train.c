@@ -408,6 +408,15 @@ static int s_train_engine(const h_opts_t *o, comm_t *comm, const char *name, con
     const char *impl = es.impl;
     char impl_buf[64];
     snprintf(impl_buf, sizeof impl_buf, "%s", impl ? impl : "default");
+    /* the checkpoint before the engine goes: ring and tree keep the optimizer state in the engine; its
+     * failure is returned after the gather, so it cannot leave the other ranks waiting */
+    int save_rc = 0;
+    char save_err[512] = "";
+    uint64_t sum = 0;
+    if (rc == 0 && t && comm->rank == 0) {
+        sum = trainer_checksum(t);
+        if (o->save && (save_rc = trainer_save(t, o->save)) < 0) snprintf(save_err, sizeof save_err, "%s", err_detail());
+    }
     ops->destroy(&eng); /* before the gather: workers leaving is what lets dedicated servers return */
     me.mem_peak = mem_peak_rss();
     dev_mem_t dm;
@@ -424,10 +433,11 @@ static int s_train_engine(const h_opts_t *o, comm_t *comm, const char *name, con
     }
     rc = comm_allgather(comm, &me, sizeof me, all, o->timeout_s > 0 ? o->timeout_s * 1000 : 60000);
     if (rc == 0 && comm->rank == 0) s_report(o, comm, name, &ecfg, all, t, impl_buf, meta);
-    /* after the gather, so a failing write cannot leave the other ranks waiting */
-    if (rc == 0 && o->save && comm->rank == 0) {
-        rc = trainer_save(t, o->save);
-        if (rc == 0 && !o->quiet)
+    if (rc == 0 && comm->rank == 0) {
+        printf("# %s: parameters after step %llu: checksum %016llx\n", name, (unsigned long long)trainer_steps_done(t),
+               (unsigned long long)sum);
+        if (save_rc < 0) rc = err_set(save_rc, "%s", save_err);
+        else if (o->save && !o->quiet)
             printf("# %s: checkpoint after step %llu written to %s\n", name, (unsigned long long)trainer_steps_done(t), o->save);
     }
     free(all);

@@ -23,6 +23,8 @@
  * counted) and touches no state, its liveness included. */
 #include "ps/ps_server_int.h"
 
+#define PS_FAIL_LINGER_NS 500000000ull /* after a failure: how long the error replies get to leave */
+
 /* ---------- small helpers ---------- */
 
 void pss_mem(ps_server_t *self, long long delta)
@@ -410,12 +412,14 @@ static int s_loop(ps_server_t *self, void *pipe)
         }
         s_check_liveness(self);
         uint64_t to_ns = (uint64_t)self->cfg.timeout_ms * 1000000ull;
+        /* after a failure the error replies only need a moment to leave: wait for BYEs no longer */
+        uint64_t fail_to_ns = to_ns < PS_FAIL_LINGER_NS ? to_ns : PS_FAIL_LINGER_NS;
         if (pipe) {
             /* actor: leave once told to and every worker is gone (their replies delivered) */
-            if (stopping && (s_all_gone(self) || now_ns() - stop_ns > to_ns)) break;
+            if (stopping && (s_all_gone(self) || now_ns() - stop_ns > (self->failed ? fail_to_ns : to_ns))) break;
         } else {
             if (s_all_gone(self)) break;
-            if (self->failed && now_ns() - self->fail_ns > to_ns) break;
+            if (self->failed && now_ns() - self->fail_ns > fail_to_ns) break;
         }
     }
     if (self->failed) return err_set(self->failed, "ps server %d (rank %d): %s", self->cfg.index, self->rank,

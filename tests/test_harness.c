@@ -244,3 +244,47 @@ Test(harness, require_auth_without_a_secret_fails_clearly, .timeout = 30)
     cr_expect_eq(rc, 0, "%s", out);
     cr_expect(strstr(out, "no secret") == NULL, "%s", out);
 }
+
+/* The "parameters after step N: checksum X" line of rank 0's output for step `step`, or "". */
+static void s_checksum_of(const char *out, unsigned long long step, char *sum, size_t len)
+{
+    char want[64];
+    snprintf(want, sizeof want, "parameters after step %llu: checksum ", step);
+    const char *p = strstr(out, want);
+    sum[0] = '\0';
+    if (p) snprintf(sum, len, "%.16s", p + strlen(want));
+}
+
+/* For every engine: 20 steps (warm-up included) + --save, then --resume and 20 more, equals 40 steps bit
+ * for bit. The PS keeps momentum on its servers: a stateless SGD there, and a clear refusal with momentum. */
+Test(harness, save_resume_equals_one_run_for_every_engine, .timeout = 240)
+{
+    s_find();
+    const char *engines[] = {"ring", "tree", "ps"};
+    char ck[] = "/tmp/sb-ckpt-XXXXXX", cmd[2048], out[1 << 16], a[32], b[32];
+    close(mkstemp(ck));
+    const char *common = "--procs 2 --model mlp:784-32-10 --batch 32 --warmup-steps 5 --seed 7";
+    for (int i = 0; i < 3; i++) {
+        const char *optim = strcmp(engines[i], "ps") ? "sgd:lr=0.05,momentum=0.9" : "sgd:lr=0.05,momentum=0";
+        snprintf(cmd, sizeof cmd, "%s train --engine %s %s --optim %s --steps 15 --save %s", g_harness, engines[i],
+                 common, optim, ck);
+        int rc = s_run(cmd, out, sizeof out, NULL);
+        cr_assert_eq(rc, 0, "%s --save: exit %d\n%s", engines[i], rc, out);
+        snprintf(cmd, sizeof cmd, "%s train --engine %s %s --optim %s --steps 15 --resume %s", g_harness, engines[i],
+                 common, optim, ck);
+        rc = s_run(cmd, out, sizeof out, NULL);
+        cr_assert_eq(rc, 0, "%s --resume: exit %d\n%s", engines[i], rc, out);
+        s_checksum_of(out, 40, a, sizeof a);
+        snprintf(cmd, sizeof cmd, "%s train --engine %s %s --optim %s --steps 35", g_harness, engines[i], common, optim);
+        rc = s_run(cmd, out, sizeof out, NULL);
+        cr_assert_eq(rc, 0, "%s 40 steps: exit %d\n%s", engines[i], rc, out);
+        s_checksum_of(out, 40, b, sizeof b);
+        cr_expect(a[0] && !strcmp(a, b), "%s: 20 + 20 steps give %s, 40 steps give %s", engines[i], a, b);
+    }
+    snprintf(cmd, sizeof cmd, "%s train --engine ps %s --optim sgd:lr=0.05,momentum=0.9 --steps 2 --save %s", g_harness,
+             common, ck);
+    int rc = s_run(cmd, out, sizeof out, NULL);
+    cr_expect_neq(rc, 0, "ps with momentum saved a checkpoint without its optimizer state:\n%s", out);
+    cr_expect(strstr(out, "lives on its servers") != NULL, "%s", out);
+    unlink(ck);
+}
