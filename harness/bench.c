@@ -1,7 +1,8 @@
 /* bench.c: `harness bench`, the collective microbenchmark in the manner of nccl-tests: for each size,
  * warm-up then timed out-of-place allreduces, inputs chosen so the exact result is known (#wrong),
  * time = median over iterations of the slowest rank's time, algbw = bytes / time, busbw = algbw *
- * 2(P-1)/P (GB = 1e9 bytes), P = the number of workers. Dedicated PS servers serve meanwhile. */
+ * 2(P-1)/P (GB = 1e9 bytes; 0 at P = 1: no bus traffic, as nccl-tests), P = the number of workers.
+ * Dedicated PS servers serve meanwhile. --quiet drops progress lines only: the table always prints. */
 #include "harness/harness.h"
 #include "core/dev.h"
 #include "core/err.h"
@@ -183,8 +184,8 @@ static int s_row(const s_bench_t *B, size_t bytes, double t, uint64_t wrong)
     size_t count = bytes / dt_size(o->dtype);
     int P = B->P;
     double algbw = t > 0 ? (double)bytes / (t * 1e-6) / 1e9 : 0;
-    double busbw = P > 1 ? algbw * 2.0 * (P - 1) / P : algbw;
-    if (!o->quiet) {
+    double busbw = P > 1 ? algbw * 2.0 * (P - 1) / P : 0;
+    {
         printf("  %12zu %12zu %6s %6s %10.1f %9.3f %9.3f %8llu\n", bytes, count, dt_name(o->dtype), op_name(o->op), t,
                algbw, busbw, (unsigned long long)wrong);
         fflush(stdout);
@@ -218,7 +219,7 @@ static int s_worker(s_bench_t *B, uint64_t *total_wrong)
     size_t nsizes = s_sizes(B->o, sizes, 128);
     if (!B->ops->allreduce) return err_set(ERR_UNSUP, "engine %s has no allreduce", B->name);
     CHECK(s_buffers(B, sizes[nsizes - 1]));
-    if (B->comm->rank == 0 && !B->o->quiet) s_header(B);
+    if (B->comm->rank == 0) s_header(B);
     for (size_t si = 0; si < nsizes; si++) {
         uint64_t wrong;
         double t = 0;

@@ -80,13 +80,13 @@ static void s_progress(const h_opts_t *o, const char *engine, int tty, int i, in
     if (tty && i != total && now - last_ms < 100) return; /* at most 10 updates a second */
     last_ms = now;
     if (tty) {
-        printf("\r  %-5s %s %4d/%-4d  loss %.4f  ~%.0f samples/s  step %.2f ms  scale %g   ", engine, warm ? "warm-up" : "step   ",
+        printf("\r  %-5s %s %4d/%-4d  rank 0 loss %.4f  ~%.0f samples/s  step %.2f ms  scale %g   ", engine, warm ? "warm-up" : "step   ",
                i, total, st->loss, rate, st->step_ms, (double)st->loss_scale);
         fflush(stdout);
     } else {
         int every = total >= 10 ? total / 10 : 1;
         if (i % every == 0 || i == total) {
-            printf("# %s %s %d/%d: loss %.4f, ~%.0f samples/s (rank 0 x %d), step %.2f ms\n", engine, warm ? "warm-up" : "step",
+            printf("# %s %s %d/%d: rank 0 loss %.4f, ~%.0f samples/s (rank 0 x %d), step %.2f ms\n", engine, warm ? "warm-up" : "step",
                    i, total, st->loss, rate, nworkers, st->step_ms);
             fflush(stdout);
         }
@@ -132,6 +132,9 @@ static int s_run_worker(const h_opts_t *o, comm_t *comm, const char *name, const
     tc.seed = o->seed;
     tc.timeout_ms = o->timeout_s > 0 ? o->timeout_s * 1000 : 60000;
     CHECK(s_parse_straggler(o->straggler, &tc.straggler_rank, &tc.straggler_ms));
+    if (tc.straggler_rank >= ecfg->nworkers)
+        return err_set(ERR_INVAL, "--straggler %s: rank %d is not a worker of this run (workers 0..%d)", o->straggler,
+                       tc.straggler_rank, ecfg->nworkers - 1);
     tc.comm = comm;
     tc.device = ecfg->device;       /* --gpus: the model on this rank's GPU (--gpus) */
     tc.tf32 = o->tf32;
@@ -155,6 +158,7 @@ static int s_run_worker(const h_opts_t *o, comm_t *comm, const char *name, const
     for (int i = 0; i < W; i++) {
         CHECK_GOTO(rc, trainer_step(t, &st), out);
         if (i == 0) me->loss_first = st.loss;
+        me->skipped += (uint64_t)st.skipped; /* an overflow skip is a skip, warm-up or not */
         if (show) s_progress(o, name, tty, i + 1, W, &st, ecfg->nworkers, 1);
     }
     uint64_t t0 = now_ns();
@@ -261,7 +265,7 @@ static void s_print(const h_opts_t *o, const char *name, const s_rank_t *all, co
 {
     int P = S->P, R = S->R;
     const mlp_shape_t *sh = trainer_shape(t);
-    printf("#\n# syncbench train: engine %s (%s), %d worker%s%s, model %s (%.2fM params, %d bucket%s of <= %g MiB%s), "
+    printf("#\n# syncbench train: engine %s (%s), %d worker%s%s, model %s (%.2fM params, %d bucket%s closed at >= %g MiB%s), "
            "data %s, batch %zu (%zu/worker), optim %s, grads %s, %d BLAS thread%s/rank\n",
            name, impl ? impl : "default", P, P > 1 ? "s" : "", R > P ? " + dedicated servers" : "", S->model,
            (double)sh->count / 1e6, all[0].nbuckets, all[0].nbuckets > 1 ? "s" : "", o->bucket_mb > 0 ? o->bucket_mb : 25.0,

@@ -288,3 +288,26 @@ Test(harness, save_resume_equals_one_run_for_every_engine, .timeout = 240)
     cr_expect(strstr(out, "lives on its servers") != NULL, "%s", out);
     unlink(ck);
 }
+
+/* The small ones users met: bench --quiet still prints its table; busbw is 0 at P = 1; --straggler names a
+ * rank that is not there; warm-up overflow skips count in skipped_steps; the header's bucket wording;
+ * progress lines say whose loss they show. */
+Test(harness, user_visible_details, .timeout = 120)
+{
+    s_find();
+    char cmd[2048], out[1 << 15];
+    snprintf(cmd, sizeof cmd, "%s bench --engine ring --procs 1 --sizes 4K --iters 2 --quiet --json -", g_harness);
+    cr_assert_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
+    cr_expect(strstr(out, "algbw") && strstr(out, "          4096 "), "bench --quiet printed no table:\n%s", out);
+    cr_expect(strstr(out, "\"busbw_gbs\":0.000000,") != NULL, "busbw at P = 1 must be 0:\n%s", out);
+    snprintf(cmd, sizeof cmd, "%s train --engine ring --procs 2 --steps 1 --straggler 5:10", g_harness);
+    int rc = s_run(cmd, out, sizeof out, NULL);
+    cr_expect(rc != 0 && strstr(out, "--straggler") != NULL, "a straggler rank >= world was accepted (%d):\n%s", rc, out);
+    snprintf(cmd, sizeof cmd, "%s train --engine ring --procs 2 --grad-dtype f16 --model mlp:784-32-10 --batch 32 "
+             "--optim sgd:lr=1e8 --warmup-steps 5 --steps 1 --json -", g_harness);
+    cr_assert_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
+    const char *sk = strstr(out, "\"skipped_steps\": ");
+    cr_expect(sk && atoi(sk + 17) >= 4, "warm-up overflow skips not counted:\n%s", sk ? sk : out);
+    cr_expect(strstr(out, "closed at >= 25 MiB") && !strstr(out, "of <= "), "bucket wording:\n%s", out);
+    cr_expect(strstr(out, "rank 0 loss") != NULL, "progress lines do not say whose loss:\n%s", out);
+}
