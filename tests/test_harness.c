@@ -131,6 +131,15 @@ Test(harness, bad_flags_are_named, .timeout = 30)
     snprintf(cmd, sizeof cmd, "%s bench --sizes 64M:4K", g_harness);
     cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
     cr_expect(strstr(out, "--sizes") != NULL, "%s", out);
+    const char *never_ending[] = {"0", "0:4K", "inf", "nan:1M", "1e400"}; /* looped forever before */
+    for (int i = 0; i < 5; i++) {
+        snprintf(cmd, sizeof cmd, "timeout 10 %s bench --engine ring --sizes %s --iters 1", g_harness, never_ending[i]);
+        cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2, "--sizes %s: %s", never_ending[i], out);
+        cr_expect(strstr(out, "--sizes") != NULL, "%s", out);
+    }
+    snprintf(cmd, sizeof cmd, "%s bench --engine ring --sizes 1001 --iters 1", g_harness);
+    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
+    cr_expect(strstr(out, "rounded") != NULL, "a size that is not whole elements is rounded silently:\n%s", out);
     snprintf(cmd, sizeof cmd, "%s frobnicate", g_harness);
     cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
     cr_expect(strstr(out, "unknown mode") != NULL, "%s", out);
@@ -150,6 +159,10 @@ Test(harness, full_disk_loses_nothing, .timeout = 60)
     int rc = s_run(cmd, out, sizeof out, NULL);
     cr_expect_neq(rc, 0, "a results file that cannot be written must fail the run:\n%s", out);
     cr_expect(strstr(out, "no space") != NULL || strstr(out, "No space") != NULL, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s train --engine ring --procs 2 --steps 1 --warmup-steps 0 --json /dev/full", g_harness);
+    rc = s_run(cmd, out, sizeof out, NULL);
+    cr_expect_neq(rc, 0, "train: a results file that cannot be written must fail the run:\n%s", out);
+    cr_expect(strstr(out, "No space") != NULL, "%s", out);
 }
 
 /* Two ranks started by hand with an init method, as srun/mpirun/torchrun users do. */
