@@ -67,6 +67,7 @@ typedef struct {
     int  (*child_setup)(void *, int); /* cfg->child_setup, run between fork and exec */
     void  *child_arg;
     char   fail[256];                /* why the launch itself failed (fork, poll), for err_set */
+    char   stalled[160];             /* ranks found stopped (SIGSTOP, state T) when a rank failed */
     struct pollfd *pfd;              /* poll set: the signalfd, then the open rank pipes */
     int   *pmap;                     /* pfd[k] (k >= 1) is rank pmap[k] / 2, stream pmap[k] % 2 */
     sigset_t set, oldmask;           /* the signals read from sfd; the mask before the launch */
@@ -208,10 +209,38 @@ static void s_stop(s_launch_t *L, int now_kill)
         L->stopping = 1;
         L->kill_at_ms = s_now_ms() + L->grace_ms;
         s_signal_all(L, SIGTERM);
+        s_signal_all(L, SIGCONT); /* a stopped rank can only act on its SIGTERM once it runs */
     }
     if (now_kill && !L->killed) {
         L->killed = 1;
         s_signal_all(L, SIGKILL);
+    }
+}
+
+/* 1 when pid is stopped (SIGSTOP, a debugger): state 'T' or 't' in /proc/PID/stat. */
+static int s_is_stopped(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')');           /* the name may hold spaces and parentheses */
+    return rp && rp[1] == ' ' && (rp[2] == 'T' || rp[2] == 't');
+}
+
+/* When a rank failed: the others that are stopped are the likely stalled peers (its timeout says which
+ * peer it waited on only as a rank number; this says why). */
+static void s_note_stalled(s_launch_t *L)
+{
+    size_t off = 0;
+    for (int i = 0; i < L->n && off < sizeof L->stalled; i++) {
+        const s_rank_t *r = &L->r[i];
+        if (r->pid <= 0 || r->exited || !s_is_stopped(r->pid)) continue;
+        off += (size_t)snprintf(L->stalled + off, sizeof L->stalled - off, "%s%d", off ? ", " : "", r->rank);
     }
 }
 
@@ -236,6 +265,7 @@ static void s_check_exits(s_launch_t *L)
         if ((r->code != 0 || r->sig != 0) && L->cause == S_CAUSE_NONE) {
             L->cause = S_CAUSE_RANK;
             L->cause_rank = i;
+            s_note_stalled(L);
         }
     }
 }
@@ -502,6 +532,9 @@ static int s_outcome(const s_launch_t *L, const h_launch_cfg_t *cfg)
         if (r->sig) snprintf(what, sizeof what, "killed by signal %d", r->sig);
         else snprintf(what, sizeof what, "exit %d", r->code);
         const char *last = s_last_line(r);
+        if (L->stalled[0])
+            return err_set(ERR_PEER, "rank %d failed (%s)%s%s\nharness: rank %s was stopped (SIGSTOP or a debugger): the "
+                           "stalled peer", r->rank, what, last ? ": " : "", last ? last : "", L->stalled);
         return err_set(ERR_PEER, "rank %d failed (%s)%s%s", r->rank, what, last ? ": " : "", last ? last : "");
     }
 }

@@ -460,3 +460,40 @@ Test(launch, multi_node_require_auth_needs_a_secret, .timeout = 20)
     cr_expect(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0);
     s_done(&run);
 }
+
+/* The RANK in pid's environment, or -1. */
+static int s_rank_of(pid_t pid)
+{
+    static char buf[1 << 17];
+    ssize_t n = s_proc_file(pid, "environ", buf, sizeof buf);
+    for (ssize_t off = 0; n > 0 && off < n; off += (ssize_t)strlen(buf + off) + 1)
+        if (!strncmp(buf + off, "RANK=", 5)) return atoi(buf + off + 5);
+    return -1;
+}
+
+/* A rank stopped with SIGSTOP: its peer gives up after --timeout and leaves at once (no final barrier,
+ * no waiting for the stopped rank to leave the store), and the launcher names the stopped rank. */
+Test(launch, stopped_rank_is_named_and_the_survivor_leaves_fast, .timeout = 40)
+{
+    s_run_t run;
+    const char *args[] = {"bench", "--engine", "ring", "--procs", "2", "--sizes", "4K", "--iters", "1000000",
+                          "--timeout", "3", NULL};
+    s_start(&run, NULL, args);
+    pid_t pids[2];
+    cr_assert(s_wait_ranks(&run, 2, 5000, pids), "ranks did not start");
+    usleep(1500000); /* joined and running */
+    pid_t victim = s_rank_of(pids[0]) == 1 ? pids[0] : pids[1];
+    cr_assert_eq(s_rank_of(victim), 1);
+    long long t0 = s_now_ms();
+    kill(victim, SIGSTOP);
+    cr_assert(s_wait(&run, 30000) >= 0, "launcher did not finish");
+    long long ms = s_now_ms() - t0;
+    char *err = s_slurp(run.err_path);
+    cr_expect(WIFEXITED(run.status) && WEXITSTATUS(run.status) != 0, "status %d:\n%s", run.status, err);
+    cr_expect(strstr(err, "rank 1 was stopped") != NULL, "the stopped rank is not named:\n%s", err);
+    /* 3 s timeout + leaving at once + the launcher's 2 s grace; before: + 5 s barrier + 3 s store wait */
+    cr_expect(ms < 7500, "the job took %lld ms to end after its peer stopped:\n%s", ms, err);
+    cr_expect_eq(s_leftovers(&run), 0);
+    free(err);
+    s_done(&run);
+}
