@@ -177,13 +177,16 @@ int store_del(store_t *self, const char *key)
     return rc;
 }
 
-void store_destroy(store_t **self_p)
+static void s_leave(store_t **self_p, int how)
 {
     if (!self_p || !*self_p) return;
     store_t *self = *self_p;
     *self_p = NULL;
-    self->ops->destroy(self->impl, 1);
+    self->ops->destroy(self->impl, how);
     auth_wipe(&self->cfg.auth);
     pthread_mutex_destroy(&self->mu);
     free(self);
 }
+
+void store_destroy(store_t **self_p) { s_leave(self_p, 1); }
+void store_abandon(store_t **self_p) { s_leave(self_p, 2); }

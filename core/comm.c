@@ -91,21 +91,32 @@ fail:
     return rc;
 }
 
-void comm_destroy(comm_t **self_p)
+static void s_destroy(comm_t **self_p, int failed)
 {
     comm_t *self = self_p ? *self_p : NULL;
     if (!self) return;
     /* Channels open lazily, so a rank that finished early may hold a channel its peer has yet to
      * open and drain: meet once more before the transport goes (bounded, so a dead rank can't hold
-     * the others for long). */
-    if (self->tp && self->store && self->world > 1)
-        (void)comm_barrier(self, self->timeout_ms < 5000 ? self->timeout_ms : 5000);
+     * the others for long). After a failure nobody waits for anybody. */
+    if (self->tp && self->store && self->world > 1 && !failed) {
+        char keep[1024];
+        snprintf(keep, sizeof keep, "%s", err_detail());
+        if (comm_barrier(self, self->timeout_ms < 5000 ? self->timeout_ms : 5000) < 0) {
+            LOG_W("leaving: %s", err_detail());
+            err_clear();
+            if (keep[0]) err_set(ERR_PEER, "%s", keep); /* the caller's error stays the one it reports */
+        }
+    }
     tp_destroy(&self->tp);
-    store_destroy(&self->store);
+    if (failed) store_abandon(&self->store);
+    else store_destroy(&self->store);
     free(self->node_of);
     free(self);
     *self_p = NULL;
 }
+
+void comm_destroy(comm_t **self_p) { s_destroy(self_p, 0); }
+void comm_abort(comm_t **self_p) { s_destroy(self_p, 1); }
 
 int comm_barrier(comm_t *self, int timeout_ms)
 {

@@ -29,6 +29,8 @@ typedef struct {
 
 int  comm_new(comm_t **self_p, const boot_cfg_t *cfg, const comm_opts_t *opts);
 void comm_destroy(comm_t **self_p);
+/* Destroy after a failure: no final barrier, and no waiting for the other ranks to leave the store. */
+void comm_abort(comm_t **self_p);
 int  comm_barrier(comm_t *self, int timeout_ms);
 /* Every rank contributes len bytes; all[] receives world * len bytes in rank order. */
 int  comm_allgather(comm_t *self, const void *mine, size_t len, void *all, int timeout_ms);

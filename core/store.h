@@ -43,6 +43,10 @@ int  store_add(store_t *self, const char *key, int64_t delta, int64_t *out);
 int  store_del(store_t *self, const char *key);
 /* Leave: rank 0 keeps serving until every rank has left (bounded by the timeout). Safe twice. */
 void store_destroy(store_t **self_p);
+/* Leave after a failure, without waiting for the others: rank 0's server stops at once, another rank
+ * waits at most STORE_ABANDON_MS for its leave to be answered. Safe twice. */
+#define STORE_ABANDON_MS 300
+void store_abandon(store_t **self_p);
 
 /* ---------------- the interface a store kind implements ---------------- */
 
@@ -73,8 +77,8 @@ typedef struct {
     int  (*add)(void *impl, const char *key, int64_t delta, int64_t *out);
     int  (*del)(void *impl, const char *key);
     /* Free everything. leave = 1 after a completed join: leave properly (the server waits for the
-     * others; the last rank out cleans up); 0 after a failed one: undo this rank's registration, stop
-     * at once. */
+     * others; the last rank out cleans up); 2: leave after a failure (store_abandon: wait for nobody);
+     * 0 after a failed join: undo this rank's registration, stop at once. */
     void (*destroy)(void *impl, int leave);
 } store_ops_t;
 

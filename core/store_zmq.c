@@ -21,551 +21,22 @@
  * good for one HELLO, so a replayed transcript fails. A client that cannot prove the secret is turned
  * away with ERR_AUTH before anything about the job is checked, and can register no rank; every other op
  * needs a registered rank. Without a secret (a warning, see auth_require) 'H' works as before. Limits:
- * ZMQ_MAXMSGSIZE and finite high-water marks on both sockets, so a peer cannot size our allocations. */
-#include "core/boot.h"
+ * ZMQ_MAXMSGSIZE and finite high-water marks on both sockets, so a peer cannot size our allocations.
+ * The server (map, handlers, thread) is in core/store_zmq_srv.c; this file is the client. */
+#include "core/store_zmq.h"
 #include "core/store.h"
 #include "core/auth.h"
-#include "core/hash.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/timer.h"
 
 #include <errno.h>
 #include <limits.h>
-#include <pthread.h>
-#include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zmq.h>
 
 #define REPLY_GRACE_MS 500          /* how long a client waits past the server's own deadline */
-#define CHAL_MAX 64                 /* challenges outstanding at once (oldest reused first) */
-#define STORE_MAXMSG ((int64_t)STORE_VAL_MAX + 4096)
-#define STORE_RCVHWM 64             /* messages queued per connection: one request in flight per client */
-#define STORE_SNDHWM 256
-
-/* ---------------- wire helpers ---------------- */
-
-static void s_put32(unsigned char *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i)); }
-static void s_put64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i)); }
-static uint32_t s_get32(const unsigned char *p) { uint32_t v = 0; for (int i = 3; i >= 0; i--) v = v << 8 | p[i]; return v; }
-static uint64_t s_get64(const unsigned char *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
-
-#define MP_MAX 6
-typedef struct { zmq_msg_t m[MP_MAX]; int n, extra; } mp_t;
-
-/* Receive one whole multipart message (frames past MP_MAX are counted in extra and dropped). */
-static int s_mp_recv(void *sock, mp_t *mp, int flags)
-{
-    mp->n = 0;
-    mp->extra = 0;
-    for (;;) {
-        zmq_msg_t *m = mp->n < MP_MAX ? &mp->m[mp->n] : NULL, scratch;
-        if (!m) m = &scratch;
-        zmq_msg_init(m);
-        if (zmq_msg_recv(m, sock, mp->n || mp->extra ? 0 : flags) < 0) {
-            zmq_msg_close(m);
-            return mp->n ? 0 : -1;
-        }
-        int more = zmq_msg_more(m);
-        if (m == &scratch) { zmq_msg_close(m); mp->extra++; }
-        else mp->n++;
-        if (!more) return 0;
-    }
-}
-
-static void s_mp_close(mp_t *mp)
-{
-    for (int i = 0; i < mp->n; i++) zmq_msg_close(&mp->m[i]);
-    mp->n = 0;
-}
-
-static int s_poll_in(void *sock, int ms)
-{
-    zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
-    for (;;) {
-        int rc = zmq_poll(&it, 1, ms);
-        if (rc >= 0) return rc > 0 && (it.revents & ZMQ_POLLIN);
-        if (zmq_errno() != EINTR) return -1;
-    }
-}
-
-
-/* ---------------- the server's map: chained hash, FNV-1a buckets, grows 4x ---------------- */
-
-typedef struct ent { struct ent *next; char *key; void *val; size_t len; } ent_t;
-typedef struct { ent_t **b; size_t nb, n; } map_t;
-
-static ent_t **s_map_slot(map_t *m, const char *key)
-{
-    ent_t **e = &m->b[hash_str(key) & (m->nb - 1)];
-    while (*e && strcmp((*e)->key, key)) e = &(*e)->next;
-    return e;
-}
-
-static int s_map_put(map_t *m, const char *key, const void *val, size_t len)
-{
-    if (!m->b) {
-        m->nb = 64;
-        if (!(m->b = calloc(m->nb, sizeof *m->b))) return ERR_NOMEM;
-    }
-    if (m->n >= m->nb * 2) { /* grow */
-        size_t nb = m->nb * 4;
-        ent_t **b = calloc(nb, sizeof *b);
-        if (b) {
-            for (size_t i = 0; i < m->nb; i++)
-                for (ent_t *e = m->b[i], *nx; e; e = nx) {
-                    nx = e->next;
-                    size_t h = hash_str(e->key) & (nb - 1);
-                    e->next = b[h];
-                    b[h] = e;
-                }
-            free(m->b);
-            m->b = b;
-            m->nb = nb;
-        }
-    }
-    void *copy = malloc(len ? len : 1);
-    if (!copy) return ERR_NOMEM;
-    if (len) memcpy(copy, val, len);
-    ent_t **slot = s_map_slot(m, key);
-    if (*slot) {
-        free((*slot)->val);
-        (*slot)->val = copy;
-        (*slot)->len = len;
-        return 0;
-    }
-    ent_t *e = calloc(1, sizeof *e);
-    if (!e || !(e->key = strdup(key))) { free(e); free(copy); return ERR_NOMEM; }
-    e->val = copy;
-    e->len = len;
-    *slot = e;
-    m->n++;
-    return 0;
-}
-
-static void s_map_del(map_t *m, const char *key)
-{
-    if (!m->b) return;
-    ent_t **slot = s_map_slot(m, key), *e = *slot;
-    if (!e) return;
-    *slot = e->next;
-    free(e->key); free(e->val); free(e);
-    m->n--;
-}
-
-static ent_t *s_map_get(map_t *m, const char *key) { return m->b ? *s_map_slot(m, key) : NULL; }
-
-static void s_map_free(map_t *m)
-{
-    for (size_t i = 0; i < m->nb; i++)
-        for (ent_t *e = m->b[i], *nx; e; e = nx) { nx = e->next; free(e->key); free(e->val); free(e); }
-    free(m->b);
-    memset(m, 0, sizeof *m);
-}
-
-/* ---------------- the server's state, replies and waiters ---------------- */
-
-/* A 'G' or 'J' request held until it can be answered. */
-typedef struct {
-    unsigned char rid[256]; size_t rlen;
-    uint64_t seq, deadline;
-    char op;                 /* 'G' or 'J' */
-    char key[STORE_KEY_MAX + 1];
-} waiter_t;
-
-/* A challenge the server answered, waiting for that connection's HELLO. */
-typedef struct {
-    unsigned char rid[256]; size_t rlen;
-    unsigned char nc[AUTH_NONCE_BYTES], ns[AUTH_NONCE_BYTES];
-    int live;
-} chal_t;
-
-typedef struct server {
-    void *router;
-    auth_t auth;
-    chal_t chal[CHAL_MAX];
-    int chal_next;
-    int world;
-    char job[64];
-    int timeout_ms;
-    unsigned char (*rid)[256];   /* routing id of each joined rank */
-    size_t *rlen;
-    unsigned char *joined, *left;
-    int njoined, nleft;
-    map_t map;
-    waiter_t *w;
-    size_t nw, capw;
-    char rejected[256];          /* the last HELLO the server turned away, for timeout details */
-    atomic_int stop, abort_now;
-    pthread_t thr;
-} server_t;
-
-static void s_reply(server_t *s, const void *rid, size_t rlen, int status, uint64_t seq, const void *val, size_t len)
-{
-    unsigned char st[4], sq[8];
-    s_put32(st, (uint32_t)status);
-    s_put64(sq, seq);
-    if (zmq_send(s->router, rid, rlen, ZMQ_SNDMORE) < 0) return;
-    zmq_send(s->router, st, 4, ZMQ_SNDMORE);
-    zmq_send(s->router, sq, 8, ZMQ_SNDMORE);
-    zmq_send(s->router, val, len, 0);
-}
-
-static int s_rank_of(server_t *s, const void *rid, size_t rlen)
-{
-    for (int r = 0; r < s->world; r++)
-        if (s->joined[r] && s->rlen[r] == rlen && !memcmp(s->rid[r], rid, rlen)) return r;
-    return -1;
-}
-
-static int s_add_waiter(server_t *s, const void *rid, size_t rlen, uint64_t seq, char op, const char *key, int wait_ms)
-{
-    if (s->nw == s->capw) {
-        size_t cap = s->capw ? s->capw * 2 : 16;
-        waiter_t *w = realloc(s->w, cap * sizeof *w);
-        if (!w) return ERR_NOMEM;
-        s->w = w;
-        s->capw = cap;
-    }
-    waiter_t *w = &s->w[s->nw++];
-    memcpy(w->rid, rid, rlen);
-    w->rlen = rlen;
-    w->seq = seq;
-    w->op = op;
-    snprintf(w->key, sizeof w->key, "%s", key);
-    w->deadline = deadline_in(wait_ms < 0 ? 0 : wait_ms);
-    return 0;
-}
-
-/* Answer waiters that can be answered now (key present, everyone joined) or whose time is up. A 'J'
- * that times out is answered "K W missing-ranks[; turned away: ...]". */
-static void s_wake(server_t *s)
-{
-    for (size_t i = 0; i < s->nw;) {
-        waiter_t *w = &s->w[i];
-        int done = 1;
-        if (w->op == 'G') {
-            ent_t *e = s_map_get(&s->map, w->key);
-            if (e) s_reply(s, w->rid, w->rlen, 0, w->seq, e->val, e->len);
-            else if (deadline_passed(w->deadline)) s_reply(s, w->rid, w->rlen, ERR_TIMEOUT, w->seq, "", 0);
-            else done = 0;
-        } else {
-            if (s->njoined == s->world) s_reply(s, w->rid, w->rlen, 0, w->seq, "", 0);
-            else if (deadline_passed(w->deadline)) {
-                char miss[200], d[512];
-                store_missing_ranks(s->joined, s->world, miss, sizeof miss);
-                int n = snprintf(d, sizeof d, "%d %d %s", s->njoined, s->world, miss);
-                if (s->rejected[0] && n > 0 && (size_t)n < sizeof d)
-                    snprintf(d + n, sizeof d - (size_t)n, "; turned away: %s", s->rejected);
-                s_reply(s, w->rid, w->rlen, ERR_TIMEOUT, w->seq, d, strlen(d));
-            } else done = 0;
-        }
-        if (done) s->w[i] = s->w[--s->nw];
-        else i++;
-    }
-}
-
-static int s_next_wait_ms(server_t *s)
-{
-    int ms = 100;
-    for (size_t i = 0; i < s->nw; i++) {
-        int l = deadline_left_ms(s->w[i].deadline);
-        if (l >= 0 && l < ms) ms = l;
-    }
-    return ms;
-}
-
-/* ---------------- request handlers: one per op ---------------- */
-
-/* A well-formed request (frame sizes checked, key NUL-free and NUL-terminated here). */
-typedef struct {
-    const void *rid; size_t rlen;
-    uint64_t seq;
-    char op;
-    const char *key; size_t klen;
-    const unsigned char *val; size_t vlen;
-    int rank;                /* the sender's rank; -1 before its HELLO */
-} req_t;
-
-static void s_ok(server_t *s, const req_t *q, const void *val, size_t len) { s_reply(s, q->rid, q->rlen, 0, q->seq, val, len); }
-
-static void s_fail(server_t *s, const req_t *q, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void s_fail(server_t *s, const req_t *q, int code, const char *fmt, ...)
-{
-    char d[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(d, sizeof d, fmt, ap);
-    va_end(ap);
-    s_reply(s, q->rid, q->rlen, code, q->seq, d, strlen(d));
-}
-
-/* 'H': key = job, value = i32 rank, i32 world. Checks job, world and rank; a repeated hello from the
- * same connection is answered 0. */
-static chal_t *s_chal_of(server_t *s, const void *rid, size_t rlen)
-{
-    for (int i = 0; i < CHAL_MAX; i++)
-        if (s->chal[i].live && s->chal[i].rlen == rlen && !memcmp(s->chal[i].rid, rid, rlen)) return &s->chal[i];
-    return NULL;
-}
-
-/* 'C': value = the client's nonce; answers the server's nonce and MAC("store-server", nc, ns, job). */
-static void s_on_challenge(server_t *s, const req_t *q)
-{
-    if (q->vlen != AUTH_NONCE_BYTES) { s_fail(s, q, ERR_PROTO, "challenge value must be %d bytes", AUTH_NONCE_BYTES); return; }
-    chal_t *c = s_chal_of(s, q->rid, q->rlen);
-    if (!c) {
-        c = &s->chal[s->chal_next];
-        s->chal_next = (s->chal_next + 1) % CHAL_MAX;
-    }
-    memcpy(c->rid, q->rid, q->rlen);
-    c->rlen = q->rlen;
-    memcpy(c->nc, q->val, AUTH_NONCE_BYTES);
-    auth_challenge(c->ns);
-    c->live = 1;
-    unsigned char out[AUTH_NONCE_BYTES + AUTH_MAC_BYTES];
-    memcpy(out, c->ns, AUTH_NONCE_BYTES);
-    auth_respond(&s->auth, "store-server", c->nc, c->ns, s->job, strlen(s->job), out + AUTH_NONCE_BYTES);
-    s_ok(s, q, out, sizeof out);
-}
-
-/* With a secret: the HELLO must carry MAC("store-client", nc, ns, job \0 rank world) for this
- * connection's challenge (used up either way). 0 or ERR_AUTH (answered). */
-static int s_hello_auth(server_t *s, const req_t *q)
-{
-    int r = q->vlen >= 4 ? (int)s_get32(q->val) : -1;
-    chal_t *c = s_chal_of(s, q->rid, q->rlen);
-    int ok = 0;
-    if (c && q->vlen == 8 + AUTH_MAC_BYTES) {
-        unsigned char ctx[64 + 8];
-        size_t jl = strlen(s->job);
-        memcpy(ctx, s->job, jl + 1);
-        memcpy(ctx + jl + 1, q->val, 8);
-        ok = auth_verify(&s->auth, "store-client", c->nc, c->ns, ctx, jl + 9, q->val + 8) == 0;
-    }
-    if (c) c->live = 0;
-    if (ok) return 0;
-    snprintf(s->rejected, sizeof s->rejected, "a rank %d without the job secret", r);
-    s_fail(s, q, ERR_AUTH, "rank %d could not prove it knows the job secret: turned away (%s)", r,
-           q->vlen == 8 ? "it has none: set SYNCBENCH_JOB_SECRET the same on every rank"
-                        : "a different SYNCBENCH_JOB_SECRET, or a replayed hello");
-    return ERR_AUTH;
-}
-
-static void s_on_hello(server_t *s, const req_t *q)
-{
-    if (s->auth.set && s_hello_auth(s, q) < 0) return;
-    if (q->vlen != 8 && q->vlen != 8 + AUTH_MAC_BYTES) { s_fail(s, q, ERR_PROTO, "HELLO value must be 8 bytes (40 with a MAC)"); return; }
-    int r = (int)s_get32(q->val), w = (int)s_get32(q->val + 4);
-    if (strcmp(q->key, s->job)) {
-        snprintf(s->rejected, sizeof s->rejected, "a rank %d of job '%.64s'", r, q->key);
-        s_fail(s, q, ERR_MISMATCH, "the store at this address serves job '%s', not job '%s' "
-               "(SYNCBENCH_JOB differs between ranks, or another run uses this port)", s->job, q->key);
-        return;
-    }
-    if (w != s->world) {
-        snprintf(s->rejected, sizeof s->rejected, "a rank %d with world size %d", r, w);
-        s_fail(s, q, ERR_MISMATCH, "rank %d has world size %d but rank 0 started this job "
-               "with world size %d: every rank must use the same WORLD_SIZE", r, w, s->world);
-        return;
-    }
-    if (r < 0 || r >= s->world) { s_fail(s, q, ERR_RANGE, "rank %d is outside 0..%d", r, s->world - 1); return; }
-    if (s->joined[r]) {
-        if (s->rlen[r] == q->rlen && !memcmp(s->rid[r], q->rid, q->rlen)) { s_ok(s, q, "", 0); return; }
-        snprintf(s->rejected, sizeof s->rejected, "a second rank %d", r);
-        s_fail(s, q, ERR_DUP, "rank %d has already joined job '%s': two processes have the same rank", r, s->job);
-        return;
-    }
-    int mine = s_rank_of(s, q->rid, q->rlen);
-    if (mine >= 0) { s_fail(s, q, ERR_STATE, "this connection already joined as rank %d", mine); return; }
-    s->joined[r] = 1;
-    memcpy(s->rid[r], q->rid, q->rlen);
-    s->rlen[r] = q->rlen;
-    s->njoined++;
-    LOG_D("store: rank %d joined (%d of %d)", r, s->njoined, s->world);
-    s_ok(s, q, "", 0);
-}
-
-/* 'J' (everyone joined) and 'G' (key set): value = i32 wait ms; answered later by s_wake. */
-static void s_on_wait(server_t *s, const req_t *q)
-{
-    if (q->vlen != 4) s_fail(s, q, ERR_PROTO, "wait value must be 4 bytes");
-    else if (q->op == 'G' && !q->klen) s_fail(s, q, ERR_PROTO, "empty key");
-    else if (s_add_waiter(s, q->rid, q->rlen, q->seq, q->op, q->key, (int)s_get32(q->val)) < 0)
-        s_fail(s, q, ERR_NOMEM, "store server out of memory");
-}
-
-static void s_on_set(server_t *s, const req_t *q)
-{
-    if (!q->klen) { s_fail(s, q, ERR_PROTO, "empty key"); return; }
-    if (s_map_put(&s->map, q->key, q->val, q->vlen) < 0) { s_fail(s, q, ERR_NOMEM, "store server out of memory"); return; }
-    s_ok(s, q, "", 0);
-}
-
-static void s_on_del(server_t *s, const req_t *q) { s_map_del(&s->map, q->key); s_ok(s, q, "", 0); }
-
-/* 'A': value = i64 delta; answers the new value as i64. */
-static void s_on_add(server_t *s, const req_t *q)
-{
-    if (q->vlen != 8 || !q->klen) { s_fail(s, q, ERR_PROTO, "add needs a key and an 8-byte delta"); return; }
-    ent_t *e = s_map_get(&s->map, q->key);
-    int64_t v = 0;
-    char num[32];
-    int n = store_counter_add(q->key, e ? e->val : NULL, e ? e->len : 0, (int64_t)s_get64(q->val), &v, num);
-    if (n < 0) { s_fail(s, q, n, "%s", err_detail()); return; }
-    if (s_map_put(&s->map, q->key, num, (size_t)n) < 0) { s_fail(s, q, ERR_NOMEM, "store server out of memory"); return; }
-    unsigned char out[8];
-    s_put64(out, (uint64_t)v);
-    s_ok(s, q, out, 8);
-}
-
-/* 'L': the rank is done; the server stops once every joined rank has left. */
-static void s_on_leave(server_t *s, const req_t *q)
-{
-    if (!s->left[q->rank]) { s->left[q->rank] = 1; s->nleft++; }
-    s_ok(s, q, "", 0);
-}
-
-static const struct {
-    char op;
-    int  needs_hello;        /* only from a connection that has joined */
-    void (*fn)(server_t *s, const req_t *q);
-} s_handlers[] = {
-    {'C', 0, s_on_challenge}, {'H', 0, s_on_hello}, {'J', 1, s_on_wait}, {'G', 1, s_on_wait}, {'S', 1, s_on_set},
-    {'A', 1, s_on_add},   {'D', 1, s_on_del},  {'L', 1, s_on_leave},
-};
-
-/* Validate one request's frames, then dispatch it. Anything malformed is answered ERR_PROTO; a request
- * before HELLO (unknown ops included) ERR_STATE; an unknown op from a joined rank ERR_PROTO. */
-static void s_handle(server_t *s, mp_t *mp)
-{
-    if (mp->n < 1) return;
-    req_t q = {.rid = zmq_msg_data(&mp->m[0]), .rlen = zmq_msg_size(&mp->m[0]), .rank = -1};
-    if (q.rlen == 0 || q.rlen > 255) return; /* not a ROUTER identity we can answer */
-    if (mp->n >= 3 && zmq_msg_size(&mp->m[2]) == 8) q.seq = s_get64(zmq_msg_data(&mp->m[2]));
-    if (mp->n != 5 || mp->extra) {
-        s_fail(s, &q, ERR_PROTO, "store request has %d frames, expected 4 (op, seq, key, value)", mp->n + mp->extra - 1);
-        return;
-    }
-    if (zmq_msg_size(&mp->m[1]) != 1 || zmq_msg_size(&mp->m[2]) != 8) {
-        s_fail(s, &q, ERR_PROTO, "store request: op frame must be 1 byte and seq frame 8 bytes");
-        return;
-    }
-    q.op = *(const char *)zmq_msg_data(&mp->m[1]);
-    q.klen = zmq_msg_size(&mp->m[3]);
-    q.vlen = zmq_msg_size(&mp->m[4]);
-    q.val = zmq_msg_data(&mp->m[4]);
-    char key[STORE_KEY_MAX + 1];
-    if (q.klen > STORE_KEY_MAX || memchr(zmq_msg_data(&mp->m[3]), '\0', q.klen)) {
-        s_fail(s, &q, ERR_PROTO, "store key must be at most %d bytes without NUL", STORE_KEY_MAX);
-        return;
-    }
-    memcpy(key, zmq_msg_data(&mp->m[3]), q.klen);
-    key[q.klen] = '\0';
-    q.key = key;
-    if (q.vlen > STORE_VAL_MAX) {
-        s_fail(s, &q, ERR_PROTO, "store value of %zu bytes is over the limit", q.vlen);
-        return;
-    }
-    size_t nh = sizeof s_handlers / sizeof s_handlers[0], i = 0;
-    while (i < nh && s_handlers[i].op != q.op) i++;
-    if (i == nh || s_handlers[i].needs_hello) {
-        q.rank = s_rank_of(s, q.rid, q.rlen);
-        if (q.rank < 0) {
-            s_fail(s, &q, ERR_STATE, "store request '%c' before HELLO", q.op >= 32 && q.op < 127 ? q.op : '?');
-            return;
-        }
-    }
-    if (i == nh) { s_fail(s, &q, ERR_PROTO, "unknown store op 0x%02x", (unsigned char)q.op); return; }
-    s_handlers[i].fn(s, &q);
-}
-
-/* ---------------- the server thread ---------------- */
-
-static void *s_server_main(void *arg)
-{
-    server_t *s = arg;
-    uint64_t stop_deadline = 0;
-    for (;;) {
-        if (atomic_load(&s->abort_now)) break;
-        if (atomic_load(&s->stop)) {
-            if (!stop_deadline) stop_deadline = deadline_in(s->timeout_ms);
-            if (s->nleft >= s->njoined) break;
-            if (deadline_passed(stop_deadline)) {
-                LOG_W("store: stopping with %d of %d ranks not having left", s->njoined - s->nleft, s->njoined);
-                break;
-            }
-        }
-        int rc = s_poll_in(s->router, s_next_wait_ms(s));
-        if (rc < 0) { LOG_E("store: zmq_poll: %s", zmq_strerror(zmq_errno())); break; }
-        for (int i = 0; rc > 0 && i < 256; i++) {
-            mp_t mp;
-            if (s_mp_recv(s->router, &mp, ZMQ_DONTWAIT) < 0) break;
-            s_handle(s, &mp);
-            s_mp_close(&mp);
-        }
-        s_wake(s);
-    }
-    return NULL;
-}
-
-static void s_server_free(server_t *s)
-{
-    if (!s) return;
-    if (s->router) zmq_close(s->router);
-    s_map_free(&s->map);
-    auth_wipe(&s->auth);
-    free(s->rid); free(s->rlen); free(s->joined); free(s->left); free(s->w);
-    free(s);
-}
-
-static int s_server_start(server_t **out, void *ctx, const boot_cfg_t *cfg)
-{
-    char ip[64], ep[300];
-    int local = 0;
-    CHECK(boot_resolve_ipv4(cfg->host, ip, sizeof ip, &local));
-    if (!local)
-        LOG_W("store: master address %s (%s) is not an address of this host; rank 0 listens on all interfaces",
-              cfg->host, ip);
-    snprintf(ep, sizeof ep, "tcp://%s:%d", local ? ip : "0.0.0.0", cfg->port);
-
-    server_t *s = calloc(1, sizeof *s);
-    if (!s) return err_set(ERR_NOMEM, "store server");
-    s->world = cfg->world;
-    s->auth = cfg->auth;
-    s->timeout_ms = cfg->timeout_ms;
-    snprintf(s->job, sizeof s->job, "%s", cfg->job);
-    s->rid = calloc((size_t)cfg->world, sizeof *s->rid);
-    s->rlen = calloc((size_t)cfg->world, sizeof *s->rlen);
-    s->joined = calloc((size_t)cfg->world, 1);
-    s->left = calloc((size_t)cfg->world, 1);
-    if (!s->rid || !s->rlen || !s->joined || !s->left) { s_server_free(s); return err_set(ERR_NOMEM, "store server"); }
-    s->router = zmq_socket(ctx, ZMQ_ROUTER);
-    if (!s->router) { s_server_free(s); return err_set(ERR_SYS, "zmq_socket: %s", zmq_strerror(zmq_errno())); }
-    int zero = 0, sndto = 1000, rcvhwm = STORE_RCVHWM, sndhwm = STORE_SNDHWM;
-    int64_t maxmsg = STORE_MAXMSG;
-    zmq_setsockopt(s->router, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(s->router, ZMQ_SNDTIMEO, &sndto, sizeof sndto);
-    zmq_setsockopt(s->router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-    zmq_setsockopt(s->router, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm);
-    zmq_setsockopt(s->router, ZMQ_SNDHWM, &sndhwm, sizeof sndhwm);
-    if (zmq_bind(s->router, ep) != 0) {
-        int e = zmq_errno();
-        s_server_free(s);
-        if (e == EADDRINUSE)
-            return err_set(ERR_ADDRINUSE, "rank 0 cannot listen on %s:%d: port %d is already in use (another job, a "
-                           "second rank 0, or a stale process): choose another MASTER_PORT", ip, cfg->port, cfg->port);
-        return err_set(ERR_SYS, "rank 0 cannot listen on %s: %s", ep, zmq_strerror(e));
-    }
-    int rc = pthread_create(&s->thr, NULL, s_server_main, s);
-    if (rc) { s_server_free(s); return err_set(ERR_SYS, "pthread_create: %s", strerror(rc)); }
-    *out = s;
-    return 0;
-}
-
 
 /* ---------------- the client ---------------- */
 
@@ -583,7 +54,7 @@ static int s_call(zstore_t *z, char op, const char *key, const void *val, size_t
 {
     uint64_t seq = ++z->seq;
     unsigned char sq[8];
-    s_put64(sq, seq);
+    szmq_put64(sq, seq);
     if (zmq_send(z->dealer, &op, 1, ZMQ_SNDMORE) < 0 || zmq_send(z->dealer, sq, 8, ZMQ_SNDMORE) < 0 ||
         zmq_send(z->dealer, key, strlen(key), ZMQ_SNDMORE) < 0 || zmq_send(z->dealer, val, len, 0) < 0) {
         if (zmq_errno() == EAGAIN) return ERR_TIMEOUT;
@@ -592,30 +63,30 @@ static int s_call(zstore_t *z, char op, const char *key, const void *val, size_t
     for (;;) {
         int left = deadline_left_ms(deadline);
         if (left == 0) return ERR_TIMEOUT;
-        int rc = s_poll_in(z->dealer, left);
+        int rc = szmq_poll_in(z->dealer, left);
         if (rc < 0) return err_set(ERR_SYS, "store poll: %s", zmq_strerror(zmq_errno()));
         if (rc == 0) continue;
         mp_t mp;
-        if (s_mp_recv(z->dealer, &mp, ZMQ_DONTWAIT) < 0) continue;
+        if (szmq_mp_recv(z->dealer, &mp, ZMQ_DONTWAIT) < 0) continue;
         if (mp.n != 3 || mp.extra || zmq_msg_size(&mp.m[0]) != 4 || zmq_msg_size(&mp.m[1]) != 8) {
-            s_mp_close(&mp);
+            szmq_mp_close(&mp);
             LOG_W("store: dropped a malformed reply");
             continue;
         }
-        if (s_get64(zmq_msg_data(&mp.m[1])) != seq) { s_mp_close(&mp); continue; } /* stale */
-        *status = (int)s_get32(zmq_msg_data(&mp.m[0]));
+        if (szmq_get64(zmq_msg_data(&mp.m[1])) != seq) { szmq_mp_close(&mp); continue; } /* stale */
+        *status = (int)szmq_get32(zmq_msg_data(&mp.m[0]));
         size_t n = zmq_msg_size(&mp.m[2]);
         if (*status > 0 || *status < -1000) {
-            s_mp_close(&mp);
+            szmq_mp_close(&mp);
             return err_set(ERR_PROTO, "store reply has an invalid status %d", *status);
         }
         char *c = malloc(n + 1);
-        if (!c) { s_mp_close(&mp); return err_set(ERR_NOMEM, "store reply of %zu bytes", n); }
+        if (!c) { szmq_mp_close(&mp); return err_set(ERR_NOMEM, "store reply of %zu bytes", n); }
         memcpy(c, zmq_msg_data(&mp.m[2]), n);
         c[n] = '\0';
         *out = c;
         *outlen = n;
-        s_mp_close(&mp);
+        szmq_mp_close(&mp);
         return 0;
     }
 }
@@ -652,7 +123,7 @@ static int s_zmq_open(void **impl_p, const boot_cfg_t *cfg, uint64_t deadline)
     if (!(*impl_p = z)) return err_set(ERR_NOMEM, "store client");
     z->cfg = cfg;
     if (!(z->ctx = zmq_ctx_new())) return err_set(ERR_SYS, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
-    if (cfg->rank == 0) CHECK(s_server_start(&z->srv, z->ctx, cfg));
+    if (cfg->rank == 0) CHECK(szmq_server_start(&z->srv, z->ctx, cfg));
     if (!(z->dealer = zmq_socket(z->ctx, ZMQ_DEALER))) return err_set(ERR_SYS, "zmq_socket: %s", zmq_strerror(zmq_errno()));
     int zero = 0, sndto = cfg->timeout_ms, rcvhwm = STORE_RCVHWM, sndhwm = STORE_SNDHWM;
     int64_t maxmsg = STORE_MAXMSG;
@@ -702,8 +173,8 @@ static int s_zmq_hello(void *impl, uint64_t deadline)
     zstore_t *z = impl;
     const boot_cfg_t *cfg = z->cfg;
     unsigned char hv[8 + AUTH_MAC_BYTES];
-    s_put32(hv, (uint32_t)cfg->rank);
-    s_put32(hv + 4, (uint32_t)cfg->world);
+    szmq_put32(hv, (uint32_t)cfg->rank);
+    szmq_put32(hv + 4, (uint32_t)cfg->world);
     int st;
     size_t dl;
     void *detail = NULL;
@@ -724,7 +195,7 @@ static int s_zmq_wait_all(void *impl, uint64_t deadline, store_wait_t *w)
     zstore_t *z = impl;
     unsigned char wv[4];
     int left = deadline_left_ms(deadline), st;
-    s_put32(wv, (uint32_t)left);
+    szmq_put32(wv, (uint32_t)left);
     void *detail = NULL;
     size_t dl;
     int rc = s_call(z, 'J', "", wv, 4, deadline_in(left > INT_MAX - REPLY_GRACE_MS ? INT_MAX : left + REPLY_GRACE_MS),
@@ -752,7 +223,7 @@ static int s_zmq_set(void *impl, const char *key, const void *val, size_t len)
 static int s_zmq_get(void *impl, const char *key, void **val, size_t *len, int timeout_ms)
 {
     unsigned char wv[4];
-    s_put32(wv, (uint32_t)timeout_ms);
+    szmq_put32(wv, (uint32_t)timeout_ms);
     int wait = timeout_ms > INT_MAX - REPLY_GRACE_MS ? INT_MAX : timeout_ms + REPLY_GRACE_MS;
     return s_request(impl, 'G', "get", key, wv, 4, timeout_ms, wait, val, len);
 }
@@ -761,12 +232,12 @@ static int s_zmq_add(void *impl, const char *key, int64_t delta, int64_t *out)
 {
     zstore_t *z = impl;
     unsigned char dv[8];
-    s_put64(dv, (uint64_t)delta);
+    szmq_put64(dv, (uint64_t)delta);
     void *d = NULL;
     size_t dl = 0;
     CHECK(s_request(z, 'A', "add", key, dv, 8, z->cfg->timeout_ms, z->cfg->timeout_ms, &d, &dl));
     int rc = 0;
-    if (dl == 8) *out = (int64_t)s_get64(d);
+    if (dl == 8) *out = (int64_t)szmq_get64(d);
     else rc = err_set(ERR_PROTO, "store add reply has %zu bytes, expected 8", dl);
     free(d);
     return rc;
@@ -778,23 +249,20 @@ static int s_zmq_del(void *impl, const char *key)
     return s_request(z, 'D', "delete", key, "", 0, z->cfg->timeout_ms, z->cfg->timeout_ms, NULL, NULL);
 }
 
-/* leave: say 'L' (bounded by 5 s), then rank 0's server waits for the others to leave */
+/* leave 1: say 'L' (bounded by 5 s), then rank 0's server waits for the others to leave; 2 (after a
+ * failure): 'L' bounded by STORE_ABANDON_MS, and rank 0's server stops at once */
 static void s_zmq_destroy(void *impl, int leave)
 {
     zstore_t *z = impl;
     if (!z) return;
     if (leave && z->dealer) {
         int st, wait = z->cfg->timeout_ms < 5000 ? z->cfg->timeout_ms : 5000;
+        if (leave == 2 && wait > STORE_ABANDON_MS) wait = STORE_ABANDON_MS;
         size_t dl;
         void *d = NULL;
         if (s_call(z, 'L', "", "", 0, deadline_in(wait), &st, &d, &dl) == 0) free(d);
     }
-    if (z->srv) {
-        if (!leave) atomic_store(&z->srv->abort_now, 1);
-        atomic_store(&z->srv->stop, 1);
-        pthread_join(z->srv->thr, NULL);
-        s_server_free(z->srv);
-    }
+    szmq_server_stop(&z->srv, leave != 1);
     if (z->dealer) zmq_close(z->dealer);
     if (z->ctx) zmq_ctx_term(z->ctx);
     free(z);

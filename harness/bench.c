@@ -1,7 +1,8 @@
 /* bench.c: `harness bench`, the collective microbenchmark in the manner of nccl-tests: for each size,
  * warm-up then timed out-of-place allreduces, inputs chosen so the exact result is known (#wrong),
  * time = median over iterations of the slowest rank's time, algbw = bytes / time, busbw = algbw *
- * 2(P-1)/P (GB = 1e9 bytes), P = the number of workers. Dedicated PS servers serve meanwhile. */
+ * 2(P-1)/P (GB = 1e9 bytes; 0 at P = 1: no bus traffic, as nccl-tests), P = the number of workers.
+ * Dedicated PS servers serve meanwhile. --quiet drops progress lines only: the table always prints. */
 #include "harness/harness.h"
 #include "core/dev.h"
 #include "core/err.h"
@@ -78,6 +79,7 @@ static size_t s_sizes(const h_opts_t *o, size_t *sizes, size_t max)
     size_t esz = dt_size(o->dtype), n = 0;
     for (double s = (double)o->size_min; s <= (double)o->size_max * 1.0000001 && n < max; s *= o->factor) {
         size_t b = ((size_t)s / esz) * esz;
+        if (b < esz) b = esz;
         if (n == 0 || b != sizes[n - 1]) sizes[n++] = b;
     }
     return n;
@@ -183,8 +185,8 @@ static int s_row(const s_bench_t *B, size_t bytes, double t, uint64_t wrong)
     size_t count = bytes / dt_size(o->dtype);
     int P = B->P;
     double algbw = t > 0 ? (double)bytes / (t * 1e-6) / 1e9 : 0;
-    double busbw = P > 1 ? algbw * 2.0 * (P - 1) / P : algbw;
-    if (!o->quiet) {
+    double busbw = P > 1 ? algbw * 2.0 * (P - 1) / P : 0;
+    {
         printf("  %12zu %12zu %6s %6s %10.1f %9.3f %9.3f %8llu\n", bytes, count, dt_name(o->dtype), op_name(o->op), t,
                algbw, busbw, (unsigned long long)wrong);
         fflush(stdout);
@@ -192,13 +194,14 @@ static int s_row(const s_bench_t *B, size_t bytes, double t, uint64_t wrong)
     if (!o->json) return 0;
     engine_stats_t s1;
     B->ops->stats(B->eng, &s1);
-    char line[4600], cmd[2200], host[256], topo[512], cpu[300], net[160];
+    char *line = NULL, host[256], topo[512], cpu[300], net[160];
+    char *cmd = h_meta_cmdline_json(meta);
+    if (!cmd) return err_set(ERR_NOMEM, "bench result line: out of memory");
     h_json_str(net, sizeof net, o->net ? o->net : "");
-    h_json_str(cmd, sizeof cmd, meta->cmdline);
     h_json_str(host, sizeof host, meta->host);
     h_json_str(topo, sizeof topo, meta->topo);
     h_json_str(cpu, sizeof cpu, meta->cpu);
-    int n = snprintf(line, sizeof line,
+    int n = asprintf(&line,
         "{\"mode\":\"bench\",\"engine\":\"%s\",\"impl\":\"%s\",\"world\":%d,\"servers\":%d,"
         "\"colocate\":%d,\"transport\":\"%s\",\"bytes\":%zu,\"count\":%zu,\"dtype\":\"%s\",\"op\":\"%s\","
         "\"iters\":%d,\"warmup\":%d,\"time_us\":%.3f,\"algbw_gbs\":%.6f,\"busbw_gbs\":%.6f,"
@@ -207,8 +210,11 @@ static int s_row(const s_bench_t *B, size_t bytes, double t, uint64_t wrong)
         B->name, s1.impl ? s1.impl : "default", P, B->comm->world - B->cfg.nworkers, (int)engine_counter(&s1, "colocate"),
         s_transport(B->comm), bytes, count, dt_name(o->dtype), op_name(o->op), o->iters, o->warmup, t, algbw, busbw,
         (unsigned long long)wrong, host, meta->git_sha, meta->timestamp, cmd, topo, cpu, meta->versions, net);
-    if (n > 0 && (size_t)n < sizeof line) CHECK(h_json_append(o->json, line, (size_t)n));
-    return 0;
+    free(cmd);
+    if (n < 0) return err_set(ERR_NOMEM, "bench result line: out of memory");
+    int rc = h_json_append(o->json, line, (size_t)n);
+    free(line);
+    return rc;
 }
 
 /* A worker's whole run: every size; *total_wrong: the wrong elements over all sizes and workers. */
@@ -218,7 +224,12 @@ static int s_worker(s_bench_t *B, uint64_t *total_wrong)
     size_t nsizes = s_sizes(B->o, sizes, 128);
     if (!B->ops->allreduce) return err_set(ERR_UNSUP, "engine %s has no allreduce", B->name);
     CHECK(s_buffers(B, sizes[nsizes - 1]));
-    if (B->comm->rank == 0 && !B->o->quiet) s_header(B);
+    if (B->comm->rank == 0) s_header(B);
+    size_t esz = dt_size(B->o->dtype);
+    if (B->comm->rank == 0 && (B->o->size_min % esz || B->o->size_max % esz || B->o->size_min < esz)) {
+        printf("# note: --sizes are rounded to whole %s elements (multiples of %zu bytes)\n", dt_name(B->o->dtype), esz);
+        fflush(stdout);
+    }
     for (size_t si = 0; si < nsizes; si++) {
         uint64_t wrong;
         double t = 0;

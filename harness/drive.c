@@ -180,7 +180,8 @@ static int s_launch_one(h_opts_t *o, const char *mode_override, const char *eng,
     if (o->timeline && (nlaunch > 1 || mode_override)) /* one file each: FILE.[MODE-]ENGINE.pN.json */
         snprintf(tag, sizeof tag, "%s%s%s.p%d", mode_override ? mode_override : "", mode_override ? "-" : "", eng, world);
     h_launch_cfg_t lc = {.nlocal = nlocal, .nnodes = o->nnodes, .node_rank = o->node_rank,
-                         .master = o->master, .timeout_s = o->timeout_s, .gpus = o->gpus, .quiet = 1};
+                         .master = o->master, .timeout_s = o->timeout_s, .gpus = o->gpus, .quiet = 1,
+                         .require_auth = o->require_auth};
     if (o->nnodes > 1 && servers)
         return err_set(ERR_INVAL, "multi-node %s with dedicated servers is not supported yet; use its colocated mode", eng);
     char net_master[64];
@@ -227,6 +228,7 @@ int h_drive(h_opts_t *o, const char *mode_override)
             int rc = s_launch_one(o, mode_override, o->engines[ei], worlds[wi], nw * o->nengines);
             if (rc == ERR_INVAL && err_detail()[0]) return rc; /* a usage error: nothing was launched */
             if (rc == ERR_INTERRUPT) return rc;                /* interrupted: stop everything */
+            if (rc == ERR_AUTH) return rc;                     /* no job secret (said): no launch can start */
             if (rc < 0) status = ERR_PEER;
         }
     return status;

@@ -29,6 +29,7 @@ typedef struct {
     const char *transport;            /* --transport auto|shm|tcp */
     const char *bind;                 /* --bind core|none */
     int   timeout_s;                  /* --timeout (default 60) */
+    int   require_auth;               /* --require-auth: refuse to run without a job secret */
     int   scaling[H_MAX_SCALING];     /* --scaling 1,2,4 */
     int   nscaling;
     /* bench */
@@ -127,14 +128,24 @@ typedef struct {
     char topo[256];
     char cpu[128];
     char versions[256];
+    int argc;                         /* the whole command line, for h_meta_cmdline_json */
+    char **argv;
 } h_meta_t;
 void h_meta_fill(h_meta_t *m, int argc, char **argv);
 
-/* Append whole lines to a results file atomically enough: one write() of the whole buffer with
- * O_APPEND; "-" writes to stdout. Errors (full disk, ...) are reported, never half a line. */
+/* Append whole lines to a results file: h_jappend_line (jsonl.h: one O_APPEND write, a short write
+ * undone under a lock, so no other writer's line is lost); "-" writes to stdout. Errors (full disk,
+ * ...) are returned (err_set), never half a line. */
 int h_json_append(const char *path, const char *lines, size_t len);
-/* JSON string escaping into buf. */
+/* JSON string escaping into buf (cut to fit). */
 void h_json_str(char *buf, size_t len, const char *s);
+/* Growable JSON pieces, no length limit; malloc'd, NULL when out of memory (free() them):
+ * a quoted, escaped string; the whole command line as one; "[v0, v1, ...]" of n values (decimal
+ * integers, or %.*f doubles). */
+char *h_json_strdup(const char *s);
+char *h_meta_cmdline_json(const h_meta_t *m);
+char *h_json_u64_list(const uint64_t *v, size_t n);
+char *h_json_f64_list(const double *v, size_t n, int decimals);
 
 /* modes: each runs on one rank inside the launched world */
 /* h_bench: 0 or a negative code; *wrong set when some results were wrong (err_detail says which,

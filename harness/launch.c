@@ -10,6 +10,7 @@
  * group, which also catches anything the ranks forked. States: RUN -> (failure | signal) STOP: SIGTERM
  * sent, SIGKILL at the grace deadline -> all exited -> reap, report. */
 #include "harness/launch.h"
+#include "core/auth.h"
 #include "core/err.h"
 #include "core/tp.h"
 #include <errno.h>
@@ -66,6 +67,7 @@ typedef struct {
     int  (*child_setup)(void *, int); /* cfg->child_setup, run between fork and exec */
     void  *child_arg;
     char   fail[256];                /* why the launch itself failed (fork, poll), for err_set */
+    char   stalled[160];             /* ranks found stopped (SIGSTOP, state T) when a rank failed */
     struct pollfd *pfd;              /* poll set: the signalfd, then the open rank pipes */
     int   *pmap;                     /* pfd[k] (k >= 1) is rank pmap[k] / 2, stream pmap[k] % 2 */
     sigset_t set, oldmask;           /* the signals read from sfd; the mask before the launch */
@@ -207,10 +209,38 @@ static void s_stop(s_launch_t *L, int now_kill)
         L->stopping = 1;
         L->kill_at_ms = s_now_ms() + L->grace_ms;
         s_signal_all(L, SIGTERM);
+        s_signal_all(L, SIGCONT); /* a stopped rank can only act on its SIGTERM once it runs */
     }
     if (now_kill && !L->killed) {
         L->killed = 1;
         s_signal_all(L, SIGKILL);
+    }
+}
+
+/* 1 when pid is stopped (SIGSTOP, a debugger): state 'T' or 't' in /proc/PID/stat. */
+static int s_is_stopped(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')');           /* the name may hold spaces and parentheses */
+    return rp && rp[1] == ' ' && (rp[2] == 'T' || rp[2] == 't');
+}
+
+/* When a rank failed: the others that are stopped are the likely stalled peers (its timeout says which
+ * peer it waited on only as a rank number; this says why). */
+static void s_note_stalled(s_launch_t *L)
+{
+    size_t off = 0;
+    for (int i = 0; i < L->n && off < sizeof L->stalled; i++) {
+        const s_rank_t *r = &L->r[i];
+        if (r->pid <= 0 || r->exited || !s_is_stopped(r->pid)) continue;
+        off += (size_t)snprintf(L->stalled + off, sizeof L->stalled - off, "%s%d", off ? ", " : "", r->rank);
     }
 }
 
@@ -235,6 +265,7 @@ static void s_check_exits(s_launch_t *L)
         if ((r->code != 0 || r->sig != 0) && L->cause == S_CAUSE_NONE) {
             L->cause = S_CAUSE_RANK;
             L->cause_rank = i;
+            s_note_stalled(L);
         }
     }
 }
@@ -350,7 +381,8 @@ int h_interrupt(int sig)
 int h_interrupt_signal(void) { return s_isig; }
 
 /* The ranks' table and environments and the poll set: 0 or ERR_NOMEM (s_free undoes a partial one). */
-static int s_alloc(s_launch_t *L, const h_launch_cfg_t *cfg, int world, const char *host, int port, const char *job)
+static int s_alloc(s_launch_t *L, const h_launch_cfg_t *cfg, int world, const char *host, int port, const char *job,
+                   const char *secret)
 {
     L->r = calloc((size_t)cfg->nlocal, sizeof *L->r);
     L->pfd = calloc(1 + 2 * (size_t)cfg->nlocal, sizeof *L->pfd);
@@ -361,7 +393,7 @@ static int s_alloc(s_launch_t *L, const h_launch_cfg_t *cfg, int world, const ch
         s_rank_t *r = &L->r[i];
         r->rank = cfg->node_rank * cfg->nlocal + i;
         r->fd[0] = r->fd[1] = -1;
-        r->envp = h_launch_env(cfg, r->rank, world, i, cfg->node_rank, host, port, job);
+        r->envp = h_launch_env(cfg, r->rank, world, i, cfg->node_rank, host, port, job, secret);
         if (!r->envp) return err_set(ERR_NOMEM, "launcher: out of memory");
     }
     return 0;
@@ -500,6 +532,9 @@ static int s_outcome(const s_launch_t *L, const h_launch_cfg_t *cfg)
         if (r->sig) snprintf(what, sizeof what, "killed by signal %d", r->sig);
         else snprintf(what, sizeof what, "exit %d", r->code);
         const char *last = s_last_line(r);
+        if (L->stalled[0])
+            return err_set(ERR_PEER, "rank %d failed (%s)%s%s\nharness: rank %s was stopped (SIGSTOP or a debugger): the "
+                           "stalled peer", r->rank, what, last ? ": " : "", last ? last : "", L->stalled);
         return err_set(ERR_PEER, "rank %d failed (%s)%s%s", r->rank, what, last ? ": " : "", last ? last : "");
     }
 }
@@ -507,13 +542,15 @@ static int s_outcome(const s_launch_t *L, const h_launch_cfg_t *cfg)
 int h_launch(const h_launch_cfg_t *cfg, int argc, char **argv)
 {
     int world = 0, port = 0;
-    char host[256], job[64];
+    char host[256], job[64], secret[AUTH_HEX_LEN];
     CHECK(h_launch_check_cfg(cfg, argc, argv, &world, host, sizeof host, &port));
     CHECK(h_launch_job_id(cfg, job, sizeof job));
+    CHECK(h_launch_secret(cfg, secret, sizeof secret));
     char **av = calloc((size_t)argc + 1, sizeof *av); /* argv copy, NULL-terminated */
     s_launch_t L = {.n = cfg->nlocal, .sfd = -1, .grace_ms = S_GRACE_MS, .stdout_ok = 1,
                     .child_setup = cfg->child_setup, .child_arg = cfg->child_arg};
-    int rc = av ? s_alloc(&L, cfg, world, host, port, job) : err_set(ERR_NOMEM, "launcher: out of memory");
+    int rc = av ? s_alloc(&L, cfg, world, host, port, job, secret) : err_set(ERR_NOMEM, "launcher: out of memory");
+    memset(secret, 0, sizeof secret);
     if (rc < 0) goto out;
     for (int i = 0; i < argc; i++) av[i] = argv[i];
     rc = s_signals_begin(&L);

@@ -4,7 +4,13 @@
  *
  * Environment given to each rank: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK (node
  * rank), MASTER_ADDR, MASTER_PORT, SYNCBENCH_JOB, SYNCBENCH_LAUNCHED=1, SYNCBENCH_TIMEOUT (when
- * timeout_s > 0), SYNCBENCH_GPUS (when gpus > 0). Ranks get stdin from /dev/null.
+ * timeout_s > 0), SYNCBENCH_GPUS (when gpus > 0), SYNCBENCH_JOB_SECRET (see below). Ranks get stdin
+ * from /dev/null.
+ * The job secret (core/auth.h) travels only in the ranks' environment (never argv or a file name):
+ *   - single node: a fresh one per launch (auth_secret_generate);
+ *   - multi-node: the one in the launcher's environment (SYNCBENCH_JOB_SECRET or
+ *     SYNCBENCH_JOB_SECRET_FILE), which must be the same on every node; without one the ranks run
+ *     unauthenticated (with a warning), and require_auth refuses the launch.
  * SYNCBENCH_JOB must be equal on every node (the rendezvous rejects ranks of another job) and differ
  * between the launches of one process (the driver launches once per world size and engine):
  *   - SYNCBENCH_JOB set in the launcher's environment: that id for the first launch, "<id>-N" for the
@@ -37,6 +43,7 @@ typedef struct {
     int timeout_s;         /* also passed to ranks (SYNCBENCH_TIMEOUT); caps the grace period when stopping */
     int gpus;              /* > 0: exported as SYNCBENCH_GPUS=n; ranks pick a device from LOCAL_RANK */
     int quiet;             /* no launch banner (the failure line is always printed) */
+    int require_auth;      /* --require-auth: refuse a multi-node launch without a job secret */
     /* Optional: runs in each rank's process between fork and exec, after its output is redirected
      * (async-signal-safe calls only: e.g. setns into the rank's network namespace for --net).
      * Non-zero: that rank exits 126 with a message on its stderr, which stops the launch. */
@@ -78,10 +85,13 @@ int h_launch_check_cfg(const h_launch_cfg_t *cfg, int argc, char **argv, int *wo
                        int *port);
 /* This launch's SYNCBENCH_JOB (see above): 0 or ERR_INVAL. */
 int h_launch_job_id(const h_launch_cfg_t *cfg, char *job, size_t len);
-/* A rank's environment: the inherited one minus ours, plus ours; NULL when out of memory. Freed by
- * h_launch_env_free (only the strings it made). */
+/* This launch's job secret as hex into hex (len >= AUTH_HEX_LEN; "" for none, see above): 0, or ERR_AUTH
+ * (require_auth and no secret on a multi-node launch) / the secret file's error. */
+int h_launch_secret(const h_launch_cfg_t *cfg, char *hex, size_t len);
+/* A rank's environment: the inherited one minus ours, plus ours (secret: hex, NULL or "" for none); NULL
+ * when out of memory. Freed by h_launch_env_free (only the strings it made). */
 char **h_launch_env(const h_launch_cfg_t *cfg, int rank, int world, int local, int node, const char *host, int port,
-                    const char *job);
+                    const char *job, const char *secret);
 void h_launch_env_free(char ***envp);
 
 #endif

@@ -1,6 +1,7 @@
 /* launch_cfg.c: the launcher's configuration: whether we run inside a launched rank, the checks of a
  * launch's configuration, the rendezvous address, the job id, and each rank's environment. */
 #include "harness/launch.h"
+#include "core/auth.h"
 #include "core/err.h"
 #include "core/hash.h"
 #include "core/port.h"
@@ -74,7 +75,8 @@ static int s_is_ours(const char *kv)
 {
     static const char *names[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
                                   "MASTER_ADDR", "MASTER_PORT", "SYNCBENCH_JOB", "SYNCBENCH_LAUNCHED",
-                                  "SYNCBENCH_TIMEOUT", "SYNCBENCH_GPUS"};
+                                  "SYNCBENCH_TIMEOUT", "SYNCBENCH_GPUS", "SYNCBENCH_JOB_SECRET",
+                                  "SYNCBENCH_JOB_SECRET_FILE"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         size_t l = strlen(names[i]);
         if (!strncmp(kv, names[i], l) && kv[l] == '=') return 1;
@@ -99,7 +101,7 @@ static char *s_kvi(const char *k, long v)
 
 /* envp = inherited environment (pointers, not copies) minus our names, plus ours (malloc'd). */
 char **h_launch_env(const h_launch_cfg_t *cfg, int rank, int world, int local, int node,
-                          const char *host, int port, const char *job)
+                          const char *host, int port, const char *job, const char *secret)
 {
     size_t ninh = 0;
     for (char **e = environ; *e; e++) ninh++;
@@ -108,7 +110,7 @@ char **h_launch_env(const h_launch_cfg_t *cfg, int rank, int world, int local, i
     size_t k = 0;
     for (char **e = environ; *e; e++)
         if (!s_is_ours(*e)) envp[k++] = *e;
-    char *own[12] = {0};
+    char *own[16] = {0};
     int no = 0;
     own[no++] = s_kvi("RANK", rank);
     own[no++] = s_kvi("WORLD_SIZE", world);
@@ -121,6 +123,7 @@ char **h_launch_env(const h_launch_cfg_t *cfg, int rank, int world, int local, i
     own[no++] = s_kv("SYNCBENCH_LAUNCHED", "1");
     if (cfg->timeout_s > 0) own[no++] = s_kvi("SYNCBENCH_TIMEOUT", cfg->timeout_s);
     if (cfg->gpus > 0) own[no++] = s_kvi("SYNCBENCH_GPUS", cfg->gpus);
+    if (secret && *secret) own[no++] = s_kv("SYNCBENCH_JOB_SECRET", secret);
     int bad = 0;
     for (int i = 0; i < no; i++) {
         if (!own[i]) bad = 1;
@@ -169,6 +172,28 @@ int h_launch_check_cfg(const h_launch_cfg_t *cfg, int argc, char **argv, int *wo
         if (*port < 0) return err_set(ERR_SYS, "launcher: no free port on 127.0.0.1: %s", strerror(errno));
     }
     return 0;
+}
+
+int h_launch_secret(const h_launch_cfg_t *cfg, char *hex, size_t len)
+{
+    auth_t a;
+    memset(&a, 0, sizeof a);
+    hex[0] = '\0';
+    if (cfg->nnodes > 1) {
+        CHECK(auth_secret_load(&a, cfg->require_auth));
+        if (!a.set) {
+            if (cfg->require_auth)
+                return err_set(ERR_AUTH, "launcher: --nnodes %d with --require-auth needs the same job secret on every "
+                               "node: set SYNCBENCH_JOB_SECRET (e.g. from `openssl rand -hex 32`) or "
+                               "SYNCBENCH_JOB_SECRET_FILE (a file of mode 0600) for each node's launcher", cfg->nnodes);
+            return 0;
+        }
+    } else {
+        CHECK(auth_secret_generate(&a));
+    }
+    int rc = auth_hex(&a, hex, len);
+    auth_wipe(&a);
+    return rc;
 }
 
 /* The job id must be the same on every node (the rendezvous rejects a rank of another job) and

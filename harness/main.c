@@ -141,6 +141,7 @@ static int s_rank_main(h_opts_t *o)
     int rc = boot_cfg_init(&bc, o->init_method, -1, -1, o->timeout_s * 1000);
     if (rc < 0) return s_rank_fail(rc, "%s", err_trace(rc, msg, sizeof msg));
     if (o->ifname) snprintf(bc.ifname, sizeof bc.ifname, "%s", o->ifname);
+    if (o->require_auth) bc.auth.require = 1;
     log_set_rank(bc.rank);
     CHECK(s_place(o, &bc));
     comm_t *comm = NULL;
@@ -148,7 +149,15 @@ static int s_rank_main(h_opts_t *o)
     rc = comm_new(&comm, &bc, &co);
     if (rc < 0) return s_rank_fail(rc, "rank %d: joining the job failed: %s", bc.rank, err_trace(rc, msg, sizeof msg));
     rc = s_rank_mode(o, comm);
-    comm_destroy(&comm);
+    if (rc < 0 && rc != ERR_WRONG) {
+        /* a failure: leave at once (nobody waits for the others), keeping the error we report */
+        snprintf(msg, sizeof msg, "%s", err_detail());
+        comm_abort(&comm);
+        err_clear();
+        if (msg[0]) err_set(rc, "%s", msg);
+    } else {
+        comm_destroy(&comm);
+    }
     return rc;
 }
 

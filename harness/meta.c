@@ -3,10 +3,12 @@
 #include "harness/harness.h"
 #include "core/err.h"
 #include "core/topo.h"
+#include "harness/jsonl.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <hwloc.h>
 #include <msgpack.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +45,8 @@ void h_meta_fill(h_meta_t *m, int argc, char **argv)
     gmtime_r(&t, &tm);
     strftime(m->timestamp, sizeof m->timestamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
     size_t off = 0;
+    m->argc = argc;
+    m->argv = argv;
     for (int i = 0; i < argc && off < sizeof m->cmdline - 1; i++)
         off += (size_t)snprintf(m->cmdline + off, sizeof m->cmdline - off, "%s%s", i ? " " : "", argv[i]);
     if (topo_summary(m->topo, sizeof m->topo) < 0) snprintf(m->topo, sizeof m->topo, "unknown");
@@ -78,24 +82,85 @@ int h_json_append(const char *path, const char *lines, size_t len)
         fflush(stdout);
         return w == len ? 0 : err_set(ERR_IO, "writing results to stdout failed");
     }
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0) return err_set(ERR_IO, "cannot open results file %s: %s", path, strerror(errno));
-    struct stat st;
-    off_t before = fstat(fd, &st) == 0 ? st.st_size : -1;
-    ssize_t w = write(fd, lines, len);
-    int e = errno;
-    if (w != (ssize_t)len) {
-        /* never leave half a line: cut the file back to where it was */
-        if (w > 0 && before >= 0 && ftruncate(fd, before) != 0) { /* nothing more we can do */ }
-        close(fd);
-        return err_set(e == ENOSPC ? ERR_NOSPC : ERR_IO, "results not written to %s: %s (file left as it was)",
-                       path, w < 0 ? strerror(e) : "short write");
+    return h_jappend_line(path, lines, len);
+}
+
+/* ---- growable JSON pieces ---- */
+
+typedef struct { char *p; size_t len, cap; int oom; } s_jb_t;
+
+static void s_jb_put(s_jb_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void s_jb_put(s_jb_t *b, const char *fmt, ...)
+{
+    if (b->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) { b->oom = 1; return; }
+        if (b->p && b->len + (size_t)n < b->cap) { b->len += (size_t)n; return; }
+        size_t cap = (b->cap ? b->cap * 2 : 256) + (size_t)n;
+        char *p = realloc(b->p, cap);
+        if (!p) { b->oom = 1; return; }
+        b->p = p;
+        b->cap = cap;
     }
-    if (fsync(fd) != 0 && errno != EINVAL) {
-        e = errno;
-        close(fd);
-        return err_set(ERR_IO, "fsync %s: %s", path, strerror(e));
+}
+
+static char *s_jb_done(s_jb_t *b)
+{
+    if (b->oom || !b->p) { free(b->p); return NULL; }
+    return b->p;
+}
+
+static void s_jb_str(s_jb_t *b, const char *s)
+{
+    s_jb_put(b, "\"");
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') s_jb_put(b, "\\%c", c);
+        else if (c == '\n') s_jb_put(b, "\\n");
+        else if (c == '\t') s_jb_put(b, "\\t");
+        else if (c < 0x20) s_jb_put(b, "\\u%04x", c);
+        else s_jb_put(b, "%c", c);
     }
-    close(fd);
-    return 0;
+    s_jb_put(b, "\"");
+}
+
+char *h_json_strdup(const char *s)
+{
+    s_jb_t b = {0};
+    s_jb_str(&b, s);
+    return s_jb_done(&b);
+}
+
+char *h_meta_cmdline_json(const h_meta_t *m)
+{
+    s_jb_t b = {0};
+    s_jb_put(&b, "%s", ""); /* build the text, then escape it as one string */
+    for (int i = 0; i < m->argc; i++) s_jb_put(&b, "%s%s", i ? " " : "", m->argv[i]);
+    char *text = s_jb_done(&b);
+    if (!text) return NULL;
+    char *j = h_json_strdup(text);
+    free(text);
+    return j;
+}
+
+char *h_json_u64_list(const uint64_t *v, size_t n)
+{
+    s_jb_t b = {0};
+    s_jb_put(&b, "[");
+    for (size_t i = 0; i < n; i++) s_jb_put(&b, "%s%llu", i ? ", " : "", (unsigned long long)v[i]);
+    s_jb_put(&b, "]");
+    return s_jb_done(&b);
+}
+
+char *h_json_f64_list(const double *v, size_t n, int decimals)
+{
+    s_jb_t b = {0};
+    s_jb_put(&b, "[");
+    for (size_t i = 0; i < n; i++) s_jb_put(&b, "%s%.*f", i ? ", " : "", decimals, v[i]);
+    s_jb_put(&b, "]");
+    return s_jb_done(&b);
 }

@@ -6,6 +6,7 @@
 #include "trainer/workload.h"
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,13 +19,13 @@ static int s_parse_size(const char *s, size_t *out)
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || v < 0) return -1;
+    if (errno || end == s || !isfinite(v) || v < 0) return -1;
     double m = 1;
     if (*end == 'K' || *end == 'k') m = 1024.0, end++;
     else if (*end == 'M' || *end == 'm') m = 1024.0 * 1024, end++;
     else if (*end == 'G' || *end == 'g') m = 1024.0 * 1024 * 1024, end++;
     if (*end == 'B' || *end == 'b') end++;
-    if (*end) return -1;
+    if (*end || v * m >= 0x1p62) return -1;
     *out = (size_t)(v * m);
     return 0;
 }
@@ -120,7 +121,7 @@ static int s_sizes(h_opts_t *o, const s_opt_t *d, const char *v)
     char *colon = strchr(b, ':');
     if (colon) *colon = '\0';
     if (s_parse_size(b, &o->size_min) || (colon ? s_parse_size(colon + 1, &o->size_max) : (o->size_max = o->size_min, 0)) ||
-        o->size_min > o->size_max)
+        o->size_min > o->size_max || o->size_min == 0)
         return s_bad("--sizes", v, d->want);
     return 0;
 }
@@ -132,7 +133,7 @@ static int s_double(h_opts_t *o, const s_opt_t *d, const char *v)
     double *p = (double *)((char *)o + d->off), x = strtod(v, &e);
     *p = x;
     int over_one = d->off == F(factor);
-    if (*e || (over_one ? x <= 1.0 : x <= 0)) {
+    if (*e || e == v || !isfinite(x) || (over_one ? x <= 1.0 : x <= 0)) {
         char flag[64];
         snprintf(flag, sizeof flag, "--%s", d->name);
         return s_bad(flag, v, d->want);
@@ -240,6 +241,9 @@ static const s_opt_t s_opts[] = {
            "train does not bind)\n"),
     INT("timeout", timeout_s, 1, 86400, "seconds >= 1",
         "  --timeout S           every blocking step gives up after S seconds (default 60)\n"),
+    FLAG("require-auth", require_auth,
+         "  --require-auth        refuse to run without a job secret (SYNCBENCH_JOB_SECRET or _FILE; the launcher\n"
+         "                        makes one for a single node, --nnodes needs the same one on every node)\n"),
     SECTION("\nEngines:\n"),
     {.name = "engine", .kind = K_FN, .fn = s_engine, .help_fn = s_help_engine},
     {.name = "impl", .kind = K_STR, .off = F(impl), .help_fn = s_help_impl},
@@ -247,7 +251,7 @@ static const s_opt_t s_opts[] = {
     STR("ring-impl", impl, NULL),
     FN("seg-kb", s_seg, seg_bytes, "KiB >= 1", "  --seg-kb KB           pipelining segment of ring/tree (default 256)\n"),
     SECTION("\nBench:\n"),
-    FN("sizes", s_sizes, size_min, "MIN:MAX in bytes with K/M/G suffixes, MIN <= MAX (e.g. 4K:64M)",
+    FN("sizes", s_sizes, size_min, "MIN:MAX in bytes with K/M/G suffixes, 0 < MIN <= MAX (e.g. 4K:64M)",
        "  --sizes MIN:MAX       bytes, K/M/G suffixes are powers of 1024 (default 4K:64M); one size works\n"),
     FN("factor", s_double, factor, "a number > 1", "  --factor F            size multiplier (default 2)\n"),
     INT("iters", iters, 1, 1000000, "an integer >= 1",

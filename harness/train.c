@@ -92,13 +92,13 @@ static void s_progress(const h_opts_t *o, const char *engine, int tty, int i, in
     if (tty && i != total && now - last_ms < 100) return; /* at most 10 updates a second */
     last_ms = now;
     if (tty) {
-        printf("\r  %-5s %s %4d/%-4d  loss %.4f  ~%.0f samples/s  step %.2f ms  scale %g   ", engine, warm ? "warm-up" : "step   ",
+        printf("\r  %-5s %s %4d/%-4d  rank 0 loss %.4f  ~%.0f samples/s  step %.2f ms  scale %g   ", engine, warm ? "warm-up" : "step   ",
                i, total, st->loss, rate, st->step_ms, (double)st->loss_scale);
         fflush(stdout);
     } else {
         int every = total >= 10 ? total / 10 : 1;
         if (i % every == 0 || i == total) {
-            printf("# %s %s %d/%d: loss %.4f, ~%.0f samples/s (rank 0 x %d), step %.2f ms\n", engine, warm ? "warm-up" : "step",
+            printf("# %s %s %d/%d: rank 0 loss %.4f, ~%.0f samples/s (rank 0 x %d), step %.2f ms\n", engine, warm ? "warm-up" : "step",
                    i, total, st->loss, rate, nworkers, st->step_ms);
             fflush(stdout);
         }
@@ -144,6 +144,9 @@ static int s_run_worker(const h_opts_t *o, comm_t *comm, const char *name, const
     tc.seed = o->seed;
     tc.timeout_ms = o->timeout_s > 0 ? o->timeout_s * 1000 : 60000;
     CHECK(s_parse_straggler(o->straggler, &tc.straggler_rank, &tc.straggler_ms));
+    if (tc.straggler_rank >= ecfg->nworkers)
+        return err_set(ERR_INVAL, "--straggler %s: rank %d is not a worker of this run (workers 0..%d)", o->straggler,
+                       tc.straggler_rank, ecfg->nworkers - 1);
     tc.comm = comm;
     tc.device = ecfg->device;       /* --gpus: the model on this rank's GPU (--gpus) */
     tc.tf32 = o->tf32;
@@ -170,6 +173,7 @@ static int s_run_worker(const h_opts_t *o, comm_t *comm, const char *name, const
     for (int i = 0; i < W; i++) {
         CHECK_GOTO(rc, trainer_step(t, &st), out);
         if (i == 0) me->loss_first = st.loss;
+        me->skipped += (uint64_t)st.skipped; /* an overflow skip is a skip, warm-up or not */
         if (show) s_progress(o, name, tty, i + 1, W, &st, ecfg->nworkers, 1);
     }
     uint64_t t0 = now_ns();
@@ -216,14 +220,16 @@ out:
     return rc;
 }
 
-/* "[v0, v1, ...]" of the field at byte offset off (a uint64_t) of the first n records */
-static void s_fmt_list_u64(char *buf, size_t len, const s_rank_t *all, int n, size_t off)
+/* "[v0, v1, ...]" of the field at byte offset off (a uint64_t) of the first n records (malloc'd; NULL
+ * when out of memory) */
+static char *s_fmt_list_u64(const s_rank_t *all, int n, size_t off)
 {
-    size_t o = (size_t)snprintf(buf, len, "[");
-    for (int r = 0; r < n && o < len; r++)
-        o += (size_t)snprintf(buf + o, len - o, "%s%llu", r ? ", " : "",
-                              (unsigned long long)*(const uint64_t *)((const char *)&all[r] + off));
-    if (o < len) snprintf(buf + o, len - o, "]");
+    uint64_t *v = malloc(((size_t)n + 1) * sizeof *v);
+    if (!v) return NULL;
+    for (int r = 0; r < n; r++) v[r] = *(const uint64_t *)((const char *)&all[r] + off);
+    char *s = h_json_u64_list(v, (size_t)n);
+    free(v);
+    return s;
 }
 
 /* max / mean of the field at byte offset off (a uint64_t) over the first n records; 0 if all are 0 */
@@ -297,7 +303,7 @@ static void s_print(const h_opts_t *o, const char *name, const s_rank_t *all, co
         h_emu_print(o, name, impl, P, R > P, all[0].nbuckets, &S->emu);
         return;
     }
-    printf("#\n# syncbench train: engine %s (%s), %d worker%s%s, model %s (%.2fM params, %d bucket%s of <= %g MiB%s), "
+    printf("#\n# syncbench train: engine %s (%s), %d worker%s%s, model %s (%.2fM params, %d bucket%s closed at >= %g MiB%s), "
            "data %s, batch %zu (%zu/worker), optim %s, grads %s, %d BLAS thread%s/rank\n",
            name, impl ? impl : "default", P, P > 1 ? "s" : "", R > P ? " + dedicated servers" : "", S->model,
            (double)sh->count / 1e6, all[0].nbuckets, all[0].nbuckets > 1 ? "s" : "", o->bucket_mb > 0 ? o->bucket_mb : 25.0,
@@ -329,8 +335,9 @@ static void s_print(const h_opts_t *o, const char *name, const s_rank_t *all, co
 
 /* The JSON strings of one result line. */
 typedef struct {
-    char eng[64], model[200], data[300], optim[200], host[300], sha[100], ts[80], cmd[4200], cpu[300], topo[600],
-        ver[600], impl[100], net[160], strag[96], mem[2048], emem[2048], dmem[2048], sps[2048];
+    char eng[64], model[200], data[300], optim[200], host[300], sha[100], ts[80], cpu[300], topo[600],
+        ver[600], impl[100], net[160], strag[96];
+    char *cmd, *mem, *emem, *dmem, *sps;   /* no length limit (malloc'd) */
 } s_jstr_t;
 
 static void s_json_strings(const h_opts_t *o, const char *name, const s_rank_t *all, const trainer_t *t,
@@ -344,33 +351,33 @@ static void s_json_strings(const h_opts_t *o, const char *name, const s_rank_t *
     h_json_str(J->host, sizeof J->host, meta->host);
     h_json_str(J->sha, sizeof J->sha, meta->git_sha);
     h_json_str(J->ts, sizeof J->ts, meta->timestamp);
-    h_json_str(J->cmd, sizeof J->cmd, meta->cmdline);
+    J->cmd = h_meta_cmdline_json(meta);
     h_json_str(J->cpu, sizeof J->cpu, meta->cpu);
     h_json_str(J->topo, sizeof J->topo, meta->topo);
     h_json_str(J->ver, sizeof J->ver, meta->versions);
     h_json_str(J->net, sizeof J->net, o->net ? o->net : "");
     h_json_str(J->strag, sizeof J->strag, o->straggler ? o->straggler : "");
-    s_fmt_list_u64(J->mem, sizeof J->mem, all, S->R, offsetof(s_rank_t, mem_peak));
+    J->mem = s_fmt_list_u64(all, S->R, offsetof(s_rank_t, mem_peak));
     /* what each rank's engine holds (buffers, shards, optimizer state, aggregation): the part of the
      * memory the synchronization scheme decides, where a PS server's load shows */
-    s_fmt_list_u64(J->emem, sizeof J->emem, all, S->R, offsetof(s_rank_t, mem_engine_peak));
-    s_fmt_list_u64(J->dmem, sizeof J->dmem, all, S->R, offsetof(s_rank_t, mem_dev_peak));
-    size_t off = (size_t)snprintf(J->sps, sizeof J->sps, "[");
-    for (int r = 0; r < S->P && off < sizeof J->sps; r++)
-        off += (size_t)snprintf(J->sps + off, sizeof J->sps - off, "%s%.3f", r ? ", " : "", all[r].samples_per_s);
-    if (off < sizeof J->sps) snprintf(J->sps + off, sizeof J->sps - off, "]");
+    J->emem = s_fmt_list_u64(all, S->R, offsetof(s_rank_t, mem_engine_peak));
+    J->dmem = s_fmt_list_u64(all, S->R, offsetof(s_rank_t, mem_dev_peak));
+    double *sps = malloc(((size_t)S->P + 1) * sizeof *sps);
+    for (int r = 0; sps && r < S->P; r++) sps[r] = all[r].samples_per_s;
+    J->sps = sps ? h_json_f64_list(sps, (size_t)S->P, 3) : NULL;
+    free(sps);
 }
 
-/* Rank 0: the engine's JSON line appended to --json (a failure to write is reported, not fatal). */
-static void s_json(const h_opts_t *o, const char *name, const s_rank_t *all, const trainer_t *t, const char *impl,
-                   const h_meta_t *meta, const s_sum_t *S)
+/* Rank 0: the engine's JSON line appended to --json: 0, or why it could not be written. */
+static int s_json(const h_opts_t *o, const char *name, const s_rank_t *all, const trainer_t *t, const char *impl,
+                  const h_meta_t *meta, const s_sum_t *S)
 {
-    static char line[16384];
+    char *line = NULL;
     static s_jstr_t J;
     s_json_strings(o, name, all, t, impl, meta, S, &J);
     int P = S->P, R = S->R;
     double eimb = s_imbalance(all, R, offsetof(s_rank_t, mem_engine_peak), NULL);
-    int n = snprintf(line, sizeof line,
+    int n = !J.cmd || !J.mem || !J.emem || !J.dmem || !J.sps ? -1 : asprintf(&line,
         "{\"mode\": \"train\", \"engine\": %s, \"impl\": %s, \"world\": %d, \"ranks\": %d, \"servers\": %d, "
         "\"steps\": %d, \"warmup_steps\": %d, \"batch\": %zu, \"local_batch\": %zu, \"model\": %s, \"params\": %zu, "
         "\"data\": %s, \"optim\": %s, \"grad_dtype\": \"%s\", \"bucket_mb\": %g, \"nbuckets\": %d, \"overlap\": %s, "
@@ -387,27 +394,31 @@ static void s_json(const h_opts_t *o, const char *name, const s_rank_t *all, con
         S->comm50, S->wait50, S->data50, S->sync50, S->lf, S->ll, S->acc, (unsigned long long)S->skipped,
         (unsigned long long)S->sent, J.mem, S->imb, o->gpus, J.dmem, S->dimb, S->tflops, J.host, J.sha, J.ts, J.cmd, J.cpu,
         J.topo, J.ver, J.net, J.strag, J.emem, eimb);
-    if (n > 0 && S->emu.on && (size_t)n < sizeof line) /* an emulated run's own fields, before the closing brace */
-        n = h_emu_json(line, (size_t)n - 2, sizeof line, o, &S->emu);
-    if (n > 0 && (size_t)n < sizeof line) {
-        int rc = h_json_append(o->json, line, (size_t)n);
-        if (rc < 0) {
-            char msg[512];
-            fprintf(stderr, "harness: %s\n", err_trace(rc, msg, sizeof msg));
+    free(J.cmd); free(J.mem); free(J.emem); free(J.dmem); free(J.sps);
+    if (n > 2 && S->emu.on) { /* an emulated run's own fields, before the closing brace */
+        char *l2 = realloc(line, (size_t)n + 2048);
+        if (!l2) {
+            free(line);
+            n = -1;
+        } else {
+            line = l2;
+            n = h_emu_json(line, (size_t)n - 2, (size_t)n + 2048, o, &S->emu);
+            if (n < 0) free(line);
         }
-    } else {
-        fprintf(stderr, "harness: train result line too long; not written\n");
     }
+    int rc = n < 0 ? err_set(ERR_NOMEM, "train result line: out of memory") : h_json_append(o->json, line, (size_t)n);
+    if (n >= 0) free(line);
+    return rc;
 }
 
-/* Rank 0: the engine's table and JSON line. */
-static void s_report(const h_opts_t *o, comm_t *comm, const char *name, const engine_cfg_t *ecfg, const s_rank_t *all,
+/* Rank 0: the engine's table and JSON line: 0, or why the line could not be written. */
+static int s_report(const h_opts_t *o, comm_t *comm, const char *name, const engine_cfg_t *ecfg, const s_rank_t *all,
                      const trainer_t *t, const char *impl, const h_meta_t *meta)
 {
     s_sum_t S;
     s_summarize(o, comm, ecfg, all, t, &S);
     s_print(o, name, all, t, impl, &S);
-    if (o->json) s_json(o, name, all, t, impl, meta, &S);
+    return o->json ? s_json(o, name, all, t, impl, meta, &S) : 0;
 }
 
 static int s_train_engine(const h_opts_t *o, comm_t *comm, const char *name, const h_meta_t *meta)
@@ -450,6 +461,15 @@ static int s_train_engine(const h_opts_t *o, comm_t *comm, const char *name, con
     const char *impl = es.impl;
     char impl_buf[64];
     snprintf(impl_buf, sizeof impl_buf, "%s", impl ? impl : "default");
+    /* the checkpoint before the engine goes: ring and tree keep the optimizer state in the engine; its
+     * failure is returned after the gather, so it cannot leave the other ranks waiting */
+    int save_rc = 0;
+    char save_err[512] = "";
+    uint64_t sum = 0;
+    if (rc == 0 && t && comm->rank == 0) {
+        sum = trainer_checksum(t);
+        if (o->save && (save_rc = trainer_save(t, o->save)) < 0) snprintf(save_err, sizeof save_err, "%s", err_detail());
+    }
     ops->destroy(&eng); /* before the gather: workers leaving is what lets dedicated servers return */
     me.mem_peak = mem_peak_rss();
     dev_mem_t dm;
@@ -465,11 +485,13 @@ static int s_train_engine(const h_opts_t *o, comm_t *comm, const char *name, con
         return ERR_NOMEM;
     }
     rc = comm_allgather(comm, &me, sizeof me, all, o->timeout_s > 0 ? o->timeout_s * 1000 : 60000);
-    if (rc == 0 && comm->rank == 0) s_report(o, comm, name, &ecfg, all, t, impl_buf, meta);
-    /* after the gather, so a failing write cannot leave the other ranks waiting */
-    if (rc == 0 && o->save && comm->rank == 0) {
-        rc = trainer_save(t, o->save);
-        if (rc == 0 && !o->quiet)
+    int jrc = rc == 0 && comm->rank == 0 ? s_report(o, comm, name, &ecfg, all, t, impl_buf, meta) : 0;
+    if (rc == 0 && comm->rank == 0) {
+        printf("# %s: parameters after step %llu: checksum %016llx\n", name, (unsigned long long)trainer_steps_done(t),
+               (unsigned long long)sum);
+        if (save_rc < 0) rc = err_set(save_rc, "%s", save_err);
+        else if (jrc < 0) rc = jrc; /* a results file that cannot be written fails the run */
+        else if (o->save && !o->quiet)
             printf("# %s: checkpoint after step %llu written to %s\n", name, (unsigned long long)trainer_steps_done(t), o->save);
     }
     free(all);

@@ -42,6 +42,40 @@ static _Atomic unsigned s_gen_counter;
 
 /* ---------- engine ops ---------- */
 
+/* With a job secret: check that server s knows it and prove that we do (ps_proto.h HELLO), before any
+ * push or pull goes to it. */
+static int s_hello(engine_t *self, int s)
+{
+    const auth_t *a = &self->comm->boot.auth;
+    void *sock = self->conns[s].sock;
+    unsigned char nc[AUTH_NONCE_BYTES], ctx[PS_AUTH_CTX_LEN], mac[AUTH_MAC_BYTES];
+    auth_challenge(nc);
+    ps_auth_ctx(self->job, self->comm->rank, ctx);
+    wire_hdr_t h = psw_hdr(self, WIRE_HELLO, 0, 0, 0, 0, DT_F32, PS_HELLO_CHAL, 1);
+    ps_frame_t f = {nc, sizeof nc, 0, NULL, NULL};
+    CHECK(ps_van_send(sock, NULL, 0, &h, &f, 1, &self->sent));
+    ps_vmsg_t m;
+    int rc = ps_van_recv(sock, &m, self->cfg.timeout_ms);
+    if (rc == ERR_TIMEOUT) return err_set(rc, "ps: server %d did not answer the hello within %d ms", s, self->cfg.timeout_ms);
+    CHECK(rc);
+    wire_hdr_t r;
+    int ok = m.n == 2 && wire_decode(ps_van_data(&m, 0), ps_van_size(&m, 0), &r) == 0 && r.type == WIRE_HELLO &&
+             r.aux == PS_HELLO_CHAL && ps_van_size(&m, 1) == AUTH_NONCE_BYTES + AUTH_MAC_BYTES;
+    if (ok) {
+        const unsigned char *p = ps_van_data(&m, 1);
+        ok = auth_verify(a, "ps-server", nc, p, ctx, sizeof ctx, p + AUTH_NONCE_BYTES) == 0;
+        if (ok) auth_respond(a, "ps-client", nc, p, ctx, sizeof ctx, mac);
+    }
+    ps_van_close_msg(&m);
+    if (!ok)
+        return err_set(ERR_AUTH, "ps: server %d could not prove it knows the job secret: not talking to it (it has "
+                       "another SYNCBENCH_JOB_SECRET or none, or something else listens there)", s);
+    h = psw_hdr(self, WIRE_HELLO, 0, 0, 0, 0, DT_F32, PS_HELLO_PROOF, 1);
+    f.data = mac;
+    f.len = sizeof mac;
+    return ps_van_send(sock, NULL, 0, &h, &f, 1, &self->sent);
+}
+
 static void ps_destroy(engine_t **self_p);
 
 static int ps_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
@@ -123,7 +157,7 @@ static int ps_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
     if (!self->conns) { rc = ERR_NOMEM; goto fail; }
     for (int s = 0; s < S; s++) {
         conn_t *c = &self->conns[s];
-        c->sock = ps_van_socket(self->zctx, ZMQ_DEALER, self->cfg.timeout_ms);
+        c->sock = ps_van_socket(self->zctx, ZMQ_DEALER, self->cfg.timeout_ms, ps_max_frame(self->opt.partition_bytes));
         if (!c->sock) { rc = err_set(ERR_IO, "ps: cannot create a socket"); goto fail; }
         zmq_setsockopt(c->sock, ZMQ_ROUTING_ID, self->id, PS_ID_LEN);
         char ep[300];
@@ -149,6 +183,7 @@ static int ps_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
             goto fail;
         }
     }
+    for (int s = 0; s < S && comm->boot.auth.set; s++) CHECK_GOTO(rc, s_hello(self, s), fail);
     mem_track(&self->mem, (long long)(S * sizeof(conn_t)));
     *self_p = self;
     return 0;

@@ -7,6 +7,7 @@
 #include "ps/ps_proto.h"
 #include "ps/ps_server.h"
 #include "ps/ps_van.h"
+#include "core/auth.h"
 #include "core/dev.h"
 #include "core/err.h"
 #include "core/log.h"

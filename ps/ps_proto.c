@@ -60,3 +60,17 @@ void ps_part_range(const ps_layout_t *l, size_t off, size_t n, size_t *k0, size_
     *k1 = (off + n - 1) / l->part_elems + 1;
     if (*k1 > l->nparts) *k1 = l->nparts;
 }
+
+void ps_auth_ctx(uint64_t job, int rank, unsigned char out[PS_AUTH_CTX_LEN])
+{
+    for (int i = 0; i < 8; i++) out[i] = (unsigned char)(job >> (8 * i));
+    for (int i = 0; i < 4; i++) out[8 + i] = (unsigned char)((uint32_t)rank >> (8 * i));
+}
+
+/* a partition's values (at most part_bytes, at least one element) plus room for the small frames
+ * (header, meta, optimizer config, error text) */
+int64_t ps_max_frame(size_t part_bytes)
+{
+    if (!part_bytes) part_bytes = PS_DEFAULT_PART_BYTES;
+    return (int64_t)part_bytes + 8 + 4096;
+}

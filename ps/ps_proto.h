@@ -12,6 +12,10 @@
  *   PARAMS server->worker  key, clock = version, count, dtype, aux flags        [values]
  *   ERROR  server->worker  key, clock of the request, aux = error code          [text]
  *   BYE    worker->server  (no payload)
+ *   HELLO  worker->server  aux PS_HELLO_KEEPALIVE: a waiting worker's keep-alive (no payload);
+ *          aux PS_HELLO_CHAL: [the worker's nonce] -> server answers HELLO [its nonce | its MAC];
+ *          aux PS_HELLO_PROOF: [the worker's MAC]. With a job secret (core/auth.h) a worker's messages
+ *          are accepted only after its proof: MACs over both nonces and ps_auth_ctx (job id, rank).
  * Every meta carries the tensor's total element count, so a server can check any key against the
  * layout both sides compute from it. */
 #ifndef SB_PS_PROTO_H
@@ -36,6 +40,16 @@ typedef struct {
     float    lr;         /* learning rate for this step */
     float    inv_scale;  /* AMP: 1 / loss scale */
 } ps_meta_t;
+
+/* HELLO kinds (header aux) */
+#define PS_HELLO_KEEPALIVE 0
+#define PS_HELLO_CHAL      1
+#define PS_HELLO_PROOF     2
+#define PS_AUTH_CTX_LEN    12
+/* The context every PS hello MAC covers: the job id (u64 LE) and the worker's claimed rank (u32 LE). */
+void ps_auth_ctx(uint64_t job, int rank, unsigned char out[PS_AUTH_CTX_LEN]);
+/* The largest frame a PS socket accepts (ZMQ_MAXMSGSIZE) for partitions of part_bytes. */
+int64_t ps_max_frame(size_t part_bytes);
 
 #define PS_ID_LEN 12     /* routing id of a worker's DEALER: "psw" + 1 pad + u32 rank + u32 tag */
 

@@ -17,8 +17,13 @@
  * Liveness: the last message time per worker. A worker that others wait on (pending pulls here) and
  * that stays silent for timeout/2 is dead: in sync mode (and for allreduce) the server fails with an
  * error naming its rank, tells every worker (WIRE_ERROR) and then waits for their BYEs; in async/ssp
- * mode it is dropped and logged. A WIRE_BYE marks a clean exit. */
+ * mode it is dropped and logged. A WIRE_BYE marks a clean exit.
+ * Authentication: with a job secret, a worker's messages are accepted only once its connection ran the
+ * HELLO challenge-response (ps_proto.h, s_on_auth); anything else from it is rejected (ERR_AUTH,
+ * counted) and touches no state, its liveness included. */
 #include "ps/ps_server_int.h"
+
+#define PS_FAIL_LINGER_NS 500000000ull /* after a failure: how long the error replies get to leave */
 
 /* ---------- small helpers ---------- */
 
@@ -231,6 +236,36 @@ static int s_all_gone(ps_server_t *self)
     return 1;
 }
 
+/* The HELLO handshake (ps_proto.h): a challenge is answered with our nonce and MAC; a proof over this
+ * worker's last challenge (used up either way) authenticates its connection. */
+static int s_on_auth(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m)
+{
+    wk_t *k = &self->wk[w];
+    unsigned char ctx[PS_AUTH_CTX_LEN];
+    ps_auth_ctx(self->job, w, ctx);
+    size_t want = h->aux == PS_HELLO_CHAL ? AUTH_NONCE_BYTES : AUTH_MAC_BYTES;
+    if (h->nframes != 1 || ps_van_size(m, 2) != want) REJ(ERR_PROTO, "hello of kind %d with a malformed payload", h->aux);
+    if (h->aux == PS_HELLO_CHAL) {
+        memcpy(k->nc, ps_van_data(m, 2), AUTH_NONCE_BYTES);
+        auth_challenge(k->ns);
+        k->chal = 1;
+        unsigned char out[AUTH_NONCE_BYTES + AUTH_MAC_BYTES];
+        memcpy(out, k->ns, AUTH_NONCE_BYTES);
+        auth_respond(&self->auth, "ps-server", k->nc, k->ns, ctx, sizeof ctx, out + AUTH_NONCE_BYTES);
+        wire_hdr_t r = {.type = WIRE_HELLO, .sender = (uint32_t)self->rank, .job = self->job, .dtype = DT_F32,
+                        .aux = PS_HELLO_CHAL, .nframes = 1};
+        ps_frame_t f = {out, sizeof out, 0, NULL, NULL};
+        pss_send(self, w, ident, idlen, &r, &f, 1);
+        return 0;
+    }
+    if (h->aux != PS_HELLO_PROOF) REJ(ERR_PROTO, "unknown hello kind %d", h->aux);
+    int ok = k->chal && auth_verify(&self->auth, "ps-client", k->nc, k->ns, ctx, sizeof ctx, ps_van_data(m, 2)) == 0;
+    k->chal = 0;
+    if (!ok) REJ(ERR_AUTH, "worker rank %d could not prove it knows the job secret: turned away", w);
+    k->authed = 1;
+    return 0;
+}
+
 static int s_on_message(ps_server_t *self, ps_vmsg_t *m)
 {
     int w = -1;
@@ -261,6 +296,10 @@ static int s_on_message(ps_server_t *self, ps_vmsg_t *m)
     w = claimed;
     wk_t *k = &self->wk[w];
     if (k->dead || k->bye) REJ(ERR_STATE, "worker %d already %s", w, k->dead ? "declared dead" : "said BYE");
+    if (hd.type == WIRE_HELLO && hd.aux != PS_HELLO_KEEPALIVE) return s_on_auth(self, w, ident, idlen, h, m);
+    if (self->auth.set && !k->authed)
+        REJ(ERR_AUTH, "a %s claiming worker rank %d, which has not proven it knows the job secret: turned away",
+            wire_type_name(hd.type), w);
     k->seen = 1;
     k->last_ns = now_ns();
     if (hd.type == WIRE_BYE) {
@@ -302,6 +341,7 @@ int ps_server_new(ps_server_t **self_p, const ps_server_cfg_t *cfg)
     if (self->cfg.timeout_ms <= 0) self->cfg.timeout_ms = cfg->comm->timeout_ms > 0 ? cfg->comm->timeout_ms : 60000;
     self->job = cfg->job;
     self->rank = cfg->comm->rank;
+    self->auth = cfg->comm->boot.auth;
     pthread_mutex_init(&self->mu, NULL);
     self->ids = calloc((size_t)cfg->nworkers, sizeof *self->ids);
     self->wk = calloc((size_t)cfg->nworkers, sizeof *self->wk);
@@ -310,7 +350,7 @@ int ps_server_new(ps_server_t **self_p, const ps_server_cfg_t *cfg)
         return ERR_NOMEM;
     }
     for (int w = 0; w < cfg->nworkers; w++) ps_routing_id(self->job, w, self->ids[w]);
-    self->router = ps_van_socket(cfg->zctx, ZMQ_ROUTER, self->cfg.timeout_ms);
+    self->router = ps_van_socket(cfg->zctx, ZMQ_ROUTER, self->cfg.timeout_ms, ps_max_frame(self->cfg.part_bytes));
     char addr[128], ep[256];
     int rc = boot_local_addr(&cfg->comm->boot, addr, sizeof addr);
     if (rc < 0) {
@@ -372,12 +412,14 @@ static int s_loop(ps_server_t *self, void *pipe)
         }
         s_check_liveness(self);
         uint64_t to_ns = (uint64_t)self->cfg.timeout_ms * 1000000ull;
+        /* after a failure the error replies only need a moment to leave: wait for BYEs no longer */
+        uint64_t fail_to_ns = to_ns < PS_FAIL_LINGER_NS ? to_ns : PS_FAIL_LINGER_NS;
         if (pipe) {
             /* actor: leave once told to and every worker is gone (their replies delivered) */
-            if (stopping && (s_all_gone(self) || now_ns() - stop_ns > to_ns)) break;
+            if (stopping && (s_all_gone(self) || now_ns() - stop_ns > (self->failed ? fail_to_ns : to_ns))) break;
         } else {
             if (s_all_gone(self)) break;
-            if (self->failed && now_ns() - self->fail_ns > to_ns) break;
+            if (self->failed && now_ns() - self->fail_ns > fail_to_ns) break;
         }
     }
     if (self->failed) return err_set(self->failed, "ps server %d (rank %d): %s", self->cfg.index, self->rank,
@@ -448,6 +490,7 @@ void ps_server_destroy(ps_server_t **self_p)
     free(self->arslots);
     free(self->ids);
     free(self->wk);
+    auth_wipe(&self->auth);
     pthread_mutex_destroy(&self->mu);
     free(self);
     *self_p = NULL;

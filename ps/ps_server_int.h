@@ -7,6 +7,7 @@
 #include "ps/ps_proto.h"
 #include "ps/ps_van.h"
 #include "ps/ps.h"
+#include "core/auth.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/mem.h"
@@ -78,12 +79,15 @@ typedef struct {
     uint64_t last_ns;
     int seen, bye, dead;
     int npend;                /* pulls of this worker pending here */
+    int chal, authed;         /* hello: a challenge answered (nonces below); its proof accepted */
+    unsigned char nc[AUTH_NONCE_BYTES], ns[AUTH_NONCE_BYTES];
 } wk_t;
 
 struct ps_server {
     ps_server_cfg_t cfg;
     uint64_t job;
     int rank;
+    auth_t auth;              /* the job secret (none: every worker counts as authenticated) */
     void *router;
     char endpoint[256];
     char inproc[64];

@@ -5,11 +5,13 @@
 #include <errno.h>
 #include <string.h>
 
-void *ps_van_socket(void *ctx, int type, int timeout_ms)
+void *ps_van_socket(void *ctx, int type, int timeout_ms, int64_t max_frame)
 {
     void *s = zmq_socket(ctx, type);
     if (!s) return NULL;
-    int zero = 0, hwm = 100000, to = timeout_ms > 0 ? timeout_ms : -1, one = 1;
+    int64_t per = (int64_t)1 << 30, n = max_frame > 0 ? per / max_frame : 100000;
+    int zero = 0, hwm = (int)(n < 1024 ? 1024 : n > 100000 ? 100000 : n), to = timeout_ms > 0 ? timeout_ms : -1, one = 1;
+    if (max_frame > 0) zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max_frame, sizeof max_frame);
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof hwm);
     zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof hwm);

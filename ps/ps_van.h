@@ -29,8 +29,10 @@ typedef struct {
     size_t bytes;
 } ps_vmsg_t;
 
-/* Socket with LINGER 0, the send timeout, high-water marks sized for partition traffic. */
-void *ps_van_socket(void *ctx, int type, int timeout_ms);
+/* Socket with LINGER 0, the send timeout, ZMQ_MAXMSGSIZE max_frame (a peer cannot make us allocate
+ * more for one frame: the connection is dropped instead), and finite high-water marks: about 1 GiB of
+ * max_frame messages per peer and direction, at least 1024 and at most 100000 messages. */
+void *ps_van_socket(void *ctx, int type, int timeout_ms, int64_t max_frame);
 /* Send [ident][header encoded from h][frames...] (ident NULL for a DEALER). Adds bytes to *sent.
  * Returns 0, ERR_TIMEOUT (send timed out), ERR_PEER (unroutable peer) or ERR_IO. */
 int  ps_van_send(void *sock, const void *ident, size_t ident_len, const wire_hdr_t *h,

@@ -131,6 +131,15 @@ Test(harness, bad_flags_are_named, .timeout = 30)
     snprintf(cmd, sizeof cmd, "%s bench --sizes 64M:4K", g_harness);
     cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
     cr_expect(strstr(out, "--sizes") != NULL, "%s", out);
+    const char *never_ending[] = {"0", "0:4K", "inf", "nan:1M", "1e400"}; /* looped forever before */
+    for (int i = 0; i < 5; i++) {
+        snprintf(cmd, sizeof cmd, "timeout 10 %s bench --engine ring --sizes %s --iters 1", g_harness, never_ending[i]);
+        cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2, "--sizes %s: %s", never_ending[i], out);
+        cr_expect(strstr(out, "--sizes") != NULL, "%s", out);
+    }
+    snprintf(cmd, sizeof cmd, "%s bench --engine ring --sizes 1001 --iters 1", g_harness);
+    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
+    cr_expect(strstr(out, "rounded") != NULL, "a size that is not whole elements is rounded silently:\n%s", out);
     snprintf(cmd, sizeof cmd, "%s frobnicate", g_harness);
     cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
     cr_expect(strstr(out, "unknown mode") != NULL, "%s", out);
@@ -150,6 +159,10 @@ Test(harness, full_disk_loses_nothing, .timeout = 60)
     int rc = s_run(cmd, out, sizeof out, NULL);
     cr_expect_neq(rc, 0, "a results file that cannot be written must fail the run:\n%s", out);
     cr_expect(strstr(out, "no space") != NULL || strstr(out, "No space") != NULL, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s train --engine ring --procs 2 --steps 1 --warmup-steps 0 --json /dev/full", g_harness);
+    rc = s_run(cmd, out, sizeof out, NULL);
+    cr_expect_neq(rc, 0, "train: a results file that cannot be written must fail the run:\n%s", out);
+    cr_expect(strstr(out, "No space") != NULL, "%s", out);
 }
 
 /* Two ranks started by hand with an init method, as srun/mpirun/torchrun users do. */
@@ -226,4 +239,88 @@ Test(harness, unreachable_master_times_out, .timeout = 60)
     cr_expect_neq(rc, 0);
     cr_expect(strstr(out, "could not reach") != NULL, "%s", out);
     cr_expect(secs < 8, "took %.1f s for a 2 s timeout", secs);
+}
+
+Test(harness, require_auth_without_a_secret_fails_clearly, .timeout = 30)
+{
+    s_find();
+    char cmd[2048], out[8192];
+    snprintf(cmd, sizeof cmd, "env -u SYNCBENCH_JOB_SECRET -u SYNCBENCH_JOB_SECRET_FILE %s bench --engine ring "
+             "--sizes 4K --iters 1 --require-auth", g_harness);
+    int rc = s_run(cmd, out, sizeof out, NULL);
+    cr_expect_eq(rc, 1, "%s", out);
+    cr_expect(strstr(out, "no secret and authentication is required") != NULL, "%s", out);
+    /* the launcher makes one for a single node: the same command over --procs runs */
+    snprintf(cmd, sizeof cmd, "env -u SYNCBENCH_JOB_SECRET -u SYNCBENCH_JOB_SECRET_FILE %s bench --engine ps --procs 2 "
+             "--sizes 4K --iters 1 --require-auth", g_harness);
+    rc = s_run(cmd, out, sizeof out, NULL);
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "no secret") == NULL, "%s", out);
+}
+
+/* The "parameters after step N: checksum X" line of rank 0's output for step `step`, or "". */
+static void s_checksum_of(const char *out, unsigned long long step, char *sum, size_t len)
+{
+    char want[64];
+    snprintf(want, sizeof want, "parameters after step %llu: checksum ", step);
+    const char *p = strstr(out, want);
+    sum[0] = '\0';
+    if (p) snprintf(sum, len, "%.16s", p + strlen(want));
+}
+
+/* For every engine: 20 steps (warm-up included) + --save, then --resume and 20 more, equals 40 steps bit
+ * for bit. The PS keeps momentum on its servers: a stateless SGD there, and a clear refusal with momentum. */
+Test(harness, save_resume_equals_one_run_for_every_engine, .timeout = 240)
+{
+    s_find();
+    const char *engines[] = {"ring", "tree", "ps"};
+    char ck[] = "/tmp/sb-ckpt-XXXXXX", cmd[2048], out[1 << 16], a[32], b[32];
+    close(mkstemp(ck));
+    const char *common = "--procs 2 --model mlp:784-32-10 --batch 32 --warmup-steps 5 --seed 7";
+    for (int i = 0; i < 3; i++) {
+        const char *optim = strcmp(engines[i], "ps") ? "sgd:lr=0.05,momentum=0.9" : "sgd:lr=0.05,momentum=0";
+        snprintf(cmd, sizeof cmd, "%s train --engine %s %s --optim %s --steps 15 --save %s", g_harness, engines[i],
+                 common, optim, ck);
+        int rc = s_run(cmd, out, sizeof out, NULL);
+        cr_assert_eq(rc, 0, "%s --save: exit %d\n%s", engines[i], rc, out);
+        snprintf(cmd, sizeof cmd, "%s train --engine %s %s --optim %s --steps 15 --resume %s", g_harness, engines[i],
+                 common, optim, ck);
+        rc = s_run(cmd, out, sizeof out, NULL);
+        cr_assert_eq(rc, 0, "%s --resume: exit %d\n%s", engines[i], rc, out);
+        s_checksum_of(out, 40, a, sizeof a);
+        snprintf(cmd, sizeof cmd, "%s train --engine %s %s --optim %s --steps 35", g_harness, engines[i], common, optim);
+        rc = s_run(cmd, out, sizeof out, NULL);
+        cr_assert_eq(rc, 0, "%s 40 steps: exit %d\n%s", engines[i], rc, out);
+        s_checksum_of(out, 40, b, sizeof b);
+        cr_expect(a[0] && !strcmp(a, b), "%s: 20 + 20 steps give %s, 40 steps give %s", engines[i], a, b);
+    }
+    snprintf(cmd, sizeof cmd, "%s train --engine ps %s --optim sgd:lr=0.05,momentum=0.9 --steps 2 --save %s", g_harness,
+             common, ck);
+    int rc = s_run(cmd, out, sizeof out, NULL);
+    cr_expect_neq(rc, 0, "ps with momentum saved a checkpoint without its optimizer state:\n%s", out);
+    cr_expect(strstr(out, "lives on its servers") != NULL, "%s", out);
+    unlink(ck);
+}
+
+/* The small ones users met: bench --quiet still prints its table; busbw is 0 at P = 1; --straggler names a
+ * rank that is not there; warm-up overflow skips count in skipped_steps; the header's bucket wording;
+ * progress lines say whose loss they show. */
+Test(harness, user_visible_details, .timeout = 120)
+{
+    s_find();
+    char cmd[2048], out[1 << 15];
+    snprintf(cmd, sizeof cmd, "%s bench --engine ring --procs 1 --sizes 4K --iters 2 --quiet --json -", g_harness);
+    cr_assert_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
+    cr_expect(strstr(out, "algbw") && strstr(out, "          4096 "), "bench --quiet printed no table:\n%s", out);
+    cr_expect(strstr(out, "\"busbw_gbs\":0.000000,") != NULL, "busbw at P = 1 must be 0:\n%s", out);
+    snprintf(cmd, sizeof cmd, "%s train --engine ring --procs 2 --steps 1 --straggler 5:10", g_harness);
+    int rc = s_run(cmd, out, sizeof out, NULL);
+    cr_expect(rc != 0 && strstr(out, "--straggler") != NULL, "a straggler rank >= world was accepted (%d):\n%s", rc, out);
+    snprintf(cmd, sizeof cmd, "%s train --engine ring --procs 2 --grad-dtype f16 --model mlp:784-32-10 --batch 32 "
+             "--optim sgd:lr=1e8 --warmup-steps 5 --steps 1 --json -", g_harness);
+    cr_assert_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
+    const char *sk = strstr(out, "\"skipped_steps\": ");
+    cr_expect(sk && atoi(sk + 17) >= 4, "warm-up overflow skips not counted:\n%s", sk ? sk : out);
+    cr_expect(strstr(out, "closed at >= 25 MiB") && !strstr(out, "of <= "), "bucket wording:\n%s", out);
+    cr_expect(strstr(out, "rank 0 loss") != NULL, "progress lines do not say whose loss:\n%s", out);
 }

@@ -366,3 +366,134 @@ Test(launch, multi_node_ranks, .timeout = 20)
     free(out); free(err);
     s_done(&run);
 }
+
+/* The NUL-separated file /proc/PID/NAME into buf (NULs kept); its length, or -1. */
+static ssize_t s_proc_file(pid_t pid, const char *name, char *buf, size_t cap)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, cap - 1);
+    close(fd);
+    if (n >= 0) buf[n] = '\0';
+    return n;
+}
+
+/* The value of SYNCBENCH_JOB_SECRET in pid's environment into out ("" when absent). */
+static void s_secret_of(pid_t pid, char *out, size_t len)
+{
+    static char buf[1 << 17];
+    ssize_t n = s_proc_file(pid, "environ", buf, sizeof buf);
+    out[0] = '\0';
+    for (ssize_t off = 0; n > 0 && off < n; off += (ssize_t)strlen(buf + off) + 1)
+        if (!strncmp(buf + off, "SYNCBENCH_JOB_SECRET=", 21)) snprintf(out, len, "%s", buf + off + 21);
+}
+
+/* memmem over a NUL-separated buffer */
+static int s_has(const char *buf, ssize_t n, const char *needle)
+{
+    size_t l = strlen(needle);
+    for (ssize_t i = 0; n > 0 && i + (ssize_t)l <= n; i++)
+        if (!memcmp(buf + i, needle, l)) return 1;
+    return 0;
+}
+
+Test(launch, ranks_get_a_secret_in_their_environment_only, .timeout = 20)
+{
+    s_run_t run;
+    const char *env[] = {"SYNCBENCH_SELFTEST_SLEEP_MS=1500", NULL};
+    const char *args[] = {"selftest", "--procs", "2", NULL};
+    s_start(&run, env, args);
+    pid_t pids[2];
+    cr_assert(s_wait_ranks(&run, 2, 5000, pids), "ranks did not start");
+    char s0[200], s1[200], mine[200];
+    s_secret_of(pids[0], s0, sizeof s0);
+    s_secret_of(pids[1], s1, sizeof s1);
+    s_secret_of(run.pid, mine, sizeof mine);
+    cr_expect_eq(strlen(s0), 64, "rank environment has no 256-bit SYNCBENCH_JOB_SECRET: '%s'", s0);
+    cr_expect_str_eq(s0, s1, "the ranks of one job have different secrets");
+    cr_expect_str_empty(mine, "the launcher's own environment holds the secret");
+    static char buf[1 << 16];
+    pid_t who[3] = {pids[0], pids[1], run.pid};
+    for (int i = 0; i < 3 && s0[0]; i++) {
+        ssize_t n = s_proc_file(who[i], "cmdline", buf, sizeof buf);
+        cr_expect(n > 0 && !s_has(buf, n, s0), "the secret is on the command line of pid %d", (int)who[i]);
+    }
+    cr_assert(s_wait(&run, 15000) >= 0);
+    cr_expect(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0);
+    /* a second launch gets another secret */
+    s_run_t again;
+    s_start(&again, env, args);
+    cr_assert(s_wait_ranks(&again, 2, 5000, pids), "ranks did not start");
+    s_secret_of(pids[0], s1, sizeof s1);
+    cr_expect(strlen(s1) == 64 && strcmp(s0, s1), "two launches share a secret");
+    cr_assert(s_wait(&again, 15000) >= 0);
+    s_done(&run);
+    s_done(&again);
+}
+
+Test(launch, multi_node_require_auth_needs_a_secret, .timeout = 20)
+{
+    s_run_t run;
+    const char *env[] = {"SYNCBENCH_SELFTEST_SLEEP_MS=50", NULL};
+    const char *args[] = {"selftest", "--procs", "1", "--nnodes", "2", "--node-rank", "1",
+                          "--master", "127.0.0.1:29999", "--require-auth", NULL};
+    s_start(&run, env, args);
+    cr_assert(s_wait(&run, 10000) >= 0);
+    char *err = s_slurp(run.err_path);
+    cr_expect(WIFEXITED(run.status) && WEXITSTATUS(run.status) != 0, "launched without a secret:\n%s", err);
+    cr_expect(strstr(err, "SYNCBENCH_JOB_SECRET") && !strstr(err, "selftest: rank"), "stderr:\n%s", err);
+    free(err);
+    s_done(&run);
+    /* with one in the environment, every node's ranks get that one */
+    static const char hex[] = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+    const char *env2[] = {"SYNCBENCH_SELFTEST_SLEEP_MS=1500", "SYNCBENCH_JOB_SECRET=" "00112233445566778899aabbccddeeff"
+                          "00112233445566778899aabbccddeeff", NULL};
+    s_start(&run, env2, args);
+    pid_t pid;
+    cr_assert(s_wait_ranks(&run, 1, 5000, &pid), "ranks did not start");
+    char s[200];
+    s_secret_of(pid, s, sizeof s);
+    cr_expect_str_eq(s, hex);
+    cr_assert(s_wait(&run, 10000) >= 0);
+    cr_expect(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0);
+    s_done(&run);
+}
+
+/* The RANK in pid's environment, or -1. */
+static int s_rank_of(pid_t pid)
+{
+    static char buf[1 << 17];
+    ssize_t n = s_proc_file(pid, "environ", buf, sizeof buf);
+    for (ssize_t off = 0; n > 0 && off < n; off += (ssize_t)strlen(buf + off) + 1)
+        if (!strncmp(buf + off, "RANK=", 5)) return atoi(buf + off + 5);
+    return -1;
+}
+
+/* A rank stopped with SIGSTOP: its peer gives up after --timeout and leaves at once (no final barrier,
+ * no waiting for the stopped rank to leave the store), and the launcher names the stopped rank. */
+Test(launch, stopped_rank_is_named_and_the_survivor_leaves_fast, .timeout = 40)
+{
+    s_run_t run;
+    const char *args[] = {"bench", "--engine", "ring", "--procs", "2", "--sizes", "4K", "--iters", "1000000",
+                          "--timeout", "3", NULL};
+    s_start(&run, NULL, args);
+    pid_t pids[2];
+    cr_assert(s_wait_ranks(&run, 2, 5000, pids), "ranks did not start");
+    usleep(1500000); /* joined and running */
+    pid_t victim = s_rank_of(pids[0]) == 1 ? pids[0] : pids[1];
+    cr_assert_eq(s_rank_of(victim), 1);
+    long long t0 = s_now_ms();
+    kill(victim, SIGSTOP);
+    cr_assert(s_wait(&run, 30000) >= 0, "launcher did not finish");
+    long long ms = s_now_ms() - t0;
+    char *err = s_slurp(run.err_path);
+    cr_expect(WIFEXITED(run.status) && WEXITSTATUS(run.status) != 0, "status %d:\n%s", run.status, err);
+    cr_expect(strstr(err, "rank 1 was stopped") != NULL, "the stopped rank is not named:\n%s", err);
+    /* 3 s timeout + leaving at once + the launcher's 2 s grace; before: + 5 s barrier + 3 s store wait */
+    cr_expect(ms < 7500, "the job took %lld ms to end after its peer stopped:\n%s", ms, err);
+    cr_expect_eq(s_leftovers(&run), 0);
+    free(err);
+    s_done(&run);
+}

@@ -402,3 +402,45 @@ Test(stats, median_and_percentile)
     cr_assert_eq(h_pct(c, 10, 100), 10.0);
     cr_assert_eq(h_pct(c, 0, 50), 0.0);
 }
+
+/* Result lines have no length limit: a 300-rank array and a 5000-character command line round-trip. */
+Test(jsonl_write, per_rank_arrays_and_command_line_have_no_cap)
+{
+    enum { R = 300 };
+    uint64_t mem[R];
+    double sps[R];
+    for (int r = 0; r < R; r++) {
+        mem[r] = 1000000000ull + (uint64_t)r * 7919u;
+        sps[r] = 1234.5 + r * 0.25;
+    }
+    char *argv[3], arg[5000];
+    memset(arg, 'x', sizeof arg - 1);
+    arg[sizeof arg - 1] = '\0';
+    arg[10] = '"';
+    argv[0] = "harness";
+    argv[1] = "--json";
+    argv[2] = arg;
+    h_meta_t m;
+    memset(&m, 0, sizeof m);
+    m.argc = 3;
+    m.argv = argv;
+    char *a = h_json_u64_list(mem, R), *b = h_json_f64_list(sps, R, 3), *c = h_meta_cmdline_json(&m), *line = NULL;
+    cr_assert(a && b && c);
+    int n = asprintf(&line, "{\"mem_peak_bytes\": %s, \"samples_per_s_rank\": %s, \"cmdline\": %s}", a, b, c);
+    cr_assert(n > 0);
+    h_jobj_t obj;
+    memset(&obj, 0, sizeof obj);
+    char err[256];
+    cr_assert_eq(h_jparse(line, (size_t)n, &obj, err, sizeof err), 0, "%s", err);
+    const h_jfield_t *f = h_jget(&obj, "mem_peak_bytes"), *g = h_jget(&obj, "samples_per_s_rank");
+    cr_assert(f && f->type == HJ_ARR && f->n == R, "mem_peak_bytes has %zu values", f ? f->n : 0);
+    cr_assert(g && g->type == HJ_ARR && g->n == R);
+    for (int r = 0; r < R; r++) {
+        cr_expect_eq((uint64_t)f->arr[r], mem[r]);
+        cr_expect_eq(g->arr[r], sps[r]);
+    }
+    const char *cmd = h_jstr(&obj, "cmdline", "");
+    cr_expect_eq(strlen(cmd), strlen("harness --json ") + strlen(arg), "command line cut to %zu", strlen(cmd));
+    h_jfree(&obj);
+    free(a); free(b); free(c); free(line);
+}
