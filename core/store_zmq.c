@@ -24,6 +24,7 @@
  * ZMQ_MAXMSGSIZE and finite high-water marks on both sockets, so a peer cannot size our allocations. */
 #include "core/boot.h"
 #include "core/store.h"
+#include "core/store_zmq_int.h"
 #include "core/auth.h"
 #include "core/hash.h"
 #include "core/err.h"
@@ -804,3 +805,47 @@ const store_ops_t store_zmq_ops = {
     .name = "zmq", .open = s_zmq_open, .hello = s_zmq_hello, .wait_all = s_zmq_wait_all, .set = s_zmq_set,
     .get = s_zmq_get, .add = s_zmq_add, .del = s_zmq_del, .destroy = s_zmq_destroy,
 };
+
+/* ---------------- fuzzing entry points (core/store_zmq_int.h; fuzz/fuzz_store.c) ---------------- */
+
+int store_zmq_srv_new(struct server **out, int world, const char *job, const auth_t *auth)
+{
+    if (!out || world < 1 || !job) return err_set(ERR_INVAL, "store_zmq_srv_new: bad arguments");
+    server_t *s = calloc(1, sizeof *s);
+    if (!s) return ERR_NOMEM;
+    s->world = world;
+    if (auth) s->auth = *auth;
+    s->timeout_ms = 1000;
+    snprintf(s->job, sizeof s->job, "%s", job);
+    s->rid = calloc((size_t)world, sizeof *s->rid);
+    s->rlen = calloc((size_t)world, sizeof *s->rlen);
+    s->joined = calloc((size_t)world, 1);
+    s->left = calloc((size_t)world, 1);
+    if (!s->rid || !s->rlen || !s->joined || !s->left) { s_server_free(s); return ERR_NOMEM; }
+    *out = s;                                /* router NULL: zmq_send fails (ENOTSOCK), replies are dropped */
+    return 0;
+}
+
+void store_zmq_srv_feed(struct server *s, const void *const *frames, const size_t *lens, int nframes)
+{
+    mp_t mp = {.n = 0, .extra = 0};
+    for (int i = 0; i < nframes; i++) {
+        if (mp.n == MP_MAX) { mp.extra++; continue; }
+        if (zmq_msg_init_size(&mp.m[mp.n], lens[i]) != 0) break;
+        if (lens[i]) memcpy(zmq_msg_data(&mp.m[mp.n]), frames[i], lens[i]);
+        mp.n++;
+    }
+    s_handle(s, &mp);
+    s_mp_close(&mp);
+    s_wake(s);
+}
+
+int store_zmq_srv_joined(const struct server *s) { return s->njoined; }
+size_t store_zmq_srv_keys(const struct server *s) { return s->map.n; }
+
+void store_zmq_srv_destroy(struct server **s)
+{
+    if (!s || !*s) return;
+    s_server_free(*s);
+    *s = NULL;
+}
