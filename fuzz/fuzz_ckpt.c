@@ -47,6 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ckpt_t c;
     memset(&c, 0x5a, sizeof c);
     int rc = ckpt_read(path, &c);
+    if (fuzz_verbose) fprintf(stderr, "ckpt: mode %u: rc %d\n", data[0], rc);
     if (rc == 0) {
         uint32_t hb;
         memcpy(&hb, file + 12, 4);
