@@ -68,6 +68,7 @@ run: deps
 test: deps
 	@$(MAKE) --no-print-directory all
 	@scripts/run-tests $(BUILD)/tests
+	@$(MAKE) --no-print-directory fuzz-short
 
 paper:
 	@$(MAKE) --no-print-directory -C paper
@@ -85,3 +86,55 @@ $(BUILD)/peers/mpi_allreduce: peers/mpi_allreduce.c
 
 # The gradient profiles are built into the binary (.incbin in trainer/workload.c).
 $(BUILD)/obj/trainer/workload.o: $(wildcard workloads/*.tsv)
+
+# Fuzzing (fuzz/): libFuzzer targets built with clang, host-only, with ASan + UBSan, into $(FUZZ_BUILD).
+# `make fuzz` runs each target FUZZ_SECONDS on its committed seed corpus fuzz/corpus/NAME (new inputs go to
+# $(FUZZ_BUILD)/corpus/NAME, crashes to $(FUZZ_BUILD)/crashes/) and prints executions and coverage;
+# `make fuzz-short` is the short pass `make test` runs (skipped, saying why, without clang's libFuzzer);
+# `make fuzz-corpus` rewrites the generated seeds with the project's own writers (fuzz/mkcorpus.c).
+FUZZ_CC ?= clang
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_SHORT_SECONDS ?= 4
+FUZZ_NAMES := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+# clang 14 does not know every CPU feature name gcc does (f16c): the fuzz build takes the portable kernels
+FUZZ_SAN += '-D__builtin_cpu_supports(f)=0'
+FUZZ_CFLAGS = -std=c11 -O1 -g -Wall -Wextra -Werror -D_GNU_SOURCE -I. $(shell pkg-config --cflags $(PKGS) 2>/dev/null) \
+              -pthread $(FUZZ_SAN) -MMD -MP
+FUZZ_LDLIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm -lrt
+FUZZ_LIB_C := $(filter-out %_cuda.c,$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))) harness/jsonl.c
+FUZZ_LIB := $(FUZZ_BUILD)/libsyncbench-fuzz.a
+FUZZ_OK = $(shell printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' | \
+            $(FUZZ_CC) -fsanitize=fuzzer -x c - -o /dev/null >/dev/null 2>&1 && echo 1)
+FUZZ_WHY = $(FUZZ_CC) cannot build libFuzzer targets (-fsanitize=fuzzer); install clang and libclang-rt-dev (make deps)
+
+.PHONY: fuzz fuzz-short fuzz-build fuzz-corpus
+fuzz-build: $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
+
+fuzz:
+	@[ -n "$(FUZZ_OK)" ] || { echo "fuzz: $(FUZZ_WHY)" >&2; exit 1; }
+	@$(MAKE) --no-print-directory fuzz-build
+	@fuzz/run $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_NAMES)
+
+fuzz-short:
+	@if [ -z "$(FUZZ_OK)" ]; then echo "fuzz: short pass skipped: $(FUZZ_WHY)"; else \
+	  $(MAKE) --no-print-directory fuzz-build && fuzz/run $(FUZZ_BUILD) $(FUZZ_SHORT_SECONDS) $(FUZZ_NAMES); fi
+
+fuzz-corpus: $(FUZZ_BUILD)/mkcorpus
+	$(FUZZ_BUILD)/mkcorpus fuzz/corpus
+
+$(FUZZ_BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+
+$(FUZZ_LIB): $(FUZZ_LIB_C:%.c=$(FUZZ_BUILD)/obj/%.o)
+	$(AR) rcs $@ $^
+
+$(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(FUZZ_LIB)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB) $(FUZZ_LDLIBS)
+
+$(FUZZ_BUILD)/mkcorpus: fuzz/mkcorpus.c fuzz/fuzz.h $(FUZZ_LIB)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -o $@ $< $(FUZZ_LIB) $(FUZZ_LDLIBS)
+
+-include $(FUZZ_LIB_C:%.c=$(FUZZ_BUILD)/obj/%.d)

@@ -2,6 +2,7 @@
  * protocol): the key-value map, the waiters, one handler per op, the authentication of HELLOs, and the
  * thread that serves the ROUTER; plus the message helpers the client shares (core/store_zmq.h). */
 #include "core/store_zmq.h"
+#include "core/store_zmq_int.h"
 #include "core/store.h"
 #include "core/auth.h"
 #include "core/hash.h"
@@ -542,4 +543,48 @@ void szmq_server_stop(server_t **sp, int abort)
     pthread_join(s->thr, NULL);
     s_server_free(s);
     *sp = NULL;
+}
+
+/* ---------------- fuzzing entry points (core/store_zmq_int.h; fuzz/fuzz_store.c) ---------------- */
+
+int store_zmq_srv_new(struct server **out, int world, const char *job, const auth_t *auth)
+{
+    if (!out || world < 1 || !job) return err_set(ERR_INVAL, "store_zmq_srv_new: bad arguments");
+    server_t *s = calloc(1, sizeof *s);
+    if (!s) return ERR_NOMEM;
+    s->world = world;
+    if (auth) s->auth = *auth;
+    s->timeout_ms = 1000;
+    snprintf(s->job, sizeof s->job, "%s", job);
+    s->rid = calloc((size_t)world, sizeof *s->rid);
+    s->rlen = calloc((size_t)world, sizeof *s->rlen);
+    s->joined = calloc((size_t)world, 1);
+    s->left = calloc((size_t)world, 1);
+    if (!s->rid || !s->rlen || !s->joined || !s->left) { s_server_free(s); return ERR_NOMEM; }
+    *out = s;                                /* router NULL: zmq_send fails (ENOTSOCK), replies are dropped */
+    return 0;
+}
+
+void store_zmq_srv_feed(struct server *s, const void *const *frames, const size_t *lens, int nframes)
+{
+    mp_t mp = {.n = 0, .extra = 0};
+    for (int i = 0; i < nframes; i++) {
+        if (mp.n == MP_MAX) { mp.extra++; continue; }
+        if (zmq_msg_init_size(&mp.m[mp.n], lens[i]) != 0) break;
+        if (lens[i]) memcpy(zmq_msg_data(&mp.m[mp.n]), frames[i], lens[i]);
+        mp.n++;
+    }
+    s_handle(s, &mp);
+    szmq_mp_close(&mp);
+    s_wake(s);
+}
+
+int store_zmq_srv_joined(const struct server *s) { return s->njoined; }
+size_t store_zmq_srv_keys(const struct server *s) { return s->map.n; }
+
+void store_zmq_srv_destroy(struct server **s)
+{
+    if (!s || !*s) return;
+    s_server_free(*s);
+    *s = NULL;
 }

@@ -18,6 +18,7 @@
  * ERR_PEER naming the rank. A peer whose queue holds TCP_QUEUE_SLOTS x slots segments is not read
  * until the caller takes some (TCP flow control holds the sender back), so no peer sizes our memory. */
 #include "core/tp_backend.h"
+#include "core/tp_tcp_int.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/timer.h"
@@ -553,3 +554,82 @@ const tp_backend_t tp_backend_tcp = {
     .recv_acquire = s_recv_acquire,
     .recv_release = s_recv_release,
 };
+
+/* ---------------- fuzzing entry point (core/tp_tcp_int.h; fuzz/fuzz_tcp.c) ---------------- */
+
+_Static_assert(TP_TCP_HELLO_MAGIC == HELLO_MAGIC, "tp_tcp_int.h and tp_tcp.c disagree on the hello magic");
+
+/* Take the oldest queued segment from peer as recv_acquire does (without its wait) and release it. */
+static void s_fuzz_take(tcp_t *self, int peer, tp_tcp_fuzz_t *cfg)
+{
+    speer_t *p = &self->p[peer];
+    p->acq = p->qhead;
+    p->qlen--;
+    p->qhead = p->acq->next;
+    if (!p->qhead) p->qtail = NULL;
+    p->acq->next = NULL;
+    if (cfg->on_seg) cfg->on_seg(cfg->arg, p->acq->data, p->acq->len);
+    size_t len;
+    s_recv_release(self, peer, &len);
+}
+
+/* Rank 1 of 3 with no listener: its peer's end of an AF_UNIX socket pair stands for the connection
+ * (accepted: a pending hello; connected: awaiting the reply), data is written in cfg->chunk pieces with
+ * a round of the real s_accept / s_read_peer after each, one queued segment is taken per round. */
+int tp_tcp_fuzz_feed(const void *data, size_t len, tp_tcp_fuzz_t *cfg)
+{
+    tcp_t *self = calloc(1, sizeof *self);
+    if (!self) return ERR_NOMEM;
+    void *be = self;
+    self->rank = 1;
+    self->world = 3;
+    self->slot = cfg->slot;
+    self->qmax = TCP_QUEUE_SLOTS * cfg->slots;
+    if (cfg->auth) self->auth = *cfg->auth;
+    self->lfd = -1;
+    snprintf(self->prefix, sizeof self->prefix, "%s", TP_TCP_FUZZ_PREFIX);
+    for (const char *c = self->prefix; *c; c++) self->nonce = self->nonce * 131 + (unsigned char)*c;
+    int sv[2] = {-1, -1}, rc = 0, peer = cfg->connector ? 2 : 0;
+    if (!(self->p = calloc((size_t)self->world, sizeof(speer_t)))) { s_destroy(&be); return ERR_NOMEM; }
+    for (int r = 0; r < self->world; r++) self->p[r].fd = -1;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 || s_nonblock(sv[0]) < 0 || s_nonblock(sv[1]) < 0) {
+        rc = err_set(ERR_SYS, "socketpair: %s", strerror(errno));
+        if (sv[0] >= 0) { close(sv[0]); close(sv[1]); }
+        s_destroy(&be);
+        return rc;
+    }
+    if (cfg->connector) {
+        self->p[peer].fd = sv[0];
+        self->p[peer].await_reply = 1;            /* Nc: zeros (calloc) */
+    } else {
+        self->pend[self->npend++] = (pending_t){.fd = sv[0]};
+    }
+    const unsigned char *d = data;
+    size_t off = 0, chunk = cfg->chunk ? cfg->chunk : 1;
+    cfg->accepted = 0;
+    /* every round writes, reads or takes something, so 3 x len rounds are more than enough */
+    for (size_t round = 0; rc == 0 && round < 3 * len + 64; round++) {
+        size_t n = len - off < chunk ? len - off : chunk;
+        ssize_t w = n ? write(sv[1], d + off, n) : 0;   /* non-blocking: a full socket waits for reads */
+        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            rc = err_set(ERR_SYS, "write: %s", strerror(errno));
+            break;
+        }
+        if (w > 0 && (off += (size_t)w) == len) shutdown(sv[1], SHUT_WR);
+        if (len == 0 && round == 0) shutdown(sv[1], SHUT_WR);
+        speer_t *p = &self->p[peer];
+        if (self->npend) {
+            rc = s_accept(self);
+            if (!self->npend && p->fd < 0) break;     /* turned away */
+            continue;
+        }
+        if (p->fd < 0) break;
+        rc = s_read_peer(self, peer);
+        if (!p->await_reply) cfg->accepted = 1;   /* the hello was accepted, or the reply checked */
+        if (p->qhead) s_fuzz_take(self, peer, cfg);
+    }
+    while (self->p[peer].qhead) s_fuzz_take(self, peer, cfg);   /* what was queued before the end */
+    close(sv[1]);
+    s_destroy(&be);
+    return rc;
+}

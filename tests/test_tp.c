@@ -387,8 +387,9 @@ static int s_intruder_rank(int rank, int world, void *arg)
             s_forged_tcp_hello(tp, 0, 1, hello, 0);
             uint64_t hdr = sizeof fake;
             if ((fd = s_tcp_connect(ep)) < 0) return s_fail(rank, "intruder connect", ERR_PEER);
-            if (write(fd, hello, sizeof hello) != (ssize_t)sizeof hello || write(fd, &hdr, 8) != 8 ||
-                write(fd, fake, sizeof fake) != (ssize_t)sizeof fake)
+            /* MSG_NOSIGNAL: the real rank may already have thrown the intruder out (no SIGPIPE) */
+            if (send(fd, hello, sizeof hello, MSG_NOSIGNAL) != (ssize_t)sizeof hello || send(fd, &hdr, 8, MSG_NOSIGNAL) != 8 ||
+                send(fd, fake, sizeof fake, MSG_NOSIGNAL) != (ssize_t)sizeof fake)
                 fprintf(stderr, "rank 0: intruder writes cut short (fine: it was thrown out)\n");
         } else {
             zctx = zmq_ctx_new();
