@@ -32,7 +32,8 @@ int  h_netem_new(h_netem_t **self_p, const h_netem_spec_t *spec, int nranks, cha
 /* Remove every namespace (and with them the veths, bridge and qdiscs); safe twice and on NULL. */
 void h_netem_destroy(h_netem_t **self_p);
 
-/* The tbf burst (bytes, on the wire) every shaped link gets: max(64 KiB, 1 ms at the rate). */
+/* The tbf burst (bytes, on the wire) every shaped link gets: max(128 KiB, 1 ms at the rate); at least a
+ * whole 64 KiB GSO packet, which tbf would otherwise segment in software. */
 double h_netem_burst(const h_netem_spec_t *spec);
 
 /* The IPv4 address of rank r's namespace ("10.231.0.1"). */

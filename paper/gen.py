@@ -21,6 +21,7 @@ import sys
 
 sys.dont_write_bytecode = True   # no __pycache__ beside the sources
 from results import Result, num  # noqa: E402  (paper/results.py)
+import emulated  # noqa: E402  (paper/emulated.py)
 
 NOT_MEASURED = "_Not measured: no such lines in results/._"
 
@@ -657,7 +658,7 @@ def main():
     }
     with open(a.template, encoding="utf-8") as f:
         tpl = f.read()
-    done = {}
+    done = dict(emulated.section(a.results, P.summary))
     # summary last: the other parts add to it
     for k in parts:
         if "@@%s@@" % k in tpl:
