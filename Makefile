@@ -27,6 +27,13 @@ VARIANT_SKIP := %_cuda.c
 endif
 
 LIB_DIRS := core ring allreduce-tree ps trainer
+# OpenMPI's compiler wrapper found (or MPI=1): the mpi/ engine is built and registered; `make MPI=0` leaves it out.
+MPI ?= $(shell command -v mpicc >/dev/null 2>&1 && mpicc --showme:link >/dev/null 2>&1 && echo 1 || echo 0)
+ifeq ($(MPI),1)
+CFLAGS += -DSB_MPI=1 $(shell mpicc --showme:compile)
+LDLIBS += $(shell mpicc --showme:link)
+LIB_DIRS += mpi
+endif
 LIB_C    := $(filter-out $(VARIANT_SKIP),$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
 LIB_CU   := $(if $(filter 1,$(CUDA)),$(foreach d,$(LIB_DIRS) core/cuda,$(wildcard $(d)/*.cu)))
 LIB_OBJ  := $(LIB_C:%.c=$(BUILD)/obj/%.o) $(LIB_CU:%.cu=$(BUILD)/obj/%.cu.o)
@@ -78,8 +85,14 @@ clean:
 
 -include $(LIB_OBJ:.o=.d) $(HARNESS_OBJ:.o=.d) $(TEST_LIB_OBJ:.o=.d)
 
-# The peer we compare against (OpenMPI from Debian), built only on request.
-peers: $(BUILD)/peers/mpi_allreduce
+# The peers we compare against, built only on request: OpenMPI's MPI_Allreduce alone, and PyTorch
+# (DDP over gloo) in a virtual environment, peers/.venv, from the Python package index.
+peers: $(BUILD)/peers/mpi_allreduce peers/.venv/.done
+peers/.venv/.done:
+	@echo "make peers: PyPI's torch for Linux x86-64 is the CUDA build: a 539 MB wheel plus ~3 GB of CUDA libraries"
+	python3 -m venv peers/.venv
+	peers/.venv/bin/pip install --quiet torch numpy
+	touch $@
 $(BUILD)/peers/mpi_allreduce: peers/mpi_allreduce.c
 	@mkdir -p $(@D)
 	mpicc -O3 -o $@ $<

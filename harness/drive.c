@@ -7,6 +7,7 @@
 #include "harness/launch.h"
 #include "harness/cluster.h"
 #include "harness/netem.h"
+#include "harness/peers.h"
 #include "core/dev.h"
 #include "trainer/workload.h"
 #include "core/err.h"
@@ -193,7 +194,12 @@ static int s_launch_one(h_opts_t *o, const char *mode_override, const char *eng,
     char **av = s_rank_argv(o, forced ? s_net_argc : o->argc, forced ? s_net_argv : o->argv, mode_override, eng, tag, world,
                             &ac);
     err_clear();
-    int rc = av ? h_launch(&lc, ac, av) : err_set(ERR_NOMEM, "out of memory");
+    int mpirun = h_engine_via_mpirun(eng);
+    if (mpirun && s_net) {
+        free(av);
+        return err_set(ERR_INVAL, "--engine %s starts its ranks with mpirun: not with --net", eng);
+    }
+    int rc = !av ? err_set(ERR_NOMEM, "out of memory") : mpirun ? h_launch_mpirun(&lc, ac, av) : h_launch(&lc, ac, av);
     free(av);
     if (rc < 0) {
         if (err_detail()[0]) fprintf(stderr, "harness: %s\n", err_detail());
@@ -202,6 +208,21 @@ static int s_launch_one(h_opts_t *o, const char *mode_override, const char *eng,
         err_clear();
     }
     return rc;
+}
+
+/* The engines of one round: --engine's, then with --peers the peer engines of this build not already
+ * there (the GPU and emulated-network runs have none). Returns how many. */
+static int s_engines_with_peers(const h_opts_t *o, const char **engs)
+{
+    int n = 0;
+    for (int i = 0; i < o->nengines; i++) engs[n++] = o->engines[i];
+    for (int p = 0; o->peers && !o->gpus && !o->net && p < h_peer_engine_count(); p++) {
+        const char *name = h_peer_engine_at(p)->name;
+        int have = 0;
+        for (int i = 0; i < n; i++) have |= !strcmp(engs[i], name);
+        if (!have && n < H_MAX_ENGINES * 2) engs[n++] = name;
+    }
+    return n;
 }
 
 int h_drive(h_opts_t *o, const char *mode_override)
@@ -222,14 +243,24 @@ int h_drive(h_opts_t *o, const char *mode_override)
         int rc = dev_check_gpus((maxw + rpg - 1) / rpg); /* GPUs needed: ranks / ranks per GPU */
         if (rc < 0) return rc == ERR_INVAL ? ERR_NODEV : rc; /* the detail says why; not a usage error */
     }
+    const char *engs[H_MAX_ENGINES * 2];
+    int ne = s_engines_with_peers(o, engs);
+    const char *mode = mode_override ? mode_override : o->mode;
+    int torch = o->peers && (!strcmp(mode, "bench") || !strcmp(mode, "train")) && !o->gpus && !o->net && o->nnodes <= 1;
     int status = 0;
-    for (int wi = 0; wi < nw; wi++)
-        for (int ei = 0; ei < o->nengines; ei++) {
-            int rc = s_launch_one(o, mode_override, o->engines[ei], worlds[wi], nw * o->nengines);
+    for (int wi = 0; wi < nw; wi++) {
+        for (int ei = 0; ei < ne; ei++) {
+            int rc = s_launch_one(o, mode_override, engs[ei], worlds[wi], nw * ne);
             if (rc == ERR_INVAL && err_detail()[0]) return rc; /* a usage error: nothing was launched */
             if (rc == ERR_INTERRUPT) return rc;                /* interrupted: stop everything */
             if (rc == ERR_AUTH) return rc;                     /* no job secret (said): no launch can start */
             if (rc < 0) status = ERR_PEER;
         }
+        /* --peers: PyTorch in the same round, right after our engines at this world size */
+        int rc = torch ? h_torch_peer_run(o, mode, worlds[wi]) : 0;
+        if (rc == ERR_INTERRUPT) return rc;
+        if (rc == ERR_NODEV) torch = 0;
+        else if (rc < 0) status = ERR_PEER;
+    }
     return status;
 }

@@ -1,6 +1,7 @@
 /* engines.c: the table of engines the harness can pick by name (the only list of them): lookup, the
  * names for help and errors, the engines' own options, and each engine's configuration in a world. */
 #include "harness/harness.h"
+#include "harness/peers.h"
 #include "allreduce-tree/tree.h"
 #include "core/err.h"
 #include "ps/ps.h"
@@ -8,12 +9,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef SB_MPI
+#include "mpi/mpi.h"
+#endif
 
 /* the first one is the default engine */
 static const engine_ops_t *const s_engines[] = {&ring_engine, &tree_engine, &ps_engine};
 /* each engine's communication pattern, for the harness's cost models and result labels */
 static const h_pattern_t s_patterns[] = {H_PATTERN_RING, H_PATTERN_TREE, H_PATTERN_PS};
 #define S_NENGINES ((int)(sizeof s_engines / sizeof s_engines[0]))
+/* Peer engines: other projects' collectives behind our contract, the references our engines are
+ * measured against. Found by name (--engine mpi), started through mpirun, marked as peers in reports,
+ * left out of `harness run` unless --peers; an engine this build lacks says why. */
+#ifdef SB_MPI
+static const engine_ops_t *const s_peers[] = {&mpi_engine};
+static const h_pattern_t s_peer_patterns[] = {H_PATTERN_RING}; /* OpenMPI's large-message allreduce is a ring */
+#define S_NPEERS 1
+#else
+static const engine_ops_t *const s_peers[1] = {NULL};
+static const h_pattern_t s_peer_patterns[1] = {H_PATTERN_NONE};
+#define S_NPEERS 0
+#endif
 _Static_assert(sizeof s_patterns / sizeof s_patterns[0] == sizeof s_engines / sizeof s_engines[0],
                "one pattern per engine");
 _Static_assert(S_NENGINES <= H_MAX_ENGINES, "H_MAX_ENGINES too small for the engine table");
@@ -29,12 +45,42 @@ static int s_index(const char *name)
     return -1;
 }
 
-const engine_ops_t *h_engine_find(const char *name) { return h_engine_at(s_index(name)); }
+static int s_peer_index(const char *name)
+{
+    for (int i = 0; i < S_NPEERS; i++)
+        if (name && !strcmp(s_peers[i]->name, name)) return i;
+    return -1;
+}
+
+const engine_ops_t *h_engine_find(const char *name)
+{
+    int p = s_peer_index(name);
+    return p >= 0 ? s_peers[p] : h_engine_at(s_index(name));
+}
 
 h_pattern_t h_engine_pattern(const char *name)
 {
-    int i = s_index(name);
-    return i < 0 ? H_PATTERN_NONE : s_patterns[i];
+    int i = s_index(name), p = s_peer_index(name);
+    return i >= 0 ? s_patterns[i] : p >= 0 ? s_peer_patterns[p] : H_PATTERN_NONE;
+}
+
+int h_peer_engine_count(void) { return S_NPEERS; }
+
+const engine_ops_t *h_peer_engine_at(int i) { return i >= 0 && i < S_NPEERS ? s_peers[i] : NULL; }
+
+int h_engine_is_peer(const char *name)
+{
+    return s_peer_index(name) >= 0 || (name && (!strcmp(name, "mpi") || !strncmp(name, "torch", 5) ||
+                                                 !strncmp(name, "openmpi", 7)));
+}
+
+int h_engine_via_mpirun(const char *name) { return s_peer_index(name) >= 0 && !strcmp(name, "mpi"); }
+
+const char *h_engine_unbuilt(const char *name)
+{
+    if (name && !strcmp(name, "mpi") && s_peer_index(name) < 0)
+        return "this build has no MPI (install libopenmpi-dev and rebuild)";
+    return NULL;
 }
 
 const char *h_engine_names(void)
@@ -44,6 +90,8 @@ const char *h_engine_names(void)
         size_t off = 0;
         for (int i = 0; i < S_NENGINES && off < sizeof names; i++)
             off += (size_t)snprintf(names + off, sizeof names - off, "%s%s", i ? ", " : "", s_engines[i]->name);
+        for (int i = 0; i < S_NPEERS && off < sizeof names; i++)
+            off += (size_t)snprintf(names + off, sizeof names - off, ", %s (peer)", s_peers[i]->name);
     }
     return names;
 }

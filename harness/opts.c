@@ -2,6 +2,7 @@
  * help text) from which getopt_long's option array, the parser and `harness --help` are all made;
  * each engine's own options are added from the engine table (engines.c). */
 #include "harness/harness.h"
+#include "harness/peers.h"
 #include "core/err.h"
 #include "trainer/workload.h"
 #include <errno.h>
@@ -99,6 +100,7 @@ static int s_engine(h_opts_t *o, const s_opt_t *d, const char *v)
     snprintf(engbuf, sizeof engbuf, "%s", v);
     o->nengines = 0;
     for (char *save = NULL, *t = strtok_r(engbuf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (h_engine_unbuilt(t)) return err_set(ERR_INVAL, "--engine %s: %s", t, h_engine_unbuilt(t));
         if (!h_engine_find(t)) return err_set(ERR_INVAL, "unknown engine '%s' (known: %s)", t, h_engine_names());
         if (o->nengines >= H_MAX_ENGINES) return s_bad("--engine", v, "at most 8 engines");
         o->engines[o->nengines++] = t;
@@ -309,6 +311,9 @@ static const s_opt_t s_opts[] = {
     FN("measured", s_measured, nmeasured, "at most 64 files",
        "  --measured FILE       model: a results file to compare against (as a positional FILE)\n"),
     FLAG("quiet", quiet, "  --quiet               no progress lines\n"),
+    FLAG("peers", peers,
+         "  --peers               bench/train/run: also the peers, in the same rounds: --engine mpi (MPI_Allreduce,\n"
+         "                        through mpirun) and PyTorch DDP / all_reduce over gloo (peers/torch_ddp.py)\n"),
     {.name = "help", .kind = K_HELP},
     /* set by the driver on a rank's command line (not in --help) */
     {.name = "as-rank", .kind = K_NONE},

@@ -7,6 +7,7 @@
 #include "harness/report.h"
 #include "harness/harness.h"
 #include "harness/jsonl.h"
+#include "harness/peers.h"
 #include "harness/plot.h"
 #include "harness/stats.h"
 #include "core/err.h"
@@ -39,8 +40,13 @@ static void s_label(const h_jobj_t *o, char *out, size_t len)
     const char *lab = h_jstr(o, "label", NULL);
     const h_jfield_t *c = h_jget(o, "colocate");
     int coloc = c && (c->type == HJ_NUM || c->type == HJ_BOOL) && c->num != 0;
+    /* peers (another project's collective: MPI, torch/gloo) are rows of the same tables, marked */
+    const h_jfield_t *pf = h_jget(o, "peer");
+    const char *engine = h_jstr(o, "engine", "?");
+    int peer = (pf && (pf->type == HJ_NUM || pf->type == HJ_BOOL) && pf->num != 0) || h_engine_is_peer(engine);
     if (lab) snprintf(out, len, "%s", lab);
-    else h_engine_label(out, len, h_jstr(o, "engine", "?"), h_jstr(o, "impl", ""), (int)h_jnum(o, "servers", 0), coloc);
+    else if (peer) snprintf(out, len, "%s", engine); /* its library and version are in impl */
+    else h_engine_label(out, len, engine, h_jstr(o, "impl", ""), (int)h_jnum(o, "servers", 0), coloc);
     const h_jfield_t *emu = h_jget(o, "emulated");
     if (!lab && emu && emu->num != 0) {
         /* an emulated cluster's run: the model, the device and the link decide it as much as the engine */
@@ -55,6 +61,8 @@ static void s_label(const h_jobj_t *o, char *out, size_t len)
     for (char *p = out; *p; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("-_./=+:", *p)))
             *p = '_';
+    size_t n = strlen(out);
+    if (peer && n + 7 < len) snprintf(out + n, len - n, "(peer)");
 }
 
 static int s_cmp_bench(const void *a, const void *b)
