@@ -11,10 +11,13 @@
  *    reverse for the broadcast), plus the depth's messages.
  *  - ps: workers push n (split over the servers by bytes) and pull n. Dedicated servers on K
  *    machines of their own: a worker machine's NIC carries G n each way, a server machine's P n / K.
- *    Servers on the GPU machines (s on machine s mod N): a machine's NIC carries its workers' pushes
- *    to the other machines' servers and its servers' replies to the other machines' workers.
+ *    Servers on the GPU machines (s on machine s mod N): in the push phase a machine's NIC sends its
+ *    workers' pushes to the other machines' servers and receives the other machines' pushes to its
+ *    servers; the reply phase mirrors it.
  *    Colocated (a server in every worker): each worker sends (P-1)/P n as a worker and as a server,
- *    the part bound for other machines crossing the NIC. */
+ *    the part bound for other machines crossing the NIC. In sync mode the engine sends the pulls only
+ *    after the step's last push (the optimizer needs every worker's overflow flag): a step is the
+ *    pushes, bucket by bucket as backward produces them, then the replies for the whole model. */
 #include "harness/clustermodel.h"
 #include "allreduce-tree/tree.h"
 #include <math.h>
@@ -56,8 +59,9 @@ static void s_ps(const h_cl_net_t *net, const h_cl_engine_t *e, double n, double
     int N = net->nodes, G = net->gpus_per_node, P = N * G;
     *msgs = 2;
     if (e->colocate) {
-        /* every worker sends n/P to each other server and answers each other worker with n/P */
-        *nic = N > 1 ? 2.0 * G * n * (double)(P - G) / P : 0;
+        /* one direction of one phase: a machine's G workers push n/P to each of the P - G remote servers
+         * (the replies, the other phase, carry as much the other way) */
+        *nic = N > 1 ? (double)G * n * (double)(P - G) / P : 0;
         return;
     }
     int S = e->servers > 0 ? e->servers : 1;
@@ -74,8 +78,9 @@ static void s_ps(const h_cl_net_t *net, const h_cl_engine_t *e, double n, double
         int sm = 0;
         for (int s = 0; s < S; s++) sm += s % N == m;
         double h = (double)sm / S;
-        double out = G * n * (1 - h) + h * n * (P - G); /* pushes to remote servers + replies to remote workers */
-        worst = fmax(worst, out);                      /* in is symmetric */
+        /* push phase: out = its workers' pushes to remote servers, in = remote workers' pushes to its
+         * servers (the reply phase mirrors both) */
+        worst = fmax(worst, fmax(G * n * (1 - h), h * n * (P - G)));
     }
     *nic = N > 1 ? worst : 0;
 }
@@ -105,9 +110,16 @@ double h_cl_collective(const h_cl_net_t *net, const h_cl_engine_t *e, double n)
 double h_cl_step(const h_cl_net_t *net, const h_cl_engine_t *e, int nb, const double *ready, const double *bytes,
                  double compute_s, double *exposed)
 {
-    double end = 0;
-    for (int b = 0; b < nb; b++) end = fmax(end, ready[b]) + h_cl_collective(net, e, bytes[b]);
+    double end = 0, total = 0;
+    for (int b = 0; b < nb; b++) {
+        end = fmax(end, ready[b]) + h_cl_collective(net, e, bytes[b]);
+        total += bytes[b];
+    }
     double step = fmax(end, compute_s);
+    /* the parameter server in sync mode: a bucket's pushes travel as it is submitted, but the servers
+     * answer the pulls only once the step's last push is in (the optimizer waits for every worker's
+     * overflow flag), so the replies of the whole model follow: the same bytes the other way */
+    if (e->kind == H_CL_PS) step += h_cl_collective(net, e, total);
     if (exposed) *exposed = step - compute_s;
     return step;
 }

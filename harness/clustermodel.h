@@ -29,7 +29,8 @@ void h_cl_traffic(const h_cl_net_t *net, const h_cl_engine_t *e, double n, doubl
 double h_cl_collective(const h_cl_net_t *net, const h_cl_engine_t *e, double n);
 /* A step: bucket b (bytes[b]) is ready at ready[b] (s from the step's start, non-decreasing); buckets
  * are reduced one at a time in order; the step ends when backward (compute_s) and the last collective
- * are done. *exposed (may be NULL) gets step - compute_s. */
+ * are done; for the parameter server (sync) the pulls of the whole model follow the last push (see
+ * clustermodel.c). *exposed (may be NULL) gets step - compute_s. */
 double h_cl_step(const h_cl_net_t *net, const h_cl_engine_t *e, int nb, const double *ready, const double *bytes,
                  double compute_s, double *exposed);
 

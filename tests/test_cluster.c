@@ -74,16 +74,26 @@ Test(clustermodel, traffic_hand_computed)
     cr_expect_float_eq(b, 2e6, 1e-6, "four server machines: a GPU machine's G n is the bound");
     h_cl_engine_t tf = {.kind = H_CL_PS, .servers = 2};
     h_cl_traffic(&net, &tf, 1e6, &b, &m);
-    /* machine 0 holds half: pushes 2 x 0.5 n out + replies 0.5 n x 2 remote workers = 2 n */
-    cr_expect_float_eq(b, 2e6, 1e-6);
+    /* one phase: machine 0 holds half; its 2 workers push 0.5 n out, the 2 remote workers push 0.5 n in */
+    cr_expect_float_eq(b, 1e6, 1e-6);
     h_cl_engine_t col = {.kind = H_CL_PS, .colocate = 1};
     h_cl_traffic(&net, &col, 1e6, &b, &m);
-    cr_expect_float_eq(b, 2e6, 1e-6, "colocated: 2 G n (P - G) / P");
+    cr_expect_float_eq(b, 1e6, 1e-6, "colocated, one phase: G n (P - G) / P");
     net.nodes = 1;
     net.gpus_per_node = 4;
     h_cl_engine_t tree = {.kind = H_CL_TREE};
     h_cl_traffic(&net, &tree, 1e6, &b, &m);
     cr_expect_float_eq(b, 0, 1e-12, "one machine: nothing crosses a NIC");
+}
+
+Test(clustermodel, ps_replies_follow_the_last_push)
+{
+    h_cl_net_t net = {.nodes = 2, .gpus_per_node = 1, .beta = 1e-3, .alpha = 0};
+    h_cl_engine_t ps = {.kind = H_CL_PS, .servers = 1, .server_nodes = 1};
+    /* one server machine, 2 workers: a push phase moves 2 n into it. Pushes: 10 B at 10 ms (20 ms), 5 B
+     * at 20 ms (10 ms) -> 40 ms; then the replies of all 15 B: 30 ms -> 70 ms */
+    double ready[2] = {0.010, 0.020}, bytes[2] = {10, 5};
+    cr_expect_float_eq(h_cl_step(&net, &ps, 2, ready, bytes, 0.030, NULL), 0.070, 1e-12);
 }
 
 Test(clustermodel, step_overlaps_backward)
