@@ -3,6 +3,8 @@ computed from the emulated runs' JSON lines (results/horovod-2017, byteps-crosso
 emulation-invariance, emulated-scaling, emulated-model). Python 3 standard library only."""
 import json
 import os
+import shutil
+import subprocess
 
 # Horovod README (Sep 2017), 16 Pascal GPUs, 4 servers, 25 GbE: speedup over one GPU.
 PUBLISHED = {
@@ -154,3 +156,68 @@ def scaling(results_dir, summary):
 def section(results_dir, summary):
     return {"EMU_HOROVOD": horovod(results_dir, summary), "EMU_BYTEPS": byteps(results_dir, summary),
             "EMU_INVARIANCE": invariance(results_dir, summary), "EMU_SCALING": scaling(results_dir, summary)}
+
+
+def _plot(figs, figrel, name, title, xl, yl, series, settings=""):
+    """One gnuplot figure figs/emulated/name.png from series [(title, [(x, y), ...])]; its markdown, or ""
+    without gnuplot or a figures folder."""
+    gp = shutil.which("gnuplot")
+    if not figs or not gp or not series:
+        return ""
+    d = os.path.join(figs, "emulated")
+    os.makedirs(d, exist_ok=True)
+    dat = os.path.join(d, name + ".dat")
+    with open(dat, "w") as f:
+        for t, pts in series:
+            f.write("# %s\n" % t)
+            for x, y in pts:
+                f.write("%g %g\n" % (x, y))
+            f.write("\n\n")
+    plots = ", ".join("'%s' index %d using 1:2 with linespoints title '%s'" % (dat, i, t.replace("'", ""))
+                      for i, (t, _) in enumerate(series))
+    script = ("set terminal pngcairo size 900,520\nset output '%s'\nset title '%s'\nset xlabel '%s'\nset ylabel '%s'\n"
+              "set grid\nset key outside right top\n%s\nplot %s\n" % (os.path.join(d, name + ".png"), title, xl, yl,
+                                                                          settings, plots))
+    if subprocess.run([gp], input=script, text=True, capture_output=True).returncode != 0:
+        return ""
+    return "![%s](%s/emulated/%s.png)" % (title, figrel, name)
+
+
+def figures(results_dir, figs, figrel):
+    """The BytePS crossover and the cost model's extrapolation to 1024 GPUs as figures."""
+    out = {}
+    L = lines(results_dir, "byteps-crossover")
+    series = []
+    for n in sorted({o["world"] for o in L}):
+        ring = [o for o in L if o["world"] == n and o["engine"] == "ring"]
+        ps = sorted((o for o in L if o["world"] == n and o["engine"] == "ps"), key=lambda o: o.get("server_nodes", 0))
+        if not ring or not ps:
+            continue
+        r = ring[-1]["emu_step_ms"]
+        series.append(("n=%d measured" % n, [(o["server_nodes"], r / o["emu_step_ms"]) for o in ps]))
+        u = 2.0 * (n - 1) / n
+        series.append(("n=%d full-duplex arithmetic" % n, [(k, u / max(1.0, float(n) / k)) for k in range(1, n + 1)]))
+    out["EMU_BYTEPS_FIG"] = _plot(figs, figrel, "byteps", "PS against ring: ring step / PS step (above 1: the PS wins)",
+                                  "CPU-only server machines k", "ring step / PS step", series,
+                                  "set yrange [0:2]\nset arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2")
+    M = []
+    p = os.path.join(results_dir, "emulated-model.jsonl")
+    if os.path.exists(p):
+        with open(p) as f:
+            for t in f:
+                try:
+                    o = json.loads(t)
+                except ValueError:
+                    continue
+                if o.get("kind") == "cluster":
+                    M.append(o)
+    series = []
+    for m in sorted({o["model"] for o in M}):
+        for e in ("ring", "tree", "ps-K=N", "ps-per-node"):
+            pts = [(o["gpus"], o["speedup"]) for o in M if o["model"] == m and o["engine"] == e]
+            if pts:
+                series.append(("%s %s" % (NAMES.get(m, m), e), pts))
+    out["EMU_MODEL_FIG"] = _plot(figs, figrel, "model_1024", "cost model: predicted speedup, 4 GPUs a machine, 25 Gbit/s",
+                                 "GPUs", "speedup over one device", series,
+                                 "set logscale xy 2\nset key font ',7'")
+    return out

@@ -659,6 +659,7 @@ def main():
     with open(a.template, encoding="utf-8") as f:
         tpl = f.read()
     done = dict(emulated.section(a.results, P.summary))
+    done.update(emulated.figures(a.results, a.figs, figrel))
     # summary last: the other parts add to it
     for k in parts:
         if "@@%s@@" % k in tpl:
