@@ -112,21 +112,6 @@ Test(clustermodel, step_overlaps_backward)
 
 static char g_harness[512];
 
-static int s_run(const char *cmd, char *out, size_t len)
-{
-    char full[4096];
-    snprintf(full, sizeof full, "%s 2>&1", cmd);
-    FILE *p = popen(full, "r");
-    cr_assert(p);
-    size_t o = 0, r;
-    while (o + 1 < len && (r = fread(out + o, 1, len - 1 - o, p)) > 0) o += r;
-    out[o] = '\0';
-    char sink[4096];
-    while (fread(sink, 1, sizeof sink, p) > 0) {}
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 /* two tensors: a 4 MB one ready a third into backward, a small one at its end; 300 FLOPs a sample */
 static void s_profile(char *path, size_t len)
 {
@@ -158,7 +143,7 @@ Test(cluster_run, host_made_busy_is_named, .timeout = 120)
         }
     snprintf(cmd, sizeof cmd, "%s train --model %s --device throughput=400 --nodes 1 --gpus-per-node 2 --engine ring "
              "--batch 16 --steps 6 --warmup-steps 1 --quiet", g_harness, prof);
-    int rc = s_run(cmd, out, sizeof out);
+    int rc = run_cmd(cmd, out, sizeof out);
     for (int i = 0; i < nb; i++) {
         kill(burn[i], SIGKILL);
         waitpid(burn[i], NULL, 0);
@@ -183,7 +168,7 @@ Test(cluster_run, two_machines_shaped_links_match_the_schedule, .timeout = 180)
     snprintf(cmd, sizeof cmd, "%s train --model %s --device throughput=40 --nodes 2 --gpus-per-node 2 --net inter=200mbit "
              "--shrink 1 --bucket-mb 1 --engine ring --batch 32 --steps 4 --warmup-steps 1 --quiet --json %s",
              g_harness, prof, json);
-    int rc = s_run(cmd, out, sizeof out);
+    int rc = run_cmd(cmd, out, sizeof out);
     unlink(prof);
     cr_assert_eq(rc, 0, "%s", out);
     FILE *f = fopen(json, "r");

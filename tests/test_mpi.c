@@ -14,32 +14,16 @@
 
 static char g_harness[512];
 
-/* Run a shell command line, capture stdout+stderr into out; returns the exit status. */
-static int s_run(const char *cmd, char *out, size_t len)
-{
-    char full[4096];
-    snprintf(full, sizeof full, "%s 2>&1", cmd);
-    FILE *p = popen(full, "r");
-    cr_assert(p);
-    size_t o = 0, r;
-    while (o + 1 < len && (r = fread(out + o, 1, len - 1 - o, p)) > 0) o += r;
-    out[o] = '\0';
-    char sink[4096];
-    while (fread(sink, 1, sizeof sink, p) > 0) {}
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 /* The harness with an MPI engine and a working mpirun, or skip saying which is missing. */
 static void s_need_mpi(void)
 {
     cr_assert(harness_path(g_harness, sizeof g_harness) == 0, "build the harness first (make)");
     char cmd[1024], out[1 << 14];
-    if (s_run("command -v mpirun", out, sizeof out) != 0) cr_skip_test("mpirun is not installed (openmpi-bin)");
+    if (run_cmd("command -v mpirun", out, sizeof out) != 0) cr_skip_test("mpirun is not installed (openmpi-bin)");
     snprintf(cmd, sizeof cmd, "%s --help", g_harness);
-    s_run(cmd, out, sizeof out);
+    run_cmd(cmd, out, sizeof out);
     if (!strstr(out, "mpi (peer)")) cr_skip_test("this build has no MPI engine (mpicc was not found at build time)");
-    if (s_run(geteuid() == 0 ? "mpirun --allow-run-as-root --oversubscribe -np 2 true"
+    if (run_cmd(geteuid() == 0 ? "mpirun --allow-run-as-root --oversubscribe -np 2 true"
                              : "mpirun --oversubscribe -np 2 true", out, sizeof out) != 0)
         cr_skip_test("mpirun cannot start processes here: %.300s", out);
 }
@@ -86,7 +70,7 @@ Test(mpi, bench_exact_and_marked_as_peer, .timeout = 120)
     close(mkstemp(json));
     snprintf(cmd, sizeof cmd, "%s bench --engine mpi --procs 2 --sizes 4K:256K --factor 8 --iters 3 --warmup 1 --json %s",
              g_harness, json);
-    int rc = s_run(cmd, out, sizeof out);
+    int rc = run_cmd(cmd, out, sizeof out);
     cr_assert_eq(rc, 0, "harness bench --engine mpi failed:\n%s", out);
     cr_expect(strstr(out, "engine mpi (Open MPI") != NULL, "the table names the MPI library:\n%s", out);
     cr_expect_eq(s_count_lines(json, "\"engine\":\"mpi\""), 3, "one line per size");
@@ -94,11 +78,11 @@ Test(mpi, bench_exact_and_marked_as_peer, .timeout = 120)
     cr_expect_eq(s_count_lines(json, "\"world\":2,"), 3);
     cr_expect_eq(s_count_lines(json, "\"impl\":\"Open MPI v"), 3, "the MPI library and version in impl");
     snprintf(cmd, sizeof cmd, "%s report %s --plots /tmp/sb-mpi-plots-%d", g_harness, json, (int)getpid());
-    rc = s_run(cmd, out, sizeof out);
+    rc = run_cmd(cmd, out, sizeof out);
     cr_expect_eq(rc, 0, "%s", out);
     cr_expect(strstr(out, "mpi(peer)") != NULL, "the report marks the peer:\n%s", out);
     snprintf(cmd, sizeof cmd, "rm -rf /tmp/sb-mpi-plots-%d", (int)getpid());
-    s_run(cmd, out, sizeof out);
+    run_cmd(cmd, out, sizeof out);
     unlink(json);
 }
 
@@ -109,7 +93,7 @@ Test(mpi, bench_f16_avg_exact, .timeout = 120)
     close(mkstemp(json));
     snprintf(cmd, sizeof cmd, "%s bench --engine mpi --procs 2 --dtype f16 --op avg --sizes 4K:64K --factor 4 "
              "--iters 2 --warmup 1 --json %s", g_harness, json);
-    int rc = s_run(cmd, out, sizeof out);
+    int rc = run_cmd(cmd, out, sizeof out);
     cr_assert_eq(rc, 0, "f16 average failed:\n%s", out);
     cr_expect_eq(s_count_lines(json, "\"dtype\":\"f16\",\"op\":\"avg\""), 3);
     cr_expect_eq(s_count_lines(json, "\"wrong\":0,"), 3);
@@ -125,7 +109,7 @@ Test(mpi, train_in_sync_like_ring, .timeout = 180)
     close(mkstemp(json));
     snprintf(cmd, sizeof cmd, "%s train --engine mpi,ring --procs 2 --steps 6 --warmup-steps 1 --batch 64 "
              "--bucket-mb 1 --check-every 2 --json %s", g_harness, json);
-    int rc = s_run(cmd, out, sizeof out);
+    int rc = run_cmd(cmd, out, sizeof out);
     cr_assert_eq(rc, 0, "train --engine mpi,ring failed:\n%s", out);
     char lm[64] = "", lr[64] = "", fm[64] = "", fr[64] = "";
     cr_assert_eq(s_field(json, "\"engine\": \"mpi\"", 0, "loss_last", lm, sizeof lm), 0, "no mpi train line");
@@ -150,7 +134,7 @@ Test(mpi, under_users_mpirun, .timeout = 120)
     snprintf(cmd, sizeof cmd, "MASTER_ADDR=127.0.0.1 MASTER_PORT=%d mpirun %s --oversubscribe -np 2 %s bench "
              "--engine mpi --sizes 64K --iters 2 --warmup 1", port, geteuid() == 0 ? "--allow-run-as-root" : "",
              g_harness);
-    int rc = s_run(cmd, out, sizeof out);
+    int rc = run_cmd(cmd, out, sizeof out);
     cr_assert_eq(rc, 0, "%s", out);
     cr_expect(strstr(out, "2 ranks") != NULL, "%s", out);
 }
@@ -161,7 +145,7 @@ Test(mpi, missing_mpirun_is_a_clear_error, .timeout = 60)
     char cmd[2048], out[1 << 14];
     snprintf(cmd, sizeof cmd, "SYNCBENCH_MPIRUN=/nonexistent/mpirun %s bench --engine mpi --procs 2 --sizes 4K",
              g_harness);
-    int rc = s_run(cmd, out, sizeof out);
+    int rc = run_cmd(cmd, out, sizeof out);
     cr_expect_neq(rc, 0);
     cr_expect(strstr(out, "mpirun, which is not on PATH") != NULL, "%s", out);
 }

@@ -14,21 +14,6 @@
 
 static char g_harness[512];
 
-static int s_run(const char *cmd, char *out, size_t len)
-{
-    char full[4096];
-    snprintf(full, sizeof full, "%s 2>&1", cmd);
-    FILE *p = popen(full, "r");
-    cr_assert(p);
-    size_t o = 0, r;
-    while (o + 1 < len && (r = fread(out + o, 1, len - 1 - o, p)) > 0) o += r;
-    out[o] = '\0';
-    char sink[4096];
-    while (fread(sink, 1, sizeof sink, p) > 0) {}
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 static int s_count_lines(const char *path, const char *needle)
 {
     FILE *f = fopen(path, "r");
@@ -52,7 +37,7 @@ static void s_need_torch(void)
     if (getenv("SYNCBENCH_TORCH_PYTHON")) snprintf(py, sizeof py, "%s", getenv("SYNCBENCH_TORCH_PYTHON"));
     else if (access(py, X_OK) != 0) snprintf(py, sizeof py, "python3");
     snprintf(cmd, sizeof cmd, "%s -c 'import torch, torch.distributed as d; assert d.is_gloo_available()'", py);
-    if (s_run(cmd, out, sizeof out) != 0)
+    if (run_cmd(cmd, out, sizeof out) != 0)
         cr_skip_test("torch (with gloo) is not importable by %s: `make peers` installs it into peers/.venv", py);
 }
 
@@ -63,7 +48,7 @@ Test(torch_peer, bench_exact_peer_rows, .timeout = 240)
     close(mkstemp(json));
     snprintf(cmd, sizeof cmd, "%s bench --engine ring --peers --procs 2 --sizes 4K:64K --factor 16 --iters 3 --warmup 1 "
              "--json %s", g_harness, json);
-    int rc = s_run(cmd, out, sizeof out);
+    int rc = run_cmd(cmd, out, sizeof out);
     cr_assert_eq(rc, 0, "harness bench --peers failed:\n%s", out);
     cr_expect_eq(s_count_lines(json, "\"engine\": \"torch-gloo\""), 2, "one torch line per size");
     cr_expect_eq(s_count_lines(json, "\"peer\": true"), 2);
@@ -79,7 +64,7 @@ Test(torch_peer, train_ddp_in_sync, .timeout = 240)
     close(mkstemp(json));
     snprintf(cmd, sizeof cmd, "%s train --engine ring --peers --procs 2 --steps 4 --warmup-steps 1 --batch 64 "
              "--bucket-mb 1 --json %s", g_harness, json);
-    int rc = s_run(cmd, out, sizeof out);
+    int rc = run_cmd(cmd, out, sizeof out);
     cr_assert_eq(rc, 0, "harness train --peers failed:\n%s", out);
     cr_expect_eq(s_count_lines(json, "\"engine\": \"torch-ddp-gloo\""), 1, "%s", out);
     cr_expect_eq(s_count_lines(json, "\"in_sync\": true"), 1, "DDP keeps its ranks identical");

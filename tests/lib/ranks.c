@@ -98,3 +98,18 @@ int run_ranks(int world, rank_fn fn, void *arg, int timeout_ms)
     tp_cleanup_job(job); /* channels a killed or failed rank left behind */
     return failed;
 }
+
+int run_cmd(const char *cmd, char *out, size_t len)
+{
+    char full[4096];
+    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    if (!p) return -1;
+    size_t o = 0, r;
+    while (o + 1 < len && (r = fread(out + o, 1, len - 1 - o, p)) > 0) o += r;
+    out[o] = '\0';
+    char sink[4096];
+    while (fread(sink, 1, sizeof sink, p) > 0) {}
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}

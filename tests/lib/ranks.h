@@ -12,6 +12,9 @@ int run_ranks(int world, rank_fn fn, void *arg, int timeout_ms);
 /* The built harness program next to the test binaries (BUILD/tests/../harness) into out: 0, or -1
  * when it is missing or not executable. */
 int harness_path(char *out, size_t len);
+/* Run a shell command line with stderr joined to stdout, keep at most len - 1 bytes of it in out (the
+ * rest is drained); returns the exit status (128 + signal when killed), -1 when it cannot start. */
+int run_cmd(const char *cmd, char *out, size_t len);
 /* Set RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, SYNCBENCH_JOB. */
 void set_rank_env(int rank, int world, int port, const char *job);
 
