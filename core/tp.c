@@ -232,3 +232,15 @@ void tp_counters(tp_t *self, uint64_t *sent, uint64_t *received)
     if (sent) *sent = atomic_load(&self->sent);
     if (received) *received = atomic_load(&self->received);
 }
+
+size_t tp_auth_ctx(const char *prefix, int from, int to, unsigned char out[128])
+{
+    size_t n = strlen(prefix);
+    if (n > 128 - 9) n = 128 - 9;
+    memcpy(out, prefix, n);
+    out[n] = '\0';
+    uint32_t f = (uint32_t)from, t = (uint32_t)to;
+    memcpy(out + n + 1, &f, 4);
+    memcpy(out + n + 5, &t, 4);
+    return n + 9;
+}

@@ -37,6 +37,10 @@ typedef struct tp_backend {
 
 extern const tp_backend_t tp_backend_shm, tp_backend_tcp, tp_backend_zmq;
 
+/* The context a backend's hello MAC covers (core/auth.h): the run's name (prefix), then the sending
+ * and receiving ranks; at most 128 bytes (a longer prefix is cut). Returns its length. */
+size_t tp_auth_ctx(const char *prefix, int from, int to, unsigned char out[128]);
+
 /* The job id as it appears in names: its tag (auth_job_tag: 16 hex digits of a hash), never the id. */
 void tp_job_name(const char *job, char *out, size_t len);
 

@@ -203,16 +203,6 @@ fail:
 }
 
 /* What a hello's MACs cover besides the nonces: this run's name and the ranks (from connects to to). */
-static size_t s_ctx(const tcp_t *self, int from, int to, unsigned char out[128])
-{
-    size_t n = strlen(self->prefix);
-    memcpy(out, self->prefix, n + 1);
-    uint32_t f = (uint32_t)from, t = (uint32_t)to;
-    memcpy(out + n + 1, &f, 4);
-    memcpy(out + n + 5, &t, 4);
-    return n + 9;
-}
-
 /* Drop a connection that broke the protocol. */
 static void s_reject(tcp_t *self, int fd, const char *why)
 {
@@ -236,7 +226,7 @@ static int s_read_peer(tcp_t *self, int r)
         p->reply_got += (size_t)n;
         if (p->reply_got < REPLY_BYTES) continue;
         unsigned char ctx[128];
-        size_t cl = s_ctx(self, self->rank, r, ctx);
+        size_t cl = tp_auth_ctx(self->prefix, self->rank, r, ctx);
         if (auth_verify(&self->auth, "tcp-accept", p->nc, p->reply, ctx, cl, p->reply + AUTH_NONCE_BYTES) < 0) {
             s_reject(self, p->fd, "the peer could not prove it knows the job secret");
             p->fd = -1;
@@ -317,7 +307,7 @@ static int s_accept(tcp_t *self)
             if (magic != HELLO_MAGIC || nonce != self->nonce || from < 0 || from >= self->rank ||
                 to_u != (uint32_t)self->rank || self->p[from].fd >= 0) {
                 s_reject(self, q->fd, "bad hello (foreign job, wrong rank or a second connection)");
-            } else if (cl = s_ctx(self, from, self->rank, ctx),
+            } else if (cl = tp_auth_ctx(self->prefix, from, self->rank, ctx),
                        auth_verify(&self->auth, "tcp-connect", nc, NULL, ctx, cl, mac) < 0) {
                 LOG_W("transport: rejected a connection claiming to be rank %d: it could not prove it knows the job "
                       "secret", from);
@@ -428,7 +418,7 @@ static int s_connect(tcp_t *self, int peer, uint64_t dl)
         memcpy(hello + 16, &to_u, 4);
         auth_challenge(p->nc);
         memcpy(hello + 20, p->nc, AUTH_NONCE_BYTES);
-        auth_respond(&self->auth, "tcp-connect", p->nc, NULL, ctx, s_ctx(self, self->rank, peer, ctx),
+        auth_respond(&self->auth, "tcp-connect", p->nc, NULL, ctx, tp_auth_ctx(self->prefix, self->rank, peer, ctx),
                      hello + 20 + AUTH_NONCE_BYTES);
         size_t off = 0;
         while (off < sizeof hello) {

@@ -150,16 +150,6 @@ fail:
 }
 
 /* What a hello's MAC covers besides the nonce: this run's name and the ranks (from sends to to). */
-static size_t s_ctx(const zmq_be_t *self, int from, int to, unsigned char out[128])
-{
-    size_t n = strlen(self->prefix);
-    memcpy(out, self->prefix, n + 1);
-    uint32_t f = (uint32_t)from, t = (uint32_t)to;
-    memcpy(out + n + 1, &f, 4);
-    memcpy(out + n + 5, &t, 4);
-    return n + 9;
-}
-
 /* The rank whose authenticated connection has this routing id, or -1. */
 static int s_rank_of(const zmq_be_t *self, const void *rid, size_t rlen)
 {
@@ -181,7 +171,7 @@ static int s_hello(zmq_be_t *self, const void *rid, size_t rlen, zmq_msg_t *m)
         self->p[from].rlen || rlen == 0 || rlen > sizeof self->p[from].rid)
         return 0;
     unsigned char ctx[128];
-    size_t cl = s_ctx(self, (int)from, self->rank, ctx);
+    size_t cl = tp_auth_ctx(self->prefix, (int)from, self->rank, ctx);
     if (auth_verify(&self->auth, "zmq-hello", h + 12, NULL, ctx, cl, h + 12 + AUTH_NONCE_BYTES) < 0) {
         LOG_W("transport: rejected a connection claiming to be rank %u: it could not prove it knows the job secret",
               (unsigned)from);
@@ -224,7 +214,7 @@ static int s_dealer(zmq_be_t *self, int peer, uint64_t dl)
     memcpy(hello + 4, &from, 4);
     memcpy(hello + 8, &to, 4);
     auth_challenge(hello + 12);
-    auth_respond(&self->auth, "zmq-hello", hello + 12, NULL, ctx, s_ctx(self, self->rank, peer, ctx),
+    auth_respond(&self->auth, "zmq-hello", hello + 12, NULL, ctx, tp_auth_ctx(self->prefix, self->rank, peer, ctx),
                  hello + 12 + AUTH_NONCE_BYTES);
     if (zmq_send(s, hello, sizeof hello, ZMQ_DONTWAIT) != (int)sizeof hello) {
         zmq_close(s);
