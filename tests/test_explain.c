@@ -1,0 +1,93 @@
+/* test_explain.c: the measured traffic matrices (bench's "traffic_bytes": a 4-rank ring moves bytes
+ * exactly between ring neighbours, a PS exactly on its server's row and column) and `harness explain`:
+ * its schedule's bytes per link equal what a real run of the engine counts. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "tests/lib/ranks.h"
+#include "tests/lib/tmpdir.h"
+#include "harness/jsonl.c"
+
+static char g_harness[512];
+
+/* Run cmd (stdout+stderr to out); the exit status. */
+static int s_run(const char *cmd, char *out, size_t len)
+{
+    char full[4096];
+    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    cr_assert(p);
+    size_t o = 0, r;
+    while (o + 1 < len && (r = fread(out + o, 1, len - 1 - o, p)) > 0) o += r;
+    out[o] = '\0';
+    char sink[4096];
+    while (fread(sink, 1, sizeof sink, p) > 0) {}
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* The traffic matrix of the first JSON line of path: world x world into mat; returns the world. */
+static int s_matrix(const char *path, double *mat, int maxw)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert(f, "no %s", path);
+    char line[65536];
+    cr_assert(fgets(line, sizeof line, f));
+    fclose(f);
+    h_jobj_t o = {0};
+    char err[256];
+    cr_assert_eq(h_jparse(line, strlen(line), &o, err, sizeof err), 0, "%s", err);
+    const h_jfield_t *t = h_jget(&o, "traffic_bytes");
+    cr_assert(t && t->type == HJ_ARR, "no traffic_bytes array");
+    int w = (int)h_jnum(&o, "world", 0) + (int)h_jnum(&o, "servers", 0);
+    cr_assert(w > 0 && w <= maxw && t->n == (size_t)w * (size_t)w, "world %d, %zu entries", w, t->n);
+    memcpy(mat, t->arr, t->n * sizeof *mat);
+    h_jfree(&o);
+    return w;
+}
+
+/* bench one size with `args`, its matrix into mat: the world */
+static int s_bench(const char *args, size_t bytes, double *mat, int maxw)
+{
+    cr_assert(harness_path(g_harness, sizeof g_harness) == 0, "build the harness first (make)");
+    char json[600], cmd[2048], out[16384];
+    char *dir = tmpdir_make();
+    snprintf(json, sizeof json, "%s/b.jsonl", dir);
+    snprintf(cmd, sizeof cmd, "%s bench %s --sizes %zu --iters 2 --warmup 1 --quiet --timeout 30 --json %s", g_harness,
+             args, bytes, json);
+    int rc = s_run(cmd, out, sizeof out);
+    cr_assert_eq(rc, 0, "%s\n%s", cmd, out);
+    int w = s_matrix(json, mat, maxw);
+    tmpdir_remove(dir);
+    return w;
+}
+
+Test(traffic, ring_neighbours_only, .timeout = 120)
+{
+    double m[64];
+    int w = s_bench("--procs 4 --engine ring", 65536, m, 8);
+    cr_assert_eq(w, 4);
+    for (int i = 0; i < w; i++)
+        for (int j = 0; j < w; j++) {
+            int nb = j == (i + 1) % w;
+            cr_expect(nb ? m[i * w + j] > 0 : m[i * w + j] == 0, "link %d->%d: %.0f bytes", i, j, m[i * w + j]);
+        }
+    /* 3 allreduces of 64 KiB, each 2 (P-1)/P of the buffer per link */
+    cr_expect_eq(m[1], 3.0 * 2 * 3 / 4 * 65536);
+}
+
+Test(traffic, ps_server_row_and_column, .timeout = 120)
+{
+    double m[64];
+    int w = s_bench("--procs 3 --servers 1 --engine ps", 65536, m, 8);
+    cr_assert_eq(w, 4);
+    for (int i = 0; i < w; i++)
+        for (int j = 0; j < w; j++) {
+            int hub = i != j && (i == 3 || j == 3);
+            cr_expect(hub ? m[i * w + j] >= 3.0 * 65536 : m[i * w + j] == 0, "link %d->%d: %.0f bytes", i, j,
+                      m[i * w + j]);
+        }
+}
