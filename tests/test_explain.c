@@ -91,3 +91,48 @@ Test(traffic, ps_server_row_and_column, .timeout = 120)
                       m[i * w + j]);
         }
 }
+
+/* `harness explain`'s bytes per link for one allreduce (its "traffic_bytes:" line) into m: the world */
+static int s_explain(const char *args, size_t bytes, double *m, int maxw)
+{
+    char cmd[2048];
+    static char out[1 << 18];
+    snprintf(cmd, sizeof cmd, "%s explain %s --sizes %zu", g_harness, args, bytes);
+    cr_assert_eq(s_run(cmd, out, sizeof out), 0, "%s\n%s", cmd, out);
+    char *p = strstr(out, "\ntraffic_bytes:");
+    cr_assert(p, "%s", out);
+    p += strlen("\ntraffic_bytes:");
+    int n = 0;
+    while (n < maxw * maxw) {
+        char *e;
+        double v = strtod(p, &e);
+        if (e == p) break;
+        m[n++] = v;
+        p = e;
+    }
+    int w = 0;
+    while (w * w < n) w++;
+    cr_assert(w * w == n, "%d entries", n);
+    return w;
+}
+
+/* The schedule explain prints (from the engines' own schedule code) moves exactly the bytes a real run
+ * counts per link: a bench of 1 warm-up + 2 timed allreduces is 3 times the schedule (the PS adds a
+ * header per message, so its links carry at least the schedule and at most 1% more). */
+static void s_same(const char *engine_args, size_t bytes, int exact)
+{
+    double meas[256], sched[256];
+    int w = s_bench(engine_args, bytes, meas, 16);
+    cr_assert_eq(s_explain(engine_args, bytes, sched, 16), w, "%s: worlds differ", engine_args);
+    for (int i = 0; i < w * w; i++) {
+        double want = 3 * sched[i];
+        if (exact) cr_expect_eq(meas[i], want, "%s link %d->%d: measured %.0f, schedule x3 %.0f", engine_args, i / w,
+                                i % w, meas[i], want);
+        else cr_expect(meas[i] >= want && meas[i] <= want * 1.01 + 4096, "%s link %d->%d: measured %.0f, schedule x3 %.0f",
+                       engine_args, i / w, i % w, meas[i], want);
+    }
+}
+
+Test(explain, ring_schedule_matches_run, .timeout = 120) { s_same("--procs 4 --engine ring", 100000, 1); }
+Test(explain, tree_schedule_matches_run, .timeout = 120) { s_same("--procs 5 --engine tree", 100000, 1); }
+Test(explain, ps_schedule_matches_run, .timeout = 120) { s_same("--procs 3 --servers 2 --engine ps --ps-partition-kb 16", 100000, 0); }
