@@ -338,7 +338,7 @@ void h_opts_usage(FILE *f)
 "  model [FILE...]   fit alpha/beta/gamma on this setup (2 ranks), predict each engine beside the\n"
 "                    measured results in FILE... (or --measured FILE), extrapolate to P = 1024\n"
 "  explain           an engine's allreduce schedule step by step for a small world (--engine ring|tree|ps,\n"
-"                    --procs N, --servers S, --sizes BYTES) and its bytes per link\n");
+"                    --procs N, --servers S, --sizes BYTES; --plots DIR: an SVG per step) and its bytes per link\n");
     for (size_t i = 0; i < S_NOPTS; i++) {
         if (s_opts[i].help_fn) s_opts[i].help_fn(f);
         else if (s_opts[i].help) fputs(s_opts[i].help, f);

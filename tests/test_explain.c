@@ -1,6 +1,6 @@
 /* test_explain.c: the measured traffic matrices (bench's "traffic_bytes": a 4-rank ring moves bytes
  * exactly between ring neighbours, a PS exactly on its server's row and column) and `harness explain`:
- * its schedule's bytes per link equal what a real run of the engine counts. */
+ * its schedule's bytes per link equal what a real run of the engine counts, and its SVG diagrams. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,3 +136,18 @@ static void s_same(const char *engine_args, size_t bytes, int exact)
 Test(explain, ring_schedule_matches_run, .timeout = 120) { s_same("--procs 4 --engine ring", 100000, 1); }
 Test(explain, tree_schedule_matches_run, .timeout = 120) { s_same("--procs 5 --engine tree", 100000, 1); }
 Test(explain, ps_schedule_matches_run, .timeout = 120) { s_same("--procs 3 --servers 2 --engine ps --ps-partition-kb 16", 100000, 0); }
+
+/* --plots DIR: one SVG diagram per step of the schedule (a ring of 4: 2 (P-1) = 6 steps). */
+Test(explain, svg_per_step, .timeout = 60)
+{
+    cr_assert(harness_path(g_harness, sizeof g_harness) == 0, "build the harness first (make)");
+    char *dir = tmpdir_make(), cmd[2048], path[700];
+    static char out[1 << 16];
+    snprintf(cmd, sizeof cmd, "%s explain --engine ring --procs 4 --sizes 4096 --plots %s/d", g_harness, dir);
+    cr_assert_eq(s_run(cmd, out, sizeof out), 0, "%s", out);
+    for (int k = 1; k <= 7; k++) {
+        snprintf(path, sizeof path, "%s/d/step_%d.svg", dir, k);
+        cr_expect_eq(access(path, R_OK) == 0, k <= 6, "%s", path);
+    }
+    tmpdir_remove(dir);
+}
