@@ -137,7 +137,7 @@ typedef struct {
     void *scratch[2];                /* aligned copies of misaligned received segments (tcp) */
 } s_run_t;
 
-static int s_depth(int world, int t, int rank)
+int tree_depth(int world, int t, int rank)
 {
     int d = 0, p, c[2];
     for (;;) {
@@ -154,10 +154,10 @@ static int s_tree_init(s_tree_t *tr, int world, int t, int rank)
     tr->nchild = 0;
     if (tr->child[0] >= 0) tr->child[tr->nchild++] = tr->child[0];
     if (tr->child[1] >= 0) tr->child[tr->nchild++] = tr->child[1];
-    tr->depth = s_depth(world, t, rank);
+    tr->depth = tree_depth(world, t, rank);
     tr->maxdepth = 0;
     for (int r = 0; r < world; r++) {
-        int d = s_depth(world, t, r);
+        int d = tree_depth(world, t, r);
         if (d < 0 || tr->depth < 0) return err_set(ERR_STATE, "tree: shape %d for %d ranks has a cycle", t, world);
         if (d > tr->maxdepth) tr->maxdepth = d;
     }
@@ -257,10 +257,17 @@ size_t tree_seg_default(int world, size_t bytes)
     int depth = 1;
     for (int t = 0; t < 2; t++)
         for (int r = 0; r < world; r++) {
-            int d = s_depth(world, t, r);
+            int d = tree_depth(world, t, r);
             if (d > depth) depth = d;
         }
     return s_seg_auto((bytes + 1) / 2, depth);
+}
+
+size_t tree_split(size_t count)
+{
+    size_t c0 = (count + 1) / 2;
+    c0 = (c0 + TREE_SPLIT_ALIGN - 1) / TREE_SPLIT_ALIGN * TREE_SPLIT_ALIGN;
+    return c0 > count ? count : c0;
 }
 
 int tree_allreduce_host(comm_t *comm, const void *sendbuf, void *recvbuf, size_t count, dtype_t dt,
@@ -281,9 +288,7 @@ int tree_allreduce_host(comm_t *comm, const void *sendbuf, void *recvbuf, size_t
 
     /* Split between the trees and segment size: functions of (count, dtype, seg_bytes, slot size) only,
      * so every rank computes the same. */
-    size_t c0 = (count + 1) / 2;
-    c0 = (c0 + TREE_SPLIT_ALIGN - 1) / TREE_SPLIT_ALIGN * TREE_SPLIT_ALIGN;
-    if (c0 > count) c0 = count;
+    size_t c0 = tree_split(count);
     size_t slot = SIZE_MAX;
     for (int r = 0; r < world; r++)
         if (r != rank && tp_slot_bytes(comm->tp, r) < slot) slot = tp_slot_bytes(comm->tp, r);

@@ -36,6 +36,8 @@ struct tp {
     tp_peer_t *peer;
     void *inst[B_COUNT];
     _Atomic uint64_t sent, received;
+    /* per peer: bytes through this transport, then bytes other carriers noted (tp_note_traffic) */
+    _Atomic uint64_t *peer_sent, *peer_received, *note_sent, *note_received;
 };
 
 void tp_job_name(const char *job, char *out, size_t len) { auth_job_tag(job, out, len); }
@@ -78,7 +80,11 @@ int tp_new(tp_t **self_p, const tp_env_t *env, const tp_opts_t *opts)
                        TP_MAX_SLOTS);
     }
     self->peer = calloc((size_t)self->world, sizeof(tp_peer_t));
-    if (!self->peer) { rc = ERR_NOMEM; goto fail; }
+    self->peer_sent = calloc((size_t)self->world * 4, sizeof(_Atomic uint64_t));
+    if (!self->peer || !self->peer_sent) { rc = ERR_NOMEM; goto fail; }
+    self->peer_received = self->peer_sent + self->world;
+    self->note_sent = self->peer_received + self->world;
+    self->note_received = self->note_sent + self->world;
 
     const char *kind = opts && opts->kind ? opts->kind : "auto";
     if (strcmp(kind, "auto") && strcmp(kind, "shm") && strcmp(kind, "tcp") && strcmp(kind, "zmq")) {
@@ -128,6 +134,7 @@ void tp_destroy(tp_t **self_p)
     if (!self) return;
     for (int b = 0; b < B_COUNT; b++) s_backends[b]->destroy(&self->inst[b]);
     free(self->peer);
+    free((void *)self->peer_sent);
     free(self);
     *self_p = NULL;
 }
@@ -166,6 +173,7 @@ int tp_send_commit(tp_t *self, int peer, size_t len)
     tp_peer_t *p = &self->peer[peer];
     CHECK(p->ops->send_commit(p->be, peer, len, self->timeout_ms));
     atomic_fetch_add(&self->sent, len);
+    atomic_fetch_add_explicit(&self->peer_sent[peer], len, memory_order_relaxed);
     return 0;
 }
 
@@ -188,6 +196,7 @@ int tp_recv_release(tp_t *self, int peer)
     size_t len = 0;
     CHECK(p->ops->recv_release(p->be, peer, &len));
     atomic_fetch_add(&self->received, len);
+    atomic_fetch_add_explicit(&self->peer_received[peer], len, memory_order_relaxed);
     return 0;
 }
 
@@ -243,4 +252,22 @@ size_t tp_auth_ctx(const char *prefix, int from, int to, unsigned char out[128])
     memcpy(out + n + 1, &f, 4);
     memcpy(out + n + 5, &t, 4);
     return n + 9;
+}
+
+void tp_note_traffic(tp_t *self, int peer, uint64_t sent, uint64_t received)
+{
+    if (!self || peer < 0 || peer >= self->world) return;
+    if (sent) atomic_fetch_add_explicit(&self->note_sent[peer], sent, memory_order_relaxed);
+    if (received) atomic_fetch_add_explicit(&self->note_received[peer], received, memory_order_relaxed);
+}
+
+void tp_peer_counters(tp_t *self, int peer, uint64_t *sent, uint64_t *received)
+{
+    uint64_t s = 0, r = 0;
+    if (self && peer >= 0 && peer < self->world) {
+        s = atomic_load(&self->peer_sent[peer]) + atomic_load(&self->note_sent[peer]);
+        r = atomic_load(&self->peer_received[peer]) + atomic_load(&self->note_received[peer]);
+    }
+    if (sent) *sent = s;
+    if (received) *received = r;
 }

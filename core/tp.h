@@ -71,4 +71,12 @@ void tp_cleanup_job(const char *job);
 /* Bytes moved so far (for stats). */
 void tp_counters(tp_t *self, uint64_t *sent, uint64_t *received);
 
+/* Bytes moved so far between this rank and peer (the traffic matrix's entries of this rank): what
+ * this transport carried plus what other carriers noted with tp_note_traffic. 0 for this rank itself
+ * or a bad peer. */
+void tp_peer_counters(tp_t *self, int peer, uint64_t *sent, uint64_t *received);
+/* For bytes a rank moves outside the transport (the PS's ZeroMQ sockets): counted in
+ * tp_peer_counters, not in tp_counters. Thread-safe; ignores a NULL self or a bad peer. */
+void tp_note_traffic(tp_t *self, int peer, uint64_t sent, uint64_t received);
+
 #endif

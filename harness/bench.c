@@ -4,6 +4,7 @@
  * 2(P-1)/P (GB = 1e9 bytes; 0 at P = 1: no bus traffic, as nccl-tests), P = the number of workers.
  * Dedicated PS servers serve meanwhile. --quiet drops progress lines only: the table always prints. */
 #include "harness/harness.h"
+#include "harness/traffic.h"
 #include "core/dev.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -71,6 +72,7 @@ typedef struct {
     void *sendbuf, *recvbuf;          /* host buffers, filled and checked here */
     void *dsend, *drecv;              /* with GPUs: the device copies the collective runs on */
     double *times;                    /* this size's iterations (us) */
+    uint64_t *traffic;                /* with --json: this size's traffic matrix (world x world bytes) */
 } s_bench_t;
 
 /* The sizes to run: MIN, MIN * factor, ... up to MAX, whole elements, no repeats; returns how many. */
@@ -180,6 +182,7 @@ static int s_gather(const s_bench_t *B, double *t, uint64_t *wrong)
 /* Rank 0: one size's row of the table and its JSON line. */
 static int s_row(const s_bench_t *B, size_t bytes, double t, uint64_t wrong)
 {
+    char *traffic = NULL;
     const h_opts_t *o = B->o;
     const h_meta_t *meta = B->meta;
     size_t count = bytes / dt_size(o->dtype);
@@ -196,7 +199,12 @@ static int s_row(const s_bench_t *B, size_t bytes, double t, uint64_t wrong)
     B->ops->stats(B->eng, &s1);
     char *line = NULL, host[256], topo[512], cpu[300], net[160];
     char *cmd = h_meta_cmdline_json(meta);
-    if (!cmd) return err_set(ERR_NOMEM, "bench result line: out of memory");
+    traffic = h_traffic_json(B->traffic, B->comm->world);
+    if (!cmd || !traffic) {
+        free(cmd);
+        free(traffic);
+        return err_set(ERR_NOMEM, "bench result line: out of memory");
+    }
     h_json_str(net, sizeof net, o->net ? o->net : "");
     h_json_str(host, sizeof host, meta->host);
     h_json_str(topo, sizeof topo, meta->topo);
@@ -206,11 +214,12 @@ static int s_row(const s_bench_t *B, size_t bytes, double t, uint64_t wrong)
         "\"colocate\":%d,\"transport\":\"%s\",\"bytes\":%zu,\"count\":%zu,\"dtype\":\"%s\",\"op\":\"%s\","
         "\"iters\":%d,\"warmup\":%d,\"time_us\":%.3f,\"algbw_gbs\":%.6f,\"busbw_gbs\":%.6f,"
         "\"wrong\":%llu,\"host\":%s,\"git_sha\":\"%s\",\"timestamp\":\"%s\",\"cmdline\":%s,"
-        "\"topology\":%s,\"cpu\":%s,\"versions\":\"%s\",\"net\":%s}\n",
+        "\"topology\":%s,\"cpu\":%s,\"versions\":\"%s\",\"net\":%s,\"traffic_bytes\":%s}\n",
         B->name, s1.impl ? s1.impl : "default", P, B->comm->world - B->cfg.nworkers, (int)engine_counter(&s1, "colocate"),
         s_transport(B->comm), bytes, count, dt_name(o->dtype), op_name(o->op), o->iters, o->warmup, t, algbw, busbw,
-        (unsigned long long)wrong, host, meta->git_sha, meta->timestamp, cmd, topo, cpu, meta->versions, net);
+        (unsigned long long)wrong, host, meta->git_sha, meta->timestamp, cmd, topo, cpu, meta->versions, net, traffic);
     free(cmd);
+    free(traffic);
     if (n < 0) return err_set(ERR_NOMEM, "bench result line: out of memory");
     int rc = h_json_append(o->json, line, (size_t)n);
     free(line);
@@ -230,14 +239,28 @@ static int s_worker(s_bench_t *B, uint64_t *total_wrong)
         printf("# note: --sizes are rounded to whole %s elements (multiples of %zu bytes)\n", dt_name(B->o->dtype), esz);
         fflush(stdout);
     }
+    size_t W = (size_t)B->comm->world;
+    uint64_t *t0 = B->o->json ? calloc(2 * W, sizeof *t0) : NULL;
+    B->traffic = B->o->json ? calloc(W * W, sizeof *B->traffic) : NULL;
+    if (B->o->json && (!t0 || !B->traffic)) {
+        free(t0);
+        return ERR_NOMEM;
+    }
     for (size_t si = 0; si < nsizes; si++) {
         uint64_t wrong;
         double t = 0;
-        CHECK(s_time_size(B, sizes[si], &wrong));
+        if (t0) h_traffic_snap(B->comm, t0, t0 + W);
+        int rc = s_time_size(B, sizes[si], &wrong);
+        if (rc == 0 && t0) rc = h_traffic_gather_workers(B->comm, B->P, t0, t0 + W, B->traffic, B->tmo);
+        if (rc < 0) {
+            free(t0);
+            return rc;
+        }
         CHECK(s_gather(B, &t, &wrong));
         *total_wrong += wrong;
         if (B->comm->rank == 0) CHECK(s_row(B, sizes[si], t, wrong));
     }
+    free(t0);
     return 0;
 }
 
@@ -259,6 +282,7 @@ static int s_bench_engine(const h_opts_t *o, comm_t *comm, const char *name, con
     if (rc < 0) err_note(rc, __FILE__, __LINE__, "bench");
     B.ops->destroy(&B.eng);
     free(B.times);
+    free(B.traffic);
     free(B.sendbuf);
     free(B.recvbuf);
     dev_free(&B.dsend);

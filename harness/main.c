@@ -10,6 +10,7 @@
 #include "harness/launch.h"
 #include "harness/model.h"
 #include "harness/report.h"
+#include "harness/explain.h"
 #include "harness/timeline.h"
 #include "core/dev.h"
 #include "core/err.h"
@@ -224,6 +225,7 @@ int main(int argc, char **argv)
     if (h_is_launched()) return s_exit(s_rank_main(&o), 1);
     if (s_check_writable("--json", o.json) < 0) return s_exit(ERR_INVAL, 2);
     if (!strcmp(o.mode, "report")) return s_report(&o);
+    if (!strcmp(o.mode, "explain")) return s_exit(h_explain(&o, stdout, NULL, NULL), 2);
     if (!strcmp(o.mode, "gemm")) {
         int rc = h_gemm_bench(&o);
         char m[512];

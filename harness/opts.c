@@ -47,7 +47,7 @@ static int s_bad(const char *flag, const char *val, const char *want)
 }
 
 /* The modes (first argument) */
-static const char *const s_modes[] = {"train", "bench", "run", "selftest", "report", "model", "gemm", NULL};
+static const char *const s_modes[] = {"train", "bench", "run", "selftest", "report", "model", "gemm", "explain", NULL};
 static int s_known_mode(const char *m)
 {
     for (int i = 0; s_modes[i]; i++)
@@ -336,7 +336,9 @@ void h_opts_usage(FILE *f)
 "  selftest          launcher self-test (SYNCBENCH_SELFTEST_FAIL/HANG/SLEEP_MS)\n"
 "  report FILE...    engines side by side from results files, plus PNG/SVG plots (--plots DIR)\n"
 "  model [FILE...]   fit alpha/beta/gamma on this setup (2 ranks), predict each engine beside the\n"
-"                    measured results in FILE... (or --measured FILE), extrapolate to P = 1024\n");
+"                    measured results in FILE... (or --measured FILE), extrapolate to P = 1024\n"
+"  explain           an engine's allreduce schedule step by step for a small world (--engine ring|tree|ps,\n"
+"                    --procs N, --servers S, --sizes BYTES; --plots DIR: an SVG per step) and its bytes per link\n");
     for (size_t i = 0; i < S_NOPTS; i++) {
         if (s_opts[i].help_fn) s_opts[i].help_fn(f);
         else if (s_opts[i].help) fputs(s_opts[i].help, f);
@@ -478,7 +480,7 @@ int h_opts_parse(h_opts_t *o, int argc, char **argv)
             break;
         }
     if (!s_known_mode(o->mode))
-        return err_set(ERR_INVAL, "unknown mode '%s' (train, bench, run, selftest, report, model, gemm); see harness --help",
+        return err_set(ERR_INVAL, "unknown mode '%s' (train, bench, run, selftest, report, model, gemm, explain); see harness --help",
                        o->mode);
     optind = first;
     opterr = 0;

@@ -207,27 +207,73 @@ static void s_fig_speedup(s_fig_t *f, const h_rdata_t *d, char (*labels)[H_LABEL
               "set logscale xy 2\nset xtics 2\nset ytics 2\nset key outside right top font ',8'\n");
 }
 
-/* 4. peak memory per rank: the largest world of each engine */
+/* 4. memory per rank, the largest world of each engine: engine memory (what the engine holds: buffers,
+ * shards, optimizer state) as bars, peak RSS beside it; dedicated server ranks marked "S" */
 static void s_fig_memory(s_fig_t *f, const h_rdata_t *d, char (*labels)[H_LABEL], size_t nl)
 {
     FILE *dat = s_dat_open(f, "train_memory.dat");
     if (!dat) return;
     s_fig_begin(f);
-    size_t k = 0;
+    size_t k = 0, x = 0;
+    fprintf(dat, "# x engine_MiB rss_MiB label (a blank x between engines)\n");
     for (size_t l = 0; l < nl; l++) {
         const h_rtrain_t *best = NULL;
         for (size_t i = 0; i < d->nt; i++)
             if (!strcmp(d->t[i].label, labels[l]) && d->t[i].nmem && (!best || d->t[i].world > best->world)) best = &d->t[i];
         if (!best) continue;
-        fprintf(dat, "# %s@%d: rank peak_MiB\n", best->label, best->world);
-        for (size_t r = 0; r < best->nmem; r++) fprintf(dat, "%zu %.3f\n", r, best->mem[r] / 1048576.0);
-        fprintf(dat, "\n\n");
-        s_bprintf(&f->body, "%s'%s/train_memory.dat' index %zu using 1:2 with linespoints title '%s P=%d (imb %.2f)'",
-                  k ? ", " : "", f->dir, k, best->label, best->world, best->imb);
+        for (size_t r = 0; r < best->nmem; r++, x++)
+            fprintf(dat, "%zu %.4f %.4f \"%s r%zu%s\"\n", x, r < best->nemem ? best->emem[r] / 1048576.0 : 0.0,
+                    best->mem[r] / 1048576.0, best->label, r, (int)r >= best->world ? " S" : "");
+        x++;
         k++;
     }
     fclose(dat);
-    if (k) s_fig_end(f, "train_memory", "peak memory per rank (balance)", "rank", "peak memory (MiB)", "set xtics 1\nset yrange [0:*]\n");
+    s_bprintf(&f->body, "'%s/train_memory.dat' using ($1-0.2):2:(0.4):xtic(4) with boxes fill solid 0.8 title 'engine memory', "
+              "'%s/train_memory.dat' using ($1+0.2):3:(0.4) with boxes fill pattern 4 title 'peak RSS'", f->dir, f->dir);
+    if (k) s_fig_end(f, "train_memory", "memory per rank: engine memory (bars) and peak RSS (S = server rank)", "engine, rank",
+                     "MiB", "set xtics rotate by -45 font ',8'\nset yrange [0:*]\nset boxwidth 0.4\n");
+}
+
+/* 5. traffic matrices as heat maps: bytes from the sender (row) to the receiver (column), one figure
+ * per engine: each train run's largest world, else each bench engine's largest world and size */
+static void s_fig_traffic_one(s_fig_t *f, const char *label, int world, const double *m, size_t nm, size_t *k)
+{
+    size_t n = 0;
+    while ((n + 1) * (n + 1) <= nm) n++;
+    if (!n || n * n != nm) return;
+    char name[64], title[H_LABEL + 96];
+    snprintf(name, sizeof name, "traffic_%zu.dat", *k);
+    FILE *dat = s_dat_open(f, name);
+    if (!dat) return;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) fprintf(dat, "%.6g%s", m[i * n + j] / 1048576.0, j + 1 < n ? " " : "\n");
+    fclose(dat);
+    s_fig_begin(f);
+    s_bprintf(&f->body, "'%s/%s' matrix with image notitle", f->dir, name);
+    snprintf(title, sizeof title, "traffic matrix %s P=%d: MiB from sender (row) to receiver (column)", label, world);
+    snprintf(name, sizeof name, "traffic_%zu", *k);
+    char settings[256];
+    snprintf(settings, sizeof settings, "set xrange [-0.5:%zu.5]\nset yrange [%zu.5:-0.5]\nset xtics 1\nset ytics 1\n"
+             "set palette defined (0 'white', 1 'orange', 2 'dark-red')\nunset grid\n", n - 1, n - 1);
+    s_fig_end(f, name, title, "receiver rank", "sender rank", settings);
+    (*k)++;
+}
+
+static void s_fig_traffic(s_fig_t *f, const h_rdata_t *d, char (*labels)[H_LABEL], size_t nl)
+{
+    size_t k = 0;
+    for (size_t l = 0; l < nl; l++) {
+        const h_rtrain_t *best = NULL;
+        for (size_t i = 0; i < d->nt; i++)
+            if (!strcmp(d->t[i].label, labels[l]) && d->t[i].traffic && (!best || d->t[i].world > best->world)) best = &d->t[i];
+        if (best) s_fig_traffic_one(f, best->label, best->world, best->traffic, best->ntraffic, &k);
+    }
+    if (nl) return;
+    for (size_t i = 0; i < d->nb; i++) {
+        const h_rbench_t *b = &d->b[i];
+        int last = i + 1 == d->nb || strcmp(d->b[i + 1].label, b->label);
+        if (last && b->traffic) s_fig_traffic_one(f, b->label, b->world, b->traffic, b->ntraffic, &k);
+    }
 }
 
 /* model.dat blocks 0..nl-1: measured points per engine; returns how many */
@@ -302,15 +348,16 @@ static void s_fig_all(s_fig_t *f, const h_rdata_t *d)
 {
     fprintf(f->gp, "# report.gp: written by harness report; run `gnuplot report.gp` in any folder\n");
     if (d->nb) s_fig_bench(f, d);
+    char labels[S_MAXLABELS][H_LABEL];
+    size_t nl = 0;
     if (d->nt) {
-        char labels[S_MAXLABELS][H_LABEL];
-        size_t nl = 0;
         for (size_t i = 0; i < d->nt && nl < S_MAXLABELS; i++)
             if (!nl || strcmp(labels[nl - 1], d->t[i].label)) snprintf(labels[nl++], H_LABEL, "%s", d->t[i].label);
         s_fig_train(f, d, labels, nl);
         s_fig_speedup(f, d, labels, nl);
         s_fig_memory(f, d, labels, nl);
     }
+    s_fig_traffic(f, d, labels, nl);
     if (d->nm) s_fig_model(f, d);
 }
 

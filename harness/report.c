@@ -133,6 +133,9 @@ static void s_add_bench(h_rdata_t *d, const h_jobj_t *o, const char *label, int 
     b->time_us = s_rep_median(b->rep_t, b->nrep);
     b->busbw = s_rep_median(b->rep_bw, b->nrep);
     b->algbw = s_rep_median(b->rep_ag, b->nrep);
+    const h_jfield_t *tr = h_jget(o, "traffic_bytes");
+    b->traffic = tr && tr->type == HJ_ARR && tr->n ? tr->arr : NULL;
+    b->ntraffic = b->traffic ? tr->n : 0;
 }
 
 /* A train line replaces an earlier one of the same (label, world). */
@@ -162,6 +165,11 @@ static void s_add_train(h_rdata_t *d, const h_jobj_t *o, const char *label, int 
     const h_jfield_t *m = h_jget(o, "mem_peak_bytes");
     t->mem = m && m->type == HJ_ARR ? m->arr : NULL;
     t->nmem = m && m->type == HJ_ARR ? m->n : 0;
+    const h_jfield_t *em = h_jget(o, "mem_engine_bytes"), *tr = h_jget(o, "traffic_bytes");
+    t->emem = em && em->type == HJ_ARR && em->n ? em->arr : NULL;
+    t->nemem = t->emem ? em->n : 0;
+    t->traffic = tr && tr->type == HJ_ARR && tr->n ? tr->arr : NULL;
+    t->ntraffic = t->traffic ? tr->n : 0;
     t->nrep++;
 }
 
@@ -369,10 +377,60 @@ static void s_text_model(FILE *out, const h_rdata_t *d)
     if (nextra) s_text_extrapolation(out, d);
 }
 
+/* One traffic row: how concentrated a matrix of n x n bytes is, link by link (ordered pairs that
+ * carried bytes) and rank by rank (a rank's bytes in + out: what its NIC carries). */
+static void s_traffic_row(FILE *out, const char *what, const char *label, int world, double bytes, const double *m,
+                          size_t nm)
+{
+    size_t n = 0;
+    while ((n + 1) * (n + 1) <= nm) n++;
+    if (!n || n * n != nm) return;
+    double lmax = 0, lsum = 0, rmax = 0, rsum = 0;
+    size_t links = 0;
+    for (size_t i = 0; i < n; i++) {
+        double in = 0, outb = 0;
+        for (size_t j = 0; j < n; j++) {
+            double v = i == j ? 0 : m[i * n + j];
+            if (v > 0) { links++; lsum += v; lmax = fmax(lmax, v); }
+            outb += v;
+            in += i == j ? 0 : m[j * n + i];
+        }
+        rsum += in + outb;
+        rmax = fmax(rmax, in + outb);
+    }
+    char sz[32] = "-", lm[32], la[32], rm[32];
+    if (bytes > 0) s_fmt_bytes(bytes, sz, sizeof sz);
+    s_fmt_bytes(lmax, lm, sizeof lm);
+    s_fmt_bytes(links ? lsum / (double)links : 0, la, sizeof la);
+    s_fmt_bytes(rmax, rm, sizeof rm);
+    fprintf(out, "  %-6s %-14s %5d %5zu %8s %6zu %10s %10s %8.2f %10s %8.2f\n", what, label, world, n, sz, links, lm, la,
+            links && lsum > 0 ? lmax / (lsum / (double)links) : 0, rm, rsum > 0 ? rmax / (rsum / (double)n) : 0);
+}
+
+/* Traffic matrices: per train run, and per bench engine@world its largest size. */
+static void s_text_traffic(FILE *out, const h_rdata_t *d)
+{
+    int any = 0;
+    for (size_t i = 0; i < d->nb && !any; i++) any = d->b[i].traffic != NULL;
+    for (size_t i = 0; i < d->nt && !any; i++) any = d->t[i].traffic != NULL;
+    if (!any) return;
+    fprintf(out, "#\n# traffic: bytes per ordered pair of ranks (link = one direction), whole run; rank = its bytes in + out\n");
+    fprintf(out, "# %-6s %-14s %5s %5s %8s %6s %10s %10s %8s %10s %8s\n", "mode", "engine", "world", "ranks", "size", "links",
+            "max link", "mean link", "max/mean", "max rank", "max/mean");
+    for (size_t i = 0; i < d->nb; i++) {
+        const h_rbench_t *b = &d->b[i];
+        int last = i + 1 == d->nb || strcmp(d->b[i + 1].label, b->label) || d->b[i + 1].world != b->world;
+        if (last && b->traffic) s_traffic_row(out, "bench", b->label, b->world, b->bytes, b->traffic, b->ntraffic);
+    }
+    for (size_t i = 0; i < d->nt; i++)
+        if (d->t[i].traffic) s_traffic_row(out, "train", d->t[i].label, d->t[i].world, 0, d->t[i].traffic, d->t[i].ntraffic);
+}
+
 static int s_text(FILE *out, const h_rdata_t *d)
 {
     if (d->nb) CHECK(s_text_bench(out, d));
     if (d->nt) s_text_train(out, d);
+    s_text_traffic(out, d);
     if (d->nm) s_text_model(out, d);
     return 0;
 }

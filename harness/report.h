@@ -17,6 +17,9 @@ typedef struct {
     double wrong;              /* wrong elements summed over every run */
     double rep_t[H_REPS], rep_bw[H_REPS], rep_ag[H_REPS];
     size_t nrep;               /* runs seen (may exceed H_REPS) */
+    double *traffic;           /* the latest run's traffic matrix, (world + servers)^2 bytes, row = sender
+                                  (borrowed from the parsed line; NULL: none) */
+    size_t ntraffic;
 } h_rbench_t;
 
 /* One training configuration (label, world): the latest line for it. */
@@ -28,6 +31,10 @@ typedef struct {
     double speedup;            /* emulated runs: speedup over one emulated device (NAN otherwise) */
     double *mem;               /* peak bytes per rank (borrowed from the parsed line) */
     size_t nmem, nrep;
+    double *emem;              /* engine memory per rank (mem_engine_bytes; borrowed; NULL: none) */
+    size_t nemem;
+    double *traffic;           /* traffic matrix of the run, ranks^2 bytes, row = sender (borrowed; NULL: none) */
+    size_t ntraffic;
 } h_rtrain_t;
 
 /* One cost-model prediction ("mode":"model" line other than the fit). */

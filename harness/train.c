@@ -24,6 +24,7 @@
 #include "trainer/trainer.h"
 #include "harness/train_emu.h"
 #include "harness/cluster.h"
+#include "harness/traffic.h"
 
 /* one record per rank, allgathered (plain data, same layout on every rank) */
 typedef struct {
@@ -255,6 +256,7 @@ typedef struct {
     size_t params;                    /* parameters the engine moved (an emulated model's after --shrink) */
     char model[160];
     h_emu_sum_t emu;                  /* an emulated model's figures (emu.on) */
+    const char *traffic;              /* the run's traffic matrix as JSON ("null": none) */
 } s_sum_t;
 
 static void s_summarize(const h_opts_t *o, const comm_t *comm, const engine_cfg_t *ecfg, const s_rank_t *all,
@@ -387,13 +389,13 @@ static int s_json(const h_opts_t *o, const char *name, const s_rank_t *all, cons
         "\"bytes_sent\": %llu, \"mem_peak_bytes\": %s, \"mem_imbalance\": %.4f, \"gpus\": %d, \"mem_dev_peak_bytes\": %s, "
         "\"mem_dev_imbalance\": %.4f, \"compute_tflops\": %.4f, \"host\": %s, \"git_sha\": %s, "
         "\"timestamp\": %s, \"cmdline\": %s, \"cpu\": %s, \"topo\": %s, \"versions\": %s, \"net\": %s, "
-        "\"straggler\": %s, \"mem_engine_bytes\": %s, \"mem_engine_imbalance\": %.4f}\n",
+        "\"straggler\": %s, \"mem_engine_bytes\": %s, \"mem_engine_imbalance\": %.4f, \"traffic_bytes\": %s}\n",
         J.eng, J.impl, P, R, R - P, o->steps, o->warmup_steps, S->lb * (size_t)P, S->lb, J.model, S->params,
         J.data, J.optim, dt_name(o->grad_dtype), o->bucket_mb > 0 ? o->bucket_mb : 25.0, all[0].nbuckets,
         o->no_overlap ? "false" : "true", all[0].threads, S->sps, J.sps, S->csps, S->step50, S->step99, S->comp50,
         S->comm50, S->wait50, S->data50, S->sync50, S->lf, S->ll, S->acc, (unsigned long long)S->skipped,
         (unsigned long long)S->sent, J.mem, S->imb, o->gpus, J.dmem, S->dimb, S->tflops, J.host, J.sha, J.ts, J.cmd, J.cpu,
-        J.topo, J.ver, J.net, J.strag, J.emem, eimb);
+        J.topo, J.ver, J.net, J.strag, J.emem, eimb, S->traffic ? S->traffic : "null");
     free(J.cmd); free(J.mem); free(J.emem); free(J.dmem); free(J.sps);
     if (n > 2 && S->emu.on) { /* an emulated run's own fields, before the closing brace */
         char *l2 = realloc(line, (size_t)n + 2048);
@@ -413,10 +415,11 @@ static int s_json(const h_opts_t *o, const char *name, const s_rank_t *all, cons
 
 /* Rank 0: the engine's table and JSON line: 0, or why the line could not be written. */
 static int s_report(const h_opts_t *o, comm_t *comm, const char *name, const engine_cfg_t *ecfg, const s_rank_t *all,
-                     const trainer_t *t, const char *impl, const h_meta_t *meta)
+                     const trainer_t *t, const char *impl, const h_meta_t *meta, const char *traffic)
 {
     s_sum_t S;
     s_summarize(o, comm, ecfg, all, t, &S);
+    S.traffic = traffic;
     s_print(o, name, all, t, impl, &S);
     return o->json ? s_json(o, name, all, t, impl, meta, &S) : 0;
 }
@@ -434,11 +437,15 @@ static int s_train_engine(const h_opts_t *o, comm_t *comm, const char *name, con
     me.threads = s_blas_threads(comm);
     mem_reset_peak();
     dev_mem_reset_peak();
+    uint64_t *tsent0 = calloc((size_t)comm->world, sizeof *tsent0); /* the traffic matrix counts from here */
+    if (!tsent0) return ERR_NOMEM;
+    h_traffic_snap(comm, tsent0, NULL);
     engine_t *eng = NULL;
     trainer_t *t = NULL;
     int rc = ops->create(&eng, comm, &ecfg);
     if (rc < 0) {
         err_note(rc, __FILE__, __LINE__, "ops->create");
+        free(tsent0);
         return rc;
     }
     engine_stats_t es;
@@ -477,15 +484,25 @@ static int s_train_engine(const h_opts_t *o, comm_t *comm, const char *name, con
     me.mem_dev_peak = dm.dev_peak;
     if (rc < 0) {
         trainer_destroy(&t);
+        free(tsent0);
         return rc;
     }
     s_rank_t *all = calloc((size_t)comm->world, sizeof *all);
-    if (!all) {
+    uint64_t *tmat = calloc((size_t)comm->world * (size_t)comm->world, sizeof *tmat);
+    if (!all || !tmat) {
         trainer_destroy(&t);
+        free(all);
+        free(tmat);
+        free(tsent0);
         return ERR_NOMEM;
     }
     rc = comm_allgather(comm, &me, sizeof me, all, o->timeout_s > 0 ? o->timeout_s * 1000 : 60000);
-    int jrc = rc == 0 && comm->rank == 0 ? s_report(o, comm, name, &ecfg, all, t, impl_buf, meta) : 0;
+    if (rc == 0) rc = h_traffic_gather_all(comm, tsent0, tmat, o->timeout_s > 0 ? o->timeout_s * 1000 : 60000);
+    char *tjson = rc == 0 && comm->rank == 0 ? h_traffic_json(tmat, comm->world) : NULL;
+    int jrc = rc == 0 && comm->rank == 0 ? s_report(o, comm, name, &ecfg, all, t, impl_buf, meta, tjson) : 0;
+    free(tjson);
+    free(tmat);
+    free(tsent0);
     if (rc == 0 && comm->rank == 0) {
         printf("# %s: parameters after step %llu: checksum %016llx\n", name, (unsigned long long)trainer_steps_done(t),
                (unsigned long long)sum);

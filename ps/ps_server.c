@@ -41,7 +41,10 @@ void pss_send(ps_server_t *self, int w, const void *ident, size_t idlen, const w
 {
     uint64_t b = 0;
     int rc = ps_van_send(self->router, ident, idlen, h, fr, nfr, &b);
-    if (!s_is_local(self, w)) atomic_fetch_add_explicit(&self->sent, b, memory_order_relaxed);
+    if (!s_is_local(self, w)) {
+        atomic_fetch_add_explicit(&self->sent, b, memory_order_relaxed);
+        if (w >= 0) tp_note_traffic(self->cfg.comm->tp, w, b, 0); /* the traffic matrix: worker w is rank w */
+    }
     if (rc < 0) LOG_D("ps server %d: reply to %s%d failed: %s", self->cfg.index, w >= 0 ? "worker " : "peer ", w,
                       err_str(rc));
 }
@@ -294,6 +297,7 @@ static int s_on_message(ps_server_t *self, ps_vmsg_t *m)
         REJ(ERR_PROTO, "frame count %d does not match the header's %u", m->n - 2, hd.nframes);
     }
     w = claimed;
+    if (!local) tp_note_traffic(self->cfg.comm->tp, w, 0, (uint64_t)m->bytes); /* the traffic matrix */
     wk_t *k = &self->wk[w];
     if (k->dead || k->bye) REJ(ERR_STATE, "worker %d already %s", w, k->dead ? "declared dead" : "said BYE");
     if (hd.type == WIRE_HELLO && hd.aux != PS_HELLO_KEEPALIVE) return s_on_auth(self, w, ident, idlen, h, m);

@@ -15,7 +15,10 @@ int psw_send(engine_t *self, int s, const wire_hdr_t *h, const ps_frame_t *fr, i
 {
     uint64_t b = 0;
     int rc = ps_van_send(self->conns[s].sock, NULL, 0, h, fr, nfr, &b);
-    if (!self->conns[s].local) self->sent += b;
+    if (!self->conns[s].local) {
+        self->sent += b;
+        tp_note_traffic(self->comm->tp, s_server_rank(self, s), b, 0); /* the traffic matrix */
+    }
     if (rc < 0) return err_set(rc, "ps worker %d: send to server %d (rank %d) failed: %s", self->comm->rank, s,
                                s_server_rank(self, s), err_detail());
     return 0;
@@ -142,7 +145,10 @@ int psw_collect(engine_t *self, collect_t *c, size_t left, int timeout_ms)
             for (;;) {
                 ps_vmsg_t m;
                 if (ps_van_recv(self->conns[s].sock, &m, 0) < 0) break;
-                if (!self->conns[s].local) self->received += m.bytes;
+                if (!self->conns[s].local) {
+                    self->received += m.bytes;
+                    tp_note_traffic(self->comm->tp, s_server_rank(self, s), 0, m.bytes);
+                }
                 int rc = s_on_reply(self, s, &m, c, &left);
                 ps_van_close_msg(&m);
                 if (rc < 0) return rc;

@@ -26,14 +26,26 @@
 
 #define RING_DEFAULT_SEG (256u << 10)
 
-static inline size_t s_chunk_start(size_t count, int P, int c)
+size_t ring_chunk_start(size_t count, int P, int c)
 {
     size_t q = count / (size_t)P, r = count % (size_t)P;
     return (size_t)c * q + ((size_t)c < r ? (size_t)c : r);
 }
-static inline size_t s_chunk_len(size_t count, int P, int c)
+size_t ring_chunk_len(size_t count, int P, int c)
 {
     return count / (size_t)P + ((size_t)c < count % (size_t)P ? 1 : 0);
+}
+
+void ring_schedule(int P, int me, int step, ring_step_t *out)
+{
+    out->allgather = step >= P - 1;
+    out->to = (me + 1) % P;
+    out->from = (me + P - 1) % P;
+    int s = out->allgather ? step - (P - 1) : step;
+    /* reduce-scatter step s: send chunk me-s (own at s = 0, else the partial sum just made), receive
+     * me-s-1; allgather step s: send the complete chunk me+1-s, receive me-s */
+    out->send_chunk = ((out->allgather ? me + 1 - s : me - s) % P + P) % P;
+    out->recv_chunk = ((out->allgather ? me - s : me - s - 1) % P + P) % P;
 }
 
 int ring_allreduce_host(comm_t *comm, const void *sendbuf, void *recvbuf, size_t count, dtype_t dt,
@@ -56,7 +68,7 @@ int ring_allreduce_host(comm_t *comm, const void *sendbuf, void *recvbuf, size_t
     size_t seg = sb / esz;
     if (seg >= 64) seg &= ~(size_t)15; /* keep segments a multiple of 16 elements (vector width) */
     if (seg == 0) seg = 1;
-    const size_t maxchunk = s_chunk_len(count, P, 0);
+    const size_t maxchunk = ring_chunk_len(count, P, 0);
     const size_t nseg = (maxchunk + seg - 1) / seg;
     const char *src = sendbuf;
     char *dst = recvbuf;
@@ -64,21 +76,24 @@ int ring_allreduce_host(comm_t *comm, const void *sendbuf, void *recvbuf, size_t
 
     for (size_t k = 0; k < nseg; k++) {
         /* segment k of chunk c: [start(c) + k*seg, + n) */
-#define SEG_OFF(c) (s_chunk_start(count, P, (c)) + k * seg)
-#define SEG_LEN(c) (k * seg >= s_chunk_len(count, P, (c)) ? 0 : \
-                    (s_chunk_len(count, P, (c)) - k * seg < seg ? s_chunk_len(count, P, (c)) - k * seg : seg))
+#define SEG_OFF(c) (ring_chunk_start(count, P, (c)) + k * seg)
+#define SEG_LEN(c) (k * seg >= ring_chunk_len(count, P, (c)) ? 0 : \
+                    (ring_chunk_len(count, P, (c)) - k * seg < seg ? ring_chunk_len(count, P, (c)) - k * seg : seg))
         void *out;
         const void *in;
         size_t inlen;
+        ring_step_t st;
         /* RS step 0: my own chunk */
-        int c = me;
+        ring_schedule(P, me, 0, &st);
+        int c = st.send_chunk;
         size_t n = SEG_LEN(c);
         CHECK(tp_send_acquire(tp, right, &out, deadline_left_ms(dl)));
         if (n) memcpy(out, src + SEG_OFF(c) * esz, n * esz);
         CHECK(tp_send_commit(tp, right, n * esz));
         /* RS steps 1..P-1: receive chunk me-s-1, reduce, pass on (or finish) */
         for (int s = 0; s < P - 1; s++) {
-            c = (me - s - 1 + 2 * P) % P;
+            ring_schedule(P, me, s, &st);
+            c = st.recv_chunk;
             n = SEG_LEN(c);
             size_t off = SEG_OFF(c);
             CHECK(tp_recv_acquire(tp, left, &in, &inlen, deadline_left_ms(dl)));
@@ -102,7 +117,8 @@ int ring_allreduce_host(comm_t *comm, const void *sendbuf, void *recvbuf, size_t
         }
         /* AG steps: receive chunk me-s, store, forward except the last */
         for (int s = 0; s < P - 1; s++) {
-            c = (me - s + P) % P;
+            ring_schedule(P, me, P - 1 + s, &st);
+            c = st.recv_chunk;
             n = SEG_LEN(c);
             size_t off = SEG_OFF(c);
             CHECK(tp_recv_acquire(tp, left, &in, &inlen, deadline_left_ms(dl)));

@@ -11,4 +11,20 @@ extern const engine_ops_t ring_engine;
 int ring_allreduce_host(comm_t *comm, const void *sendbuf, void *recvbuf, size_t count, dtype_t dt,
                         redop_t op, size_t seg_bytes, int timeout_ms);
 
+/* The ring's schedule, which ring_allreduce_host executes and `harness explain` prints. The buffer of
+ * count elements is cut into world chunks (ring_chunk_start/len). Step 0 .. world-2 is the
+ * reduce-scatter, step world-1 .. 2 world-3 the allgather; at every step each rank sends one chunk to
+ * rank+1 and receives one from rank-1: in the reduce-scatter it adds the received chunk to its own
+ * values of that chunk (the last reduce-scatter step completes chunk rank+1 on rank), in the
+ * allgather it stores it. (The engine works segment by segment, each segment through every step.) */
+typedef struct {
+    int allgather;        /* 0: reduce-scatter step, 1: allgather step */
+    int to, from;         /* rank + 1, rank - 1 */
+    int send_chunk;       /* the chunk this rank sends to `to` */
+    int recv_chunk;       /* the chunk it receives from `from` (reduced into its own, or stored) */
+} ring_step_t;
+void   ring_schedule(int world, int rank, int step, ring_step_t *out);
+size_t ring_chunk_start(size_t count, int world, int c);
+size_t ring_chunk_len(size_t count, int world, int c);
+
 #endif

@@ -252,6 +252,10 @@ static int s_dead_rank(int rank, int world, void *arg)
     if (rc == 0) rc = ps_engine.attach(e, &ps);
     for (uint64_t s = 0; s < 2 && rc == 0; s++) rc = ps_test_plain_step(e, g, n, s, rank);
     if (rc < 0) return 1;
+    /* colocated, rank 2 also serves: it must not die before every worker has its replies of step 1
+     * (a barrier of the workers only: dedicated servers are serving meanwhile) */
+    int one = 1, all[16];
+    if (t->nworkers > 16 || comm_allgather_group(comm, &one, sizeof one, all, t->nworkers, t->timeout_ms * 3) < 0) return 1;
     if (rank == 2) _exit(0);   /* dies: no BYE, no destroy */
     rc = ps_test_plain_step(e, g, n, 2, rank);
     /* a colocated rank 2 is a worker and a server: whichever role is noticed first is named */

@@ -444,3 +444,43 @@ Test(jsonl_write, per_rank_arrays_and_command_line_have_no_cap)
     h_jfree(&obj);
     free(a); free(b); free(c); free(line);
 }
+
+/* Traffic matrices: the text section (max / mean link and rank) and a heat map per engine; the memory
+ * figure draws engine memory beside RSS with the server rank marked. */
+Test(report, traffic_and_memory, .timeout = 120)
+{
+    char dir[] = "/tmp/sb-report-XXXXXX", path[600];
+    cr_assert(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/t.jsonl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    /* a PS of 3 workers and one server (rank 3): hub and spokes; a ring of 4: neighbours */
+    fprintf(f, "{\"mode\":\"train\",\"engine\":\"ps\",\"world\":3,\"servers\":1,\"samples_per_s\":10,\"step_ms_p50\":1,\"step_ms_p99\":1,"
+               "\"mem_peak_bytes\":[100,100,100,200],\"mem_engine_bytes\":[0,0,0,300],"
+               "\"traffic_bytes\":[0,0,0,10, 0,0,0,10, 0,0,0,10, 10,10,10,0]}\n");
+    fprintf(f, "{\"mode\":\"train\",\"engine\":\"ring\",\"world\":4,\"samples_per_s\":20,\"step_ms_p50\":1,\"step_ms_p99\":1,"
+               "\"mem_peak_bytes\":[100,100,100,100],\"mem_engine_bytes\":[50,50,50,50],"
+               "\"traffic_bytes\":[0,15,0,0, 0,0,15,0, 0,0,0,15, 15,0,0,0]}\n");
+    fclose(f);
+    static char out[65536], err[65536];
+    char *files[] = {path};
+    int rc = s_report_capture(1, files, s_gnuplot() ? dir : NULL, out, sizeof out, err, sizeof err);
+    cr_assert_eq(rc, 0, "rc %d\n%s\n%s", rc, out, err);
+    cr_assert(strstr(out, "# traffic:"), "%s", out);
+    /* the server carries 3 x 20 bytes of 4 ranks' 120: max rank / mean rank = 60 / 30 = 2 */
+    cr_assert(strstr(out, "2.00"), "%s", out);
+    if (s_gnuplot()) {
+        cr_assert(s_nonempty(dir, "traffic_0.png") && s_nonempty(dir, "traffic_1.svg"), "%s", out);
+        char mem[700], buf[4096];
+        snprintf(mem, sizeof mem, "%s/train_memory.dat", dir);
+        FILE *m = fopen(mem, "r");
+        cr_assert(m);
+        size_t n = fread(buf, 1, sizeof buf - 1, m);
+        buf[n] = 0;
+        fclose(m);
+        cr_assert(strstr(buf, "r3 S\""), "%s", buf);
+    }
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+}

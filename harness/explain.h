@@ -1,0 +1,17 @@
+/* explain.h: `harness explain --engine ring|tree|ps [--procs N] [--servers S] [--sizes BYTES]`: an
+ * engine's allreduce schedule for a small world, step by step, from the schedule code the engines run
+ * (ring_schedule, tree_shape/tree_depth/tree_split, ps_layout_init), ending with the bytes per link;
+ * with --plots DIR also one plain SVG diagram per step (DIR/step_K.svg). */
+#ifndef SB_H_EXPLAIN_H
+#define SB_H_EXPLAIN_H
+#include <stdint.h>
+#include <stdio.h>
+#include "harness/harness.h"
+
+/* Print the schedule of o->engines[0] for o->procs workers (default 4) and the largest --sizes
+ * (bytes, o->dtype) to out. links (may be NULL): world x world bytes per link of one allreduce, row =
+ * sender (world = workers + dedicated servers, at most H_EXPLAIN_MAX ranks). 0 or ERR_INVAL. */
+#define H_EXPLAIN_MAX 16
+int h_explain(const h_opts_t *o, FILE *out, uint64_t *links, int *world);
+
+#endif

@@ -1,0 +1,66 @@
+/* traffic.c: measured traffic matrices (harness/traffic.h): per-peer counters gathered over the
+ * communicator into a world x world matrix of bytes, row = sender, and its JSON form. */
+#include "harness/traffic.h"
+#include "core/err.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void h_traffic_snap(comm_t *comm, uint64_t *sent, uint64_t *recv)
+{
+    for (int r = 0; r < comm->world; r++)
+        tp_peer_counters(comm->tp, r, sent ? &sent[r] : NULL, recv ? &recv[r] : NULL);
+}
+
+int h_traffic_gather_all(comm_t *comm, const uint64_t *sent0, uint64_t *mat, int timeout_ms)
+{
+    size_t W = (size_t)comm->world;
+    uint64_t *row = calloc(W, sizeof *row);
+    if (!row) return ERR_NOMEM;
+    h_traffic_snap(comm, row, NULL);
+    for (size_t r = 0; r < W; r++) row[r] -= sent0 ? sent0[r] : 0;
+    int rc = comm_allgather(comm, row, W * sizeof *row, mat, timeout_ms);
+    free(row);
+    return rc;
+}
+
+int h_traffic_gather_workers(comm_t *comm, int nworkers, const uint64_t *sent0, const uint64_t *recv0,
+                             uint64_t *mat, int timeout_ms)
+{
+    size_t W = (size_t)comm->world, P = (size_t)nworkers;
+    uint64_t *mine = calloc(2 * W, sizeof *mine), *all = calloc(2 * W * P, sizeof *all);
+    int rc = mine && all ? 0 : ERR_NOMEM;
+    if (rc == 0) {
+        h_traffic_snap(comm, mine, mine + W);
+        for (size_t r = 0; r < W; r++) {
+            mine[r] -= sent0 ? sent0[r] : 0;
+            mine[W + r] -= recv0 ? recv0[r] : 0;
+        }
+        rc = comm_allgather_group(comm, mine, 2 * W * sizeof *mine, all, nworkers, timeout_ms);
+    }
+    if (rc == 0) {
+        for (size_t i = 0; i < W; i++)
+            for (size_t j = 0; j < W; j++) {
+                uint64_t v = 0;
+                if (j < P) v = all[j * 2 * W + W + i];   /* j received from i */
+                else if (i < P) v = all[i * 2 * W + j];  /* i sent to server j */
+                mat[i * W + j] = i == j ? 0 : v;
+            }
+    }
+    free(mine);
+    free(all);
+    return rc;
+}
+
+char *h_traffic_json(const uint64_t *mat, int world)
+{
+    size_t W = (size_t)world, cap = 8 + W * W * 22, off = 0;
+    char *s = malloc(cap);
+    if (!s) return NULL;
+    s[off++] = '[';
+    for (size_t i = 0; i < W * W; i++)
+        off += (size_t)snprintf(s + off, cap - off, "%s%llu", i ? ", " : "", (unsigned long long)mat[i]);
+    s[off++] = ']';
+    s[off] = 0;
+    return s;
+}
