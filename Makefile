@@ -63,6 +63,18 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
+# The git sha (and -dirty) of this source tree, baked into the harness (result metadata, --version):
+# scripts/gen-version runs on every make and rewrites the header only when the text changes.
+SB_VERSION_H := $(BUILD)/gen/sb_version.h
+.PHONY: FORCE
+FORCE:
+$(SB_VERSION_H): FORCE
+	@mkdir -p $(@D)
+	@scripts/gen-version $@
+# (tests/test_report.c includes harness/meta.c itself)
+$(BUILD)/obj/harness/meta.o $(TESTS): $(SB_VERSION_H)
+CFLAGS += -I$(BUILD)/gen
+
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -c -o $@ $<
