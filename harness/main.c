@@ -217,8 +217,13 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     h_opts_t o;
     if (h_opts_parse(&o, argc, argv) < 0) return s_exit(ERR_INVAL, 2); /* every parse failure is a usage error */
+    if (o.version) {
+        printf("harness (syncbench) %s\n", h_git_sha());
+        return 0;
+    }
     if (o.help) {
-        h_opts_usage(stdout);
+        if (argc > 1 && argv[1][0] != '-') h_opts_usage_mode(stdout, o.mode); /* harness MODE --help */
+        else h_opts_usage(stdout);
         return 0;
     }
     if (h_is_launched()) return s_exit(s_rank_main(&o), 1);
