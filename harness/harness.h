@@ -77,6 +77,7 @@ typedef struct {
     int   nmeasured;
     int   help;                       /* --help or -h was given (parsing stopped there) */
     int   version;                    /* --version was given (parsing stopped there) */
+    unsigned long long given[8];      /* bit i: option i of opts.c's table was on the command line */
     /* raw command line (for result metadata) */
     int   argc;
     char **argv;
@@ -92,6 +93,12 @@ int  h_opts_parse(h_opts_t *o, int argc, char **argv);
 void h_opts_usage(FILE *f);
 /* `harness MODE --help`: the options that concern MODE, then their defaults */
 void h_opts_usage_mode(FILE *f, const char *mode);
+/* The options given that the mode does not use: a warning on stderr for each (unless --quiet), or
+ * ERR_INVAL for a combination where one would be dropped (--scaling with --procs). For the process the
+ * user started, not for the ranks. */
+int  h_opts_check_mode(const h_opts_t *o);
+/* 1 if the option of this (long) name, or one of its aliases, was on the command line */
+int  h_opts_given(const h_opts_t *o, const char *name);
 
 /* The driver (drive.c): one launch per (world size, engine) of mode_override (NULL: o->mode), inside
  * the emulated network of --net when given. 0; ERR_INVAL for a usage error (message in err_detail);

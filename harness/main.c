@@ -188,8 +188,14 @@ static int s_report(h_opts_t *o)
 static int s_run(h_opts_t *o)
 {
     if (!o->procs) o->procs = 4;
-    o->nengines = 0;
-    for (int i = 0; i < h_engine_count(); i++) o->engines[o->nengines++] = h_engine_at(i)->name;
+    char names[256] = "";
+    size_t off = 0;
+    if (!h_opts_given(o, "engine")) {
+        o->nengines = 0; /* every engine, unless --engine says which */
+        for (int i = 0; i < h_engine_count(); i++) o->engines[o->nengines++] = h_engine_at(i)->name;
+    }
+    for (int i = 0; i < o->nengines && off < sizeof names; i++)
+        off += (size_t)snprintf(names + off, sizeof names - off, "%s%s", i ? ", " : "", o->engines[i]);
     if (!o->json) {
         /* a scratch file of this run only (results/tmp is not committed) */
         o->json = "results/tmp/run-latest.jsonl";
@@ -197,7 +203,7 @@ static int s_run(h_opts_t *o)
         mkdir("results/tmp", 0755);
         unlink(o->json);
     }
-    printf("# syncbench run: bench then train, engines %s; %d CPU ranks; results in %s\n", h_engine_names(), o->procs,
+    printf("# syncbench run: bench then train, engines %s; %d CPU ranks; results in %s\n", names, o->procs,
            o->json);
     fflush(stdout);
     int a = s_exit(h_drive(o, "bench"), 2);
@@ -227,6 +233,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (h_is_launched()) return s_exit(s_rank_main(&o), 1);
+    if (h_opts_check_mode(&o) < 0) return s_exit(ERR_INVAL, 2);
     if (s_check_writable("--json", o.json) < 0) return s_exit(ERR_INVAL, 2);
     if (!strcmp(o.mode, "report")) return s_report(&o);
     if (!strcmp(o.mode, "gemm")) {
@@ -246,5 +253,9 @@ int main(int argc, char **argv)
     }
     if (!strcmp(o.mode, "run")) return s_run(&o);
     if (o.procs || o.gpus || o.nnodes || o.nodes || o.nscaling) return s_exit(h_drive(&o, NULL), 2);
+    if (!strcmp(o.mode, "bench") && !o.quiet && !o.init_method && !getenv("RANK") && !getenv("SLURM_PROCID") &&
+        !getenv("OMPI_COMM_WORLD_RANK"))
+        fprintf(stderr, "harness: warning: bench on one rank measures no communication (busbw 0); give the ranks: "
+                        "--procs N (or -np N, --nproc-per-node N)\n");
     return s_exit(s_rank_main(&o), 1);
 }

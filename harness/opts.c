@@ -510,6 +510,37 @@ void h_opts_usage_mode(FILE *f, const char *mode)
     if (strstr(" train bench run ", key)) s_usage_aliases(f);
 }
 
+int h_opts_given(const h_opts_t *o, const char *name)
+{
+    int i = s_index_of(name);
+    return i >= 0 && (size_t)i < 64 * sizeof o->given / sizeof o->given[0] && (o->given[i / 64] >> (i % 64) & 1);
+}
+
+int h_opts_check_mode(const h_opts_t *o)
+{
+    if (h_opts_given(o, "scaling") && h_opts_given(o, "procs"))
+        return err_set(ERR_INVAL, "--scaling sets the world sizes: --procs would be ignored; give one of them "
+                       "(e.g. --scaling 1,2,4 alone)");
+    if (!strcmp(o->mode, "run") && h_opts_given(o, "scaling"))
+        return err_set(ERR_INVAL, "run is one world of --procs ranks (default 4): --scaling is for bench or train");
+    char key[32];
+    snprintf(key, sizeof key, " %s ", o->mode);
+    const char *sec = NULL;
+    for (size_t i = 0; i < S_NOPTS; i++) {
+        if (s_opts[i].kind == K_SECTION) sec = s_opts[i].modes;
+        if (s_opts[i].kind == K_HELP) break;
+        int unused = sec && !strstr(sec, key);
+        /* model (the probe): one launch of the default engine, whatever --engine and --scaling say */
+        if (!strcmp(o->mode, "model") && !workload_is_known(o->model) &&
+            (!strcmp(s_opts[i].name ? s_opts[i].name : "", "engine") || !strcmp(s_opts[i].name ? s_opts[i].name : "", "scaling")))
+            unused = 1;
+        if (unused && s_opts[i].name && h_opts_given(o, s_opts[i].name) && !o->quiet)
+            fprintf(stderr, "harness: warning: --%s does nothing in %s mode (ignored); see harness %s --help\n",
+                    s_opts[i].name, o->mode, o->mode);
+    }
+    return 0;
+}
+
 /* whether v is one of the '|'-separated words of choices */
 static int s_is_choice(const char *choices, const char *v)
 {
@@ -522,6 +553,8 @@ static int s_is_choice(const char *choices, const char *v)
 /* Apply table entry d to its value v (NULL for flags). */
 static int s_apply(h_opts_t *o, const s_opt_t *d, const char *v)
 {
+    size_t i = (size_t)(d - s_opts);
+    if (i < 64 * sizeof o->given / sizeof o->given[0]) o->given[i / 64] |= 1ull << (i % 64);
     char *at = (char *)o + d->off;
     char flag[64];
     snprintf(flag, sizeof flag, "--%s", d->name);

@@ -369,3 +369,25 @@ Test(harness, other_tools_spellings, .timeout = 90)
     cr_expect(strstr(out, "harness (syncbench) ") && !strstr(out, "unknown"), "%s", out);
     if (sha[0]) cr_expect(strstr(out, sha) != NULL, "--version %s is not this tree's %s", out, sha);
 }
+
+/* A flag a mode does not use is an error or a warning, never silence (issue 17): run honours --engine, --scaling
+ * with --procs is refused, bench-only flags in report are named, a bare bench warns about its one rank. */
+Test(harness, ignored_flags_are_said, .timeout = 90)
+{
+    s_find();
+    char cmd[2048], out[1 << 15];
+    snprintf(cmd, sizeof cmd, "%s run --engine ring --procs 2 --sizes 4K --iters 1 --steps 2 --warmup-steps 0 "
+             "--model mlp:784-32-10 --json - --quiet", g_harness);
+    cr_assert_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
+    cr_expect(strstr(out, "engines ring;") && strstr(out, "\"engine\":\"ring\"") && !strstr(out, "\"engine\":\"tree\"") &&
+              !strstr(out, "\"engine\": \"ps\""), "run --engine ring ran other engines:\n%s", out);
+    snprintf(cmd, sizeof cmd, "%s bench --scaling 1,2 --procs 4", g_harness);
+    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
+    cr_expect(strstr(out, "--procs would be ignored") != NULL, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s report --sizes 4K /dev/null", g_harness);
+    s_run(cmd, out, sizeof out, NULL);
+    cr_expect(strstr(out, "warning: --sizes does nothing in report mode") != NULL, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s bench --engine ring --sizes 4K --iters 1", g_harness);
+    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
+    cr_expect(strstr(out, "bench on one rank measures no communication") != NULL, "%s", out);
+}
