@@ -391,3 +391,18 @@ Test(harness, ignored_flags_are_said, .timeout = 90)
     cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
     cr_expect(strstr(out, "bench on one rank measures no communication") != NULL, "%s", out);
 }
+
+/* The man page and bash completion `make install` puts in place are generated from --help (issue 17). */
+Test(harness, man_page_and_completion, .timeout = 30)
+{
+    s_find();
+    char cmd[2048], out[1 << 15];
+    snprintf(cmd, sizeof cmd, "scripts/gen-man %s", g_harness);
+    cr_assert_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
+    cr_expect(strstr(out, ".TH HARNESS 1") && strstr(out, ".SH \"MODES\"") && strstr(out, "\\-\\-procs"), "%.2000s", out);
+    snprintf(cmd, sizeof cmd, "f=/tmp/sb-compl.$$; scripts/gen-completion %s > $f && bash -c '. \"$1\"; "
+             "COMP_WORDS=(syncbench --nproc); COMP_CWORD=1; _harness; echo \"${COMPREPLY[@]}\"' _ $f; rc=$?; rm -f $f; exit $rc",
+             g_harness);
+    cr_assert_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
+    cr_expect(strstr(out, "--nproc-per-node") != NULL, "%s", out);
+}
