@@ -232,7 +232,7 @@ static void s_help_impl(FILE *f)
 }
 
 static const s_opt_t s_opts[] = {
-    SECTION("\nRanks:\n", " train bench run model selftest "),
+    SECTION("\nRanks:\n", " train bench run model selftest gemm "),
     INT("procs", procs, 1, 4096, "a rank count >= 1",
         "  --procs N             start N local CPU worker ranks (plus --servers for ps)\n"),
     INT("gpus", gpus, 1, 1024, "a GPU count >= 1", "  --gpus N              one rank per GPU\n"),
@@ -270,7 +270,7 @@ static const s_opt_t s_opts[] = {
     STR("tree-impl", impl, NULL),
     STR("ring-impl", impl, NULL),
     FN("seg-kb", s_seg, seg_bytes, "KiB >= 1", "  --seg-kb KB           pipelining segment of ring/tree (default 256)\n"),
-    SECTION("\nBench:\n", " bench run "),
+    SECTION("\nBench:\n", " bench run gemm "),
     FN("sizes", s_sizes, size_min, "MIN:MAX in bytes with K/M/G suffixes, 0 < MIN <= MAX (e.g. 4K:64M)",
        "  --sizes MIN:MAX       bytes, K/M/G suffixes are powers of 1024 (default 4K:64M); one size works\n"),
     FN("factor", s_double, factor, "a number > 1", "  --factor F            size multiplier (default 2)\n"),
@@ -282,7 +282,7 @@ static const s_opt_t s_opts[] = {
     INT("check", check, 0, 1, "0 or 1", "  --check 0|1           check every result exactly (default 1)\n"),
     FN("minbytes", s_bytes, size_min, "bytes > 0 with K/M/G suffixes", NULL),
     FN("maxbytes", s_bytes, size_max, "bytes > 0 with K/M/G suffixes", NULL),
-    SECTION("\nTrain:\n", " train run gemm "),
+    SECTION("\nTrain:\n", " train run gemm model "),
     STR("model", model,
         "  --model mlp:784-1024-1024-10   --data synthetic|PATH   --batch B (global)   --steps N\n"
         "  --warmup-steps N  --optim sgd:lr=0.05,momentum=0.9 | adam:lr=1e-3   --grad-dtype f32|f16|bf16\n"
@@ -303,7 +303,7 @@ static const s_opt_t s_opts[] = {
     FN("seed", s_seed, seed, "an integer", NULL),
     STR("straggler", straggler, NULL),
     SECTION("\nEmulated GPU cluster (train --model resnet50|resnet101|vgg16|inception3|bert-base|bert-large|gpt2):\n",
-            " train model "),
+            " train model bench "),
     STR("device", emu_device,
         "  --device D            emulated device: pascal, v100, v100-amp, a100, a100-amp (published throughputs),\n"
         "                        throughput=SAMPLES_PER_S or tflops=X (default v100)\n"),
@@ -534,6 +534,9 @@ int h_opts_check_mode(const h_opts_t *o)
         if (!strcmp(o->mode, "model") && !workload_is_known(o->model) &&
             (!strcmp(s_opts[i].name ? s_opts[i].name : "", "engine") || !strcmp(s_opts[i].name ? s_opts[i].name : "", "scaling")))
             unused = 1;
+        if (s_opts[i].off == F(model) && s_opts[i].kind == K_STR && workload_is_known(o->model) &&
+            strstr(" train model bench run gemm ", key))
+            unused = 0; /* the emulated cluster's model: bench on its machines too */
         if (unused && s_opts[i].name && h_opts_given(o, s_opts[i].name) && !o->quiet)
             fprintf(stderr, "harness: warning: --%s does nothing in %s mode (ignored); see harness %s --help\n",
                     s_opts[i].name, o->mode, o->mode);
