@@ -45,6 +45,46 @@ LIB := $(BUILD)/libsyncbench.a
 .PHONY: all deps run test clean paper peers
 all: $(BUILD)/harness $(TESTS)
 
+# A missing library is named (pkg-config, package by package) before any compiling, not found by the linker.
+# Debian/Ubuntu packages: libzmq3-dev libmsgpack-dev (Ubuntu: universe) libhwloc-dev libopenblas-dev
+# libsodium-dev libcriterion-dev; `make deps` installs them (root or sudo), nothing else here needs root.
+PKGS_DEB := libzmq:libzmq3-dev msgpack:libmsgpack-dev hwloc:libhwloc-dev openblas:libopenblas-dev \
+            libsodium:libsodium-dev criterion:libcriterion-dev
+.PHONY: check-libs check-criterion
+check-libs:
+	@command -v pkg-config >/dev/null || { echo "make: pkg-config is missing (Debian: pkg-config); make deps installs it" >&2; exit 1; }
+	@scripts/check-libs $(PKGS) -- $(PKGS_DEB)
+check-criterion:
+	@scripts/check-libs criterion -- $(PKGS_DEB)
+$(LIB_OBJ) $(HARNESS_OBJ) $(TEST_LIB_OBJ): | check-libs
+$(TESTS): | check-criterion
+
+# make install PREFIX=DIR (default /usr/local; DESTDIR for packaging): harness on PATH with a syncbench
+# alias, the harness(1) man page and bash completion, both generated from `harness --help`.
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man/man1
+COMPDIR ?= $(PREFIX)/share/bash-completion/completions
+.PHONY: install uninstall man completion
+man: $(BUILD)/harness.1
+completion: $(BUILD)/harness.bash
+$(BUILD)/harness.1: $(BUILD)/harness scripts/gen-man
+	scripts/gen-man $(BUILD)/harness > $@.tmp && mv $@.tmp $@
+$(BUILD)/harness.bash: $(BUILD)/harness scripts/gen-completion
+	scripts/gen-completion $(BUILD)/harness > $@.tmp && mv $@.tmp $@
+install: $(BUILD)/harness $(BUILD)/harness.1 $(BUILD)/harness.bash
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR) $(DESTDIR)$(COMPDIR)
+	install -m 755 $(BUILD)/harness $(DESTDIR)$(BINDIR)/harness
+	ln -sf harness $(DESTDIR)$(BINDIR)/syncbench
+	install -m 644 $(BUILD)/harness.1 $(DESTDIR)$(MANDIR)/harness.1
+	ln -sf harness.1 $(DESTDIR)$(MANDIR)/syncbench.1
+	install -m 644 $(BUILD)/harness.bash $(DESTDIR)$(COMPDIR)/harness
+	ln -sf harness $(DESTDIR)$(COMPDIR)/syncbench
+	@echo "installed: $(DESTDIR)$(BINDIR)/harness (and syncbench), man harness, bash completion in $(DESTDIR)$(COMPDIR)"
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/harness $(DESTDIR)$(BINDIR)/syncbench $(DESTDIR)$(MANDIR)/harness.1 \
+	      $(DESTDIR)$(MANDIR)/syncbench.1 $(DESTDIR)$(COMPDIR)/harness $(DESTDIR)$(COMPDIR)/syncbench
+
 deps:
 	@scripts/install-deps
 
@@ -62,6 +102,18 @@ $(BUILD)/tests/%: tests/%.c $(TEST_LIB_OBJ) $(LIB)
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
+
+# The git sha (and -dirty) of this source tree, baked into the harness (result metadata, --version):
+# scripts/gen-version runs on every make and rewrites the header only when the text changes.
+SB_VERSION_H := $(BUILD)/gen/sb_version.h
+.PHONY: FORCE
+FORCE:
+$(SB_VERSION_H): FORCE
+	@mkdir -p $(@D)
+	@scripts/gen-version $@
+# (tests/test_report.c includes harness/meta.c itself)
+$(BUILD)/obj/harness/meta.o $(BUILD)/tests/test_report: $(SB_VERSION_H)
+CFLAGS += -I$(BUILD)/gen
 
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(@D)

@@ -202,9 +202,15 @@ static int s_launch_one(h_opts_t *o, const char *mode_override, const char *eng,
     int rc = !av ? err_set(ERR_NOMEM, "out of memory") : mpirun ? h_launch_mpirun(&lc, ac, av) : h_launch(&lc, ac, av);
     free(av);
     if (rc < 0) {
-        if (err_detail()[0]) fprintf(stderr, "harness: %s\n", err_detail());
-        fprintf(stderr, "harness: %s with engine %s at %d ranks failed\n", mode_override ? mode_override : o->mode, eng,
-                world);
+        /* one line: what was running, then why (a signal is an interruption, not a failure) */
+        const char *what = mode_override ? mode_override : o->mode;
+        if (rc == ERR_INTERRUPT)
+            fprintf(stderr, "harness: %s with engine %s at %d ranks interrupted (%s)\n", what, eng, world,
+                    strsignal(h_interrupt_signal()));
+        else if (err_detail()[0])
+            fprintf(stderr, "harness: %s with engine %s at %d ranks: %s\n", what, eng, world, err_detail());
+        else
+            fprintf(stderr, "harness: %s with engine %s at %d ranks failed\n", what, eng, world);
         err_clear();
     }
     return rc;

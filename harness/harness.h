@@ -23,7 +23,9 @@ typedef struct {
     int   ranks_per_gpu;              /* --ranks-per-gpu K (0 = 1): world = gpus * K, local rank r on GPU r / K */
     int   tf32;                       /* --tf32: the GPU trainer's cuBLAS GEMMs may use TF32 tensor cores */
     int   nnodes, node_rank;          /* --nnodes, --node-rank */
-    const char *master;               /* --master HOST:PORT */
+    const char *master;               /* --master HOST:PORT (or made from --master-addr/--master-port) */
+    const char *master_addr;          /* --master-addr A (torchrun's spelling) */
+    const char *master_port;          /* --master-port P (default 29500 with --master-addr) */
     const char *init_method;          /* --init-method */
     const char *ifname;               /* --ifname */
     const char *transport;            /* --transport auto|shm|tcp */
@@ -73,7 +75,9 @@ typedef struct {
     const char *plots_dir;            /* --plots DIR (report) */
     char *measured[H_MAX_FILES];      /* report / model: results files (positional ones, then --measured) */
     int   nmeasured;
-    int   help;                       /* --help was given (parsing stopped there) */
+    int   help;                       /* --help or -h was given (parsing stopped there) */
+    int   version;                    /* --version was given (parsing stopped there) */
+    unsigned long long given[8];      /* bit i: option i of opts.c's table was on the command line */
     /* raw command line (for result metadata) */
     int   argc;
     char **argv;
@@ -87,6 +91,14 @@ typedef struct {
  * the help text made from the same option table. */
 int  h_opts_parse(h_opts_t *o, int argc, char **argv);
 void h_opts_usage(FILE *f);
+/* `harness MODE --help`: the options that concern MODE, then their defaults */
+void h_opts_usage_mode(FILE *f, const char *mode);
+/* The options given that the mode does not use: a warning on stderr for each (unless --quiet), or
+ * ERR_INVAL for a combination where one would be dropped (--scaling with --procs). For the process the
+ * user started, not for the ranks. */
+int  h_opts_check_mode(const h_opts_t *o);
+/* 1 if the option of this (long) name, or one of its aliases, was on the command line */
+int  h_opts_given(const h_opts_t *o, const char *name);
 
 /* The driver (drive.c): one launch per (world size, engine) of mode_override (NULL: o->mode), inside
  * the emulated network of --net when given. 0; ERR_INVAL for a usage error (message in err_detail);
@@ -133,6 +145,9 @@ typedef struct {
     char **argv;
 } h_meta_t;
 void h_meta_fill(h_meta_t *m, int argc, char **argv);
+/* The git sha of the sources this binary was built from (`git describe --always --dirty`, baked in by
+ * the Makefile; "unknown" when built outside a repository), whatever the current directory is. */
+const char *h_git_sha(void);
 
 /* Append whole lines to a results file: h_jappend_line (jsonl.h: one O_APPEND write, a short write
  * undone under a lock, so no other writer's line is lost); "-" writes to stdout. Errors (full disk,

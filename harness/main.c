@@ -189,8 +189,14 @@ static int s_report(h_opts_t *o)
 static int s_run(h_opts_t *o)
 {
     if (!o->procs) o->procs = 4;
-    o->nengines = 0;
-    for (int i = 0; i < h_engine_count(); i++) o->engines[o->nengines++] = h_engine_at(i)->name;
+    char names[256] = "";
+    size_t off = 0;
+    if (!h_opts_given(o, "engine")) {
+        o->nengines = 0; /* every engine, unless --engine says which */
+        for (int i = 0; i < h_engine_count(); i++) o->engines[o->nengines++] = h_engine_at(i)->name;
+    }
+    for (int i = 0; i < o->nengines && off < sizeof names; i++)
+        off += (size_t)snprintf(names + off, sizeof names - off, "%s%s", i ? ", " : "", o->engines[i]);
     if (!o->json) {
         /* a scratch file of this run only (results/tmp is not committed) */
         o->json = "results/tmp/run-latest.jsonl";
@@ -198,7 +204,7 @@ static int s_run(h_opts_t *o)
         mkdir("results/tmp", 0755);
         unlink(o->json);
     }
-    printf("# syncbench run: bench then train, engines %s; %d CPU ranks; results in %s\n", h_engine_names(), o->procs,
+    printf("# syncbench run: bench then train, engines %s; %d CPU ranks; results in %s\n", names, o->procs,
            o->json);
     fflush(stdout);
     int a = s_exit(h_drive(o, "bench"), 2);
@@ -218,11 +224,17 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     h_opts_t o;
     if (h_opts_parse(&o, argc, argv) < 0) return s_exit(ERR_INVAL, 2); /* every parse failure is a usage error */
+    if (o.version) {
+        printf("harness (syncbench) %s\n", h_git_sha());
+        return 0;
+    }
     if (o.help) {
-        h_opts_usage(stdout);
+        if (argc > 1 && argv[1][0] != '-') h_opts_usage_mode(stdout, o.mode); /* harness MODE --help */
+        else h_opts_usage(stdout);
         return 0;
     }
     if (h_is_launched()) return s_exit(s_rank_main(&o), 1);
+    if (h_opts_check_mode(&o) < 0) return s_exit(ERR_INVAL, 2);
     if (s_check_writable("--json", o.json) < 0) return s_exit(ERR_INVAL, 2);
     if (!strcmp(o.mode, "report")) return s_report(&o);
     if (!strcmp(o.mode, "explain")) return s_exit(h_explain(&o, stdout, NULL, NULL), 2);
@@ -243,5 +255,9 @@ int main(int argc, char **argv)
     }
     if (!strcmp(o.mode, "run")) return s_run(&o);
     if (o.procs || o.gpus || o.nnodes || o.nodes || o.nscaling) return s_exit(h_drive(&o, NULL), 2);
+    if (!strcmp(o.mode, "bench") && !o.quiet && !o.init_method && !getenv("RANK") && !getenv("SLURM_PROCID") &&
+        !getenv("OMPI_COMM_WORLD_RANK"))
+        fprintf(stderr, "harness: warning: bench on one rank measures no communication (busbw 0); give the ranks: "
+                        "--procs N (or -np N, --nproc-per-node N)\n");
     return s_exit(s_rank_main(&o), 1);
 }

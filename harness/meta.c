@@ -1,5 +1,5 @@
-/* meta.c: result metadata (host, git sha, time, command line, topology, versions) and whole-line,
- * all-or-nothing appends to JSON-lines results files. */
+/* meta.c: result metadata (host, the git sha baked in at build time, time, command line, topology,
+ * versions) and whole-line, all-or-nothing appends to JSON-lines results files. */
 #include "harness/harness.h"
 #include "core/err.h"
 #include "core/topo.h"
@@ -16,30 +16,18 @@
 #include <time.h>
 #include <unistd.h>
 #include <zmq.h>
+#include "sb_version.h" /* SB_GIT_SHA: generated at build time (scripts/gen-version) */
 
-static void s_git_sha(char *out, size_t len)
+const char *h_git_sha(void)
 {
-    snprintf(out, len, "unknown");
-    const char *e = getenv("SYNCBENCH_GIT_SHA");
-    if (e) { snprintf(out, len, "%s", e); return; }
-    FILE *p = popen("git rev-parse --short=12 HEAD 2>/dev/null && git status --porcelain --untracked-files=no 2>/dev/null | head -1", "r");
-    if (!p) return;
-    char line[64], sha[64] = "";
-    int dirty = 0, n = 0;
-    while (fgets(line, sizeof line, p)) {
-        line[strcspn(line, "\n")] = '\0';
-        if (n++ == 0) memcpy(sha, line, sizeof sha);
-        else if (line[0]) dirty = 1;
-    }
-    pclose(p);
-    if (sha[0]) snprintf(out, len, "%s%s", sha, dirty ? "-dirty" : "");
+    return SB_GIT_SHA;
 }
 
 void h_meta_fill(h_meta_t *m, int argc, char **argv)
 {
     memset(m, 0, sizeof *m);
     gethostname(m->host, sizeof m->host - 1);
-    s_git_sha(m->git_sha, sizeof m->git_sha);
+    snprintf(m->git_sha, sizeof m->git_sha, "%s", h_git_sha());
     time_t t = time(NULL);
     struct tm tm;
     gmtime_r(&t, &tm);

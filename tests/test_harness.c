@@ -324,3 +324,85 @@ Test(harness, user_visible_details, .timeout = 120)
     cr_expect(strstr(out, "closed at >= 25 MiB") && !strstr(out, "of <= "), "bucket wording:\n%s", out);
     cr_expect(strstr(out, "rank 0 loss") != NULL, "progress lines do not say whose loss:\n%s", out);
 }
+
+/* Other tools' habits (issue 17): torchrun's and nccl-tests' spellings, mpirun's -np, getopt's ambiguous and
+ * unknown options named precisely, `harness MODE --help` with defaults, --version with the baked-in sha. */
+Test(harness, other_tools_spellings, .timeout = 90)
+{
+    s_find();
+    char cmd[2048], out[1 << 15];
+    snprintf(cmd, sizeof cmd, "%s bench -np 2 --engine ring -b 4K -e 8K -f 2 -n 2 -w 1 -c 1 -d half -o avg --json -",
+             g_harness);
+    cr_assert_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
+    cr_expect(strstr(out, "\"world\":2,") && strstr(out, "\"bytes\":4096,") && strstr(out, "\"bytes\":8192,") &&
+              !strstr(out, "\"bytes\":16384,") && strstr(out, "\"dtype\":\"f16\"") && strstr(out, "\"op\":\"avg\"") &&
+              strstr(out, "\"iters\":2,\"warmup\":1,"), "nccl-tests' flags not taken:\n%s", out);
+    snprintf(cmd, sizeof cmd, "%s bench --warm 3", g_harness);
+    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
+    cr_expect(strstr(out, "--warm is ambiguous: --warmup, --warmup-steps") != NULL, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s bench -np 4 -x", g_harness);
+    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
+    cr_expect(strstr(out, "unknown option '-x'") && !strstr(out, g_harness), "%s", out);
+    snprintf(cmd, sizeof cmd, "%s bench -b 64M -e 4K", g_harness);
+    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
+    cr_expect(strstr(out, "smallest size") != NULL, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s bench --master-port 29501", g_harness);
+    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
+    cr_expect(strstr(out, "--master-port needs --master-addr") != NULL, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s bench --nproc_per_node 2 --master-addr 127.0.0.1 --node_rank 3 --nnodes 2", g_harness);
+    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
+    cr_expect(strstr(out, "--node-rank 3 must be < --nnodes 2") != NULL, "torchrun's spellings:\n%s", out);
+    snprintf(cmd, sizeof cmd, "%s bench --help", g_harness);
+    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 0);
+    cr_expect(strstr(out, "usage: harness bench") && strstr(out, "--sizes 4K:64M") && strstr(out, "--iters 20") &&
+              !strstr(out, "--steps"), "bench --help:\n%s", out);
+    snprintf(cmd, sizeof cmd, "%s -h", g_harness);
+    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 0);
+    cr_expect(strstr(out, "Modes:") && strstr(out, "--nproc-per-node"), "-h:\n%s", out);
+    /* the sha of the binary's sources, from any directory */
+    snprintf(cmd, sizeof cmd, "cd / && %s --version", g_harness);
+    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 0);
+    char sha[64] = "";
+    FILE *p = popen("git rev-parse --short=12 HEAD 2>/dev/null", "r");
+    if (p && fgets(sha, sizeof sha, p)) sha[strcspn(sha, "\n")] = '\0';
+    if (p) pclose(p);
+    cr_expect(strstr(out, "harness (syncbench) ") && !strstr(out, "unknown"), "%s", out);
+    if (sha[0]) cr_expect(strstr(out, sha) != NULL, "--version %s is not this tree's %s", out, sha);
+}
+
+/* A flag a mode does not use is an error or a warning, never silence (issue 17): run honours --engine, --scaling
+ * with --procs is refused, bench-only flags in report are named, a bare bench warns about its one rank. */
+Test(harness, ignored_flags_are_said, .timeout = 90)
+{
+    s_find();
+    char cmd[2048], out[1 << 15];
+    snprintf(cmd, sizeof cmd, "%s run --engine ring --procs 2 --sizes 4K --iters 1 --steps 2 --warmup-steps 0 "
+             "--model mlp:784-32-10 --json - --quiet", g_harness);
+    cr_assert_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
+    cr_expect(strstr(out, "engines ring;") && strstr(out, "\"engine\":\"ring\"") && !strstr(out, "\"engine\":\"tree\"") &&
+              !strstr(out, "\"engine\": \"ps\""), "run --engine ring ran other engines:\n%s", out);
+    snprintf(cmd, sizeof cmd, "%s bench --scaling 1,2 --procs 4", g_harness);
+    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
+    cr_expect(strstr(out, "--procs would be ignored") != NULL, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s report --sizes 4K /dev/null", g_harness);
+    s_run(cmd, out, sizeof out, NULL);
+    cr_expect(strstr(out, "warning: --sizes does nothing in report mode") != NULL, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s bench --engine ring --sizes 4K --iters 1", g_harness);
+    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
+    cr_expect(strstr(out, "bench on one rank measures no communication") != NULL, "%s", out);
+}
+
+/* The man page and bash completion `make install` puts in place are generated from --help (issue 17). */
+Test(harness, man_page_and_completion, .timeout = 30)
+{
+    s_find();
+    char cmd[2048], out[1 << 15];
+    snprintf(cmd, sizeof cmd, "scripts/gen-man %s", g_harness);
+    cr_assert_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
+    cr_expect(strstr(out, ".TH HARNESS 1") && strstr(out, ".SH \"MODES\"") && strstr(out, "\\-\\-procs"), "%.2000s", out);
+    snprintf(cmd, sizeof cmd, "f=/tmp/sb-compl.$$; scripts/gen-completion %s > $f && bash -c '. \"$1\"; "
+             "COMP_WORDS=(syncbench --nproc); COMP_CWORD=1; _harness; echo \"${COMPREPLY[@]}\"' _ $f; rc=$?; rm -f $f; exit $rc",
+             g_harness);
+    cr_assert_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
+    cr_expect(strstr(out, "--nproc-per-node") != NULL, "%s", out);
+}
