@@ -270,3 +270,21 @@ int h_drive(h_opts_t *o, const char *mode_override)
     }
     return status;
 }
+
+/* The emulated cluster's options go together: a real model, machines instead of --procs/--gpus. */
+int h_drive_check_cluster(h_opts_t *o)
+{
+    int emulated = workload_is_known(o->model);
+    if (!emulated && (o->emu_device || o->nodes || o->gpus_per_node || o->server_nodes || o->shrink || o->dilate != 1))
+        return err_set(ERR_INVAL, "--device, --nodes, --gpus-per-node, --server-nodes, --shrink and --dilate emulate a "
+                       "real model: give --model %s", workload_names());
+    if (!emulated) return 0;
+    if (o->gpus) return err_set(ERR_INVAL, "--model %s is emulated: it runs on CPU ranks (--nodes/--procs), not --gpus", o->model);
+    if (o->nodes && o->procs)
+        return err_set(ERR_INVAL, "--nodes N --gpus-per-node G and --procs are exclusive (world = N x G)");
+    if (o->server_nodes && !o->nodes) return err_set(ERR_INVAL, "--server-nodes needs --nodes");
+    if (o->gpus_per_node && !o->nodes) o->nodes = 1;
+    if (o->nodes && !o->gpus_per_node) o->gpus_per_node = 1;
+    if (o->net && !o->nodes && !o->procs) return err_set(ERR_INVAL, "--net with an emulated model needs --nodes N --gpus-per-node G");
+    return 0;
+}

@@ -105,6 +105,9 @@ int  h_opts_given(const h_opts_t *o, const char *name);
  * ERR_INTERRUPT when a signal stopped it (h_interrupt_signal()); another code when a launch failed
  * (each failure already reported on stderr, err_detail() empty) or could not start (err_detail). */
 int  h_drive(h_opts_t *o, const char *mode_override);
+/* The emulated cluster's options go together (a real --model; --nodes instead of --procs or --gpus);
+ * fills the nodes / gpus_per_node defaults. 0 or ERR_INVAL (err_detail says why). */
+int  h_drive_check_cluster(h_opts_t *o);
 
 /* engine table (engines.c, the only list of engines; the first is the default) */
 int h_engine_count(void);

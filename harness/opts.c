@@ -232,7 +232,7 @@ static void s_help_impl(FILE *f)
 }
 
 static const s_opt_t s_opts[] = {
-    SECTION("\nRanks:\n", " train bench run model selftest gemm "),
+    SECTION("\nRanks:\n", " train bench run model selftest gemm explain "),
     INT("procs", procs, 1, 4096, "a rank count >= 1",
         "  --procs N             start N local CPU worker ranks (plus --servers for ps)\n"),
     INT("gpus", gpus, 1, 1024, "a GPU count >= 1", "  --gpus N              one rank per GPU\n"),
@@ -264,13 +264,13 @@ static const s_opt_t s_opts[] = {
     FLAG("require-auth", require_auth,
          "  --require-auth        refuse to run without a job secret (SYNCBENCH_JOB_SECRET or _FILE; the launcher\n"
          "                        makes one for a single node, --nnodes needs the same one on every node)\n"),
-    SECTION("\nEngines:\n", " train bench run "),
+    SECTION("\nEngines:\n", " train bench run explain "),
     {.name = "engine", .kind = K_FN, .fn = s_engine, .help_fn = s_help_engine},
     {.name = "impl", .kind = K_STR, .off = F(impl), .help_fn = s_help_impl},
     STR("tree-impl", impl, NULL),
     STR("ring-impl", impl, NULL),
     FN("seg-kb", s_seg, seg_bytes, "KiB >= 1", "  --seg-kb KB           pipelining segment of ring/tree (default 256)\n"),
-    SECTION("\nBench:\n", " bench run gemm "),
+    SECTION("\nBench:\n", " bench run gemm explain "),
     FN("sizes", s_sizes, size_min, "MIN:MAX in bytes with K/M/G suffixes, 0 < MIN <= MAX (e.g. 4K:64M)",
        "  --sizes MIN:MAX       bytes, K/M/G suffixes are powers of 1024 (default 4K:64M); one size works\n"),
     FN("factor", s_double, factor, "a number > 1", "  --factor F            size multiplier (default 2)\n"),
@@ -318,7 +318,7 @@ static const s_opt_t s_opts[] = {
        "                        default auto: as much as this host needs)\n"),
     FN("dilate", s_factor, dilate, "a factor >= 1",
        "  --dilate K            compute times x K, link rates / K, reported times / K (default 1)\n"),
-    SECTION("\nOutput:\n", " train bench run model report gemm "),
+    SECTION("\nOutput:\n", " train bench run model report gemm explain "),
     STR("net", net,
         "  --net bw=RATE[,per=rank|node][,nodes=K]   emulated network (root): one namespace per rank (or per\n"
         "                        node group), veth + bridge, tc tbf at RATE both ways (e.g. bw=1gbit); TCP\n"),
@@ -609,24 +609,6 @@ static void s_defaults(h_opts_t *o, int argc, char **argv)
     o->argv = argv;
 }
 
-/* The emulated cluster's options go together: a real model, machines instead of --procs/--gpus. */
-static int s_check_cluster(h_opts_t *o)
-{
-    int emulated = workload_is_known(o->model);
-    if (!emulated && (o->emu_device || o->nodes || o->gpus_per_node || o->server_nodes || o->shrink || o->dilate != 1))
-        return err_set(ERR_INVAL, "--device, --nodes, --gpus-per-node, --server-nodes, --shrink and --dilate emulate a "
-                       "real model: give --model %s", workload_names());
-    if (!emulated) return 0;
-    if (o->gpus) return err_set(ERR_INVAL, "--model %s is emulated: it runs on CPU ranks (--nodes/--procs), not --gpus", o->model);
-    if (o->nodes && o->procs)
-        return err_set(ERR_INVAL, "--nodes N --gpus-per-node G and --procs are exclusive (world = N x G)");
-    if (o->server_nodes && !o->nodes) return err_set(ERR_INVAL, "--server-nodes needs --nodes");
-    if (o->gpus_per_node && !o->nodes) o->nodes = 1;
-    if (o->nodes && !o->gpus_per_node) o->gpus_per_node = 1;
-    if (o->net && !o->nodes && !o->procs) return err_set(ERR_INVAL, "--net with an emulated model needs --nodes N --gpus-per-node G");
-    return 0;
-}
-
 /* After the options: positional arguments and the checks across options. */
 static int s_finish(h_opts_t *o, int argc, char **argv, int next)
 {
@@ -658,7 +640,7 @@ static int s_finish(h_opts_t *o, int argc, char **argv, int next)
         return err_set(ERR_INVAL, "--nnodes needs --master HOST:PORT (the address of node 0)");
     if (o->nnodes && o->node_rank >= o->nnodes)
         return err_set(ERR_INVAL, "--node-rank %d must be < --nnodes %d", o->node_rank, o->nnodes);
-    CHECK(s_check_cluster(o));
+    CHECK(h_drive_check_cluster(o));
     return h_engine_opts_check(o) < 0 ? ERR_INVAL : 0; /* the engine's detail stays */
 }
 
