@@ -168,7 +168,7 @@ FUZZ_SAN += '-D__builtin_cpu_supports(f)=0'
 FUZZ_CFLAGS = -std=c11 -O1 -g -Wall -Wextra -Werror -D_GNU_SOURCE -I. $(shell pkg-config --cflags $(PKGS) 2>/dev/null) \
               -pthread $(FUZZ_SAN) -MMD -MP
 FUZZ_LDLIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm -lrt
-FUZZ_LIB_C := $(filter-out %_cuda.c,$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))) harness/jsonl.c
+FUZZ_LIB_C := $(filter-out %_cuda.c mpi/%,$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))) harness/jsonl.c
 FUZZ_LIB := $(FUZZ_BUILD)/libsyncbench-fuzz.a
 FUZZ_OK = $(shell printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' | \
             $(FUZZ_CC) -fsanitize=fuzzer -x c - -o /dev/null >/dev/null 2>&1 && echo 1)
