@@ -150,6 +150,25 @@ def scaling(results_dir, summary):
                        % (NAMES.get(m, m), d["device"], net.replace("inter=", ""), 4, d["local_batch"]) +
                        table(["engine"] + ["%d GPU%s" % (w, "s" if w > 1 else "") for w in worlds], rows))
     out.append("_* host-bound: the machine, not the emulated cluster, bounded that run._")
+    # what changes with the model and with the link: gradient bytes against compute, at the largest world
+    top = max(o["world"] for o in L)
+    for net in sorted({o["net"] for o in L}, reverse=True):
+        parts = []
+        for m in sorted({o["model"] for o in L}, key=lambda x: list(NAMES).index(x) if x in NAMES else 99):
+            hit = [o for o in L if o["net"] == net and o["model"] == m and o["world"] == top and layout(o) == "ring"]
+            ps1 = [o for o in L if o["net"] == net and o["model"] == m and o["world"] == top
+                   and o["engine"] == "ps" and o.get("server_nodes") == 1]
+            if hit:
+                o = hit[-1]
+                parts.append("%s (%.0f MB of gradients, %.0f ms of compute a step) %.1fx%s%s" % (
+                    NAMES.get(m, m), o["params_full"] * 4 / 1e6, o["emu_compute_ms"], o["speedup"],
+                    " (host-bound)" if o.get("host_bound") else "",
+                    ", one PS server %.1fx" % ps1[-1]["speedup"] if ps1 else ""))
+        if parts:
+            out.append("At %s and %d GPUs the ring reaches: %s. The ring's link time grows with the gradient bytes "
+                       "and shrinks with the link rate; it stays hidden behind backward while it is shorter than the "
+                       "backward that follows each bucket, which is why the model's bytes per FLOP, more than its "
+                       "size, decide its scaling." % (net.replace("inter=", ""), top, "; ".join(parts)))
     return "\n\n".join(out)
 
 
