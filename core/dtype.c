@@ -60,6 +60,7 @@ const char *op_name(redop_t op)
     switch (op) {
     case OP_SUM: return "sum";
     case OP_AVG: return "avg";
+    case OP_MOVE: return "move";
     default: return "?";
     }
 }
@@ -69,7 +70,8 @@ int op_parse(const char *s, redop_t *out)
     if (!s || !out) return err_set(ERR_INVAL, "op_parse: NULL argument");
     if (!strcmp(s, "sum")) *out = OP_SUM;
     else if (!strcmp(s, "avg") || !strcmp(s, "mean")) *out = OP_AVG;
-    else return err_set(ERR_INVAL, "unknown reduction op '%s' (expected sum or avg)", s);
+    else if (!strcmp(s, "move")) *out = OP_MOVE;
+    else return err_set(ERR_INVAL, "unknown reduction op '%s' (expected sum, avg or move)", s);
     return 0;
 }
 

@@ -6,12 +6,14 @@
 #include <stdint.h>
 
 typedef enum { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2, DT_COUNT } dtype_t;
-typedef enum { OP_SUM = 0, OP_AVG = 1 } redop_t;
+/* OP_MOVE: the engine moves every byte its schedule moves and reduces nothing (the result is undefined):
+ * the engine's transport ceiling, for `harness bench --ceiling`; an engine that cannot says ERR_INVAL. */
+typedef enum { OP_SUM = 0, OP_AVG = 1, OP_MOVE = 2 } redop_t;
 
 size_t      dt_size(dtype_t dt);              /* bytes per element; 0 for an invalid dtype */
 const char *dt_name(dtype_t dt);              /* "f32", "f16", "bf16" */
 int         dt_parse(const char *s, dtype_t *out);   /* 0 or ERR_INVAL */
-const char *op_name(redop_t op);              /* "sum", "avg" */
+const char *op_name(redop_t op);              /* "sum", "avg", "move" */
 int         op_parse(const char *s, redop_t *out);
 
 /* Scalar conversions (round to nearest even; NaN/Inf preserved; f16 subnormals handled). */

@@ -78,6 +78,8 @@ typedef struct {
     size_t   mem_engine_peak_bytes;
     double   comm_ms_total;
     const char *impl;               /* implementation actually running */
+    const char *transport;          /* what carries the engine's bytes ("shm", "tcp", "zmq-ipc", "nccl",
+                                     * "mpi"...); NULL: the communicator's transport (tp_kind) */
     engine_counter_t counters[ENGINE_MAX_COUNTERS]; /* engine-specific counters, ncounters of them */
     int      ncounters;
 } engine_stats_t;

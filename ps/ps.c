@@ -5,8 +5,10 @@
  * Design. Ranks [0, nworkers) are workers. Servers are either the dedicated ranks >= nworkers (the
  * harness calls create, then serve) or, with the ps-colocate option, an actor thread inside every worker (server
  * i in worker i; its own worker reaches it over inproc, so local traffic is not network traffic).
- * Every server publishes its tcp endpoint in the store; every worker connects one DEALER per server,
- * with a routing id the servers check against the header's sender.
+ * Every server publishes its endpoints in the store (tcp, and ipc in a private directory); every worker
+ * connects one DEALER per server, over ipc when the server is on its host (same host identity, network
+ * namespace included) unless the ps-van option forces one, with a routing id the servers check against
+ * the header's sender. The van in use is the engine's stats transport ("zmq-ipc", "zmq-tcp", both).
  * The f32 parameter arena is cut into partitions (ps_proto.h layout: the partition size, balanced by
  * bytes over the servers). A step: submit() pushes each bucket at once, cut at partition boundaries,
  * zero-copy from the trainer's gradient buffer (which must stay valid until wait returns; a counter of
@@ -78,6 +80,50 @@ static int s_hello(engine_t *self, int s)
 
 static void ps_destroy(engine_t **self_p);
 
+/* The endpoint worker `self` uses for server s from its published "TCP\nIPC": ipc when the server's
+ * rank is on this host (auto) or forced, else tcp; the choice is counted for the stats transport. */
+static int s_pick_endpoint(engine_t *self, int s, const char *val, size_t len, char *ep, size_t eplen)
+{
+    if (len == 0 || len > 1024 || val[len - 1] != 0)
+        return err_set(ERR_PROTO, "ps: bad endpoint for server %d in the store", s);
+    const char *nl1 = strchr(val, '\n'), *nl2 = nl1 ? strchr(nl1 + 1, '\n') : NULL;
+    int spid = 0;
+    unsigned long long caddr = 0, cval = 0;
+    if (!nl2 || sscanf(nl2 + 1, "%d %llu %llu", &spid, &caddr, &cval) != 3)
+        return err_set(ERR_PROTO, "ps: bad endpoint for server %d in the store", s);
+    const char *ipc = nl1 + 1;
+    size_t tcplen = (size_t)(nl1 - val), ipclen = (size_t)(nl2 - ipc);
+    int srank = self->opt.colocate ? s : self->nworkers + s, van = self->opt.van;
+    int same = self->comm->node_of && self->comm->node_of[srank] == self->comm->node_of[self->comm->rank];
+    int use_ipc = van == PS_VAN_IPC || van == PS_VAN_CMA || (van == PS_VAN_AUTO && same && ipclen);
+    if (use_ipc && !same)
+        return err_set(ERR_INVAL, "ps: --ps-van %s, but server %d (rank %d) is on another host than worker %d: "
+                       "use --ps-van auto or tcp", van == PS_VAN_CMA ? "cma" : "ipc", s, srank, self->comm->rank);
+    if (use_ipc ? !ipclen : tcplen == 0)
+        return err_set(ERR_PROTO, "ps: server %d published no %s endpoint", s, use_ipc ? "ipc" : "tcp");
+    const char *e = use_ipc ? ipc : val;
+    size_t n = use_ipc ? ipclen : tcplen;
+    if (n >= eplen) return err_set(ERR_PROTO, "ps: endpoint of server %d too long", s);
+    memcpy(ep, e, n);
+    ep[n] = 0;
+    conn_t *c = &self->conns[s];
+    c->pid = spid;
+    if (use_ipc && (van == PS_VAN_AUTO || van == PS_VAN_CMA)) {
+        /* cross-memory reads both ways need the kernel's leave (ptrace rights): try one */
+        const char *why = "";
+        c->cma = cma_probe((pid_t)spid, caddr, cval, &why);
+        if (!c->cma && van == PS_VAN_CMA)
+            return err_set(ERR_UNSUP, "ps: --ps-van cma: worker %d cannot read server %d's memory (%s); use --ps-van "
+                           "ipc or auto", self->comm->rank, s, why);
+        if (!c->cma) LOG_I("ps: worker %d reads server %d through its socket (cross-memory reads: %s)",
+                           self->comm->rank, s, why);
+    }
+    if (c->cma) self->nvan_cma++;
+    else if (use_ipc) self->nvan_ipc++;
+    else self->nvan_tcp++;
+    return 0;
+}
+
 static int ps_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
 {
     if (!self_p || !comm || !cfg) return err_set(ERR_INVAL, "ps: create needs a communicator and a config");
@@ -140,7 +186,7 @@ static int ps_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
     ps_server_cfg_t sc = {.zctx = self->zctx, .comm = comm, .nservers = S, .nworkers = W, .mode = po.mode,
                           .ssp_k = po.ssp_k, .timeout_ms = self->cfg.timeout_ms,
                           .part_bytes = self->opt.partition_bytes, .job = self->job, .gen = self->gen,
-                          .local_worker = -1};
+                          .local_worker = -1, .van = po.van};
     if (self->is_server) {
         sc.index = comm->rank - W;
         CHECK_GOTO(rc, ps_server_new(&self->server, &sc), fail);
@@ -175,8 +221,9 @@ static int ps_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
                 rc = err_set(ERR_PROTO, "ps: bad endpoint for server %d in the store", s);
                 goto fail;
             }
-            memcpy(ep, val, len);
+            rc = s_pick_endpoint(self, s, val, len, ep, sizeof ep);
             free(val);
+            if (rc < 0) goto fail;
         }
         if (zmq_connect(c->sock, ep) != 0) {
             rc = err_set(ERR_IO, "ps: cannot connect to server %d at %s", s, ep);
@@ -261,6 +308,9 @@ static void ps_stats(engine_t *self, engine_stats_t *out)
     memset(out, 0, sizeof *out);
     if (!self) return;
     out->impl = self->impl;
+    int kinds = (self->nvan_cma > 0) + (self->nvan_ipc > 0) + (self->nvan_tcp > 0);
+    out->transport = kinds > 1 ? "zmq-mixed" : self->nvan_cma ? "zmq-ipc+cma" : self->nvan_ipc ? "zmq-ipc"
+                     : self->nvan_tcp ? "zmq-tcp" : self->server && !self->conns ? "zmq" : "zmq-inproc";
     out->bytes_sent = self->sent;
     out->bytes_received = self->received;
     out->mem_engine_bytes = self->mem.cur;

@@ -7,6 +7,11 @@
 extern const engine_ops_t ps_engine;
 
 enum { PS_SYNC = 0, PS_ASYNC = 1, PS_SSP = 2 };
+/* How workers reach a server. auto: on the same host (host identity includes the network namespace, so
+ * emulated machines still talk over their shaped links) ZeroMQ over ipc (Unix-domain sockets) for the
+ * messages, with the bulk values read across processes in one copy (core/cma.h) when the kernel allows
+ * it (cma), else through the socket (ipc); tcp across hosts. Or one of them forced. */
+enum { PS_VAN_AUTO = 0, PS_VAN_TCP = 1, PS_VAN_IPC = 2, PS_VAN_CMA = 3 };
 
 /* The PS engine's options (engine_cfg_t.opts; the harness flags --servers, --ps-colocate, --ps-mode,
  * --ps-partition-kb fill them through ps_engine.opt_set). All zero = the defaults. */
@@ -16,6 +21,7 @@ typedef struct {
     int    mode;              /* PS_SYNC, PS_ASYNC, PS_SSP */
     int    ssp_k;             /* staleness bound for PS_SSP */
     size_t partition_bytes;   /* partition size; 0 = default (4 MiB) */
+    int    van;               /* PS_VAN_AUTO, PS_VAN_TCP, PS_VAN_IPC */
 } ps_opts_t;
 
 /* ps_opts.c: the option table and hooks ps_engine exports */

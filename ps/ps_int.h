@@ -8,6 +8,7 @@
 #include "ps/ps_server.h"
 #include "ps/ps_van.h"
 #include "core/auth.h"
+#include "core/cma.h"
 #include "core/dev.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -23,6 +24,8 @@
 typedef struct {
     void *sock;
     int local;                /* the colocated server of this process (inproc) */
+    int cma;                  /* payloads both ways by descriptor: the server reads ours, we read its */
+    int pid;                  /* the server's process (its replies' descriptors must name it) */
 } conn_t;
 
 struct engine {
@@ -60,6 +63,7 @@ struct engine {
     double comm_ms_total;
     mem_counter_t mem;
     char impl[96];
+    int nvan_ipc, nvan_tcp, nvan_cma; /* servers this worker reaches over ipc / tcp / ipc + cross-memory */
     /* device buffers: pinned staging (see the design comment) */
     int on_dev;
     float *h_params;          /* host copy of the parameters: pulls land here, then go to the device */

@@ -12,6 +12,8 @@ const engine_opt_t ps_options[] = {
     {"ps-colocate", 0, NULL, "ps: one server thread inside every worker (BytePS style)", NULL},
     {"ps-mode", 1, "M", "ps: sync | async | ssp:K", "sync, async or ssp:K"},
     {"ps-partition-kb", 1, "KB", "ps: partition size (default 4096)", "KiB >= 1"},
+    {"ps-van", 1, "V", "ps: auto | tcp | ipc | cma (auto: on one host ipc + cross-memory reads (cma) when allowed, "
+                       "else ipc; tcp across hosts)", "auto, tcp, ipc or cma"},
     {NULL, 0, NULL, NULL, NULL}};
 
 static int s_int(const char *s, long lo, long hi, int *out)
@@ -47,6 +49,12 @@ int ps_opt_set(void *opts, const char *name, const char *v)
         int kb;
         if (s_int(v, 1, 1 << 22, &kb)) return err_set(ERR_INVAL, "ps: bad partition size");
         o->partition_bytes = (size_t)kb * 1024;
+    } else if (!strcmp(name, "ps-van")) {
+        if (v && !strcmp(v, "auto")) o->van = PS_VAN_AUTO;
+        else if (v && !strcmp(v, "tcp")) o->van = PS_VAN_TCP;
+        else if (v && !strcmp(v, "ipc")) o->van = PS_VAN_IPC;
+        else if (v && !strcmp(v, "cma")) o->van = PS_VAN_CMA;
+        else return err_set(ERR_INVAL, "ps: bad van (auto, tcp, ipc or cma)");
     } else {
         return err_set(ERR_INVAL, "ps: unknown option '%s'", name);
     }

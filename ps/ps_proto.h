@@ -4,6 +4,8 @@
  *
  * Messages (header frame = ps/wire.h, then `nframes` payload frames):
  *   PUSH   worker->server  key, clock, offset (in the partition), count, dtype   [meta][values]
+ *          (AR) with PS_F_COMMIT: the push completes this worker's round and commits it, as a
+ *          commit-PULL right behind it would (one message instead of two per partition).
  *   PULL   worker->server  key, clock (version wanted), dtype, aux flags          [meta]
  *          with PS_F_COMMIT: "my pushes for clock-1 are all sent" (+ PS_F_OVERFLOW: my step had
  *          non-finite gradients). A pull without COMMIT just asks for a version (attach).
@@ -31,7 +33,10 @@
 #define PS_F_AVG      0x08   /* PULL(commit, AR): average instead of sum */
 #define PS_F_STALE    0x10   /* PARAMS: the pull waited on the staleness bound (SSP) */
 #define PS_F_SKIPPED  0x20   /* PARAMS: the update of this clock was skipped (non-finite gradients) */
-#define PS_F_ALL      0x3f
+#define PS_F_MOVE     0x40   /* PUSH(AR): move the bytes, reduce nothing (the transport ceiling, OP_MOVE) */
+#define PS_F_CMA      0x80   /* PUSH: the payload frame is a cma_desc_t (core/cma.h): read it from the worker;
+                              * PUSH/PULL: reply by descriptor; PARAMS: the payload is a descriptor */
+#define PS_F_ALL      0xff
 
 /* The fixed meta frame (host byte order: every rank of a job runs the same build). */
 typedef struct {

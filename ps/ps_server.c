@@ -22,6 +22,8 @@
  * HELLO challenge-response (ps_proto.h, s_on_auth); anything else from it is rejected (ERR_AUTH,
  * counted) and touches no state, its liveness included. */
 #include "ps/ps_server_int.h"
+#include <errno.h>
+#include <unistd.h>
 
 #define PS_FAIL_LINGER_NS 500000000ull /* after a failure: how long the error replies get to leave */
 
@@ -83,6 +85,7 @@ void pss_slot_free(ps_server_t *self, slot_t *s)
     optim_destroy(&s->opt);
     s_rbuf_unref(s->params, NULL);
     s_rbuf_unref(s->out, NULL);
+    s_rbuf_unref(s->old_out, NULL);
     free(s->agg);
     free(s->committed); free(s->got); free(s->wclock); free(s->pend);
     memset(s, 0, sizeof *s);
@@ -93,6 +96,7 @@ int pss_slot_alloc(ps_server_t *self, slot_t *s, int ar, uint64_t key, size_t st
 {
     int W = self->cfg.nworkers;
     s->ar = ar; s->key = key; s->start = start; s->len = len; s->total = total; s->dt = dt;
+    s->fresh = 1;
     s->agg = calloc(len ? len : 1, sizeof(float));
     s->committed = calloc((size_t)W, 1);
     s->got = calloc((size_t)W, sizeof(size_t));
@@ -110,13 +114,30 @@ int pss_slot_alloc(ps_server_t *self, slot_t *s, int ar, uint64_t key, size_t st
 
 void pss_round_reset(slot_t *s, int W)
 {
-    memset(s->agg, 0, s->len * sizeof(float));
+    s->fresh = 1; /* agg is cleared (or overwritten) by the round's first push, not here */
+    s->out_done = 0;
+    s->move = 0;
     memset(s->committed, 0, (size_t)W);
     memset(s->got, 0, (size_t)W * sizeof(size_t));
     s->ncommit = 0;
     s->overflow = 0;
     s->avg = 0;
     s->touched = 0;
+}
+
+/* A push of n elements at off into the round's sum: the round's first push of the whole partition is
+ * copied (no clear), a first partial one clears the sum first, later ones accumulate. */
+void pss_agg_push(slot_t *s, size_t off, const void *src, size_t n, dtype_t dt)
+{
+    if (s->fresh) {
+        s->fresh = 0;
+        if (off == 0 && n == s->len && dt == DT_F32) {
+            memcpy(s->agg, src, n * sizeof(float));
+            return;
+        }
+        memset(s->agg, 0, s->len * sizeof(float));
+    }
+    pss_accumulate(s->agg + off, src, n, dt);
 }
 
 /* agg[0..n) += src (n elements of dt). src points into a received frame, which ZeroMQ may place at
@@ -269,6 +290,39 @@ static int s_on_auth(ps_server_t *self, int w, const void *ident, size_t idlen, 
     return 0;
 }
 
+/* A push whose payload frame is a descriptor: check it (size, the worker's process) and read the bytes
+ * from the worker into the scratch buffer, which then stands in for the frame. */
+static int s_cma_payload(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m)
+{
+    wk_t *k = &self->wk[w];
+    cma_desc_t d;
+    if (m->n != 4 || ps_van_size(m, 3) != sizeof d) REJ(ERR_PROTO, "push by descriptor without a descriptor frame");
+    memcpy(&d, ps_van_data(m, 3), sizeof d);
+    size_t esz = dt_size((dtype_t)h->dtype), max = self->cfg.part_bytes * 4 + 64;
+    if (d.magic != CMA_DESC_MAGIC || !esz || d.len != h->count * esz || d.len > max || d.pid == 0 || d.pid > INT32_MAX)
+        REJ(ERR_PROTO, "bad push descriptor (%llu bytes for %llu elements)", (unsigned long long)d.len,
+            (unsigned long long)h->count);
+    if (k->cma_pid && d.pid != k->cma_pid)
+        REJ(ERR_PROTO, "push descriptor names process %llu, worker %d is process %llu", (unsigned long long)d.pid, w,
+            (unsigned long long)k->cma_pid);
+    if (d.len > self->scratch_len) {
+        void *n = realloc(self->scratch, d.len);
+        if (!n) REJ(ERR_NOMEM, "out of memory for a push of %llu bytes", (unsigned long long)d.len);
+        pss_mem(self, (long long)(d.len - self->scratch_len));
+        self->scratch = n;
+        self->scratch_len = d.len;
+    }
+    int rc = cma_read((pid_t)d.pid, self->scratch, d.addr, (size_t)d.len);
+    if (rc < 0) REJ(rc, "cannot read worker %d's push: %s", w, err_detail());
+    k->cma_pid = d.pid;
+    m->ext_frame = 3;
+    m->ext = self->scratch;
+    m->ext_len = (size_t)d.len;
+    atomic_fetch_add_explicit(&self->received, d.len, memory_order_relaxed);
+    tp_note_traffic(self->cfg.comm->tp, w, 0, d.len);
+    return 0;
+}
+
 static int s_on_message(ps_server_t *self, ps_vmsg_t *m)
 {
     int w = -1;
@@ -326,15 +380,66 @@ static int s_on_message(ps_server_t *self, ps_vmsg_t *m)
         REJ(ERR_PROTO, "unexpected message type %s", wire_type_name(hd.type));
     ps_meta_t meta;
     if (pss_check_meta(m, &meta) < 0) REJ(ERR_PROTO, "missing or malformed meta frame");
+    if (hd.aux & PS_F_CMA) {
+        if (hd.type == WIRE_INIT) REJ(ERR_PROTO, "INIT by descriptor");
+        if (hd.type == WIRE_PUSH) {
+            int rc = s_cma_payload(self, w, ident, idlen, h, m);
+            if (rc < 0 || m->ext_frame != 3) return rc; /* refused (and answered) */
+        }
+        k->cma = 1; /* it reads our replies itself from now on */
+    }
     if (hd.aux & PS_F_AR) {
         if (hd.type == WIRE_INIT) REJ(ERR_PROTO, "INIT in the allreduce key space");
-        if (hd.aux & ~(PS_F_AR | PS_F_COMMIT | PS_F_AVG)) REJ(ERR_PROTO, "bad flags 0x%x", hd.aux);
+        if (hd.aux & ~(PS_F_AR | PS_F_COMMIT | PS_F_AVG | PS_F_MOVE | PS_F_CMA)) REJ(ERR_PROTO, "bad flags 0x%x", hd.aux);
+        if ((hd.aux & PS_F_MOVE) && hd.type != WIRE_PUSH) REJ(ERR_PROTO, "move-only flag on a %s",
+                                                               wire_type_name(hd.type));
         return pss_on_ar(self, w, ident, idlen, h, m, &meta);
     }
     return pss_on_params(self, w, ident, idlen, h, m, &meta);
 }
 
 /* ---------- lifecycle ---------- */
+
+/* Bind the router: tcp on the job's address (workers on other hosts), and an ipc endpoint in a private
+ * directory (workers on this host) unless the van is forced; endpoint = "TCP\nIPC" for the store. */
+static int s_bind(ps_server_t *self)
+{
+    const ps_server_cfg_t *cfg = &self->cfg;
+    char tcp[256] = "", ipc[256] = "";
+    if (cfg->van != PS_VAN_IPC) {
+        char addr[128], ep[192];
+        CHECK(boot_local_addr(&cfg->comm->boot, addr, sizeof addr));
+        snprintf(ep, sizeof ep, "tcp://%s:*", addr);
+        if (zmq_bind(self->router, ep) != 0)
+            return err_set(ERR_IO, "ps server %d: cannot bind %s: %s", cfg->index, ep, zmq_strerror(zmq_errno()));
+        size_t l = sizeof tcp;
+        zmq_getsockopt(self->router, ZMQ_LAST_ENDPOINT, tcp, &l);
+    }
+    if (cfg->van != PS_VAN_TCP) {
+        /* a directory only we can enter holds the socket: other users cannot reach it at all */
+        const char *tmp = getenv("TMPDIR");
+        if (!tmp || !*tmp || strlen(tmp) > 64 || strchr(tmp, '\n')) tmp = "/tmp";
+        snprintf(self->ipc_dir, sizeof self->ipc_dir, "%s/sb-ps-XXXXXX", tmp);
+        if (!mkdtemp(self->ipc_dir)) {
+            int e = errno;
+            self->ipc_dir[0] = 0;
+            if (cfg->van == PS_VAN_IPC)
+                return err_set(ERR_IO, "ps server %d: cannot create a directory in %s for its ipc socket: %s",
+                               cfg->index, tmp, strerror(e));
+            LOG_W("ps server %d: no ipc endpoint (cannot create a directory in %s: %s); workers use tcp",
+                  cfg->index, tmp, strerror(e));
+        } else {
+            snprintf(self->ipc_path, sizeof self->ipc_path, "%s/s%d", self->ipc_dir, cfg->index);
+            snprintf(ipc, sizeof ipc, "ipc://%s", self->ipc_path);
+            if (zmq_bind(self->router, ipc) != 0)
+                return err_set(ERR_IO, "ps server %d: cannot bind %s: %s", cfg->index, ipc, zmq_strerror(zmq_errno()));
+        }
+    }
+    /* third line: our pid and probe cookie, so a worker on this host can test cross-memory reads */
+    snprintf(self->endpoint, sizeof self->endpoint, "%s\n%s\n%d %llu %llu", tcp, ipc, (int)getpid(),
+             (unsigned long long)cma_cookie_addr(), (unsigned long long)cma_cookie_value());
+    return 0;
+}
 
 int ps_server_new(ps_server_t **self_p, const ps_server_cfg_t *cfg)
 {
@@ -355,20 +460,11 @@ int ps_server_new(ps_server_t **self_p, const ps_server_cfg_t *cfg)
     }
     for (int w = 0; w < cfg->nworkers; w++) ps_routing_id(self->job, w, self->ids[w]);
     self->router = ps_van_socket(cfg->zctx, ZMQ_ROUTER, self->cfg.timeout_ms, ps_max_frame(self->cfg.part_bytes));
-    char addr[128], ep[256];
-    int rc = boot_local_addr(&cfg->comm->boot, addr, sizeof addr);
+    int rc = s_bind(self);
     if (rc < 0) {
         ps_server_destroy(&self);
         return rc;
     }
-    snprintf(ep, sizeof ep, "tcp://%s:*", addr);
-    if (!self->router || zmq_bind(self->router, ep) != 0) {
-        rc = err_set(ERR_IO, "ps server %d: cannot bind %s: %s", cfg->index, ep, zmq_strerror(zmq_errno()));
-        ps_server_destroy(&self);
-        return rc;
-    }
-    size_t l = sizeof self->endpoint;
-    zmq_getsockopt(self->router, ZMQ_LAST_ENDPOINT, self->endpoint, &l);
     snprintf(self->inproc, sizeof self->inproc, "inproc://ps-srv-%p", (void *)self);
     if (zmq_bind(self->router, self->inproc) != 0) {
         rc = err_set(ERR_IO, "ps server %d: cannot bind %s", cfg->index, self->inproc);
@@ -485,6 +581,10 @@ void ps_server_destroy(ps_server_t **self_p)
     if (self->pipe_owner) zmq_close(self->pipe_owner);
     if (self->pipe_thread) zmq_close(self->pipe_thread);
     if (self->router) zmq_close(self->router);
+    if (self->ipc_dir[0]) {
+        if (self->ipc_path[0]) unlink(self->ipc_path);
+        rmdir(self->ipc_dir);
+    }
     for (size_t i = 0; i < self->npslots; i++) pss_slot_free(self, &self->pslots[i]);
     free(self->pslots);
     for (size_t i = 0; i < self->nar; i++) {
@@ -492,6 +592,7 @@ void ps_server_destroy(ps_server_t **self_p)
         free(self->arslots[i]);
     }
     free(self->arslots);
+    free(self->scratch);
     free(self->ids);
     free(self->wk);
     auth_wipe(&self->auth);

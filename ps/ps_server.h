@@ -21,6 +21,7 @@ typedef struct {
     uint64_t job;           /* job id in every header (ps_job_id) */
     unsigned gen;           /* engine instance number: store keys "ps/<gen>/srv/<index>" */
     int    local_worker;    /* colocated: rank of the worker in this process (its traffic is local); -1 */
+    int    van;             /* PS_VAN_*: which endpoints to bind (auto: tcp and ipc, tcp: tcp, ipc: ipc) */
 } ps_server_cfg_t;
 
 typedef struct {

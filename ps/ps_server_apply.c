@@ -61,7 +61,21 @@ static void s_reply_params(ps_server_t *self, slot_t *s, const pend_t *p)
      * committed the next round, so it goes zero-copy; async values change under us: copy. */
     int zc = s->ar || self->cfg.mode == PS_SYNC;
     void *buf = s->ar ? s->out : (void *)s->params;
-    ps_frame_t f = {buf, s->len * (s->ar ? dt_size(s->dt) : sizeof(float)), zc, zc ? s_rbuf_unref : NULL, NULL};
+    size_t bytes = s->len * (s->ar ? dt_size(s->dt) : sizeof(float));
+    if (zc && self->wk[p->w].cma) {
+        /* the worker reads the values from our memory (one copy) by the same argument: they stay until it
+         * committed the next round, after reading these */
+        cma_desc_t d = cma_desc(buf, bytes);
+        h.aux |= PS_F_CMA;
+        ps_frame_t f = {&d, sizeof d, 0, NULL, NULL};
+        pss_send(self, p->w, self->ids[p->w], PS_ID_LEN, &h, &f, 1);
+        if (p->w != self->cfg.local_worker) {
+            atomic_fetch_add_explicit(&self->sent, bytes, memory_order_relaxed);
+            tp_note_traffic(self->cfg.comm->tp, p->w, bytes, 0);
+        }
+        return;
+    }
+    ps_frame_t f = {buf, bytes, zc, zc ? s_rbuf_unref : NULL, NULL};
     if (zc) atomic_fetch_add(&s_rbuf_of(buf)->refs, 1);
     pss_send(self, p->w, self->ids[p->w], PS_ID_LEN, &h, &f, 1);
 }
@@ -115,13 +129,19 @@ static void s_complete_round(ps_server_t *self, slot_t *s)
 {
     int W = self->cfg.nworkers;
     if (s->ar) {
-        if (s->avg) dt_scale(s->agg, s->len, DT_F32, 1.0f / (float)W);
-        dt_convert(s->out, s->dt, s->agg, DT_F32, s->len);
+        /* out already holds the result when the last push wrote it there, or keeps its bytes when the
+         * round only moved them */
+        if (!s->out_done && !s->move) {
+            if (s->fresh) memset(s->agg, 0, s->len * sizeof(float)); /* nothing pushed: the sum is 0 */
+            if (s->avg) dt_scale(s->agg, s->len, DT_F32, 1.0f / (float)W);
+            dt_convert(s->out, s->dt, s->agg, DT_F32, s->len);
+        }
     } else if (s->overflow) {
         s->last_skipped = 1;
         atomic_fetch_add(&self->skipped, 1);
     } else {
         s->last_skipped = 0;
+        if (s->fresh) memset(s->agg, 0, s->len * sizeof(float)); /* nothing pushed: the sum is 0 */
         /* the ring's arithmetic: sum, times 1/N, rounded to the gradient dtype, then the optimizer */
         dt_scale(s->agg, s->len, DT_F32, 1.0f / (float)W);
         if (s->dt == DT_F16) for (size_t i = 0; i < s->len; i++) s->agg[i] = f16_to_f32(f32_to_f16(s->agg[i]));
@@ -135,6 +155,10 @@ static void s_complete_round(ps_server_t *self, slot_t *s)
                           (unsigned long long)s->key, err_str(rc));
     }
     s->version++;
+    if (s->old_out) { /* every worker committed this round, so none still reads the replaced result */
+        s_rbuf_unref(s->old_out, NULL);
+        s->old_out = NULL;
+    }
     pss_round_reset(s, W);
     s_serve_pending(self, s);
 }
@@ -194,6 +218,34 @@ int pss_check_meta(ps_vmsg_t *m, ps_meta_t *meta)
     return 0;
 }
 
+/* A commit (a commit-PULL, or a push carrying PS_F_COMMIT) must be this worker's first of the round and
+ * agree with the others on sum or average. */
+static int s_ar_commit_check(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, slot_t *s)
+{
+    if (s->committed[w]) REJ(ERR_PROTO, "allreduce key %llu: second commit", (unsigned long long)h->key);
+    int avg = (h->aux & PS_F_AVG) ? 1 : 0;
+    if (s->ncommit && avg != s->avg) REJ(ERR_MISMATCH, "allreduce key %llu: workers disagree on sum/avg",
+                                         (unsigned long long)h->key);
+    s->avg = avg;
+    return 0;
+}
+
+/* Is worker w's committing push the last contribution of the round (every other worker committed)? */
+static int s_ar_last(ps_server_t *self, const slot_t *s, int w)
+{
+    return s->ncommit == self->cfg.nworkers - 1 && !s->committed[w];
+}
+
+static int s_ar_commit(ps_server_t *self, slot_t *s, int w, uint64_t clock)
+{
+    s->committed[w] = 1;
+    s->ncommit++;
+    s->touched = 1;
+    CHECK(s_add_pend(self, s, w, clock));
+    if (s->ncommit == self->cfg.nworkers) s_complete_round(self, s);
+    return 0;
+}
+
 int pss_on_ar(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m,
                    const ps_meta_t *meta)
 {
@@ -215,6 +267,9 @@ int pss_on_ar(ps_server_t *self, int w, const void *ident, size_t idlen, const w
             if (s->touched || s->npend) REJ(ERR_MISMATCH, "allreduce of key %llu: size/dtype differs within a round",
                                             (unsigned long long)h->key);
             uint64_t v = s->version;
+            /* workers may still be reading the last result by descriptor: keep it one more round */
+            void *keep = s->out;
+            atomic_fetch_add(&s_rbuf_of(keep)->refs, 1);
             pss_slot_free(self, s);
             if (pss_slot_alloc(self, s, 1, h->key, start, len, (size_t)meta->total, dt) < 0) {
                 /* keep the table consistent: drop the empty slot */
@@ -224,6 +279,7 @@ int pss_on_ar(ps_server_t *self, int w, const void *ident, size_t idlen, const w
                 REJ(ERR_NOMEM, "out of memory for an allreduce partition");
             }
             s->version = v;
+            s->old_out = keep;
         }
         if (!s) {
             if (self->nar == self->capar) {
@@ -249,9 +305,30 @@ int pss_on_ar(ps_server_t *self, int w, const void *ident, size_t idlen, const w
             s->got[w] + (size_t)h->count > len)
             REJ(ERR_PROTO, "allreduce key %llu: wrong size (offset %llu count %llu, %zu bytes; partition has %zu)",
                 (unsigned long long)h->key, (unsigned long long)h->offset, (unsigned long long)h->count, pb, len);
-        pss_accumulate(s->agg + h->offset, ps_van_data(m, 3), (size_t)h->count, dt);
-        s->got[w] += (size_t)h->count;
+        int move = (h->aux & PS_F_MOVE) ? 1 : 0;
+        if (s->touched && move != s->move)
+            REJ(ERR_MISMATCH, "allreduce key %llu: workers disagree on moving or reducing", (unsigned long long)h->key);
+        s->move = move;
+        int commit = (h->aux & PS_F_COMMIT) ? 1 : 0;
+        const void *src = ps_van_data(m, 3);
+        size_t n = (size_t)h->count, off = (size_t)h->offset;
+        if (commit && (s->got[w] + n != len))
+            REJ(ERR_PROTO, "allreduce key %llu: committing push leaves the partition incomplete", (unsigned long long)h->key);
+        if (commit) CHECK(s_ar_commit_check(self, w, ident, idlen, h, s));
+        if (move) {
+            /* the ceiling: the bytes arrived; nothing is summed */
+        } else if (commit && s_ar_last(self, s, w) && off == 0 && n == len && dt == DT_F32 && !s->fresh &&
+                   ((uintptr_t)src & (sizeof(float) - 1)) == 0) {
+            /* the round's last push: sum (and average) straight into the reply buffer, one pass */
+            if (s->avg) dt_add_scale(s->out, s->agg, src, n, DT_F32, 1.0f / (float)self->cfg.nworkers);
+            else dt_add(s->out, s->agg, src, n, DT_F32);
+            s->out_done = 1;
+        } else {
+            pss_agg_push(s, off, src, n, dt);
+        }
+        s->got[w] += n;
         s->touched = 1;
+        if (commit) return s_ar_commit(self, s, w, h->clock + 1);
         return 0;
     }
     /* PULL */
@@ -262,17 +339,8 @@ int pss_on_ar(ps_server_t *self, int w, const void *ident, size_t idlen, const w
         if (h->clock != s->version + 1)
             REJ(ERR_PROTO, "allreduce key %llu: commit for clock %llu, expected %llu", (unsigned long long)h->key,
                 (unsigned long long)h->clock, (unsigned long long)(s->version + 1));
-        if (s->committed[w]) REJ(ERR_PROTO, "allreduce key %llu: second commit", (unsigned long long)h->key);
-        int avg = (h->aux & PS_F_AVG) ? 1 : 0;
-        if (s->ncommit && avg != s->avg) REJ(ERR_MISMATCH, "allreduce key %llu: workers disagree on sum/avg",
-                                             (unsigned long long)h->key);
-        s->avg = avg;
-        s->committed[w] = 1;
-        s->ncommit++;
-        s->touched = 1;
-        CHECK(s_add_pend(self, s, w, h->clock));
-        if (s->ncommit == self->cfg.nworkers) s_complete_round(self, s);
-        return 0;
+        CHECK(s_ar_commit_check(self, w, ident, idlen, h, s));
+        return s_ar_commit(self, s, w, h->clock);
     }
     if (h->clock > s->version + 1) REJ(ERR_PROTO, "allreduce pull from the future");
     return s_add_pend(self, s, w, h->clock);
@@ -333,7 +401,7 @@ int pss_on_params(ps_server_t *self, int w, const void *ident, size_t idlen, con
             if (s->committed[w]) REJ(ERR_PROTO, "key %llu: push after commit", (unsigned long long)h->key);
             if (s->got[w] + n > s->len) REJ(ERR_PROTO, "key %llu: more elements pushed than the partition has",
                                             (unsigned long long)h->key);
-            pss_accumulate(s->agg + off, src, n, self->grad_dt);
+            pss_agg_push(s, off, src, n, self->grad_dt);
             s->got[w] += n;
             s->touched = 1;
             return 0;
@@ -358,7 +426,7 @@ int pss_on_params(ps_server_t *self, int w, const void *ident, size_t idlen, con
     }
     case WIRE_PULL: {
         if (m->n != 3) REJ(ERR_PROTO, "pull needs exactly a meta frame");
-        if (h->aux & ~(PS_F_COMMIT | PS_F_OVERFLOW)) REJ(ERR_PROTO, "pull: bad flags 0x%x", h->aux);
+        if (h->aux & ~(PS_F_COMMIT | PS_F_OVERFLOW | PS_F_CMA)) REJ(ERR_PROTO, "pull: bad flags 0x%x", h->aux);
         if (h->aux & PS_F_COMMIT) {
             if (!s->inited) REJ(ERR_STATE, "commit on key %llu before INIT", (unsigned long long)h->key);
             if (self->cfg.mode == PS_SYNC) {

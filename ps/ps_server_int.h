@@ -8,6 +8,7 @@
 #include "ps/ps_van.h"
 #include "ps/ps.h"
 #include "core/auth.h"
+#include "core/cma.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/mem.h"
@@ -61,6 +62,8 @@ typedef struct {
     float *params;            /* params: master values (an rbuf) */
     float *agg;               /* f32 sums of the round in progress (async: conversion scratch) */
     void *out;                /* AR: the result of the last round, in dt (an rbuf) */
+    void *old_out;            /* AR: the out of a size that was replaced, kept (an rbuf) until the next
+                               * round completes: workers may still be reading it by descriptor */
     optim_t *opt;
     int inited;
     uint64_t version;         /* rounds completed */
@@ -69,6 +72,9 @@ typedef struct {
     size_t *got;              /* per worker: elements pushed this round */
     uint64_t *wclock;         /* async/ssp: commits per worker */
     int ncommit, overflow, avg, touched, last_skipped;
+    int fresh;                /* agg holds no push of this round yet (not cleared: the first push copies) */
+    int out_done;             /* AR: the last push already wrote this round's result into out */
+    int move;                 /* AR: this round only moves bytes (PS_F_MOVE): no sum, out keeps its values */
     ps_meta_t meta;
     pend_t *pend;
     size_t npend, cappend;
@@ -80,6 +86,8 @@ typedef struct {
     int seen, bye, dead;
     int npend;                /* pulls of this worker pending here */
     int chal, authed;         /* hello: a challenge answered (nonces below); its proof accepted */
+    int cma;                  /* it asked for replies by descriptor (PS_F_CMA): it reads our memory */
+    uint64_t cma_pid;         /* the process its descriptors name (fixed by the first one) */
     unsigned char nc[AUTH_NONCE_BYTES], ns[AUTH_NONCE_BYTES];
 } wk_t;
 
@@ -89,7 +97,9 @@ struct ps_server {
     int rank;
     auth_t auth;              /* the job secret (none: every worker counts as authenticated) */
     void *router;
-    char endpoint[256];
+    char endpoint[512];       /* published: "TCP_EP\nIPC_EP" (either may be empty) */
+    char ipc_dir[160];        /* private (0700) directory of the ipc socket; "" when none */
+    char ipc_path[200];
     char inproc[64];
     unsigned char (*ids)[PS_ID_LEN];
     wk_t *wk;
@@ -112,6 +122,8 @@ struct ps_server {
     int thread_on;
     void *pipe_owner, *pipe_thread;
     int run_rc;
+    void *scratch;            /* cross-memory reads of pushes land here */
+    size_t scratch_len;
     /* stats */
     _Atomic uint64_t sent, received, rejected, skipped, early;
     pthread_mutex_t mu;
@@ -132,6 +144,7 @@ int pss_slot_alloc(ps_server_t *self, slot_t *s, int ar, uint64_t key, size_t st
                         dtype_t dt);
 void pss_round_reset(slot_t *s, int W);
 void pss_accumulate(float *agg, const void *src, size_t n, dtype_t dt);
+void pss_agg_push(slot_t *s, size_t off, const void *src, size_t n, dtype_t dt);
 
 /* ps_server_apply.c */
 void pss_serve_all(ps_server_t *self);

@@ -37,8 +37,19 @@ wire_hdr_t psw_hdr(engine_t *self, uint32_t type, uint64_t key, uint64_t clock, 
 static int s_push(engine_t *self, int s, int flags, uint64_t key, uint64_t clock, size_t offset, size_t count,
                   dtype_t dt, const ps_meta_t *meta, const void *data)
 {
-    wire_hdr_t h = psw_hdr(self, WIRE_PUSH, key, clock, offset, count, dt, flags, 2);
     trace_instant("push", "server", s, "bytes", (int64_t)(count * dt_size(dt)));
+    if (self->conns[s].cma) {
+        /* the server reads the values from our memory: they stay put until its reply (wait / collect) */
+        size_t bytes = count * dt_size(dt);
+        cma_desc_t d = cma_desc(data, bytes);
+        wire_hdr_t h = psw_hdr(self, WIRE_PUSH, key, clock, offset, count, dt, flags | PS_F_CMA, 2);
+        ps_frame_t fr[2] = {{meta, sizeof *meta, 0, NULL, NULL}, {&d, sizeof d, 0, NULL, NULL}};
+        CHECK(psw_send(self, s, &h, fr, 2));
+        self->sent += bytes;
+        tp_note_traffic(self->comm->tp, s_server_rank(self, s), bytes, 0);
+        return 0;
+    }
+    wire_hdr_t h = psw_hdr(self, WIRE_PUSH, key, clock, offset, count, dt, flags, 2);
     atomic_fetch_add(&self->zc_inflight, 1);
     ps_frame_t fr[2] = {{meta, sizeof *meta, 0, NULL, NULL},
                         {data, count * dt_size(dt), 1, psw_zc_free, (void *)&self->zc_inflight}};
@@ -47,6 +58,7 @@ static int s_push(engine_t *self, int s, int flags, uint64_t key, uint64_t clock
 
 int psw_pull(engine_t *self, int s, int flags, uint64_t key, uint64_t clock, dtype_t dt, const ps_meta_t *meta)
 {
+    if (self->conns[s].cma) flags |= PS_F_CMA; /* answer with a descriptor: we read the values ourselves */
     wire_hdr_t h = psw_hdr(self, WIRE_PULL, key, clock, 0, 0, dt, flags, 1);
     ps_frame_t fr = {meta, sizeof *meta, 0, NULL, NULL};
     return psw_send(self, s, &h, &fr, 1);
@@ -88,9 +100,15 @@ static int s_on_reply(engine_t *self, int s, ps_vmsg_t *m, collect_t *c, size_t 
     }
     int ar = (h.aux & PS_F_AR) ? 1 : 0;
     size_t k = (size_t)h.key;
+    int by_desc = (h.aux & PS_F_CMA) ? 1 : 0;
+    cma_desc_t d = {0, 0, 0, 0};
+    if (by_desc && m->n >= 2 && ps_van_size(m, 1) == sizeof d) memcpy(&d, ps_van_data(m, 1), sizeof d);
+    size_t esz = dt_size(c->dt);
+    int payload_ok = by_desc ? self->conns[s].cma && d.magic == CMA_DESC_MAGIC && d.pid == (uint64_t)self->conns[s].pid &&
+                                   d.len == (uint64_t)ps_part_len(c->lay, k) * esz
+                             : wire_check_payload(&h, m->n >= 2 ? ps_van_size(m, 1) : 0, ps_part_len(c->lay, k)) == 0;
     if (h.type != WIRE_PARAMS || ar != c->ar || k >= c->lay->nparts || !self->want[k] ||
-        ps_part_owner(c->lay, k) != s || h.dtype != (uint32_t)c->dt || h.offset != 0 ||
-        wire_check_payload(&h, m->n >= 2 ? ps_van_size(m, 1) : 0, ps_part_len(c->lay, k)) < 0 ||
+        ps_part_owner(c->lay, k) != s || h.dtype != (uint32_t)c->dt || h.offset != 0 || !payload_ok ||
         h.count != ps_part_len(c->lay, k)) {
         self->rejected++;
         LOG_W("ps worker %d: dropped an unexpected %s from server %d (key %llu)", self->comm->rank,
@@ -101,8 +119,17 @@ static int s_on_reply(engine_t *self, int s, ps_vmsg_t *m, collect_t *c, size_t 
     if (c->exact && h.clock != want_clock)
         return err_set(ERR_PROTO, "ps server %d: key %zu has version %llu, expected %llu", s, k,
                        (unsigned long long)h.clock, (unsigned long long)want_clock);
-    size_t esz = dt_size(c->dt);
-    memcpy((char *)c->dst + ps_part_start(c->lay, k) * esz, ps_van_data(m, 1), (size_t)h.count * esz);
+    char *to = (char *)c->dst + ps_part_start(c->lay, k) * esz;
+    if (by_desc) {
+        /* one copy, straight from the server's memory into the tensor */
+        int rc = cma_read((pid_t)d.pid, to, d.addr, (size_t)d.len);
+        if (rc < 0) return err_set(rc, "ps worker %d: cannot read server %d's reply for partition %zu: %s",
+                                   self->comm->rank, s, k, err_detail());
+        self->received += d.len;
+        tp_note_traffic(self->comm->tp, s_server_rank(self, s), 0, d.len);
+    } else {
+        memcpy(to, ps_van_data(m, 1), (size_t)h.count * esz);
+    }
     if (c->dev_dst) {
         size_t off = ps_part_start(c->lay, k) * esz;
         CHECK(dev_memcpy_async((char *)c->dev_dst + off, (char *)c->dst + off, (size_t)h.count * esz, c->stream));
@@ -303,7 +330,7 @@ int psw_allreduce(engine_t *self, const void *sendbuf, void *recvbuf, size_t cou
     CHECK(psw_worker_only(self, "allreduce"));
     size_t esz = dt_size(dt);
     if (!esz) return err_set(ERR_INVAL, "ps: bad dtype %d", (int)dt);
-    if (op != OP_SUM && op != OP_AVG) return err_set(ERR_INVAL, "ps: bad op %d", (int)op);
+    if (op != OP_SUM && op != OP_AVG && op != OP_MOVE) return err_set(ERR_INVAL, "ps: bad op %d", (int)op);
     if (count == 0) return 0;
     if (!sendbuf || !recvbuf) return err_set(ERR_INVAL, "ps: allreduce needs buffers");
     if (timeout_ms <= 0) timeout_ms = self->cfg.timeout_ms;
@@ -338,16 +365,16 @@ int psw_allreduce(engine_t *self, const void *sendbuf, void *recvbuf, size_t cou
     }
     CHECK(psw_want(self, l.nparts));
     ps_meta_t meta = {.total = count, .step = 0, .lr = 0, .inv_scale = 1.0f};
-    int flags = PS_F_AR | PS_F_COMMIT | (op == OP_AVG ? PS_F_AVG : 0);
+    /* each push commits this worker's round of its partition (the pull rides on it): the server answers
+     * partition k while k+1.. travel */
+    int flags = PS_F_AR | PS_F_COMMIT | (op == OP_AVG ? PS_F_AVG : 0) | (op == OP_MOVE ? PS_F_MOVE : 0);
     for (size_t k = 0; k < l.nparts; k++) {
         size_t off = ps_part_start(&l, k) * esz;
         if (src != sendbuf) /* device: stage this partition, push it, stage the next while it travels */
             CHECK(dev_memcpy((char *)self->ar_send + off, (const char *)sendbuf + off, ps_part_len(&l, k) * esz));
-        CHECK(s_push(self, ps_part_owner(&l, k), PS_F_AR, k, self->ar_ver[k], 0, ps_part_len(&l, k), dt, &meta,
-                     (const char *)src + off));
-        /* the pull right behind its push (same DEALER, FIFO): the server answers k while k+1.. travel */
         self->want[k] = 1;
-        CHECK(psw_pull(self, ps_part_owner(&l, k), flags, k, self->ar_ver[k] + 1, dt, &meta));
+        CHECK(s_push(self, ps_part_owner(&l, k), flags, k, self->ar_ver[k], 0, ps_part_len(&l, k), dt, &meta,
+                     (const char *)src + off));
     }
     for (size_t k = 0; k < l.nparts; k++) self->ar_ver[k]++;
     collect_t c = {.ar = 1, .lay = &l, .dst = dst, .dt = dt, .clock = self->ar_ver, .exact = 1,

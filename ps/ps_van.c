@@ -90,6 +90,9 @@ int ps_van_recv(void *sock, ps_vmsg_t *m, int timeout_ms)
     m->n = 0;
     m->truncated = 0;
     m->bytes = 0;
+    m->ext_frame = -1;
+    m->ext = NULL;
+    m->ext_len = 0;
     zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
     int pr = zmq_poll(&it, 1, timeout_ms < 0 ? -1 : timeout_ms);
     if (pr < 0) return zmq_errno() == EINTR ? ERR_TIMEOUT : ERR_IO;

@@ -27,6 +27,11 @@ typedef struct {
     int n;
     int truncated;
     size_t bytes;
+    /* a frame whose bytes were fetched elsewhere (a cross-memory read): ps_van_data/size of frame
+     * ext_frame give ext / ext_len instead (ext_frame -1: none) */
+    int ext_frame;
+    const void *ext;
+    size_t ext_len;
 } ps_vmsg_t;
 
 /* Socket with LINGER 0, the send timeout, ZMQ_MAXMSGSIZE max_frame (a peer cannot make us allocate
@@ -40,7 +45,10 @@ int  ps_van_send(void *sock, const void *ident, size_t ident_len, const wire_hdr
 /* Receive one whole message, waiting at most timeout_ms (0: don't wait). 0, ERR_TIMEOUT or ERR_IO. */
 int  ps_van_recv(void *sock, ps_vmsg_t *m, int timeout_ms);
 void ps_van_close_msg(ps_vmsg_t *m);
-static inline const void *ps_van_data(ps_vmsg_t *m, int i) { return zmq_msg_data(&m->f[i]); }
-static inline size_t ps_van_size(ps_vmsg_t *m, int i) { return zmq_msg_size(&m->f[i]); }
+static inline const void *ps_van_data(ps_vmsg_t *m, int i)
+{
+    return i == m->ext_frame ? m->ext : zmq_msg_data(&m->f[i]);
+}
+static inline size_t ps_van_size(ps_vmsg_t *m, int i) { return i == m->ext_frame ? m->ext_len : zmq_msg_size(&m->f[i]); }
 
 #endif

@@ -19,6 +19,9 @@
 #include "core/optim.h"
 #include "ps/wire.h"
 #include "ps/ps.h"
+#include "core/cma.h"
+#include <signal.h>
+#include <sys/wait.h>
 #include "ps/ps_proto.h"
 #include "ring/ring.h"
 #include "tests/lib/ranks.h"
@@ -121,6 +124,32 @@ static int s_ar_rank(int rank, int world, void *arg)
         engine_stats_t st;
         ps_engine.stats(e, &st);
         if (st.bytes_sent == 0 || st.bytes_received == 0 || !st.impl) { fprintf(stderr, "no traffic counted\n"); fail = 1; }
+        /* the van the worker says it used is the one asked for */
+        const char *want = t->van == PS_VAN_TCP ? "zmq-tcp" : t->van == PS_VAN_IPC ? "zmq-ipc"
+                           : t->van == PS_VAN_CMA ? "zmq-ipc+cma" : NULL;
+        if (!t->colocate && want && (!st.transport || strcmp(st.transport, want))) {
+            fprintf(stderr, "transport %s, expected %s\n", st.transport ? st.transport : "(none)", want);
+            fail = 1;
+        }
+        /* op move (the ceiling) moves the bytes a sum moves, through the same van */
+        if (!fail && !t->colocate) {
+            size_t n = 5000;
+            float *a = calloc(n, sizeof(float)), *b = calloc(n, sizeof(float));
+            engine_stats_t s0, s1, s2;
+            ps_engine.stats(e, &s0);
+            int rc1 = ps_engine.allreduce(e, a, b, n, DT_F32, OP_SUM, PS_TEST_TO);
+            ps_engine.stats(e, &s1);
+            int rc2 = ps_engine.allreduce(e, a, b, n, DT_F32, OP_MOVE, PS_TEST_TO);
+            ps_engine.stats(e, &s2);
+            uint64_t dsum = s1.bytes_received - s0.bytes_received, dmove = s2.bytes_received - s1.bytes_received;
+            if (rc1 < 0 || rc2 < 0 || dsum < n * sizeof(float) || dmove != dsum) {
+                fprintf(stderr, "op move: rc %d/%d, received %llu bytes against a sum's %llu\n", rc1, rc2,
+                        (unsigned long long)dmove, (unsigned long long)dsum);
+                fail = 1;
+            }
+            free(a);
+            free(b);
+        }
         if (engine_counter(&st, "ps_rejected")) { fprintf(stderr, "worker rejected %llu replies\n", (unsigned long long)engine_counter(&st, "ps_rejected")); fail = 1; }
         /* a server rank refuses worker calls, a worker refuses serve */
         if (ps_engine.serve(e) != ERR_STATE) fail = 1;
@@ -134,6 +163,48 @@ static int s_ar_rank(int rank, int world, void *arg)
 Test(ps_allreduce, one_server, .timeout = 60)
 {
     ps_topo_t t = {.nworkers = 2, .part_bytes = 1000};
+    cr_assert_eq(run_ranks(3, s_ar_rank, &t, 50000), 0);
+}
+
+/* the same over each van: tcp (loopback), ipc (Unix socket), ipc + cross-memory reads */
+Test(ps_allreduce, one_server_tcp, .timeout = 60)
+{
+    ps_topo_t t = {.nworkers = 2, .part_bytes = 1000, .van = PS_VAN_TCP};
+    cr_assert_eq(run_ranks(3, s_ar_rank, &t, 50000), 0);
+}
+
+Test(ps_allreduce, one_server_ipc, .timeout = 60)
+{
+    ps_topo_t t = {.nworkers = 2, .part_bytes = 1000, .van = PS_VAN_IPC};
+    cr_assert_eq(run_ranks(3, s_ar_rank, &t, 50000), 0);
+}
+
+/* Can one process read a sibling's memory here (as a worker reads its server)? Yama's ptrace_scope 1
+ * or a container's seccomp policy forbid it. */
+static int s_cma_between_siblings(const char **why)
+{
+    uint64_t addr = cma_cookie_addr(), val = cma_cookie_value(); /* the same in both children (fork) */
+    pid_t a = fork();
+    if (a == 0) { pause(); _exit(0); }
+    pid_t b = fork();
+    if (b == 0) {
+        const char *w = "";
+        usleep(20000);
+        _exit(cma_probe(a, addr, val, &w) ? 0 : 1);
+    }
+    int st = 1;
+    waitpid(b, &st, 0);
+    kill(a, SIGKILL);
+    waitpid(a, NULL, 0);
+    *why = "process_vm_readv between sibling processes is not permitted here (Yama ptrace_scope or seccomp)";
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+Test(ps_allreduce, one_server_cma, .timeout = 60)
+{
+    const char *why = "";
+    if (!s_cma_between_siblings(&why)) cr_skip_test("%s", why);
+    ps_topo_t t = {.nworkers = 2, .part_bytes = 1000, .van = PS_VAN_CMA};
     cr_assert_eq(run_ranks(3, s_ar_rank, &t, 50000), 0);
 }
 
@@ -457,6 +528,18 @@ Test(ps_sync, three_workers_two_servers_bf16, .timeout = 90)
     train_t a = {.t = {.nworkers = 3, .mode = PS_SYNC, .part_bytes = 999}, .n = 2500, .steps = 50,
                  .gdt = DT_BF16, .opt = OPT_SGD, .overflow_step = 3, .inv_scale = 0.5f};
     cr_assert_eq(run_ranks(5, s_train_rank, &a, 80000), 0);
+}
+
+/* dedicated servers, pushes and pulls by descriptor (cross-memory), then over plain ipc: the reference */
+Test(ps_sync, dedicated_servers_cma_and_ipc, .timeout = 90)
+{
+    const char *why = "";
+    if (!s_cma_between_siblings(&why)) cr_skip_test("%s", why);
+    train_t a = {.t = {.nworkers = 2, .mode = PS_SYNC, .part_bytes = 800, .van = PS_VAN_CMA}, .n = 3001, .steps = 30,
+                 .gdt = DT_F32, .opt = OPT_ADAM, .overflow_step = -1, .inv_scale = 1.0f};
+    cr_assert_eq(run_ranks(4, s_train_rank, &a, 80000), 0);
+    a.t.van = PS_VAN_IPC;
+    cr_assert_eq(run_ranks(4, s_train_rank, &a, 80000), 0);
 }
 
 /* ---------- async ---------- */

@@ -1,5 +1,6 @@
 /* test_ps_failure.c: the parameter-server engine when things go wrong, on forked ranks: malformed and
- * foreign messages sent raw to a server's ROUTER (rejected, counted, answered, server survives); a
+ * foreign messages sent raw to a server's ROUTER (rejected, counted, answered, server survives), bad
+ * push descriptors (cross-memory reads) among them; a
  * dead worker in sync mode named in the error (dedicated and colocated servers); in async mode the
  * servers drop a dead worker and carry on with the others. */
 #include <criterion/criterion.h>
@@ -15,6 +16,7 @@
 #include "ps/wire.h"
 #include "ps/ps.h"
 #include "ps/ps_proto.h"
+#include "core/cma.h"
 #include "tests/lib/ranks.h"
 #include "tests/lib/ps_ranks.h"
 
@@ -23,7 +25,7 @@
 /* ---------- malformed and foreign messages ---------- */
 
 #define NFUZZ 100
-#define NBAD (12 + NFUZZ)
+#define NBAD (16 + NFUZZ)
 
 static int s_raw_send(void *sock, const wire_hdr_t *h, const void *const *fr, const size_t *len, int nfr)
 {
@@ -70,7 +72,7 @@ static int s_raw_rank(int rank, int world, void *arg)
     /* rank 0 plays the worker by hand */
     void *val = NULL;
     size_t len = 0;
-    if (store_get(comm->store, "ps/1/srv/0", &val, &len, PS_TEST_TO) < 0) return 1;
+    if (ps_test_server_ep(comm, &val, &len) < 0) return 1;
     void *ctx = zmq_ctx_new();
     void *good = zmq_socket(ctx, ZMQ_DEALER), *foreign = zmq_socket(ctx, ZMQ_DEALER);
     int zero = 0;
@@ -159,6 +161,27 @@ static int s_raw_rank(int rank, int world, void *arg)
     if (s_raw_recv(good, &r, got, sizeof got) != WIRE_PARAMS || r.clock != 1 || got[3] != 1.0f) {
         fprintf(stderr, "valid allreduce after bad input failed\n");
         fail = 1;
+    }
+    /* 13-16: pushes by descriptor (PS_F_CMA) that the server must refuse before or while reading */
+    {
+        wire_hdr_t hc = h;
+        hc.clock = 1;
+        hc.aux = PS_F_AR | PS_F_COMMIT | PS_F_CMA;
+        cma_desc_t d = cma_desc(grad, sizeof grad);
+        fr[0] = &meta; fl[0] = sizeof meta; fr[1] = &d; fl[1] = sizeof d - 1;  /* 13: short descriptor */
+        s_raw_send(good, &hc, fr, fl, 2);
+        EXPECT_ERR(good);
+        fl[1] = sizeof d;
+        d.magic ^= 1;                                                      /* 14: not a descriptor */
+        s_raw_send(good, &hc, fr, fl, 2);
+        EXPECT_ERR(good);
+        d = cma_desc(grad, sizeof grad + 4);                               /* 15: size != count */
+        s_raw_send(good, &hc, fr, fl, 2);
+        EXPECT_ERR(good);
+        d = cma_desc((void *)(uintptr_t)64, sizeof grad);                  /* 16: an address not mapped */
+        s_raw_send(good, &hc, fr, fl, 2);
+        EXPECT_ERR(good);
+        fr[1] = grad; fl[1] = sizeof grad;
     }
     /* parameters: INIT, pull version 0 */
     wire_hdr_t in = {.type = WIRE_INIT, .sender = 0, .job = job, .key = 0, .clock = 0, .offset = 0, .count = N,

@@ -130,7 +130,7 @@ static int s_intruder_rank(int rank, int world, void *arg)
     }
     void *val = NULL;
     size_t len = 0;
-    if (store_get(comm->store, "ps/1/srv/0", &val, &len, PS_TEST_TO) < 0) return 1;
+    if (ps_test_server_ep(comm, &val, &len) < 0) return 1;
     int fail = s_intrude(comm, val);
     free(val);
     usleep(300000); /* the server forgets the intruder's connection, so the real worker gets its id */
@@ -234,7 +234,7 @@ static int s_flood_rank(int rank, int world, void *arg)
         void *val = NULL;
         size_t len = 0;
         pthread_t th;
-        if (rc == 0) rc = store_get(comm->store, "ps/1/srv/0", &val, &len, PS_TEST_TO);
+        if (rc == 0) rc = ps_test_server_ep(comm, &val, &len);
         if (rc == 0) {
             snprintf(f.ep, sizeof f.ep, "%s", (char *)val);
             free(val);

@@ -28,7 +28,7 @@ int ps_test_open(comm_t **comm, int timeout_ms)
 engine_cfg_t ps_test_cfg(const ps_topo_t *t, int world, ps_opts_t *po)
 {
     *po = (ps_opts_t){.servers = t->colocate ? 0 : world - t->nworkers, .colocate = t->colocate, .mode = t->mode,
-                      .ssp_k = t->ssp_k, .partition_bytes = t->part_bytes};
+                      .ssp_k = t->ssp_k, .partition_bytes = t->part_bytes, .van = t->van};
     engine_cfg_t c = {.device = -1, .timeout_ms = t->timeout_ms ? t->timeout_ms : PS_TEST_TO, .nworkers = t->nworkers,
                       .opts = po};
     return c;
@@ -76,4 +76,13 @@ int ps_test_plain_step(engine_t *e, float *g, size_t n, uint64_t t, int rank)
         ps_test_report("step", rc);
     }
     return rc;
+}
+
+int ps_test_server_ep(comm_t *comm, void **val, size_t *len)
+{
+    int rc = store_get(comm->store, "ps/1/srv/0", val, len, PS_TEST_TO);
+    if (rc < 0) return rc;
+    char *nl = *len ? memchr(*val, '\n', *len) : NULL;
+    if (nl) *nl = 0;
+    return 0;
 }

@@ -12,12 +12,15 @@
 typedef struct {
     int nworkers, colocate, mode, ssp_k, timeout_ms;
     size_t part_bytes;
+    int van;                 /* PS_VAN_* (0: auto) */
 } ps_topo_t;
 
 /* "[rank R] what: <err_trace>" on stderr (clears the error trace) */
 void ps_test_report(const char *what, int rc);
 /* Join the job from the rank environment (env://): 0 or the error, reported. */
 int ps_test_open(comm_t **comm, int timeout_ms);
+/* Server 0's tcp endpoint (the first line of what it published: "TCP\nIPC\nPID ..."), malloc'd. */
+int ps_test_server_ep(comm_t *comm, void **val, size_t *len);
 /* the engine config of t; its PS options live in *po (which must outlive the config) */
 engine_cfg_t ps_test_cfg(const ps_topo_t *t, int world, ps_opts_t *po);
 /* Dedicated server rank: create, serve, destroy; 0 when it served and rejected expect_rejected messages. */
