@@ -35,8 +35,9 @@ static int s_matrix(const char *path, double *mat, int maxw)
     return w;
 }
 
-/* bench one size with `args`, its matrix into mat: the world */
-static int s_bench(const char *args, size_t bytes, double *mat, int maxw)
+/* bench one size with `args`, its matrix into mat: the world; report (may be NULL): `harness report`'s
+ * text of that run */
+static int s_bench_report(const char *args, size_t bytes, double *mat, int maxw, char *report, size_t rlen)
 {
     cr_assert(harness_path(g_harness, sizeof g_harness) == 0, "build the harness first (make)");
     char json[600], cmd[2048], out[16384];
@@ -47,15 +48,25 @@ static int s_bench(const char *args, size_t bytes, double *mat, int maxw)
     int rc = run_cmd(cmd, out, sizeof out);
     cr_assert_eq(rc, 0, "%s\n%s", cmd, out);
     int w = s_matrix(json, mat, maxw);
+    if (report) {
+        snprintf(cmd, sizeof cmd, "%s report %s --plots %s/plots", g_harness, json, dir);
+        cr_assert_eq(run_cmd(cmd, report, rlen), 0, "%s\n%s", cmd, report);
+    }
     tmpdir_remove(dir);
     return w;
 }
 
+static int s_bench(const char *args, size_t bytes, double *mat, int maxw) { return s_bench_report(args, bytes, mat, maxw, NULL, 0); }
+
 Test(traffic, ring_neighbours_only, .timeout = 120)
 {
     double m[64];
-    int w = s_bench("--procs 4 --engine ring", 65536, m, 8);
+    static char rep[1 << 16];
+    int w = s_bench_report("--procs 4 --engine ring", 65536, m, 8, rep, sizeof rep);
     cr_assert_eq(w, 4);
+    /* the report per step (3 allreduces): 2 (P-1)/P x 64K = 96K on each of the 4 links, 192K per NIC */
+    cr_expect(strstr(rep, "  bench  ring               4     4      64K      4        96K        96K     1.00       192K     1.00"),
+              "%s", rep);
     for (int i = 0; i < w; i++)
         for (int j = 0; j < w; j++) {
             int nb = j == (i + 1) % w;
