@@ -327,9 +327,16 @@ int h_explain(const h_opts_t *o, FILE *out, uint64_t *links, int *world)
     g_x.out = out;
     g_x.L = L;
     g_x.W = W;
-    if (o->plots_dir) {
-        if (mkdir(o->plots_dir, 0755) < 0 && errno != EEXIST)
-            return err_set(ERR_INVAL, "explain: --plots %s: cannot create it: %s", o->plots_dir, strerror(errno));
+    if (o->plots_dir) {   /* created with its parents, as mkdir -p */
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/", o->plots_dir);
+        for (char *p = dir + 1; *p; p++) {
+            if (*p != '/') continue;
+            *p = 0;
+            if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                return err_set(ERR_INVAL, "explain: --plots %s: cannot create %s: %s", o->plots_dir, dir, strerror(errno));
+            *p = '/';
+        }
         g_d.dir = o->plots_dir;
     }
     s_bytes((double)(count * esz), a, sizeof a);
