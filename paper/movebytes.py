@@ -58,21 +58,28 @@ def stats(mat):
     return link, max(nic), sum(nic) / n, nic.index(max(nic))
 
 
+def jsonl(path):
+    """The JSON objects of a results file, one a line (malformed lines skipped); [] when it is missing."""
+    out = []
+    if os.path.exists(path):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for t in f:
+                try:
+                    o = json.loads(t)
+                except ValueError:
+                    continue
+                if isinstance(o, dict):
+                    out.append(o)
+    return out
+
+
 def measured(results_dir):
     """results/traffic.jsonl's bench lines with a traffic matrix at P = 4: {impl: latest line}."""
     p = os.path.join(results_dir, "traffic.jsonl")
     out = {}
-    if not os.path.exists(p):
-        return out, p
-    with open(p, encoding="utf-8", errors="replace") as f:
-        for t in f:
-            try:
-                o = json.loads(t)
-            except ValueError:
-                continue
-            if isinstance(o, dict) and o.get("mode") == "bench" and o.get("world") == P and o.get("traffic_bytes"):
-                key = o.get("engine") if o.get("engine") in ("ring", "tree") else o.get("impl")
-                out[key] = o
+    for o in jsonl(p):
+        if o.get("mode") == "bench" and o.get("world") == P and o.get("traffic_bytes"):
+            out[o.get("engine") if o.get("engine") in ("ring", "tree") else o.get("impl")] = o
     return out, p
 
 
@@ -157,17 +164,7 @@ def memory(results_dir, summary):
     (else the largest P both have) of the first results file whose training lines carry both."""
     for name in ("train-ps-ring", "train-scaling"):
         p = os.path.join(results_dir, name + ".jsonl")
-        if not os.path.exists(p):
-            continue
-        L = []
-        with open(p, encoding="utf-8", errors="replace") as f:
-            for t in f:
-                try:
-                    o = json.loads(t)
-                except ValueError:
-                    continue
-                if isinstance(o, dict) and o.get("mode") == "train" and not o.get("emulated") and o.get("mem_engine_bytes"):
-                    L.append(o)
+        L = [o for o in jsonl(p) if o.get("mode") == "train" and not o.get("emulated") and o.get("mem_engine_bytes")]
         by = {}
         for o in L:
             if o.get("engine") == "ring" or o.get("impl") == "ps-sync-servers1":
