@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 /* --plots DIR: one diagram per step (explain_draw.h); every step's link bytes, from L's growth */
+_Static_assert(H_EXPLAIN_MAX <= H_XD_RANKS, "a diagram holds every rank explain allows");
 static h_xdraw_t g_d;
 static struct {
     FILE *out;
