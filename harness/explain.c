@@ -3,6 +3,8 @@
  * rank holds after the step (the set of ranks whose inputs a value sums: {0-3} is complete). Every
  * step comes from the engines' own schedule functions, so the text cannot drift from the code. */
 #include "harness/explain.h"
+#include "harness/explain_draw.h"
+#include "harness/traffic.h"
 #include "allreduce-tree/tree.h"
 #include "core/err.h"
 #include "ps/ps.h"
@@ -13,61 +15,69 @@
 #include <string.h>
 #include <sys/stat.h>
 
-typedef uint32_t s_set_t;
-
-/* --plots DIR: one plain SVG per step (ranks on a circle, an arrow per message), step_K.svg */
+/* --plots DIR: one diagram per step (explain_draw.h); every step's link bytes, from L's growth */
+_Static_assert(H_EXPLAIN_MAX <= H_XD_RANKS, "a diagram holds every rank explain allows");
+static h_xdraw_t g_d;
 static struct {
-    const char *dir;
-    int world, nsteps, nedge, from[256], to[256];
-    char label[256][96], title[128];
-} g_d;
+    FILE *out;
+    const uint64_t *L;
+    uint64_t prev[H_EXPLAIN_MAX * H_EXPLAIN_MAX];
+    int W, rc;
+} g_x;
 
-static void s_edge(int from, int to, const char *label)
-{
-    if (!g_d.dir || g_d.nedge >= 256) return;
-    g_d.from[g_d.nedge] = from;
-    g_d.to[g_d.nedge] = to;
-    snprintf(g_d.label[g_d.nedge++], sizeof g_d.label[0], "%s", label);
-}
+static void s_edge(int from, int to, const char *label) { h_xd_edge(&g_d, from, to, label); }
 
 static void s_step_begin(const char *fmt, int a, int b)
 {
-    g_d.nedge = 0;
-    snprintf(g_d.title, sizeof g_d.title, fmt, a, b);
+    char t[128];
+    snprintf(t, sizeof t, fmt, a, b);
+    h_xd_step(&g_d, t);
 }
 
+static void s_bytes(double b, char *out, size_t len);
+
+/* "busiest link X, mean Y over N links (max/mean R); busiest NIC rank k X in+out, mean Y (max/mean R)"
+ * of the W x W matrix m over steps */
+static void s_stats(const uint64_t *m, int W, double steps, char *buf, size_t len)
+{
+    double d[H_EXPLAIN_MAX * H_EXPLAIN_MAX];
+    h_traffic_stats_t st;
+    for (int i = 0; i < W * W; i++) d[i] = (double)m[i];
+    if (h_traffic_stats(d, (size_t)W * (size_t)W, steps, &st) < 0) {
+        snprintf(buf, len, "-");
+        return;
+    }
+    if (!st.links) {
+        snprintf(buf, len, "no message");
+        return;
+    }
+    char a[32], b[32], c[32], e[32];
+    s_bytes(st.link_max, a, sizeof a);
+    s_bytes(st.link_mean, b, sizeof b);
+    s_bytes(st.nic_max, c, sizeof c);
+    s_bytes(st.nic_mean, e, sizeof e);
+    snprintf(buf, len, "busiest link %s, mean %s over %zu links (max/mean %.2f); busiest NIC rank %d %s in+out, "
+             "mean %s (max/mean %.2f)", a, b, st.links, h_traffic_ratio(st.link_max, st.link_mean), st.nic_busiest, c,
+             e, h_traffic_ratio(st.nic_max, st.nic_mean));
+}
+
+/* The step's link bytes (L now minus L at the previous step) as text, then its diagram. */
 static void s_step_end(void)
 {
-    if (!g_d.dir) return;
-    char path[4200];
-    snprintf(path, sizeof path, "%s/step_%d.svg", g_d.dir, ++g_d.nsteps);
-    FILE *f = fopen(path, "w");
-    if (!f) return;
-    int W = g_d.world;
-    double cx = 300, cy = 300, R = 210, x[H_EXPLAIN_MAX], y[H_EXPLAIN_MAX];
-    fprintf(f, "<svg xmlns='http://www.w3.org/2000/svg' width='600' height='620' font-family='sans-serif'>\n"
-               "<defs><marker id='a' markerWidth='10' markerHeight='8' refX='10' refY='4' orient='auto'>"
-               "<path d='M0,0 L10,4 L0,8 z' fill='#b03000'/></marker></defs>\n"
-               "<text x='300' y='24' text-anchor='middle' font-size='16'>%s</text>\n", g_d.title);
-    for (int r = 0; r < W; r++) {
-        x[r] = cx + R * sin(2 * M_PI * r / W);
-        y[r] = cy + 20 - R * cos(2 * M_PI * r / W);
+    uint64_t m[H_EXPLAIN_MAX * H_EXPLAIN_MAX];
+    char buf[320];
+    for (int i = 0; i < g_x.W * g_x.W; i++) {
+        m[i] = g_x.L[i] - g_x.prev[i];
+        g_x.prev[i] = g_x.L[i];
     }
-    for (int e = 0; e < g_d.nedge; e++) {
-        int a = g_d.from[e], b = g_d.to[e];
-        double dx = x[b] - x[a], dy = y[b] - y[a], L = sqrt(dx * dx + dy * dy), ox = -dy / L * 6, oy = dx / L * 6;
-        double x0 = x[a] + dx / L * 26 + ox, y0 = y[a] + dy / L * 26 + oy, x1 = x[b] - dx / L * 26 + ox, y1 = y[b] - dy / L * 26 + oy;
-        fprintf(f, "<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='#b03000' stroke-width='2' marker-end='url(#a)'/>\n",
-                x0, y0, x1, y1);
-        fprintf(f, "<text x='%.1f' y='%.1f' font-size='11' text-anchor='middle' fill='#602000'>%s</text>\n",
-                (x0 + x1) / 2 + ox * 2, (y0 + y1) / 2 + oy * 2, g_d.label[e]);
-    }
-    for (int r = 0; r < W; r++)
-        fprintf(f, "<circle cx='%.1f' cy='%.1f' r='24' fill='#dde8f5' stroke='#203050'/>"
-                   "<text x='%.1f' y='%.1f' text-anchor='middle' font-size='14'>%d</text>\n", x[r], y[r], x[r], y[r] + 5, r);
-    fprintf(f, "</svg>\n");
-    fclose(f);
-}   /* ranks whose inputs a value holds (bit r) */
+    s_stats(m, g_x.W, 1, buf, sizeof buf);
+    fprintf(g_x.out, "  links this step: %s\n", buf);
+    h_xd_note(&g_d, buf);
+    int rc = h_xd_step_end(&g_d, g_x.out);
+    if (rc < 0 && g_x.rc == 0) g_x.rc = rc;
+}
+
+typedef uint32_t s_set_t;   /* ranks whose inputs a value holds (bit r) */
 
 /* "{0-3}" / "{0,2}" / "-" */
 static const char *s_set(s_set_t m, char *buf, size_t len)
@@ -91,6 +101,8 @@ static void s_bytes(double b, char *out, size_t len)
 {
     if (b >= 1048576 && (uint64_t)b % 1048576 == 0) snprintf(out, len, "%.0f MiB", b / 1048576);
     else if (b >= 1024 && (uint64_t)b % 1024 == 0) snprintf(out, len, "%.0f KiB", b / 1024);
+    else if (b >= 1048576) snprintf(out, len, "%.2f MiB", b / 1048576);
+    else if (b >= 1024) snprintf(out, len, "%.2f KiB", b / 1024);
     else snprintf(out, len, "%.0f B", b);
 }
 
@@ -132,8 +144,12 @@ static void s_ring(FILE *out, int P, size_t count, size_t esz, uint64_t *L)
         }
         fprintf(out, "  after:");
         for (int r = 0; r < P; r++) {
-            fprintf(out, "%s rank %d", r ? ";" : "", r);
-            for (int c = 0; c < P; c++) fprintf(out, " c%d%s", c, s_set(hold[r][c], b, sizeof b));
+            char h[256];
+            size_t n = 0;
+            for (int c = 0; c < P && n < sizeof h; c++)
+                n += (size_t)snprintf(h + n, sizeof h - n, "%sc%d%s", c ? " " : "", c, s_set(hold[r][c], b, sizeof b));
+            fprintf(out, "%s rank %d %s", r ? ";" : "", r, h);
+            h_xd_hold(&g_d, r, h);
         }
         fprintf(out, "\n");
         s_step_end();
@@ -201,11 +217,36 @@ static void s_tree(FILE *out, int P, size_t count, size_t esz, uint64_t *L)
             }
         }
         fprintf(out, "  after:");
-        for (int r = 0; r < P; r++)
-            fprintf(out, "%s rank %d h0%s h1%s", r ? ";" : "", r, s_set(hold[0][r], a, sizeof a), s_set(hold[1][r], b, sizeof b));
+        for (int r = 0; r < P; r++) {
+            char h[160];
+            snprintf(h, sizeof h, "h0%s h1%s", s_set(hold[0][r], a, sizeof a), s_set(hold[1][r], b, sizeof b));
+            fprintf(out, "%s rank %d %s", r ? ";" : "", r, h);
+            h_xd_hold(&g_d, r, h);
+        }
         fprintf(out, "\n");
         s_step_end();
     }
+}
+
+/* The diagram's holdings after a PS step: every worker `wtext` (all partitions), each server its
+ * partitions' `stext`, all of them from every worker. */
+static void s_ps_holds(const ps_layout_t *lay, int P, int S, int coloc, const char *wtext, const char *stext)
+{
+    for (int sv = 0; sv < S; sv++) {
+        char h[256];
+        size_t n = (size_t)snprintf(h, sizeof h, "%s of", stext);
+        for (size_t k = 0; k < lay->nparts && n + 16 < sizeof h; k++)
+            if (ps_part_owner(lay, k) == sv) n += (size_t)snprintf(h + n, sizeof h - n, " p%zu", k);
+        if (n + 16 >= sizeof h) snprintf(h + n, sizeof h - n, " ...");
+        if (coloc) {   /* rank s is worker s and server s */
+            char w[300];
+            snprintf(w, sizeof w, "%s; server: %s", wtext, h);
+            h_xd_hold(&g_d, sv, w);
+        } else {
+            h_xd_hold(&g_d, P + sv, h);
+        }
+    }
+    for (int w = coloc ? S : 0; w < P; w++) h_xd_hold(&g_d, w, wtext);
 }
 
 static void s_ps(FILE *out, int P, int S, int coloc, size_t count, size_t esz, size_t part_bytes, uint64_t *L, int W)
@@ -233,6 +274,7 @@ static void s_ps(FILE *out, int P, int S, int coloc, size_t count, size_t esz, s
         fprintf(out, " -> rank %d (server %d)\n", sr, s);
     }
     fprintf(out, "  after: every server holds its partitions' inputs from every worker\n");
+    s_ps_holds(&lay, P, S, coloc, "own input", "inputs");
     s_step_end();
     fprintf(out, "\nstep 2: reduce (each server sums its partitions once every worker's push is in)\n");
     for (int s = 0; s < S; s++)
@@ -253,6 +295,9 @@ static void s_ps(FILE *out, int P, int S, int coloc, size_t count, size_t esz, s
         fprintf(out, "  partition %zu %s: rank %d -> every worker\n", k, a, sr);
     }
     fprintf(out, "  after: every worker holds every partition %s\n", s_set(all, b, sizeof b));
+    char every[80];
+    snprintf(every, sizeof every, "every partition %s", s_set(all, b, sizeof b));
+    s_ps_holds(&lay, P, S, coloc, every, "sums");
     s_step_end();
 }
 
@@ -277,10 +322,22 @@ int h_explain(const h_opts_t *o, FILE *out, uint64_t *links, int *world)
     uint64_t L[H_EXPLAIN_MAX * H_EXPLAIN_MAX] = {0};
     char a[64];
     memset(&g_d, 0, sizeof g_d);
+    memset(&g_x, 0, sizeof g_x);
     g_d.world = W;
-    if (o->plots_dir) {
-        if (mkdir(o->plots_dir, 0755) < 0 && errno != EEXIST)
-            return err_set(ERR_INVAL, "explain: --plots %s: cannot create it: %s", o->plots_dir, strerror(errno));
+    g_d.nworkers = coloc ? W : P;
+    g_x.out = out;
+    g_x.L = L;
+    g_x.W = W;
+    if (o->plots_dir) {   /* created with its parents, as mkdir -p */
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/", o->plots_dir);
+        for (char *p = dir + 1; *p; p++) {
+            if (*p != '/') continue;
+            *p = 0;
+            if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                return err_set(ERR_INVAL, "explain: --plots %s: cannot create %s: %s", o->plots_dir, dir, strerror(errno));
+            *p = '/';
+        }
         g_d.dir = o->plots_dir;
     }
     s_bytes((double)(count * esz), a, sizeof a);
@@ -300,7 +357,13 @@ int h_explain(const h_opts_t *o, FILE *out, uint64_t *links, int *world)
     fprintf(out, "traffic_bytes:");
     for (int i = 0; i < W * W; i++) fprintf(out, " %llu", (unsigned long long)L[i]);
     fprintf(out, "\n");
-    if (g_d.dir) fprintf(out, "# diagrams: step_1.svg .. step_%d.svg in %s/\n", g_d.nsteps, g_d.dir);
+    char st[320];
+    s_stats(L, W, 1, st, sizeof st);
+    fprintf(out, "# links, one allreduce: %s\n", st);
+    if (g_d.dir)
+        fprintf(out, "# diagrams: step_1.svg .. step_%d.svg%s in %s/\n", g_d.nsteps,
+                g_d.npng == g_d.nsteps ? " and step_1.png .. (the same, rasterised)" : "", g_d.dir);
+    if (g_x.rc < 0) return g_x.rc;
     if (links) memcpy(links, L, (size_t)W * (size_t)W * sizeof *L);
     if (world) *world = W;
     return 0;

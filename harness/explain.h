@@ -1,7 +1,8 @@
 /* explain.h: `harness explain --engine ring|tree|ps [--procs N] [--servers S] [--sizes BYTES]`: an
  * engine's allreduce schedule for a small world, step by step, from the schedule code the engines run
  * (ring_schedule, tree_shape/tree_depth/tree_split, ps_layout_init), ending with the bytes per link;
- * with --plots DIR also one plain SVG diagram per step (DIR/step_K.svg). */
+ * with --plots DIR also one diagram per step (DIR/step_K.svg and .png, explain_draw.h). Each step and the
+ * whole allreduce end with their link bytes: busiest and mean link and NIC (h_traffic_stats). */
 #ifndef SB_H_EXPLAIN_H
 #define SB_H_EXPLAIN_H
 #include <stdint.h>

@@ -10,6 +10,7 @@
 #include "harness/peers.h"
 #include "harness/plot.h"
 #include "harness/stats.h"
+#include "harness/traffic.h"
 #include "core/err.h"
 #include <math.h>
 #include <stdio.h>
@@ -136,6 +137,7 @@ static void s_add_bench(h_rdata_t *d, const h_jobj_t *o, const char *label, int 
     const h_jfield_t *tr = h_jget(o, "traffic_bytes");
     b->traffic = tr && tr->type == HJ_ARR && tr->n ? tr->arr : NULL;
     b->ntraffic = b->traffic ? tr->n : 0;
+    b->steps = h_jnum(o, "iters", 0) + h_jnum(o, "warmup", 0);
 }
 
 /* A train line replaces an earlier one of the same (label, world). */
@@ -170,6 +172,7 @@ static void s_add_train(h_rdata_t *d, const h_jobj_t *o, const char *label, int 
     t->nemem = t->emem ? em->n : 0;
     t->traffic = tr && tr->type == HJ_ARR && tr->n ? tr->arr : NULL;
     t->ntraffic = t->traffic ? tr->n : 0;
+    t->steps = h_jnum(o, "steps", 0) + h_jnum(o, "warmup_steps", 0);
     t->nrep++;
 }
 
@@ -377,34 +380,19 @@ static void s_text_model(FILE *out, const h_rdata_t *d)
     if (nextra) s_text_extrapolation(out, d);
 }
 
-/* One traffic row: how concentrated a matrix of n x n bytes is, link by link (ordered pairs that
- * carried bytes) and rank by rank (a rank's bytes in + out: what its NIC carries). */
+/* One traffic row, per step (traffic.c: the busiest and mean link, and rank = its NIC, bytes in + out). */
 static void s_traffic_row(FILE *out, const char *what, const char *label, int world, double bytes, const double *m,
-                          size_t nm)
+                          size_t nm, double steps)
 {
-    size_t n = 0;
-    while ((n + 1) * (n + 1) <= nm) n++;
-    if (!n || n * n != nm) return;
-    double lmax = 0, lsum = 0, rmax = 0, rsum = 0;
-    size_t links = 0;
-    for (size_t i = 0; i < n; i++) {
-        double in = 0, outb = 0;
-        for (size_t j = 0; j < n; j++) {
-            double v = i == j ? 0 : m[i * n + j];
-            if (v > 0) { links++; lsum += v; lmax = fmax(lmax, v); }
-            outb += v;
-            in += i == j ? 0 : m[j * n + i];
-        }
-        rsum += in + outb;
-        rmax = fmax(rmax, in + outb);
-    }
+    h_traffic_stats_t st;
+    if (h_traffic_stats(m, nm, steps >= 1 ? steps : 1, &st) < 0) return;
     char sz[32] = "-", lm[32], la[32], rm[32];
     if (bytes > 0) s_fmt_bytes(bytes, sz, sizeof sz);
-    s_fmt_bytes(lmax, lm, sizeof lm);
-    s_fmt_bytes(links ? lsum / (double)links : 0, la, sizeof la);
-    s_fmt_bytes(rmax, rm, sizeof rm);
-    fprintf(out, "  %-6s %-14s %5d %5zu %8s %6zu %10s %10s %8.2f %10s %8.2f\n", what, label, world, n, sz, links, lm, la,
-            links && lsum > 0 ? lmax / (lsum / (double)links) : 0, rm, rsum > 0 ? rmax / (rsum / (double)n) : 0);
+    s_fmt_bytes(st.link_max, lm, sizeof lm);
+    s_fmt_bytes(st.link_mean, la, sizeof la);
+    s_fmt_bytes(st.nic_max, rm, sizeof rm);
+    fprintf(out, "  %-6s %-14s %5d %5d %8s %6zu %10s %10s %8.2f %10s %8.2f\n", what, label, world, st.ranks, sz, st.links, lm, la,
+            h_traffic_ratio(st.link_max, st.link_mean), rm, h_traffic_ratio(st.nic_max, st.nic_mean));
 }
 
 /* Traffic matrices: per train run, and per bench engine@world its largest size. */
@@ -414,16 +402,17 @@ static void s_text_traffic(FILE *out, const h_rdata_t *d)
     for (size_t i = 0; i < d->nb && !any; i++) any = d->b[i].traffic != NULL;
     for (size_t i = 0; i < d->nt && !any; i++) any = d->t[i].traffic != NULL;
     if (!any) return;
-    fprintf(out, "#\n# traffic: bytes per ordered pair of ranks (link = one direction), whole run; rank = its bytes in + out\n");
+    fprintf(out, "#\n# traffic: per step (run / its allreduces or steps, warm-up included): link = one direction of a pair of "
+                 "ranks; rank = its NIC, bytes in + out\n");
     fprintf(out, "# %-6s %-14s %5s %5s %8s %6s %10s %10s %8s %10s %8s\n", "mode", "engine", "world", "ranks", "size", "links",
             "max link", "mean link", "max/mean", "max rank", "max/mean");
     for (size_t i = 0; i < d->nb; i++) {
         const h_rbench_t *b = &d->b[i];
         int last = i + 1 == d->nb || strcmp(d->b[i + 1].label, b->label) || d->b[i + 1].world != b->world;
-        if (last && b->traffic) s_traffic_row(out, "bench", b->label, b->world, b->bytes, b->traffic, b->ntraffic);
+        if (last && b->traffic) s_traffic_row(out, "bench", b->label, b->world, b->bytes, b->traffic, b->ntraffic, b->steps);
     }
     for (size_t i = 0; i < d->nt; i++)
-        if (d->t[i].traffic) s_traffic_row(out, "train", d->t[i].label, d->t[i].world, 0, d->t[i].traffic, d->t[i].ntraffic);
+        if (d->t[i].traffic) s_traffic_row(out, "train", d->t[i].label, d->t[i].world, 0, d->t[i].traffic, d->t[i].ntraffic, d->t[i].steps);
 }
 
 static int s_text(FILE *out, const h_rdata_t *d)

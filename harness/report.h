@@ -20,6 +20,7 @@ typedef struct {
     double *traffic;           /* the latest run's traffic matrix, (world + servers)^2 bytes, row = sender
                                   (borrowed from the parsed line; NULL: none) */
     size_t ntraffic;
+    double steps;              /* allreduces the matrix covers (iters + warmup) */
 } h_rbench_t;
 
 /* One training configuration (label, world): the latest line for it. */
@@ -35,6 +36,7 @@ typedef struct {
     size_t nemem;
     double *traffic;           /* traffic matrix of the run, ranks^2 bytes, row = sender (borrowed; NULL: none) */
     size_t ntraffic;
+    double steps;              /* steps the matrix covers (steps + warmup_steps) */
 } h_rtrain_t;
 
 /* One cost-model prediction ("mode":"model" line other than the fit). */

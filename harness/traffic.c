@@ -64,3 +64,37 @@ char *h_traffic_json(const uint64_t *mat, int world)
     s[off] = 0;
     return s;
 }
+
+int h_traffic_stats(const double *m, size_t nm, double steps, h_traffic_stats_t *st)
+{
+    size_t n = 0;
+    while ((n + 1) * (n + 1) <= nm) n++;
+    memset(st, 0, sizeof *st);
+    if (!n || n * n != nm || !(steps > 0))
+        return err_set(ERR_INVAL, "traffic: %zu entries are not a square matrix, or %g steps", nm, steps);
+    double lsum = 0, nsum = 0;
+    for (size_t i = 0; i < n; i++) {
+        double nic = 0;
+        for (size_t j = 0; j < n; j++) {
+            if (i == j) continue;
+            double v = m[i * n + j] / steps;
+            if (v > 0) {
+                st->links++;
+                lsum += v;
+                if (v > st->link_max) st->link_max = v;
+            }
+            nic += v + m[j * n + i] / steps;
+        }
+        nsum += nic;
+        if (nic > st->nic_max) {
+            st->nic_max = nic;
+            st->nic_busiest = (int)i;
+        }
+    }
+    st->ranks = (int)n;
+    st->link_mean = st->links ? lsum / (double)st->links : 0;
+    st->nic_mean = nsum / (double)n;
+    return 0;
+}
+
+double h_traffic_ratio(double max, double mean) { return mean > 0 ? max / mean : 0; }

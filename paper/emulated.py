@@ -6,6 +6,8 @@ import os
 import shutil
 import subprocess
 
+import movebytes  # paper/movebytes.py: jsonl()
+
 # Horovod README (Sep 2017), 16 Pascal GPUs, 4 servers, 25 GbE: speedup over one GPU.
 PUBLISHED = {
     "inception3": {"tf-ps": 10.0, "tcp-cpu": 15.4, "tcp-nccl": 14.8, "rdma-nccl": 15.0},
@@ -17,19 +19,8 @@ NAMES = {"inception3": "Inception V3", "resnet101": "ResNet-101", "vgg16": "VGG-
 
 
 def lines(results_dir, name):
-    p = os.path.join(results_dir, name + ".jsonl")
-    out = []
-    if not os.path.exists(p):
-        return out
-    with open(p, encoding="utf-8", errors="replace") as f:
-        for t in f:
-            try:
-                o = json.loads(t)
-            except ValueError:
-                continue
-            if isinstance(o, dict) and o.get("emulated") and o.get("mode") == "train":
-                out.append(o)
-    return out
+    return [o for o in movebytes.jsonl(os.path.join(results_dir, name + ".jsonl"))
+            if o.get("emulated") and o.get("mode") == "train"]
 
 
 def layout(o):

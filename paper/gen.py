@@ -22,6 +22,7 @@ import sys
 sys.dont_write_bytecode = True   # no __pycache__ beside the sources
 from results import Result, num  # noqa: E402  (paper/results.py)
 import emulated  # noqa: E402  (paper/emulated.py)
+import movebytes  # noqa: E402  (paper/movebytes.py)
 
 NOT_MEASURED = "_Not measured: no such lines in results/._"
 
@@ -608,6 +609,7 @@ EXPECTED = {
     "train-ps-ring": "training: ps against ring and tree",
     "train-scaling": "training scaling 1..8 workers",
     "gemm-vs-trainer": "the trainer's compute against bare sgemm",
+    "traffic": "traffic matrices at P = 4: how the two styles move bytes",
 }
 
 
@@ -660,6 +662,7 @@ def main():
         tpl = f.read()
     done = dict(emulated.section(a.results, P.summary))
     done.update(emulated.figures(a.results, a.figs, figrel))
+    done.update(movebytes.section(a.harness, a.results, a.figs, figrel, P.summary))
     # summary last: the other parts add to it
     for k in parts:
         if "@@%s@@" % k in tpl:

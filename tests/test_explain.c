@@ -1,6 +1,7 @@
 /* test_explain.c: the measured traffic matrices (bench's "traffic_bytes": a 4-rank ring moves bytes
  * exactly between ring neighbours, a PS exactly on its server's row and column) and `harness explain`:
- * its schedule's bytes per link equal what a real run of the engine counts, and its SVG diagrams. */
+ * its schedule's bytes per link equal what a real run of the engine counts, its SVG and PNG diagrams,
+ * and the link ratios (h_traffic_stats). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "tests/lib/ranks.h"
 #include "tests/lib/tmpdir.h"
 #include "harness/jsonl.c"
+#include "harness/traffic.c"
 
 static char g_harness[512];
 
@@ -33,8 +35,9 @@ static int s_matrix(const char *path, double *mat, int maxw)
     return w;
 }
 
-/* bench one size with `args`, its matrix into mat: the world */
-static int s_bench(const char *args, size_t bytes, double *mat, int maxw)
+/* bench one size with `args`, its matrix into mat: the world; report (may be NULL): `harness report`'s
+ * text of that run */
+static int s_bench_report(const char *args, size_t bytes, double *mat, int maxw, char *report, size_t rlen)
 {
     cr_assert(harness_path(g_harness, sizeof g_harness) == 0, "build the harness first (make)");
     char json[600], cmd[2048], out[16384];
@@ -45,15 +48,25 @@ static int s_bench(const char *args, size_t bytes, double *mat, int maxw)
     int rc = run_cmd(cmd, out, sizeof out);
     cr_assert_eq(rc, 0, "%s\n%s", cmd, out);
     int w = s_matrix(json, mat, maxw);
+    if (report) {
+        snprintf(cmd, sizeof cmd, "%s report %s --plots %s/plots", g_harness, json, dir);
+        cr_assert_eq(run_cmd(cmd, report, rlen), 0, "%s\n%s", cmd, report);
+    }
     tmpdir_remove(dir);
     return w;
 }
 
+static int s_bench(const char *args, size_t bytes, double *mat, int maxw) { return s_bench_report(args, bytes, mat, maxw, NULL, 0); }
+
 Test(traffic, ring_neighbours_only, .timeout = 120)
 {
     double m[64];
-    int w = s_bench("--procs 4 --engine ring", 65536, m, 8);
+    static char rep[1 << 16];
+    int w = s_bench_report("--procs 4 --engine ring", 65536, m, 8, rep, sizeof rep);
     cr_assert_eq(w, 4);
+    /* the report per step (3 allreduces): 2 (P-1)/P x 64K = 96K on each of the 4 links, 192K per NIC */
+    cr_expect(strstr(rep, "  bench  ring               4     4      64K      4        96K        96K     1.00       192K     1.00"),
+              "%s", rep);
     for (int i = 0; i < w; i++)
         for (int j = 0; j < w; j++) {
             int nb = j == (i + 1) % w;
@@ -121,17 +134,124 @@ Test(explain, ring_schedule_matches_run, .timeout = 120) { s_same("--procs 4 --e
 Test(explain, tree_schedule_matches_run, .timeout = 120) { s_same("--procs 5 --engine tree", 100000, 1); }
 Test(explain, ps_schedule_matches_run, .timeout = 120) { s_same("--procs 3 --servers 2 --engine ps --ps-partition-kb 16", 100000, 0); }
 
-/* --plots DIR: one SVG diagram per step of the schedule (a ring of 4: 2 (P-1) = 6 steps). */
-Test(explain, svg_per_step, .timeout = 60)
+/* h_traffic_stats: a 4-rank ring's links and NICs are uniform; one PS server's NIC carries every
+ * worker's push and pull, (P + 1)/2 times the mean; steps divide the bytes. */
+Test(traffic, stats_ring_uniform_ps_hub)
+{
+    double ring[16] = {0}, ps[25] = {0};
+    for (int i = 0; i < 4; i++) ring[i * 4 + (i + 1) % 4] = 30;
+    h_traffic_stats_t st;
+    cr_assert_eq(h_traffic_stats(ring, 16, 10, &st), 0);
+    cr_expect_eq(st.ranks, 4);
+    cr_expect_eq(st.links, 4);
+    cr_expect_float_eq(st.link_max, 3, 1e-12);
+    cr_expect_float_eq(h_traffic_ratio(st.link_max, st.link_mean), 1, 1e-12);
+    cr_expect_float_eq(st.nic_max, 6, 1e-12);
+    cr_expect_float_eq(h_traffic_ratio(st.nic_max, st.nic_mean), 1, 1e-12);
+    for (int w = 0; w < 4; w++) ps[w * 5 + 4] = ps[4 * 5 + w] = 8;   /* 4 workers, server = rank 4 */
+    cr_assert_eq(h_traffic_stats(ps, 25, 1, &st), 0);
+    cr_expect_eq(st.nic_busiest, 4);
+    cr_expect_float_eq(st.nic_max, 64, 1e-12);
+    cr_expect_float_eq(h_traffic_ratio(st.nic_max, st.nic_mean), 2.5, 1e-12);
+    cr_expect_float_eq(h_traffic_ratio(st.link_max, st.link_mean), 1, 1e-12);
+    cr_expect_lt(h_traffic_stats(ps, 24, 1, &st), 0, "24 entries are not a square");
+    cr_expect_lt(h_traffic_stats(ps, 25, 0, &st), 0, "0 steps");
+}
+
+/* the whole file at path into a malloc'd buffer; *len its size */
+static char *s_slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = malloc(1 << 20);
+    cr_assert(buf);
+    *len = fread(buf, 1, (1 << 20) - 1, f);
+    buf[*len] = 0;
+    fclose(f);
+    return buf;
+}
+
+static int s_count(const char *s, const char *what)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, what)); p += strlen(what)) n++;
+    return n;
+}
+
+/* explain `args` --plots: steps diagrams, each an SVG (XML head, <svg> .. </svg>, one circle per rank
+ * of world, an arrow at least in all but the last step (the tree's leaves then only store), a holdings
+ * row per rank) and, when png, a PNG of the same picture
+ * (signature, IHDR 1000 pixels wide); one file more of either kind is not there. env: set before. */
+static void s_plots(const char *env, const char *args, int steps, int world, int png, const char *want_out)
 {
     cr_assert(harness_path(g_harness, sizeof g_harness) == 0, "build the harness first (make)");
     char *dir = tmpdir_make(), cmd[2048], path[700];
-    static char out[1 << 16];
-    snprintf(cmd, sizeof cmd, "%s explain --engine ring --procs 4 --sizes 4096 --plots %s/d", g_harness, dir);
-    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
-    for (int k = 1; k <= 7; k++) {
+    static char out[1 << 17];
+    snprintf(cmd, sizeof cmd, "%s %s explain %s --sizes 1M --plots %s/d", env, g_harness, args, dir);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s\n%s", cmd, out);
+    if (want_out) cr_expect(strstr(out, want_out), "%s: no '%s' in\n%s", cmd, want_out, out);
+    for (int k = 1; k <= steps + 1; k++) {
+        size_t n = 0;
         snprintf(path, sizeof path, "%s/d/step_%d.svg", dir, k);
-        cr_expect_eq(access(path, R_OK) == 0, k <= 6, "%s", path);
+        char *svg = s_slurp(path, &n);
+        cr_expect_eq(svg != NULL, k <= steps, "%s: %s", args, path);
+        if (svg && k <= steps) {
+            cr_expect(!strncmp(svg, "<?xml", 5) && strstr(svg, "<svg ") && strstr(svg, "</svg>\n"), "%s: not an SVG", path);
+            cr_expect_eq(s_count(svg, "<circle class='rank'"), world, "%s: ranks drawn", path);
+            cr_expect_eq(s_count(svg, "<text class='hold'"), world, "%s: holdings rows", path);
+            if (k < steps) cr_expect_geq(s_count(svg, "<line class='msg'"), 1, "%s: no message", path);
+            cr_expect_eq(s_count(svg, "<text"), s_count(svg, "</text>"), "%s: unbalanced <text>", path);
+        }
+        free(svg);
+        snprintf(path, sizeof path, "%s/d/step_%d.png", dir, k);
+        char *p = s_slurp(path, &n);
+        cr_expect_eq(p != NULL, png && k <= steps, "%s: %s", args, path);
+        if (p && k <= steps) {
+            cr_expect(n > 24 && !memcmp(p, "\x89PNG\r\n\x1a\n", 8) && !memcmp(p + 12, "IHDR", 4), "%s: not a PNG", path);
+            unsigned w = (unsigned)(unsigned char)p[16] << 24 | (unsigned)(unsigned char)p[17] << 16 |
+                         (unsigned)(unsigned char)p[18] << 8 | (unsigned char)p[19];
+            cr_expect_eq(w, 1000, "%s: %u pixels wide", path, w);
+        }
+        free(p);
     }
     tmpdir_remove(dir);
+}
+
+/* PNGs need rsvg-convert (librsvg2-bin): without it these tests are skipped, said so */
+static void s_need_rsvg(void)
+{
+    if (system("command -v rsvg-convert >/dev/null 2>&1") != 0)
+        cr_skip_test("rsvg-convert (Debian package librsvg2-bin) is not installed: explain writes SVG only");
+}
+
+/* --plots DIR, each engine: a diagram per step (ring of 4: 2 (P-1) = 6; tree of 4: depth 2, 5 steps;
+ * PS: push and pull) as SVG and PNG. */
+Test(explain, plots_ring, .timeout = 60) { s_need_rsvg(); s_plots("", "--engine ring --procs 4", 6, 4, 1, "step_1.png"); }
+Test(explain, plots_tree, .timeout = 60) { s_need_rsvg(); s_plots("", "--engine tree --procs 4", 5, 4, 1, "step_1.png"); }
+Test(explain, plots_ps_1_server, .timeout = 60)
+{
+    s_need_rsvg();
+    s_plots("", "--engine ps --procs 4 --servers 1", 2, 5, 1, "busiest NIC rank 4 8 MiB in+out, mean 3.20 MiB (max/mean 2.50)");
+}
+Test(explain, plots_ps_2_servers, .timeout = 60) { s_need_rsvg(); s_plots("", "--engine ps --procs 4 --servers 2", 2, 6, 1, NULL); }
+Test(explain, plots_ps_colocated, .timeout = 60) { s_need_rsvg(); s_plots("", "--engine ps --procs 3 --ps-colocate", 2, 3, 1, NULL); }
+
+/* without rsvg-convert (SYNCBENCH_RSVG empty), or with one that fails, SVGs only, said once, exit 0 */
+Test(explain, plots_svg_only_without_rsvg, .timeout = 60)
+{
+    s_plots("SYNCBENCH_RSVG=", "--engine ring --procs 3", 4, 3, 0, "rsvg-convert was not found (Debian/Ubuntu package librsvg2-bin");
+    s_plots("SYNCBENCH_RSVG=/bin/false", "--engine ring --procs 3", 4, 3, 0, "/bin/false failed on");
+}
+
+/* the text ends each step and the allreduce with its link bytes: the ring's links are uniform */
+Test(explain, link_ratios_in_text, .timeout = 60)
+{
+    cr_assert(harness_path(g_harness, sizeof g_harness) == 0, "build the harness first (make)");
+    char cmd[1024];
+    static char out[1 << 17];
+    snprintf(cmd, sizeof cmd, "%s explain --engine ring --procs 4 --sizes 1M", g_harness);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    cr_expect_eq(s_count(out, "  links this step: busiest link 256 KiB, mean 256 KiB over 4 links (max/mean 1.00)"), 6, "%s", out);
+    cr_expect(strstr(out, "# links, one allreduce: busiest link 1536 KiB, mean 1536 KiB over 4 links (max/mean 1.00); "
+                          "busiest NIC rank 0 3 MiB in+out, mean 3 MiB (max/mean 1.00)"), "%s", out);
 }

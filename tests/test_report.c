@@ -18,6 +18,7 @@
 #include "harness/report.c"
 #include "harness/engines.c"
 #include "harness/stats.c"
+#include "harness/traffic.c"
 
 static int s_parse(const char *line, h_jobj_t *o, char *err, size_t errlen)
 {
