@@ -18,12 +18,15 @@
  * server can answer it while later partitions are still on the wire towards it, and its reply
  * (server->worker) overlaps the pushes (worker->server) of the rest: every link is full duplex.
  *   async / ssp: a partition's commit-pull leaves in submit() as soon as all its elements are pushed.
- *   sync: the commit carries the whole step's overflow flag (PS_F_OVERFLOW: some local gradient was
- *     non-finite, the servers then skip the step on every partition), and the server applies the
- *     optimizer only when every worker committed, so no updated parameter can exist before every
- *     worker's last gradient is known. The commits therefore leave from the submit() that completes
- *     the step's gradients (the earliest point the flag is known), not from wait().
- *   allreduce (no optimizer, no flag): push k, commit-pull k, push k+1, ...: the server answers
+ *   sync with f32 gradients and no loss scaling: as async, a partition's commit leaves with its last
+ *     push; the server updates the partition once every worker committed it (a sum that is not finite
+ *     is skipped, as the ring skips), so updates and replies overlap the step's remaining pushes.
+ *   sync with loss scaling (AMP): the commit carries the whole step's overflow flag (PS_F_OVERFLOW:
+ *     some local gradient was non-finite, the servers then skip the step on every partition), and the
+ *     server applies the optimizer only when every worker committed, so no updated parameter can
+ *     exist before every worker's last gradient is known. The commits therefore leave from the
+ *     submit() that completes the step's gradients (the earliest point the flag is known).
+ *   allreduce (no optimizer, no flag): push k carrying its commit, push k+1, ...: the server answers
  *     partition k as soon as all N workers' pushes of k are in (server stat early_replies counts
  *     replies sent before that worker's pushes of another partition of the round arrived).
  * wait() commits whatever submit() did not (partitions not wholly submitted) and blocks on the pull

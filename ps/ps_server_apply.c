@@ -136,7 +136,8 @@ static void s_complete_round(ps_server_t *self, slot_t *s)
             if (s->avg) dt_scale(s->agg, s->len, DT_F32, 1.0f / (float)W);
             dt_convert(s->out, s->dt, s->agg, DT_F32, s->len);
         }
-    } else if (s->overflow) {
+    } else if (s->overflow || (!s->fresh && dt_has_nonfinite(s->agg, s->len, DT_F32))) {
+        /* a worker's flag (AMP), or a sum that is not finite (as the ring checks its sums) */
         s->last_skipped = 1;
         atomic_fetch_add(&self->skipped, 1);
     } else {

@@ -269,7 +269,11 @@ int psw_submit(engine_t *self, const bucket_t *b)
         hb.grad = h;
         b = &hb;
     }
-    if (self->opt.mode == PS_SYNC && !self->overflow && dt_has_nonfinite(b->grad, b->count, dt)) self->overflow = 1;
+    /* sync with f32 gradients and no loss scaling: nothing waits for a step-wide overflow flag, so each
+     * partition commits with its last push (the servers skip a partition whose sum is not finite) and its
+     * update and reply overlap the rest of the step's pushes, as in async mode and BytePS */
+    int early = self->opt.mode != PS_SYNC || (dt == DT_F32 && self->sctx.inv_scale == 1.0f);
+    if (!early && !self->overflow && dt_has_nonfinite(b->grad, b->count, dt)) self->overflow = 1;
     ps_meta_t meta = psw_meta(self, self->ps.count);
     size_t k0, k1;
     ps_part_range(&self->lay, b->offset, b->count, &k0, &k1);
@@ -285,11 +289,11 @@ int psw_submit(engine_t *self, const bucket_t *b)
         self->pushed[k] += hi - lo;
         if (self->pushed[k] < pe - ps) continue;
         self->ncomplete++;
-        /* async / ssp: this partition's pull follows its pushes at once (pipelined) */
-        if (self->opt.mode != PS_SYNC) CHECK(s_commit(self, k, &meta));
+        /* async / ssp / early sync: this partition's pull follows its pushes at once (pipelined) */
+        if (early) CHECK(s_commit(self, k, &meta));
     }
-    /* sync: the step's overflow flag is known once every gradient is pushed: commit everything now */
-    if (self->opt.mode == PS_SYNC && self->ncomplete == self->lay.nparts) CHECK(s_commit_rest(self));
+    /* sync (AMP): the step's overflow flag is known once every gradient is pushed: commit everything now */
+    if (!early && self->ncomplete == self->lay.nparts) CHECK(s_commit_rest(self));
     return 0;
 }
 

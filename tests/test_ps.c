@@ -291,10 +291,12 @@ static int s_pipe_rank(int rank, int world, void *arg)
             step_out_t so;
             if (rc == 0) rc = ps_engine.wait(e, &so, PS_TEST_TO);
             if (rc < 0) { ps_test_report("step", rc); fail = 1; }
-            /* async: each push applied alone, -lr/N * g; the pull saw at least this worker's own update */
+            /* async: each push applied alone, -lr/N * g; the pull saw at least this worker's own update;
+             * sync: exactly the average of both */
             for (size_t i = 0; i < n && !fail; i++) {
                 float own = -g[i] / 2, both = own - s_val(1 - rank, i) / 2;
-                if (p[i] != own && p[i] != both && fabsf(p[i] - both) > 1e-5f) {
+                int sync = a->t.mode == PS_SYNC;
+                if ((sync || p[i] != own) && p[i] != both && (sync || fabsf(p[i] - both) > 1e-5f)) {
                     fprintf(stderr, "rank %d: param [%zu] = %g (own %g, both %g)\n", rank, i, p[i], own, both);
                     fail = 1;
                 }
@@ -310,6 +312,14 @@ static int s_pipe_rank(int rank, int world, void *arg)
 Test(ps_pipeline, allreduce_pull_answered_before_last_push, .timeout = 60)
 {
     pipe_t a = {.t = {.nworkers = 2, .mode = PS_SYNC, .part_bytes = 4096}, .train = 0};
+    cr_assert_eq(run_ranks(3, s_pipe_rank, &a, 50000), 0);
+}
+
+/* sync with f32 gradients and no loss scaling: each partition commits with its last push, so its update
+ * and reply overlap the step's other pushes as in async mode (the result is still the sync average) */
+Test(ps_pipeline, sync_f32_pull_answered_before_last_push, .timeout = 60)
+{
+    pipe_t a = {.t = {.nworkers = 2, .mode = PS_SYNC, .part_bytes = 4096}, .train = 1};
     cr_assert_eq(run_ranks(3, s_pipe_rank, &a, 50000), 0);
 }
 
