@@ -78,6 +78,8 @@ typedef struct {
     size_t   mem_engine_peak_bytes;
     double   comm_ms_total;
     const char *impl;               /* implementation actually running */
+    const char *algo;               /* algorithm of the latest collective, when the engine picks one per call
+                                     * (NCCL-style: e.g. the ring's "ring" or "oneshot"); NULL: not stated */
     engine_counter_t counters[ENGINE_MAX_COUNTERS]; /* engine-specific counters, ncounters of them */
     int      ncounters;
 } engine_stats_t;
