@@ -6,6 +6,7 @@
  * rank 0 removes the name once every rank mapped it. */
 #include "core/board.h"
 #include "core/err.h"
+#include "core/futex.h"
 #include "core/timer.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -43,18 +44,6 @@ struct board {
     const void **all;
     char name[160];
 };
-
-static long s_futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts)
-{
-    return syscall(SYS_futex, (uint32_t *)addr, op, val, ts, NULL, 0);
-}
-
-static inline void s_pause(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
 
 int board_possible(comm_t *comm)
 {
@@ -186,7 +175,7 @@ static int s_wait(board_t *self, int r, uint32_t round, uint64_t dl, uint64_t sp
     while (!s_reached(c, round)) {
         uint64_t t = now_ns();
         if (t < spin_end) {
-            for (int i = 0; i < 64 && !s_reached(c, round); i++) s_pause();
+            for (int i = 0; i < 64 && !s_reached(c, round); i++) futex_pause();
             continue;
         }
         if (t < yield_end) {
@@ -201,7 +190,7 @@ static int s_wait(board_t *self, int r, uint32_t round, uint64_t dl, uint64_t sp
         struct timespec ts = {.tv_sec = slice / 1000, .tv_nsec = (long)(slice % 1000) * 1000000L};
         atomic_fetch_add(&c->sleepers, 1);
         uint32_t seen = atomic_load(&c->round); /* after announcing: a post from now on wakes us */
-        if ((int32_t)(seen - round) < 0) s_futex(&c->round, FUTEX_WAIT, seen, &ts);
+        if ((int32_t)(seen - round) < 0) futex_op(&c->round, FUTEX_WAIT, seen, &ts);
         atomic_fetch_sub(&c->sleepers, 1);
         if (s_reached(c, round)) break;
         int32_t pid = atomic_load(&c->pid);
@@ -216,7 +205,7 @@ int board_exchange(board_t *self, const void *const **all, int timeout_ms)
     uint32_t round = ++self->round;
     board_ctl_t *me = &self->ctl[self->rank];
     atomic_store(&me->round, round); /* seq_cst: ordered before the sleepers load (and the buffer before it) */
-    if (atomic_load(&me->sleepers)) s_futex(&me->round, FUTEX_WAKE, INT32_MAX, NULL);
+    if (atomic_load(&me->sleepers)) futex_op(&me->round, FUTEX_WAKE, INT32_MAX, NULL);
     uint64_t t = now_ns(), dl = deadline_in(timeout_ms);
     uint64_t spin_end = t + (uint64_t)self->spin_us * 1000u;
     uint64_t yield_end = spin_end + (uint64_t)self->yield_us * 1000u;
