@@ -156,6 +156,7 @@ struct engine {
     ncclw_t *nccl;       /* GPU buffers: NCCL with NCCL_ALGO=Ring */
     board_t *board;      /* host buffers on one host: the one-shot path (ring_small.c) */
     _Atomic(const char *) algo; /* the algorithm of the latest collective */
+    _Atomic uint64_t board_bytes;  /* bytes each way through the board (count * size * (P - 1) per call) */
 };
 
 static int s_nccl_fn(void *ctx, const void *send, void *recv, size_t count, dtype_t dt, redop_t op, int timeout_ms)
@@ -171,7 +172,8 @@ static int s_host_fn(void *ctx, const void *send, void *recv, size_t count, dtyp
     if (self->board && self->comm->world > 1 && count &&
         (self->opts.algo == RING_ALGO_ONESHOT || bytes <= self->opts.oneshot_max)) {
         atomic_store(&self->algo, "oneshot");
-        return ring_oneshot_allreduce(self->board, send, recv, count, dt, op, self->comm->world, timeout_ms);
+        atomic_fetch_add(&self->board_bytes, (uint64_t)bytes * (uint64_t)(self->comm->world - 1));
+        return ring_oneshot_allreduce(self->board, self->comm, send, recv, count, dt, op, timeout_ms);
     }
     atomic_store(&self->algo, "ring");
     return ring_allreduce_host(self->comm, send, recv, count, dt, op, self->cfg.seg_bytes, timeout_ms);
@@ -223,6 +225,8 @@ static void s_stats(engine_t *self, engine_stats_t *out)
     arstep_stats(self->step, out);
     out->impl = self->nccl ? ncclw_algo(self->nccl) : "host";
     out->algo = atomic_load(&self->algo);
+    out->bytes_sent += atomic_load(&self->board_bytes);
+    out->bytes_received += atomic_load(&self->board_bytes);
 }
 static void s_destroy(engine_t **self_p)
 {

@@ -25,9 +25,10 @@ int  ring_algo_parse(const char *s);          /* RING_ALGO_* or -1 */
 const char *ring_algo_name(int algo);
 
 /* The one-shot allreduce through a shared-memory board (ring_small.c): one synchronisation per
- * board-sized piece; every rank sums the P inputs in rank order (identical results everywhere). */
-int ring_oneshot_allreduce(board_t *board, const void *sendbuf, void *recvbuf, size_t count, dtype_t dt,
-                           redop_t op, int world, int timeout_ms);
+ * board-sized piece; every rank sums the P inputs in rank order (identical results everywhere). The bytes
+ * every peer reads are noted per peer (tp_note_traffic), not in tp_counters. */
+int ring_oneshot_allreduce(board_t *board, comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                           dtype_t dt, redop_t op, int timeout_ms);
 
 /* The host ring collective itself (reused by tests and the bench): out-of-place allowed (sendbuf may
  * equal recvbuf); seg_bytes 0 = default. */

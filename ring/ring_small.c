@@ -67,9 +67,11 @@ const char *ring_algo_name(int algo)
     return algo == RING_ALGO_ONESHOT ? "oneshot" : algo == RING_ALGO_RING ? "ring" : "auto";
 }
 
-int ring_oneshot_allreduce(board_t *board, const void *sendbuf, void *recvbuf, size_t count, dtype_t dt,
-                           redop_t op, int P, int timeout_ms)
+int ring_oneshot_allreduce(board_t *board, comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                           dtype_t dt, redop_t op, int timeout_ms)
 {
+    const int P = comm->world, me = comm->rank;
+    tp_t *tp = comm->tp;
     const size_t esz = dt_size(dt);
     if (!esz) return err_set(ERR_INVAL, "ring: bad dtype %d", (int)dt);
     if (op != OP_SUM && op != OP_AVG) return err_set(ERR_INVAL, "ring: bad op %d", (int)op);
@@ -84,6 +86,9 @@ int ring_oneshot_allreduce(board_t *board, const void *sendbuf, void *recvbuf, s
         const void *const *all;
         memcpy(board_mine(board), src + off * esz, n * esz);
         CHECK(board_exchange(board, &all, deadline_left_ms(dl)));
+        /* every peer reads these bytes of ours and we read theirs: the traffic matrix's entries */
+        for (int r = 0; r < P; r++)
+            if (r != me) tp_note_traffic(tp, r, n * esz, n * esz);
         /* the same order on every rank: 0, 1, ..., P-1 (dst may be this rank's input: it was copied) */
         dt_sum_n(dst + off * esz, (const void *const *)all, P, n, dt, scale);
     }

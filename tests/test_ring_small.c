@@ -122,6 +122,15 @@ static int s_rank(int rank, int world, void *arg)
                                    : c->algo == RING_ALGO_ONESHOT || bytes <= max ? "oneshot" : "ring";
                 bad += s_one(comm, e, counts[ci], (dtype_t)dt, (redop_t)op, (ci + dt + op) % 2, want);
             }
+    /* the one-shot's bytes show in the traffic matrix: every peer read ours, not only the ring's neighbours */
+    for (int r = 0; r < comm->world && shm && c->algo != RING_ALGO_RING; r++) {
+        uint64_t sent = 0, recv = 0;
+        tp_peer_counters(comm->tp, r, &sent, &recv);
+        if (r != comm->rank && (!sent || !recv)) {
+            fprintf(stderr, "rank %d: no one-shot traffic noted towards rank %d\n", comm->rank, r);
+            bad++;
+        }
+    }
     ring_engine.destroy(&e);
     comm_destroy(&comm);
     return bad ? 1 : 0;
