@@ -80,6 +80,8 @@ typedef struct {
     const char *impl;               /* implementation actually running */
     const char *transport;          /* what carries the engine's bytes ("shm", "tcp", "zmq-ipc", "nccl",
                                      * "mpi"...); NULL: the communicator's transport (tp_kind) */
+    const char *algo;               /* algorithm of the latest collective, when the engine picks one per call
+                                     * (NCCL-style: e.g. the ring's "ring" or "oneshot"); NULL: not stated */
     engine_counter_t counters[ENGINE_MAX_COUNTERS]; /* engine-specific counters, ncounters of them */
     int      ncounters;
 } engine_stats_t;

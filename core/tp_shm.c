@@ -19,6 +19,7 @@
  * dead earlier run never collides with this run's (tp_cleanup_job removes those). */
 #include "core/tp_backend.h"
 #include "core/err.h"
+#include "core/futex.h"
 #include "core/timer.h"
 #include <dirent.h>
 #include <errno.h>
@@ -75,18 +76,6 @@ typedef struct {
 
 /* ---------- futex wait / wake ---------- */
 
-static long s_futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts)
-{
-    return syscall(SYS_futex, (uint32_t *)addr, op, val, ts, NULL, 0);
-}
-
-static inline void s_pause(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
-
 static int s_peer_dead(_Atomic int32_t *pid)
 {
     int32_t p = atomic_load(pid);
@@ -104,7 +93,7 @@ static int s_wait_change(shm_t *self, _Atomic uint32_t *word, uint32_t old, _Ato
         do {
             for (int i = 0; i < 64; i++) {
                 if (atomic_load_explicit(word, memory_order_acquire) != old) return 0;
-                s_pause();
+                futex_pause();
             }
         } while (now_ns() < until);
     }
@@ -130,7 +119,7 @@ static int s_wait_change(shm_t *self, _Atomic uint32_t *word, uint32_t old, _Ato
         }
         int slice = (left < 0 || left > TP_SLICE_MS) ? TP_SLICE_MS : left;
         struct timespec ts = {.tv_sec = slice / 1000, .tv_nsec = (long)(slice % 1000) * 1000000L};
-        s_futex(word, FUTEX_WAIT, old, &ts);
+        futex_op(word, FUTEX_WAIT, old, &ts);
         atomic_store(flag, 0);
         if (atomic_load_explicit(word, memory_order_acquire) != old) return 0;
         if (s_peer_dead(peer_pid))
@@ -140,7 +129,7 @@ static int s_wait_change(shm_t *self, _Atomic uint32_t *word, uint32_t old, _Ato
 
 static inline void s_wake(_Atomic uint32_t *word, _Atomic uint32_t *flag)
 {
-    if (atomic_load(flag)) s_futex(word, FUTEX_WAKE, 1, NULL);
+    if (atomic_load(flag)) futex_op(word, FUTEX_WAKE, 1, NULL);
 }
 
 /* ---------- channels ---------- */

@@ -106,9 +106,9 @@ static void s_header(const s_bench_t *B)
     printf("#\n# syncbench bench: engine %s (%s), %d ranks%s, dtype %s, op %s, transport %s, out-of-place\n", B->name,
            s0.impl ? s0.impl : "default", B->P, B->comm->world > B->cfg.nworkers ? " + dedicated servers" : "",
            dt_name(o->dtype), op_name(o->op), s_transport(B));
-    printf("# %12s %12s %6s %6s %10s %9s %9s %8s\n", "size(B)", "count", "type", "redop", "time(us)", "algbw", "busbw",
-           "#wrong");
-    printf("# %12s %12s %6s %6s %10s %9s %9s %8s\n", "", "(elements)", "", "", "", "(GB/s)", "(GB/s)", "");
+    printf("# %12s %12s %6s %6s %10s %9s %9s %8s %8s\n", "size(B)", "count", "type", "redop", "time(us)", "algbw",
+           "busbw", "#wrong", "algo");
+    printf("# %12s %12s %6s %6s %10s %9s %9s %8s %8s\n", "", "(elements)", "", "", "", "(GB/s)", "(GB/s)", "", "");
     fflush(stdout);
 }
 
@@ -196,14 +196,14 @@ static int s_row(const s_bench_t *B, size_t bytes, double t, uint64_t wrong)
     int P = B->P;
     double algbw = t > 0 ? (double)bytes / (t * 1e-6) / 1e9 : 0;
     double busbw = P > 1 ? algbw * 2.0 * (P - 1) / P : 0;
+    engine_stats_t s1; /* after this size's calls: the algorithm the engine chose for it (NULL: not stated) */
+    B->ops->stats(B->eng, &s1);
     {
-        printf("  %12zu %12zu %6s %6s %10.1f %9.3f %9.3f %8llu\n", bytes, count, dt_name(o->dtype), op_name(o->op), t,
-               algbw, busbw, (unsigned long long)wrong);
+        printf("  %12zu %12zu %6s %6s %10.1f %9.3f %9.3f %8llu %8s\n", bytes, count, dt_name(o->dtype), op_name(o->op), t,
+               algbw, busbw, (unsigned long long)wrong, s1.algo ? s1.algo : "-");
         fflush(stdout);
     }
     if (!o->json) return 0;
-    engine_stats_t s1;
-    B->ops->stats(B->eng, &s1);
     char *line = NULL, host[256], topo[512], cpu[300], net[160];
     char *cmd = h_meta_cmdline_json(meta);
     traffic = h_traffic_json(B->traffic, B->comm->world);
@@ -220,11 +220,11 @@ static int s_row(const s_bench_t *B, size_t bytes, double t, uint64_t wrong)
         "{\"mode\":\"bench\",\"engine\":\"%s\",\"impl\":\"%s\",\"world\":%d,\"servers\":%d,"
         "\"colocate\":%d,\"transport\":\"%s\",\"bytes\":%zu,\"count\":%zu,\"dtype\":\"%s\",\"op\":\"%s\","
         "\"iters\":%d,\"warmup\":%d,\"time_us\":%.3f,\"algbw_gbs\":%.6f,\"busbw_gbs\":%.6f,"
-        "\"wrong\":%llu,\"host\":%s,\"git_sha\":\"%s\",\"timestamp\":\"%s\",\"cmdline\":%s,"
+        "\"wrong\":%llu,\"algo\":%s%s%s,\"host\":%s,\"git_sha\":\"%s\",\"timestamp\":\"%s\",\"cmdline\":%s,"
         "\"topology\":%s,\"cpu\":%s,\"versions\":\"%s\",\"net\":%s,\"traffic_bytes\":%s}\n",
         B->name, s1.impl ? s1.impl : "default", P, B->comm->world - B->cfg.nworkers, (int)engine_counter(&s1, "colocate"),
         s_transport(B), bytes, count, dt_name(o->dtype), op_name(o->op), o->iters, o->warmup, t, algbw, busbw,
-        (unsigned long long)wrong, host, meta->git_sha, meta->timestamp, cmd, topo, cpu, meta->versions, net, traffic);
+        (unsigned long long)wrong, s1.algo ? "\"" : "", s1.algo ? s1.algo : "null", s1.algo ? "\"" : "", host, meta->git_sha, meta->timestamp, cmd, topo, cpu, meta->versions, net, traffic);
     free(cmd);
     free(traffic);
     if (n < 0) return err_set(ERR_NOMEM, "bench result line: out of memory");

@@ -21,6 +21,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -150,8 +151,12 @@ int ring_allreduce_host(comm_t *comm, const void *sendbuf, void *recvbuf, size_t
 struct engine {
     comm_t *comm;
     engine_cfg_t cfg;
+    ring_opts_t opts;
     arstep_t *step;
     ncclw_t *nccl;       /* GPU buffers: NCCL with NCCL_ALGO=Ring */
+    board_t *board;      /* host buffers on one host: the one-shot path (ring_small.c) */
+    _Atomic(const char *) algo; /* the algorithm of the latest collective */
+    _Atomic uint64_t board_bytes;  /* bytes each way through the board (count * size * (P - 1) per call) */
 };
 
 static int s_nccl_fn(void *ctx, const void *send, void *recv, size_t count, dtype_t dt, redop_t op, int timeout_ms)
@@ -163,6 +168,14 @@ static int s_nccl_fn(void *ctx, const void *send, void *recv, size_t count, dtyp
 static int s_host_fn(void *ctx, const void *send, void *recv, size_t count, dtype_t dt, redop_t op, int timeout_ms)
 {
     engine_t *self = ctx;
+    size_t bytes = count * dt_size(dt);
+    if (self->board && self->comm->world > 1 && count &&
+        (self->opts.algo == RING_ALGO_ONESHOT || bytes <= self->opts.oneshot_max)) {
+        atomic_store(&self->algo, "oneshot");
+        atomic_fetch_add(&self->board_bytes, (uint64_t)bytes * (uint64_t)(self->comm->world - 1));
+        return ring_oneshot_allreduce(self->board, self->comm, send, recv, count, dt, op, timeout_ms);
+    }
+    atomic_store(&self->algo, "ring");
     return ring_allreduce_host(self->comm, send, recv, count, dt, op, self->cfg.seg_bytes, timeout_ms);
 }
 
@@ -179,11 +192,20 @@ static int s_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
     if (!self) return ERR_NOMEM;
     self->comm = comm;
     self->cfg = *cfg;
+    if (cfg->opts) self->opts = *(const ring_opts_t *)cfg->opts;
+    else ring_opts_init(&self->opts);
     if (self->cfg.timeout_ms <= 0) self->cfg.timeout_ms = comm->timeout_ms;
+    atomic_store(&self->algo, cfg->device >= 0 ? NULL : "ring");
     int rc = 0;
     if (cfg->device >= 0) rc = ncclw_new(&self->nccl, comm, cfg->device, "Ring", self->cfg.timeout_ms);
+    else if (self->opts.algo == RING_ALGO_ONESHOT && comm->world > 1 && !board_possible(comm))
+        rc = err_set(ERR_INVAL, "ring: --ring-algo oneshot needs every rank on this host over shared memory "
+                     "(transport %s here): use --ring-algo auto or ring", tp_kind(comm->tp, (comm->rank + 1) % comm->world));
+    else if (self->opts.algo != RING_ALGO_RING && board_possible(comm))
+        rc = board_new(&self->board, comm, self->opts.oneshot_max, self->cfg.timeout_ms);
     if (rc == 0) rc = arstep_new(&self->step, comm, &self->cfg, self->nccl ? s_nccl_fn : s_host_fn, self);
     if (rc < 0) {
+        board_destroy(&self->board);
         ncclw_destroy(&self->nccl);
         free(self);
         return rc;
@@ -202,12 +224,16 @@ static void s_stats(engine_t *self, engine_stats_t *out)
 {
     arstep_stats(self->step, out);
     out->impl = self->nccl ? ncclw_algo(self->nccl) : "host";
+    out->algo = atomic_load(&self->algo);
+    out->bytes_sent += atomic_load(&self->board_bytes);
+    out->bytes_received += atomic_load(&self->board_bytes);
 }
 static void s_destroy(engine_t **self_p)
 {
     engine_t *self = self_p ? *self_p : NULL;
     if (!self) return;
     arstep_destroy(&self->step);
+    board_destroy(&self->board);
     ncclw_destroy(&self->nccl);
     free(self);
     *self_p = NULL;
@@ -216,6 +242,10 @@ static void s_destroy(engine_t **self_p)
 const engine_ops_t ring_engine = {
     .name = "ring",
     .impls = "host|nccl",
+    .options = ring_options,
+    .opts_size = sizeof(ring_opts_t),
+    .opts_init = ring_opts_init,
+    .opt_set = ring_opt_set,
     .create = s_create,
     .attach = s_attach,
     .step_begin = s_step_begin,

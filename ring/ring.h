@@ -3,8 +3,32 @@
 #ifndef SB_RING_H
 #define SB_RING_H
 #include "core/engine.h"
+#include "core/board.h"
 
 extern const engine_ops_t ring_engine;
+
+/* The engine's options (ring_small.c): which algorithm runs on host buffers, and the size below which
+ * auto picks the one-shot. */
+enum { RING_ALGO_AUTO, RING_ALGO_RING, RING_ALGO_ONESHOT };
+#define RING_ONESHOT_KB_DEFAULT 64
+#define RING_STR_(x) #x
+#define RING_STR(x) RING_STR_(x)
+#define RING_ONESHOT_KB_DEFAULT_S RING_STR(RING_ONESHOT_KB_DEFAULT)
+typedef struct {
+    int    algo;              /* RING_ALGO_* */
+    size_t oneshot_max;       /* bytes: auto runs the one-shot up to here; the board's buffer size */
+} ring_opts_t;
+extern const engine_opt_t ring_options[];
+void ring_opts_init(void *opts);
+int  ring_opt_set(void *opts, const char *name, const char *value);
+int  ring_algo_parse(const char *s);          /* RING_ALGO_* or -1 */
+const char *ring_algo_name(int algo);
+
+/* The one-shot allreduce through a shared-memory board (ring_small.c): one synchronisation per
+ * board-sized piece; every rank sums the P inputs in rank order (identical results everywhere). The bytes
+ * every peer reads are noted per peer (tp_note_traffic), not in tp_counters. */
+int ring_oneshot_allreduce(board_t *board, comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                           dtype_t dt, redop_t op, int timeout_ms);
 
 /* The host ring collective itself (reused by tests and the bench): out-of-place allowed (sendbuf may
  * equal recvbuf); seg_bytes 0 = default. */
