@@ -133,6 +133,7 @@ typedef struct {
     dtype_t dt;
     size_t esz, seg;
     float scale;
+    int move;                 /* OP_MOVE: the same segments travel, copied instead of reduced */
     uint64_t dl;
     void *scratch[2];                /* aligned copies of misaligned received segments (tcp) */
 } s_run_t;
@@ -213,7 +214,8 @@ static int s_up(s_run_t *run, const s_tree_t *tr, size_t s)
         scale = run->scale;
     }
     /* dt_sum_n: one pass, f32 accumulation; dst may alias the first input (in-place root) */
-    dt_sum_n(out, in, 1 + tr->nchild, n, run->dt, scale);
+    if (run->move) dt_move_n(out, in, 1 + tr->nchild, n, run->dt);
+    else dt_sum_n(out, in, 1 + tr->nchild, n, run->dt, scale);
     if (tr->parent >= 0) CHECK(tp_send_commit(run->tp, tr->parent, bytes));
     for (int k = 0; k < tr->nchild; k++) CHECK(tp_recv_release(run->tp, tr->child[k]));
     return 0;
@@ -274,7 +276,7 @@ int tree_allreduce_host(comm_t *comm, const void *sendbuf, void *recvbuf, size_t
                         redop_t op, size_t seg_bytes, int timeout_ms)
 {
     size_t esz = dt_size(dt);
-    if (!comm || !esz || (op != OP_SUM && op != OP_AVG))
+    if (!comm || !esz || (op != OP_SUM && op != OP_AVG && op != OP_MOVE))
         return err_set(ERR_INVAL, "tree allreduce: bad communicator, dtype %d or op %d", (int)dt, (int)op);
     if (count && (!sendbuf || !recvbuf)) return err_set(ERR_INVAL, "tree allreduce: NULL buffer");
     if (count > SIZE_MAX / esz) return err_set(ERR_RANGE, "tree allreduce: %zu elements overflow", count);
@@ -309,7 +311,8 @@ int tree_allreduce_host(comm_t *comm, const void *sendbuf, void *recvbuf, size_t
         tr[t].nseg = (tr[t].cnt + seg - 1) / seg;
     }
     s_run_t run = {.tp = comm->tp, .src = sendbuf, .dst = recvbuf, .dt = dt, .esz = esz, .seg = seg,
-                   .scale = op == OP_AVG ? 1.0f / (float)world : 1.0f, .dl = deadline_in(timeout_ms)};
+                   .scale = op == OP_AVG ? 1.0f / (float)world : 1.0f, .move = op == OP_MOVE,
+                   .dl = deadline_in(timeout_ms)};
 
     /* last step: the deepest down-op of the last segment, s = nseg - 1 at tau = s + 2D */
     size_t steps = 0;

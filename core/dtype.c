@@ -468,3 +468,10 @@ int dt_has_nonfinite(const void *buf, size_t count, dtype_t dt)
     default: return 0;
     }
 }
+
+void dt_move_n(void *dst, const void *const *srcs, int nsrc, size_t count, dtype_t dt)
+{
+    size_t bytes = count * dt_size(dt);
+    for (int k = 0; k < nsrc; k++)
+        if (srcs[k] != dst && bytes) memmove(dst, srcs[k], bytes);
+}

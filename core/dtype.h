@@ -34,6 +34,9 @@ void dt_scale(void *dst, size_t count, dtype_t dt, float scale);
 /* dst[i] = sum over k < nsrc of srcs[k][i] (then * scale if scale != 1): one pass over several inputs,
  * accumulating in f32 for half types (for shared-memory reductions that read every rank at once). */
 void dt_sum_n(void *dst, const void *const *srcs, int nsrc, size_t count, dtype_t dt, float scale);
+/* The same pass as dt_sum_n with no arithmetic (OP_MOVE, the ceiling): each source copied into dst in
+ * turn (a source that is dst is skipped), so every source's bytes are read once. */
+void dt_move_n(void *dst, const void *const *srcs, int nsrc, size_t count, dtype_t dt);
 /* 1 if any element is Inf or NaN (AMP overflow check). */
 int  dt_has_nonfinite(const void *buf, size_t count, dtype_t dt);
 

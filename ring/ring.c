@@ -55,8 +55,9 @@ int ring_allreduce_host(comm_t *comm, const void *sendbuf, void *recvbuf, size_t
     const int P = comm->world, me = comm->rank;
     const size_t esz = dt_size(dt);
     if (!esz) return err_set(ERR_INVAL, "ring: bad dtype %d", (int)dt);
-    if (op != OP_SUM && op != OP_AVG) return err_set(ERR_INVAL, "ring: bad op %d", (int)op);
+    if (op != OP_SUM && op != OP_AVG && op != OP_MOVE) return err_set(ERR_INVAL, "ring: bad op %d", (int)op);
     const float scale = op == OP_AVG ? 1.0f / (float)P : 1.0f;
+    const int move = op == OP_MOVE; /* the ceiling: the same segments travel, copied instead of reduced */
     if (P == 1 || count == 0) {
         if (count && sendbuf != recvbuf) memcpy(recvbuf, sendbuf, count * esz);
         return 0;
@@ -104,11 +105,13 @@ int ring_allreduce_host(comm_t *comm, const void *sendbuf, void *recvbuf, size_t
             }
             CHECK(tp_send_acquire(tp, right, &out, deadline_left_ms(dl)));
             if (s < P - 2) {
-                if (n) dt_add(out, src + off * esz, in, n, dt);
+                if (n && move) memcpy(out, in, n * esz);
+                else if (n) dt_add(out, src + off * esz, in, n, dt);
             } else {
                 /* chunk me+1 is complete: scale into the output and start the allgather with it */
                 if (n) {
-                    if (scale != 1.0f) dt_add_scale(dst + off * esz, src + off * esz, in, n, dt, scale);
+                    if (move) memcpy(dst + off * esz, in, n * esz);
+                    else if (scale != 1.0f) dt_add_scale(dst + off * esz, src + off * esz, in, n, dt, scale);
                     else dt_add(dst + off * esz, src + off * esz, in, n, dt);
                     memcpy(out, dst + off * esz, n * esz);
                 }

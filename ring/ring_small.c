@@ -74,7 +74,7 @@ int ring_oneshot_allreduce(board_t *board, comm_t *comm, const void *sendbuf, vo
     tp_t *tp = comm->tp;
     const size_t esz = dt_size(dt);
     if (!esz) return err_set(ERR_INVAL, "ring: bad dtype %d", (int)dt);
-    if (op != OP_SUM && op != OP_AVG) return err_set(ERR_INVAL, "ring: bad op %d", (int)op);
+    if (op != OP_SUM && op != OP_AVG && op != OP_MOVE) return err_set(ERR_INVAL, "ring: bad op %d", (int)op);
     if (!board) return err_set(ERR_STATE, "ring: one-shot without a shared board");
     const float scale = op == OP_AVG ? 1.0f / (float)P : 1.0f;
     const size_t piece = board_bytes(board) / esz; /* elements per round: a larger message takes several */
@@ -90,7 +90,8 @@ int ring_oneshot_allreduce(board_t *board, comm_t *comm, const void *sendbuf, vo
         for (int r = 0; r < P; r++)
             if (r != me) tp_note_traffic(tp, r, n * esz, n * esz);
         /* the same order on every rank: 0, 1, ..., P-1 (dst may be this rank's input: it was copied) */
-        dt_sum_n(dst + off * esz, (const void *const *)all, P, n, dt, scale);
+        if (op == OP_MOVE) dt_move_n(dst + off * esz, (const void *const *)all, P, n, dt);
+        else dt_sum_n(dst + off * esz, (const void *const *)all, P, n, dt, scale);
     }
     return 0;
 }
