@@ -179,7 +179,7 @@ static int s_check_writable(const char *flag, const char *path)
 static int s_report(h_opts_t *o)
 {
     err_clear();
-    int r = h_report(o->nmeasured, o->measured, o->plots_dir, o->format ? o->format : "text");
+    int r = h_report_run(o->nmeasured, o->measured, o->plots_dir, o->format ? o->format : "text", o->label);
     if (r >= 0) return r;
     if (err_detail()[0]) fprintf(stderr, "harness: report: %s\n", err_detail());
     return r == ERR_INVAL ? 2 : 1;

@@ -16,6 +16,7 @@
 #include "harness/meta.c"
 #include "harness/plot.c"
 #include "harness/report.c"
+#include "harness/report_fmt.c"
 #include "harness/engines.c"
 #include "harness/stats.c"
 
@@ -49,9 +50,9 @@ Test(jsonl, values)
     h_jfree(&o);
 }
 
-/* 40k keys: linear duplicate detection (a count of key comparisons, not a wall time), and a duplicate
- * at the end is still found. */
-Test(jsonl, many_keys_linear)
+/* 40k keys: all read, and a duplicate at the end is still found (jansson keeps the keys in a hash
+ * table; its cost is its own, no wall time is measured here). */
+Test(jsonl, many_keys)
 {
     size_t nk = 40000, cap = nk * 24 + 64, o = 0;
     char *line = malloc(cap);
@@ -60,11 +61,10 @@ Test(jsonl, many_keys_linear)
     line[o++] = '}';
     h_jobj_t obj = {0};
     char err[256];
-    s_key_compares = 0;
     cr_assert_eq(h_jparse(line, o, &obj, err, sizeof err), 0, "%s", err);
     cr_assert_eq(obj.n, nk);
-    cr_expect_lt(s_key_compares, 4 * nk, "%lu key comparisons for %zu keys", s_key_compares, nk);
     cr_expect_eq(h_jnum(&obj, "k39999", -1), 39999);
+    cr_expect_str_eq(obj.f[nk - 1].key, "k39999"); /* in the line's order */
     h_jfree(&obj);
     o--; /* a duplicate of the first key, last */
     o += (size_t)snprintf(line + o, cap - o, ",\"k0\":1}");
@@ -125,7 +125,8 @@ Test(jsonl, malformed)
         h_jobj_t o = {0};
         char err[256] = "";
         cr_assert_eq(s_parse(bad[i], &o, err, sizeof err), ERR_CORRUPT, "accepted: %s", bad[i]);
-        cr_assert(strstr(err, "column "), "no position for '%s': %s", bad[i], err);
+        /* where: a column, or (a value of the wrong kind, found after parsing) its key */
+        cr_assert(strstr(err, "column ") || strstr(err, "key \"a\""), "no position for '%s': %s", bad[i], err);
         cr_assert_eq(o.n, 0);
         cr_assert_null(o.f);
     }
@@ -340,7 +341,7 @@ Test(report, markdown)
     cr_assert(strstr(out, "\n| tree | 4 | 0 | 1048576 | 1250.000 | 1.258 | 0.839 | 1 | 0 | - |\n"), "%s", out);
     cr_assert(strstr(out, "## train\n"), "%s", out);
     cr_assert(strstr(out, "\n| ring | 4 | 0 | 3000.0 | 85.33 | 100.00 | 0.50 | 0.25 | 1.000 | - | 0.750 | 1 | 1 | "), "%s", out);
-    cr_assert(strstr(out, "\n| ps-s1 | 2 | 1 | 1500.0 | 170.67 | 200.00 | 0.50 | 0.25 | 2.000 | - | 1.000 | 2 | 1 | "), "%s", out);
+    cr_assert(strstr(out, "\n| ps-servers1 | 2 | 1 | 1500.0 | 170.67 | 200.00 | 0.50 | 0.25 | 2.000 | - | 1.000 | 2 | 1 | "), "%s", out);
     cr_assert(strstr(out, "## model\n"), "%s", out);
     cr_assert(strstr(out, "\n| bench | ring | 4 | 1048576 | 1380.0 | 1500.0 | -8.0 |\n"), "%s", out);
     cr_assert(strstr(out, "\n| bench | ring | 1024 | 1048576 | 2500.0 | - | - |\n"), "%s", out);
