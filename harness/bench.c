@@ -100,8 +100,9 @@ static void s_header(const s_bench_t *B)
     const char *impl = s0.impl ? s0.impl : "default";
     char label[128];
     h_engine_label(label, sizeof label, B->name, impl, B->comm->world - B->cfg.nworkers, (int)engine_counter(&s0, "colocate"));
+    const char *note = h_engine_impl_note(label, impl);
     printf("#\n# syncbench bench: engine %s%s%s%s, %d ranks%s, dtype %s, op %s, transport %s, out-of-place\n", label,
-           strstr(label, impl) ? "" : " (", strstr(label, impl) ? "" : impl, strstr(label, impl) ? "" : ")", B->P,
+           *note ? " (" : "", note, *note ? ")" : "", B->P,
            B->comm->world > B->cfg.nworkers ? " + dedicated servers" : "", dt_name(o->dtype), op_name(o->op),
            s_transport(B->comm));
     printf("# %12s %12s %6s %6s %10s %9s %9s %8s\n", "size(B)", "count", "type", "redop", "time(us)", "algbw", "busbw",

@@ -57,6 +57,12 @@ void h_engine_label(char *out, size_t len, const char *engine, const char *impl,
     }
 }
 
+const char *h_engine_impl_note(const char *label, const char *impl)
+{
+    if (!impl || !*impl || !strcmp(impl, "default") || !strcmp(impl, "host") || strstr(label, impl)) return "";
+    return impl;
+}
+
 int h_engine_count(void) { return S_NENGINES; }
 
 const engine_ops_t *h_engine_at(int i) { return i >= 0 && i < S_NENGINES ? s_engines[i] : NULL; }

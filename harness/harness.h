@@ -35,6 +35,7 @@ typedef struct {
     int   require_auth;               /* --require-auth: refuse to run without a job secret */
     int   scaling[H_MAX_SCALING];     /* --scaling 1,2,4 */
     int   nscaling;
+    int   rounds;                     /* --rounds N: run: repeat the comparison, engines alternating (default 3) */
     /* bench */
     size_t size_min, size_max;        /* --sizes MIN:MAX */
     double factor;                    /* --factor */
@@ -120,6 +121,9 @@ const engine_ops_t *h_engine_find(const char *name);
  * "<engine>-" (ps-sync-servers1, ps-sync-colocated) is the label itself; a PS without one gets
  * "-colocated" or "-serversN". */
 void h_engine_label(char *out, size_t len, const char *engine, const char *impl, int servers, int coloc);
+/* What a table's header adds after the label: the implementation when the label does not already say
+ * it and it is not the default host path ("" otherwise). */
+const char *h_engine_impl_note(const char *label, const char *impl);
 /* The communication pattern of an engine (cost models, labels): H_PATTERN_NONE for unknown names. */
 typedef enum { H_PATTERN_NONE = -1, H_PATTERN_RING = 0, H_PATTERN_TREE, H_PATTERN_PS } h_pattern_t;
 h_pattern_t h_engine_pattern(const char *name);
@@ -187,6 +191,12 @@ int h_jmerge(json_t *dst, json_t *part);
 json_t *h_jarr_u64(const uint64_t *v, size_t n);
 json_t *h_jarr_f64(const double *v, size_t n);
 json_t *h_jarr_text(const char *text);
+
+/* `harness run` (run.c): warn on out when the load average exceeds the cores or the ranks outnumber them
+ * (1 if it warned); after the rounds, the train samples/s per engine (median, min - max) from the
+ * results file and whether the ranking is within the spread (0, or -1 when the file cannot be read). */
+int h_run_load_check(const h_opts_t *o, FILE *out);
+int h_run_summary(const char *json, FILE *out);
 
 /* modes: each runs on one rank inside the launched world */
 /* h_bench: 0 or a negative code; *wrong set when some results were wrong (err_detail says which,

@@ -281,7 +281,14 @@ static void s_add_train(h_rdata_t *d, const h_jobj_t *o, const char *label, int 
     snprintf(t->src, sizeof t->src, "%s", o->src);
     t->world = world;
     t->servers = (int)h_jnum(o, "servers", 0);
-    t->sps = sps;
+    t->rep_sps[t->nrep % H_REPS] = sps;   /* beyond H_REPS the latest H_REPS count */
+    size_t nr = t->nrep + 1 < H_REPS ? t->nrep + 1 : H_REPS;
+    t->sps = s_rep_median(t->rep_sps, t->nrep + 1);
+    t->sps_min = t->sps_max = t->rep_sps[0];
+    for (size_t r = 1; r < nr; r++) {
+        t->sps_min = fmin(t->sps_min, t->rep_sps[r]);
+        t->sps_max = fmax(t->sps_max, t->rep_sps[r]);
+    }
     t->step50 = h_jnum(o, "step_ms_p50", NAN);
     t->step99 = h_jnum(o, "step_ms_p99", NAN);
     t->comm50 = h_jnum(o, "comm_ms_p50", NAN);
@@ -442,9 +449,9 @@ static void s_text_train(FILE *out, const h_rdata_t *d)
     int several = 0, approx = 0;
     for (size_t i = 1; i < d->nt; i++) several |= !strcmp(d->t[i].label, d->t[0].label) || d->t[i].world != d->t[0].world;
     fprintf(out, "#\n# train: throughput, step time, memory balance%s\n", several ? ", scaling efficiency sps(P)/(P*sps(base))" : "");
-    fprintf(out, "# %-*s %5s %11s %9s %9s %9s %9s %8s %8s %10s %8s\n", s_lwid, "engine", "world", "samples/s", "step p50", "step p99",
+    fprintf(out, "# %-*s %5s %11s %19s %9s %9s %9s %9s %8s %8s %10s %8s\n", s_lwid, "engine", "world", "samples/s", "runs: min - max", "step p50", "step p99",
             "comm p50", "wait p50", "rss imb", "eng imb", "scaling", "speedup");
-    fprintf(out, "# %-*s %5s %11s %9s %9s %9s %9s %8s %8s %10s %8s\n", s_lwid, "", "", "", "(ms)", "(ms)", "(ms)", "(ms)", "max/mean",
+    fprintf(out, "# %-*s %5s %11s %19s %9s %9s %9s %9s %8s %8s %10s %8s\n", s_lwid, "", "", "(median)", "", "(ms)", "(ms)", "(ms)", "(ms)", "max/mean",
             "max/mean", "eff", "(emul.)");
     for (size_t i = 0; i < d->nt; i++) {
         const h_rtrain_t *t = &d->t[i];
@@ -456,9 +463,10 @@ static void s_text_train(FILE *out, const h_rdata_t *d)
         approx |= !isnan(eff) && base > 1;
         if (isnan(t->eimb)) snprintf(eimb, sizeof eimb, "-");
         else snprintf(eimb, sizeof eimb, "%.3f", t->eimb);
-        char sp[16] = "-";
+        char sp[16] = "-", range[48] = "1";
         if (!isnan(t->speedup)) snprintf(sp, sizeof sp, "%.2f", t->speedup);
-        fprintf(out, "  %-*s %5d %11.1f %9.2f %9.2f %9.2f %9.2f %8.3f %8s %10s %8s\n", s_lwid, t->label, t->world, t->sps, t->step50,
+        if (t->nrep > 1) snprintf(range, sizeof range, "%zu: %.0f - %.0f", t->nrep, t->sps_min, t->sps_max);
+        fprintf(out, "  %-*s %5d %11.1f %19s %9.2f %9.2f %9.2f %9.2f %8.3f %8s %10s %8s\n", s_lwid, t->label, t->world, t->sps, range, t->step50,
                 t->step99, t->comm50, t->wait50, t->imb, eimb, effs, sp);
     }
     if (approx) fprintf(out, "# * no world-1 run for that engine: efficiency relative to its smallest world\n");

@@ -28,14 +28,17 @@ typedef struct {
     size_t ntraffic;
 } h_rbench_t;
 
-/* One training configuration: the latest line for it. */
+/* One training configuration: samples/s the median of its repeated runs (with their min and max),
+ * every other figure the latest line's. */
 typedef struct {
     char label[H_LABEL];
     char *cfg;                 /* as for bench */
     const void *obj;
     char src[256];             /* "file:line" of that line */
     int world, servers;
-    double sps, step50, step99, comm50, wait50, imb, eimb;
+    double sps, step50, step99, comm50, wait50, imb, eimb;   /* sps: the median of its runs, the rest the latest's */
+    double sps_min, sps_max;   /* over its runs (the latest H_REPS) */
+    double rep_sps[H_REPS];
     double speedup;            /* emulated runs: speedup over one emulated device (NAN otherwise) */
     double *mem;               /* peak bytes per rank (borrowed from the parsed line) */
     size_t nmem, nrep;

@@ -15,7 +15,7 @@ typedef struct { const char *key, *fmt, *str; double num; } s_cell_t;
 
 #define S_NUM(k, f, v) ((s_cell_t){.key = (k), .fmt = (f), .num = (v)})
 #define S_STR(k, s)    ((s_cell_t){.key = (k), .str = (s)})
-#define S_MAXCELLS 16
+#define S_MAXCELLS 24
 
 static size_t s_cells_bench(const h_rdata_t *d, size_t i, s_cell_t *c)
 {
@@ -43,7 +43,7 @@ static size_t s_cells_train(const h_rdata_t *d, size_t i, s_cell_t *c)
     c[k++] = S_STR("label", t->label);
     c[k++] = S_NUM("world", "%.0f", t->world);
     c[k++] = S_NUM("servers", "%.0f", t->servers);
-    c[k++] = S_NUM("samples_per_s", "%.1f", t->sps);
+    c[k++] = S_NUM("samples_per_s", "%.1f", t->sps);  /* the median of its runs */
     c[k++] = S_NUM("step_ms_p50", "%.2f", t->step50);
     c[k++] = S_NUM("step_ms_p99", "%.2f", t->step99);
     c[k++] = S_NUM("comm_ms_p50", "%.2f", t->comm50);
@@ -55,6 +55,8 @@ static size_t s_cells_train(const h_rdata_t *d, size_t i, s_cell_t *c)
     c[k++] = S_NUM("runs", "%.0f", (double)t->nrep);
     c[k++] = S_STR("src", t->src);
     c[k++] = S_NUM("speedup", "%.3f", t->speedup); /* emulated cluster runs: over one emulated device */
+    c[k++] = S_NUM("samples_per_s_min", "%.1f", t->sps_min);
+    c[k++] = S_NUM("samples_per_s_max", "%.1f", t->sps_max);
     return k;
 }
 

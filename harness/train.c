@@ -307,8 +307,8 @@ static void s_print(const h_opts_t *o, const char *label, const s_rank_t *all, c
     }
     printf("#\n# syncbench train: engine %s%s%s%s, %d worker%s%s, model %s (%.2fM params, %d bucket%s closed at >= %g MiB%s), "
            "data %s, batch %zu (%zu/worker), optim %s, grads %s, %d BLAS thread%s/rank\n",
-           label, strstr(label, impl ? impl : "default") ? "" : " (", strstr(label, impl ? impl : "default") ? "" : impl,
-           strstr(label, impl ? impl : "default") ? "" : ")", P, P > 1 ? "s" : "", R > P ? " + dedicated servers" : "", S->model,
+           label, *h_engine_impl_note(label, impl) ? " (" : "", h_engine_impl_note(label, impl),
+           *h_engine_impl_note(label, impl) ? ")" : "", P, P > 1 ? "s" : "", R > P ? " + dedicated servers" : "", S->model,
            (double)sh->count / 1e6, all[0].nbuckets, all[0].nbuckets > 1 ? "s" : "", o->bucket_mb > 0 ? o->bucket_mb : 25.0,
            o->no_overlap ? ", no overlap" : "", trainer_data_name(t), S->lb * (size_t)P, S->lb, o->optim ? o->optim : "sgd",
            dt_name(o->grad_dtype), all[0].threads, all[0].threads > 1 ? "s" : "");

@@ -323,7 +323,8 @@ Test(report, json)
     cr_assert(strstr(out, "{\"label\":\"ring\",\"world\":2,\"servers\":0,\"samples_per_s\":1800,"
                           "\"step_ms_p50\":142.22222222222223,"), "%s", out);
     cr_assert(strstr(out, "\"scaling_eff\":0.9,\"eff_base_world\":1,\"runs\":1,\"src\":\""), "%s", out);
-    cr_assert(strstr(out, "report_sample.jsonl:10\",\"speedup\":null}"), "%s", out);
+    cr_assert(strstr(out, "report_sample.jsonl:10\",\"speedup\":null,\"samples_per_s_min\":1800,\"samples_per_s_max\":1800}"),
+              "%s", out);
     cr_assert(strstr(out, "\"mem_imbalance\":2,\"mem_engine_imbalance\":null,"), "%s", out);
     /* model: the measured point and the extrapolation without measurement */
     cr_assert(strstr(out, "{\"what\":\"bench\",\"label\":\"ring\",\"world\":4,\"bytes\":1048576,\"pred_us\":1380,"
@@ -355,7 +356,8 @@ Test(report, csv)
     cr_assert(strstr(out, "\nbench,ring,4,0,1048576,1500,1.048576,0.699051,1,0,\n"), "%s", out);
     cr_assert(strstr(out, "\nbench,ring,2,0,1024,10,0.1024,0.1024,1,0,\n"), "%s", out);
     cr_assert(strstr(out, "\n\nsection,label,world,servers,samples_per_s,step_ms_p50,step_ms_p99,comm_ms_p50,wait_ms_p50,"
-                          "mem_imbalance,mem_engine_imbalance,scaling_eff,eff_base_world,runs,src,speedup\n"), "%s", out);
+                          "mem_imbalance,mem_engine_imbalance,scaling_eff,eff_base_world,runs,src,speedup,samples_per_s_min,"
+                          "samples_per_s_max\n"), "%s", out);
     cr_assert(strstr(out, "\ntrain,ring,2,0,1800,142.22222222222223,166.66666666666666,0.5,0.25,1,,0.9,1,1,"), "%s", out);
     cr_assert(strstr(out, "\n\nsection,what,label,world,bytes,pred_us,meas_us,err_pct\n"), "%s", out);
     cr_assert(strstr(out, "\nmodel,bench,ring,4,1048576,1380,1500,-8\n"), "%s", out);
