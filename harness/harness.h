@@ -183,7 +183,8 @@ char *h_json_f64_list(const double *v, size_t n, int decimals);
  * Schema 2: written by jansson, "topology" in every mode (schema 1, unversioned: train said "topo"). */
 #define H_RESULT_SCHEMA 2
 /* Append the line made of body (stolen; NULL: out of memory, nothing written) to --json, whole or not
- * at all: 0, or ERR_NOMEM / ERR_IO / ERR_NOSPC (err_set). */
+ * at all: 0, or ERR_NOMEM / ERR_IO / ERR_NOSPC (err_set). Train lines are spaced ("key": value) as they
+ * always were, the others compact. */
 int h_result_write(const h_opts_t *o, const h_meta_t *m, const char *mode, json_t *body);
 /* dst += part's fields (part stolen; NULL part: -1); 0 or -1 */
 int h_jmerge(json_t *dst, json_t *part);

@@ -112,10 +112,11 @@ int h_jparse(const char *line, size_t len, h_jobj_t *obj, char *err, size_t errl
     return rc;
 }
 
-char *h_jdump_line(const json_t *obj, size_t *len)
+char *h_jdump_line(const json_t *obj, int spaced, size_t *len)
 {
-    /* 15 significant digits: every measured figure exactly as measured, without 0.1's binary tail */
-    char *s = json_dumps(obj, JSON_COMPACT | JSON_REAL_PRECISION(15));
+    /* 15 significant digits: every measured figure exactly as measured, without 0.1's binary tail;
+     * JSON_INDENT(0) without JSON_COMPACT: one line with a space after ',' and ':' */
+    char *s = json_dumps(obj, (spaced ? JSON_INDENT(0) : JSON_COMPACT) | JSON_REAL_PRECISION(15));
     if (!s) return NULL;
     size_t n = strlen(s);
     char *line = realloc(s, n + 2);

@@ -44,8 +44,9 @@ const char *h_jstr(const h_jobj_t *obj, const char *key, const char *dflt);
 int  h_jread_files(int nfiles, char **files, h_jobj_t **objs, size_t *nobjs, size_t *nbad, void *diag);
 void h_jfree_all(h_jobj_t **objs, size_t *nobjs);
 
-/* obj as one compact line ending in '\n' (malloc'd; *len its length; NULL when out of memory). */
-char *h_jdump_line(const json_t *obj, size_t *len);
+/* obj as one line ending in '\n', compact ({"a":1,"b":2}) or spaced ({"a": 1, "b": 2}) (malloc'd; *len
+ * its length; NULL when out of memory). */
+char *h_jdump_line(const json_t *obj, int spaced, size_t *len);
 
 /* Append whole lines (len bytes ending in '\n') to the results file path (created 0644): one write()
  * with O_APPEND, so lines of concurrent writers never interleave or get lost; on a short write (disk

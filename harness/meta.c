@@ -106,7 +106,8 @@ int h_result_write(const h_opts_t *o, const h_meta_t *m, const char *mode, json_
                                           "versions", m->versions, "net", o->net ? o->net : "")) != 0;
     free(cmd);
     size_t len = 0;
-    char *text = bad ? NULL : h_jdump_line(line, &len);
+    /* train lines keep the spacing they always had ("key": value), bench and the rest are compact */
+    char *text = bad ? NULL : h_jdump_line(line, !strcmp(mode, "train"), &len);
     json_decref(line);
     if (!text) return err_set(ERR_NOMEM, "%s result line: out of memory (nothing written)", mode);
     int rc = h_json_append(o->json, text, len);

@@ -210,7 +210,7 @@ static int s_unique_labels(h_rdata_t *d)
                 else snprintf(ext[i] + at, H_LABEL - at, "+%.*s=-", (int)kl, k);
                 k += kl + (k[kl] ? 1 : 0);
             }
-            for (char *c = ext[i]; *c; c++)
+            for (char *c = ext[i] + strlen(S_LAB(i)); *c; c++) /* the added part (the label is safe already) */
                 if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || strchr("-_./=+:", *c)))
                     *c = '_';
         }
