@@ -5,7 +5,7 @@ CUDA ?= $(shell test -x $(CUDA_HOME)/bin/nvcc && test -f $(CUDA_HOME)/include/nc
 BUILD ?= build
 CC ?= gcc
 NVCC ?= $(CUDA_HOME)/bin/nvcc
-PKGS := libzmq msgpack hwloc openblas libsodium
+PKGS := libzmq msgpack hwloc openblas libsodium jansson
 OPT ?= -O3 -march=x86-64-v2
 # -ffp-contract=off: no FMA contraction on the host (core/optim.c must match the device optimizer bit
 # for bit whatever -std or -march says; -std=c11 implies it today, gnu11 or -march=native would not).
@@ -47,9 +47,9 @@ all: $(BUILD)/harness $(TESTS)
 
 # A missing library is named (pkg-config, package by package) before any compiling, not found by the linker.
 # Debian/Ubuntu packages: libzmq3-dev libmsgpack-dev (Ubuntu: universe) libhwloc-dev libopenblas-dev
-# libsodium-dev libcriterion-dev; `make deps` installs them (root or sudo), nothing else here needs root.
+# libsodium-dev libjansson-dev libcriterion-dev; `make deps` installs them (root or sudo), nothing else here needs root.
 PKGS_DEB := libzmq:libzmq3-dev msgpack:libmsgpack-dev hwloc:libhwloc-dev openblas:libopenblas-dev \
-            libsodium:libsodium-dev criterion:libcriterion-dev
+            libsodium:libsodium-dev jansson:libjansson-dev criterion:libcriterion-dev
 .PHONY: check-libs check-criterion
 check-libs:
 	@command -v pkg-config >/dev/null || { echo "make: pkg-config is missing (Debian: pkg-config); make deps installs it" >&2; exit 1; }

@@ -103,9 +103,14 @@ static void s_header(const s_bench_t *B)
     const h_opts_t *o = B->o;
     engine_stats_t s0;
     B->ops->stats(B->eng, &s0);
-    printf("#\n# syncbench bench: engine %s (%s), %d ranks%s, dtype %s, op %s, transport %s, out-of-place\n", B->name,
-           s0.impl ? s0.impl : "default", B->P, B->comm->world > B->cfg.nworkers ? " + dedicated servers" : "",
-           dt_name(o->dtype), op_name(o->op), s_transport(B));
+    const char *impl = s0.impl ? s0.impl : "default";
+    char label[128];
+    h_engine_label(label, sizeof label, B->name, impl, B->comm->world - B->cfg.nworkers, (int)engine_counter(&s0, "colocate"));
+    const char *note = h_engine_impl_note(label, impl);
+    printf("#\n# syncbench bench: engine %s%s%s%s, %d ranks%s, dtype %s, op %s, transport %s, out-of-place\n", label,
+           *note ? " (" : "", note, *note ? ")" : "", B->P,
+           B->comm->world > B->cfg.nworkers ? " + dedicated servers" : "", dt_name(o->dtype), op_name(o->op),
+           s_transport(B));
     printf("# %12s %12s %6s %6s %10s %9s %9s %8s %8s\n", "size(B)", "count", "type", "redop", "time(us)", "algbw",
            "busbw", "#wrong", "algo");
     printf("# %12s %12s %6s %6s %10s %9s %9s %8s %8s\n", "", "(elements)", "", "", "", "(GB/s)", "(GB/s)", "", "");
@@ -189,9 +194,7 @@ static int s_gather(const s_bench_t *B, double *t, uint64_t *wrong)
 /* Rank 0: one size's row of the table and its JSON line. */
 static int s_row(const s_bench_t *B, size_t bytes, double t, uint64_t wrong)
 {
-    char *traffic = NULL;
     const h_opts_t *o = B->o;
-    const h_meta_t *meta = B->meta;
     size_t count = bytes / dt_size(o->dtype);
     int P = B->P;
     double algbw = t > 0 ? (double)bytes / (t * 1e-6) / 1e9 : 0;
@@ -204,33 +207,18 @@ static int s_row(const s_bench_t *B, size_t bytes, double t, uint64_t wrong)
         fflush(stdout);
     }
     if (!o->json) return 0;
-    char *line = NULL, host[256], topo[512], cpu[300], net[160];
-    char *cmd = h_meta_cmdline_json(meta);
-    traffic = h_traffic_json(B->traffic, B->comm->world);
-    if (!cmd || !traffic) {
-        free(cmd);
-        free(traffic);
-        return err_set(ERR_NOMEM, "bench result line: out of memory");
-    }
-    h_json_str(net, sizeof net, o->net ? o->net : "");
-    h_json_str(host, sizeof host, meta->host);
-    h_json_str(topo, sizeof topo, meta->topo);
-    h_json_str(cpu, sizeof cpu, meta->cpu);
-    int n = asprintf(&line,
-        "{\"mode\":\"bench\",\"engine\":\"%s\",\"impl\":\"%s\",\"world\":%d,\"servers\":%d,"
-        "\"colocate\":%d,\"transport\":\"%s\",\"bytes\":%zu,\"count\":%zu,\"dtype\":\"%s\",\"op\":\"%s\","
-        "\"iters\":%d,\"warmup\":%d,\"time_us\":%.3f,\"algbw_gbs\":%.6f,\"busbw_gbs\":%.6f,"
-        "\"wrong\":%llu,\"algo\":%s%s%s,\"host\":%s,\"git_sha\":\"%s\",\"timestamp\":\"%s\",\"cmdline\":%s,"
-        "\"topology\":%s,\"cpu\":%s,\"versions\":\"%s\",\"net\":%s,\"traffic_bytes\":%s}\n",
-        B->name, s1.impl ? s1.impl : "default", P, B->comm->world - B->cfg.nworkers, (int)engine_counter(&s1, "colocate"),
-        s_transport(B), bytes, count, dt_name(o->dtype), op_name(o->op), o->iters, o->warmup, t, algbw, busbw,
-        (unsigned long long)wrong, s1.algo ? "\"" : "", s1.algo ? s1.algo : "null", s1.algo ? "\"" : "", host, meta->git_sha, meta->timestamp, cmd, topo, cpu, meta->versions, net, traffic);
-    free(cmd);
+    const char *impl = s1.impl ? s1.impl : "default";
+    int servers = B->comm->world - B->cfg.nworkers, coloc = (int)engine_counter(&s1, "colocate");
+    char label[128];
+    h_engine_label(label, sizeof label, B->name, impl, servers, coloc);
+    char *traffic = h_traffic_json(B->traffic, B->comm->world);
+    json_t *body = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:I, s:I, s:s, s:s, s:i, s:i, s:f, s:f, s:f, s:I, s:s?, s:o}",
+        "engine", B->name, "engine_label", label, "impl", impl, "world", P, "servers", servers, "colocate", coloc,
+        "transport", s_transport(B), "bytes", (json_int_t)bytes, "count", (json_int_t)count, "dtype", dt_name(o->dtype),
+        "op", op_name(o->op), "iters", o->iters, "warmup", o->warmup, "time_us", t, "algbw_gbs", algbw, "busbw_gbs", busbw,
+        "wrong", (json_int_t)wrong, "algo", s1.algo, "traffic_bytes", h_jarr_text(traffic));
     free(traffic);
-    if (n < 0) return err_set(ERR_NOMEM, "bench result line: out of memory");
-    int rc = h_json_append(o->json, line, (size_t)n);
-    free(line);
-    return rc;
+    return h_result_write(o, B->meta, "bench", body);
 }
 
 /* A worker's whole run: every size; *total_wrong: the wrong elements over all sizes and workers. */

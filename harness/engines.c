@@ -34,6 +34,35 @@ _Static_assert(sizeof s_patterns / sizeof s_patterns[0] == sizeof s_engines / si
                "one pattern per engine");
 _Static_assert(S_NENGINES <= H_MAX_ENGINES, "H_MAX_ENGINES too small for the engine table");
 
+/* declared in harness.h: the one label of an engine configuration */
+void h_engine_label(char *out, size_t len, const char *engine, const char *impl, int servers, int coloc)
+{
+    if (!impl) impl = "";
+    if (h_engine_is_peer(engine)) { /* another project's collective: its library and version are in impl */
+        snprintf(out, len, "%s", engine);
+        return;
+    }
+    size_t el = strlen(engine);
+    if (!strncmp(impl, engine, el) && impl[el] == '-') {
+        /* a descriptive impl ("ps-sync-servers1") already names the layout */
+        snprintf(out, len, "%s", impl);
+        return;
+    }
+    size_t k = (size_t)snprintf(out, len, "%s", engine);
+    if (*impl && strcmp(impl, "default") && strcmp(impl, "host") && k < len)
+        k += (size_t)snprintf(out + k, len - k, "/%s", impl);
+    if (h_engine_pattern(engine) == H_PATTERN_PS && k < len) {
+        if (coloc) snprintf(out + k, len - k, "-colocated");
+        else if (servers > 0) snprintf(out + k, len - k, "-servers%d", servers);
+    }
+}
+
+const char *h_engine_impl_note(const char *label, const char *impl)
+{
+    if (!impl || !*impl || !strcmp(impl, "default") || !strcmp(impl, "host") || strstr(label, impl)) return "";
+    return impl;
+}
+
 int h_engine_count(void) { return S_NENGINES; }
 
 const engine_ops_t *h_engine_at(int i) { return i >= 0 && i < S_NENGINES ? s_engines[i] : NULL; }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include "core/comm.h"
 #include "core/engine.h"
+#include <jansson.h>
 
 #define H_MAX_ENGINES 8
 #define H_MAX_SCALING 16
@@ -34,6 +35,7 @@ typedef struct {
     int   require_auth;               /* --require-auth: refuse to run without a job secret */
     int   scaling[H_MAX_SCALING];     /* --scaling 1,2,4 */
     int   nscaling;
+    int   rounds;                     /* --rounds N: run: repeat the comparison, engines alternating (default 3) */
     /* bench */
     size_t size_min, size_max;        /* --sizes MIN:MAX */
     double factor;                    /* --factor */
@@ -66,6 +68,7 @@ typedef struct {
     int   device;                     /* inside a rank with --gpus: this rank's CUDA device */
     /* output */
     const char *json;                 /* --json FILE|- */
+    const char *label;                /* --label NAME: the run's name in every JSON line; report: keep only it */
     const char *timeline;             /* --timeline FILE */
     const char *timeline_tag;         /* --timeline-tag TAG (set by the driver: FILE.TAG.json) */
     const char *net;                  /* --net bw=1gbit[,per=node] */
@@ -113,6 +116,14 @@ int  h_drive_check_cluster(h_opts_t *o);
 int h_engine_count(void);
 const engine_ops_t *h_engine_at(int i);
 const engine_ops_t *h_engine_find(const char *name);
+/* The one name of an engine configuration, in every table, JSON line ("engine_label"), report, plot and
+ * paper: the engine; "/impl" unless the default host path; a descriptive impl that starts with
+ * "<engine>-" (ps-sync-servers1, ps-sync-colocated) is the label itself; a PS without one gets
+ * "-colocated" or "-serversN". */
+void h_engine_label(char *out, size_t len, const char *engine, const char *impl, int servers, int coloc);
+/* What a table's header adds after the label: the implementation when the label does not already say
+ * it and it is not the default host path ("" otherwise). */
+const char *h_engine_impl_note(const char *label, const char *impl);
 /* The communication pattern of an engine (cost models, labels): H_PATTERN_NONE for unknown names. */
 typedef enum { H_PATTERN_NONE = -1, H_PATTERN_RING = 0, H_PATTERN_TREE, H_PATTERN_PS } h_pattern_t;
 h_pattern_t h_engine_pattern(const char *name);
@@ -165,6 +176,28 @@ char *h_json_strdup(const char *s);
 char *h_meta_cmdline_json(const h_meta_t *m);
 char *h_json_u64_list(const uint64_t *v, size_t n);
 char *h_json_f64_list(const double *v, size_t n, int decimals);
+
+/* Result lines (meta.c, with jansson; jsonl.h reads them back). Every line is one flat object:
+ * {"schema": H_RESULT_SCHEMA, "mode": MODE, "label": --label (when given), the body's fields, then the
+ * metadata "host", "git_sha", "timestamp", "cmdline" (whole), "topology", "cpu", "versions", "net"}.
+ * Schema 2: written by jansson, "topology" in every mode (schema 1, unversioned: train said "topo"). */
+#define H_RESULT_SCHEMA 2
+/* Append the line made of body (stolen; NULL: out of memory, nothing written) to --json, whole or not
+ * at all: 0, or ERR_NOMEM / ERR_IO / ERR_NOSPC (err_set). Train lines are spaced ("key": value) as they
+ * always were, the others compact. */
+int h_result_write(const h_opts_t *o, const h_meta_t *m, const char *mode, json_t *body);
+/* dst += part's fields (part stolen; NULL part: -1); 0 or -1 */
+int h_jmerge(json_t *dst, json_t *part);
+/* JSON arrays of n integers / doubles, or parsed from JSON text (h_traffic_json's); NULL: no memory */
+json_t *h_jarr_u64(const uint64_t *v, size_t n);
+json_t *h_jarr_f64(const double *v, size_t n);
+json_t *h_jarr_text(const char *text);
+
+/* `harness run` (run.c): warn on out when the load average exceeds the cores or the ranks outnumber them
+ * (1 if it warned); after the rounds, the train samples/s per engine (median, min - max) from the
+ * results file and whether the ranking is within the spread (0, or -1 when the file cannot be read). */
+int h_run_load_check(const h_opts_t *o, FILE *out);
+int h_run_summary(const char *json, FILE *out);
 
 /* modes: each runs on one rank inside the launched world */
 /* h_bench: 0 or a negative code; *wrong set when some results were wrong (err_detail says which,

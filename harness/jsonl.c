@@ -1,229 +1,65 @@
 /* jsonl.c: the strict reader of flat JSON-lines results (see jsonl.h), and the appender every results
- * writer should use. A recursive-descent parser over one line with a cursor; every failure records its
- * column and what was expected. Duplicate keys are found with a hash set of the keys seen (linear in
- * the number of keys, not quadratic). */
+ * writer uses. Parsing is jansson's (Debian libjansson-dev): it rejects duplicate keys itself and says
+ * where a line went wrong; this file keeps results lines flat and turns them into fields. */
 #include "harness/jsonl.h"
 #include "core/err.h"
-#include "core/hash.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <math.h>
-#include <stdarg.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    const char *s;
-    size_t len, pos;
-    char *err;
-    size_t errlen;
-    int failed;
-} s_cur_t;
-
-static int s_fail(s_cur_t *c, const char *fmt, ...)
+/* "column C: why" from jansson's error (its duplicate-key message names the key as ours did). */
+static int s_fail(char *err, size_t errlen, const json_error_t *e)
 {
-    if (c->failed) return ERR_CORRUPT;
-    c->failed = 1;
-    char msg[200];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (c->err && c->errlen) snprintf(c->err, c->errlen, "column %zu: %s", c->pos + 1, msg);
+    if (!err || !errlen) return ERR_CORRUPT;
+    int col = e->column > 0 ? e->column : 1;
+    const char *near = strstr(e->text, " near '");
+    if (json_error_code(e) == json_error_duplicate_key && near) {
+        size_t n = strlen(near + 7);
+        snprintf(err, errlen, "column %d: duplicate key %.*s", col, (int)(n ? n - 1 : 0), near + 7);
+    } else {
+        snprintf(err, errlen, "column %d: %s", col, e->text);
+    }
     return ERR_CORRUPT;
 }
 
-static void s_ws(s_cur_t *c)
+/* A value of a results line into f: numbers, strings, true/false/null, arrays of numbers; anything
+ * else is named with its key (jansson keeps no position for a value once parsed). */
+static int s_value(const char *key, const json_t *v, h_jfield_t *f, char *err, size_t errlen)
 {
-    while (c->pos < c->len && (c->s[c->pos] == ' ' || c->s[c->pos] == '\t' || c->s[c->pos] == '\r' || c->s[c->pos] == '\n'))
-        c->pos++;
-}
-
-static int s_peek(s_cur_t *c) { return c->pos < c->len ? (unsigned char)c->s[c->pos] : -1; }
-
-static int s_expect(s_cur_t *c, char ch)
-{
-    s_ws(c);
-    if (s_peek(c) != (unsigned char)ch) {
-        if (s_peek(c) < 0) return s_fail(c, "expected '%c', found the end of the line", ch);
-        return s_fail(c, "expected '%c', found '%c'", ch, c->s[c->pos]);
-    }
-    c->pos++;
-    return 0;
-}
-
-static int s_hex4(s_cur_t *c, unsigned *out)
-{
-    if (c->pos + 4 > c->len) return s_fail(c, "truncated \\u escape");
-    unsigned v = 0;
-    for (int i = 0; i < 4; i++) {
-        char h = c->s[c->pos + (size_t)i];
-        v <<= 4;
-        if (h >= '0' && h <= '9') v |= (unsigned)(h - '0');
-        else if (h >= 'a' && h <= 'f') v |= (unsigned)(h - 'a' + 10);
-        else if (h >= 'A' && h <= 'F') v |= (unsigned)(h - 'A' + 10);
-        else return s_fail(c, "bad hex digit in \\u escape");
-    }
-    c->pos += 4;
-    *out = v;
-    return 0;
-}
-
-static size_t s_utf8(char *d, unsigned cp)
-{
-    if (cp < 0x80) { d[0] = (char)cp; return 1; }
-    if (cp < 0x800) { d[0] = (char)(0xc0 | (cp >> 6)); d[1] = (char)(0x80 | (cp & 0x3f)); return 2; }
-    if (cp < 0x10000) {
-        d[0] = (char)(0xe0 | (cp >> 12)); d[1] = (char)(0x80 | ((cp >> 6) & 0x3f)); d[2] = (char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    d[0] = (char)(0xf0 | (cp >> 18)); d[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-    d[2] = (char)(0x80 | ((cp >> 6) & 0x3f)); d[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
-}
-
-/* A string at the cursor (the opening quote included) -> malloc'd, unescaped. */
-static int s_string(s_cur_t *c, char **out)
-{
-    *out = NULL;
-    if (s_expect(c, '"')) return ERR_CORRUPT;
-    size_t start = c->pos;
-    /* unescaped length <= escaped length */
-    size_t end = start;
-    while (end < c->len && c->s[end] != '"') end += (c->s[end] == '\\') ? 2 : 1;
-    if (end >= c->len) return s_fail(c, "unterminated string");
-    char *d = malloc(end - start + 1);
-    if (!d) return s_fail(c, "out of memory");
-    size_t k = 0;
-    while (c->pos < c->len && c->s[c->pos] != '"') {
-        unsigned char ch = (unsigned char)c->s[c->pos];
-        if (ch < 0x20) { free(d); return s_fail(c, "control character in a string"); }
-        if (ch != '\\') { d[k++] = (char)ch; c->pos++; continue; }
-        c->pos++;
-        if (c->pos >= c->len) { free(d); return s_fail(c, "unterminated escape"); }
-        char e = c->s[c->pos++];
-        switch (e) {
-        case '"': d[k++] = '"'; break;
-        case '\\': d[k++] = '\\'; break;
-        case '/': d[k++] = '/'; break;
-        case 'b': d[k++] = '\b'; break;
-        case 'f': d[k++] = '\f'; break;
-        case 'n': d[k++] = '\n'; break;
-        case 'r': d[k++] = '\r'; break;
-        case 't': d[k++] = '\t'; break;
-        case 'u': {
-            unsigned cp;
-            if (s_hex4(c, &cp)) { free(d); return ERR_CORRUPT; }
-            if (cp >= 0xd800 && cp < 0xdc00) {
-                unsigned lo;
-                if (c->pos + 2 > c->len || c->s[c->pos] != '\\' || c->s[c->pos + 1] != 'u') {
-                    free(d);
-                    return s_fail(c, "lone high surrogate in \\u escape");
-                }
-                c->pos += 2;
-                if (s_hex4(c, &lo)) { free(d); return ERR_CORRUPT; }
-                if (lo < 0xdc00 || lo > 0xdfff) { free(d); return s_fail(c, "bad low surrogate in \\u escape"); }
-                cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-            } else if (cp >= 0xdc00 && cp < 0xe000) {
-                free(d);
-                return s_fail(c, "lone low surrogate in \\u escape");
-            }
-            if (cp == 0) { free(d); return s_fail(c, "\\u0000 in a string"); }
-            /* at most 6 escaped chars -> at most 4 bytes: fits */
-            k += s_utf8(d + k, cp);
-            break;
-        }
-        default: free(d); c->pos--; return s_fail(c, "bad escape '\\%c'", e);
-        }
-    }
-    d[k] = '\0';
-    c->pos++; /* closing quote */
-    *out = d;
-    return 0;
-}
-
-/* A JSON number (strict grammar: -?(0|[1-9]d*)(.d+)?([eE][+-]?d+)?). */
-static int s_number(s_cur_t *c, double *out)
-{
-    size_t p = c->pos;
-    const char *s = c->s;
-    if (p < c->len && s[p] == '-') p++;
-    if (p >= c->len || s[p] < '0' || s[p] > '9') return s_fail(c, "expected a value");
-    if (s[p] == '0') p++;
-    else while (p < c->len && s[p] >= '0' && s[p] <= '9') p++;
-    if (p < c->len && s[p] == '.') {
-        p++;
-        if (p >= c->len || s[p] < '0' || s[p] > '9') { c->pos = p; return s_fail(c, "expected a digit after '.'"); }
-        while (p < c->len && s[p] >= '0' && s[p] <= '9') p++;
-    }
-    if (p < c->len && (s[p] == 'e' || s[p] == 'E')) {
-        p++;
-        if (p < c->len && (s[p] == '+' || s[p] == '-')) p++;
-        if (p >= c->len || s[p] < '0' || s[p] > '9') { c->pos = p; return s_fail(c, "expected a digit in the exponent"); }
-        while (p < c->len && s[p] >= '0' && s[p] <= '9') p++;
-    }
-    char buf[64];
-    size_t n = p - c->pos;
-    if (n >= sizeof buf) return s_fail(c, "number too long");
-    memcpy(buf, s + c->pos, n);
-    buf[n] = '\0';
-    errno = 0;
-    double v = strtod(buf, NULL);
-    if (!isfinite(v)) return s_fail(c, "number out of range");
-    c->pos = p;
-    *out = v;
-    return 0;
-}
-
-static int s_lit(s_cur_t *c, const char *w)
-{
-    size_t n = strlen(w);
-    if (c->pos + n > c->len || memcmp(c->s + c->pos, w, n)) return s_fail(c, "expected a value");
-    c->pos += n;
-    return 0;
-}
-
-static int s_value(s_cur_t *c, h_jfield_t *f)
-{
-    s_ws(c);
-    int ch = s_peek(c);
-    if (ch < 0) return s_fail(c, "expected a value, found the end of the line");
-    if (ch == '"') { f->type = HJ_STR; return s_string(c, &f->str); }
-    if (ch == 't') { f->type = HJ_BOOL; f->num = 1; return s_lit(c, "true"); }
-    if (ch == 'f') { f->type = HJ_BOOL; f->num = 0; return s_lit(c, "false"); }
-    if (ch == 'n') { f->type = HJ_NULL; return s_lit(c, "null"); }
-    if (ch == '{') return s_fail(c, "nested objects are not expected in a results line");
-    if (ch == '[') {
+    const char *why = NULL;
+    switch (json_typeof(v)) {
+    case JSON_REAL:
+    case JSON_INTEGER: f->type = HJ_NUM; f->num = json_number_value(v); return 0;
+    case JSON_TRUE: f->type = HJ_BOOL; f->num = 1; return 0;
+    case JSON_FALSE: f->type = HJ_BOOL; f->num = 0; return 0;
+    case JSON_NULL: f->type = HJ_NULL; return 0;
+    case JSON_STRING:
+        f->type = HJ_STR;
+        f->str = strdup(json_string_value(v));
+        if (!f->str) why = "out of memory";
+        break;
+    case JSON_ARRAY: {
         f->type = HJ_ARR;
-        c->pos++;
-        size_t cap = 0;
-        s_ws(c);
-        if (s_peek(c) == ']') { c->pos++; return 0; }
-        for (;;) {
-            double v;
-            s_ws(c);
-            if (s_peek(c) == '"' || s_peek(c) == '[' || s_peek(c) == '{')
-                return s_fail(c, "only arrays of numbers are expected in a results line");
-            if (s_number(c, &v)) return ERR_CORRUPT;
-            if (f->n == cap) {
-                cap = cap ? cap * 2 : 8;
-                double *a = realloc(f->arr, cap * sizeof *a);
-                if (!a) return s_fail(c, "out of memory");
-                f->arr = a;
-            }
-            f->arr[f->n++] = v;
-            s_ws(c);
-            if (s_peek(c) == ',') { c->pos++; continue; }
-            return s_expect(c, ']');
+        size_t n = json_array_size(v), i;
+        json_t *x;
+        f->arr = n ? malloc(n * sizeof *f->arr) : NULL;
+        if (n && !f->arr) { why = "out of memory"; break; }
+        json_array_foreach(v, i, x) {
+            if (!json_is_number(x)) { why = "only arrays of numbers are expected in a results line"; break; }
+            f->arr[f->n++] = json_number_value(x);
         }
+        break;
     }
-    f->type = HJ_NUM;
-    return s_number(c, &f->num);
+    case JSON_OBJECT: why = "nested objects are not expected in a results line"; break;
+    }
+    if (!why) return 0;
+    if (err && errlen) snprintf(err, errlen, "key \"%s\": %s", key, why);
+    return ERR_CORRUPT;
 }
 
 static void s_field_free(h_jfield_t *f)
@@ -243,84 +79,52 @@ void h_jfree(h_jobj_t *obj)
     obj->n = obj->cap = 0;
 }
 
-/* The keys seen so far in one object: open addressing over indices into obj->f (+1; 0 = empty). */
-typedef struct { size_t *slot; size_t cap; } s_keyset_t;
-
-static unsigned long s_key_compares; /* key comparisons made by s_keyset_add (tests read it) */
-
-/* 1 when obj->f[i].key was already there (not added), 0 when added, -1 out of memory. */
-static int s_keyset_add(s_keyset_t *ks, const h_jobj_t *obj, size_t i)
-{
-    if (2 * (i + 1) > ks->cap) {
-        size_t cap = ks->cap ? ks->cap * 2 : 64;
-        size_t *slot = calloc(cap, sizeof *slot);
-        if (!slot) return -1;
-        for (size_t k = 0; k < ks->cap; k++)
-            if (ks->slot[k]) {
-                size_t h = hash_str(obj->f[ks->slot[k] - 1].key) & (cap - 1);
-                while (slot[h]) h = (h + 1) & (cap - 1);
-                slot[h] = ks->slot[k];
-            }
-        free(ks->slot);
-        ks->slot = slot;
-        ks->cap = cap;
-    }
-    const char *key = obj->f[i].key;
-    size_t h = hash_str(key) & (ks->cap - 1);
-    for (; ks->slot[h]; h = (h + 1) & (ks->cap - 1)) {
-        s_key_compares++;
-        if (!strcmp(obj->f[ks->slot[h] - 1].key, key)) return 1;
-    }
-    ks->slot[h] = i + 1;
-    return 0;
-}
-
 int h_jparse(const char *line, size_t len, h_jobj_t *obj, char *err, size_t errlen)
 {
-    s_keyset_t ks = {0};
-    s_cur_t c = {.s = line, .len = len, .err = err, .errlen = errlen};
     if (err && errlen) err[0] = '\0';
     obj->f = NULL;
     obj->n = obj->cap = 0;
-    if (s_expect(&c, '{')) goto bad;
-    s_ws(&c);
-    if (s_peek(&c) == '}') { c.pos++; goto tail; }
-    for (;;) {
-        h_jfield_t f = {0};
-        s_ws(&c);
-        if (s_peek(&c) != '"') { s_fail(&c, "expected a key in double quotes"); goto bad; }
-        if (s_string(&c, &f.key)) goto bad;
-        if (s_expect(&c, ':') || s_value(&c, &f)) { s_field_free(&f); goto bad; }
-        if (obj->n == obj->cap) {
-            size_t cap = obj->cap ? obj->cap * 2 : 32;
-            h_jfield_t *a = realloc(obj->f, cap * sizeof *a);
-            if (!a) { s_field_free(&f); s_fail(&c, "out of memory"); goto bad; }
-            obj->f = a;
-            obj->cap = cap;
-        }
-        obj->f[obj->n] = f;
-        int dup = s_keyset_add(&ks, obj, obj->n);
-        if (dup) {
-            if (dup > 0) s_fail(&c, "duplicate key \"%s\"", f.key);
-            else s_fail(&c, "out of memory");
-            s_field_free(&f);
-            goto bad;
-        }
-        obj->n++;
-        s_ws(&c);
-        if (s_peek(&c) == ',') { c.pos++; continue; }
-        if (s_expect(&c, '}')) goto bad;
-        break;
+    json_error_t e;
+    /* integers as doubles (the fields are doubles; 1e20 written as digits is no error); duplicate
+     * keys, NUL escapes, lone surrogates, NaN and overflowing numbers are errors */
+    json_t *j = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, &e);
+    if (!j) return s_fail(err, errlen, &e);
+    if (!json_is_object(j)) {
+        json_decref(j);
+        if (err && errlen) snprintf(err, errlen, "column 1: expected '{', a results line is one object");
+        return ERR_CORRUPT;
     }
-tail:
-    s_ws(&c);
-    if (c.pos != c.len) { s_fail(&c, "trailing characters after the object"); goto bad; }
-    free(ks.slot);
-    return 0;
-bad:
-    free(ks.slot);
-    h_jfree(obj);
-    return ERR_CORRUPT;
+    size_t n = json_object_size(j);
+    obj->f = calloc(n ? n : 1, sizeof *obj->f);
+    obj->cap = n;
+    const char *key;
+    json_t *v;
+    int rc = obj->f ? 0 : ERR_CORRUPT;
+    if (rc && err && errlen) snprintf(err, errlen, "column 1: out of memory");
+    json_object_foreach(j, key, v) {
+        if (rc) break;
+        h_jfield_t *f = &obj->f[obj->n++];
+        f->key = strdup(key);
+        rc = f->key ? s_value(key, v, f, err, errlen) : ERR_CORRUPT;
+    }
+    json_decref(j);
+    if (rc) h_jfree(obj);
+    return rc;
+}
+
+char *h_jdump_line(const json_t *obj, int spaced, size_t *len)
+{
+    /* 15 significant digits: every measured figure exactly as measured, without 0.1's binary tail;
+     * JSON_INDENT(0) without JSON_COMPACT: one line with a space after ',' and ':' */
+    char *s = json_dumps(obj, (spaced ? JSON_INDENT(0) : JSON_COMPACT) | JSON_REAL_PRECISION(15));
+    if (!s) return NULL;
+    size_t n = strlen(s);
+    char *line = realloc(s, n + 2);
+    if (!line) { free(s); return NULL; }
+    line[n] = '\n';
+    line[n + 1] = '\0';
+    if (len) *len = n + 1;
+    return line;
 }
 
 int h_jappend_line(const char *path, const char *lines, size_t len)

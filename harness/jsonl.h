@@ -1,10 +1,12 @@
-/* jsonl.h: a small, strict reader for the flat JSON objects of results files (one object per line):
- * values are numbers, strings, true/false/null and arrays of numbers; anything else (nested objects,
- * arrays of strings, trailing garbage, bad escapes, duplicate keys) is an error with a message that
- * says where. Used by `harness report` and `harness model`. */
+/* jsonl.h: reading and writing results files, one flat JSON object per line, with jansson: values
+ * are numbers, strings, true/false/null and arrays of numbers; anything else (nested objects, arrays
+ * of strings, trailing garbage, bad escapes, duplicate keys) is an error with a message that says
+ * where ("column C: ..." or the key). Lines are appended whole or not at all. Used by every mode that
+ * writes results, `harness report` and `harness model`. */
 #ifndef SB_HARNESS_JSONL_H
 #define SB_HARNESS_JSONL_H
 #include <stddef.h>
+#include <jansson.h>
 
 typedef enum { HJ_NUM, HJ_STR, HJ_ARR, HJ_BOOL, HJ_NULL } h_jtype_t;
 
@@ -24,8 +26,8 @@ typedef struct {
 } h_jobj_t;
 
 /* Parse one line (no '\n' needed; trailing whitespace allowed) into obj (which must be zeroed or
- * freed). Returns 0, or ERR_CORRUPT with a message in err ("column 17: expected ':'"); obj is then
- * empty. */
+ * freed). Returns 0, or ERR_CORRUPT with a message in err ("column 17: invalid token near '01'",
+ * "key \"a\": nested objects are not expected ..."); obj is then empty. */
 int  h_jparse(const char *line, size_t len, h_jobj_t *obj, char *err, size_t errlen);
 void h_jfree(h_jobj_t *obj);
 
@@ -41,6 +43,10 @@ const char *h_jstr(const h_jobj_t *obj, const char *key, const char *dflt);
  * (reported on diag and in err_detail; the other files are still read) or ERR_NOMEM (reading stops). */
 int  h_jread_files(int nfiles, char **files, h_jobj_t **objs, size_t *nobjs, size_t *nbad, void *diag);
 void h_jfree_all(h_jobj_t **objs, size_t *nobjs);
+
+/* obj as one line ending in '\n', compact ({"a":1,"b":2}) or spaced ({"a": 1, "b": 2}) (malloc'd; *len
+ * its length; NULL when out of memory). */
+char *h_jdump_line(const json_t *obj, int spaced, size_t *len);
 
 /* Append whole lines (len bytes ending in '\n') to the results file path (created 0644): one write()
  * with O_APPEND, so lines of concurrent writers never interleave or get lost; on a short write (disk

@@ -179,7 +179,7 @@ static int s_check_writable(const char *flag, const char *path)
 static int s_report(h_opts_t *o)
 {
     err_clear();
-    int r = h_report(o->nmeasured, o->measured, o->plots_dir, o->format ? o->format : "text");
+    int r = h_report_run(o->nmeasured, o->measured, o->plots_dir, o->format ? o->format : "text", o->label);
     if (r >= 0) return r;
     if (err_detail()[0]) fprintf(stderr, "harness: report: %s\n", err_detail());
     return r == ERR_INVAL ? 2 : 1;
@@ -204,17 +204,33 @@ static int s_run(h_opts_t *o)
         mkdir("results/tmp", 0755);
         unlink(o->json);
     }
-    printf("# syncbench run: bench then train, engines %s; %d CPU ranks; results in %s\n", names, o->procs,
-           o->json);
+    int rounds = o->rounds > 0 ? o->rounds : 3;
+    printf("# syncbench run: bench then train, engines %s; %d CPU ranks; %d round%s, the engines' order alternating; "
+           "results in %s\n", names, o->procs, rounds, rounds == 1 ? "" : "s", o->json);
+    h_run_load_check(o, stdout);
     fflush(stdout);
-    int a = s_exit(h_drive(o, "bench"), 2);
-    int b = a >= 128 ? a : s_exit(h_drive(o, "train"), 2);
+    const char *order[H_MAX_ENGINES];
+    int n = o->nengines, a = 0, b = 0;
+    memcpy(order, o->engines, sizeof order);
+    for (int r = 0; r < rounds && a < 128 && b < 128; r++) {
+        for (int i = 0; i < n; i++) o->engines[i] = order[r % 2 ? n - 1 - i : i]; /* A B C, C B A, ... */
+        if (rounds > 1) printf("\n# syncbench run: round %d of %d\n", r + 1, rounds);
+        int ra = s_exit(h_drive(o, "bench"), 2);
+        int rb = ra >= 128 ? ra : s_exit(h_drive(o, "train"), 2);
+        a = a ? a : ra;
+        b = b ? b : rb;
+        if (ra >= 128) a = ra;
+        if (rb >= 128) b = rb;
+    }
+    memcpy(o->engines, order, sizeof order);
     if (a < 128 && b < 128 && strcmp(o->json, "-")) {
         /* the comparison side by side, and where the figures went */
         char *files[1] = {(char *)o->json};
         printf("\n# syncbench run: the engines side by side (harness report %s)\n", o->json);
         fflush(stdout);
         h_report(1, files, NULL, "text");
+        h_run_summary(o->json, stdout);
+        if (h_run_load_check(o, stdout)) printf("# (the warning above holds at the end of the run too)\n");
     }
     return a ? a : b;
 }

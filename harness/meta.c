@@ -73,6 +73,71 @@ int h_json_append(const char *path, const char *lines, size_t len)
     return h_jappend_line(path, lines, len);
 }
 
+/* ---- result lines (jansson) ---- */
+
+int h_jmerge(json_t *dst, json_t *part)
+{
+    int rc = dst && part && json_is_object(part) ? json_object_update(dst, part) : -1;
+    json_decref(part);
+    return rc;
+}
+
+/* The whole command line as one string (no length limit); NULL when out of memory. */
+static char *s_cmdline(const h_meta_t *m)
+{
+    size_t n = 1;
+    for (int i = 0; i < m->argc; i++) n += strlen(m->argv[i]) + 1;
+    char *s = malloc(n), *p = s;
+    if (!s) return NULL;
+    *p = '\0';
+    for (int i = 0; i < m->argc; i++) p += sprintf(p, "%s%s", i ? " " : "", m->argv[i]);
+    return s;
+}
+
+int h_result_write(const h_opts_t *o, const h_meta_t *m, const char *mode, json_t *body)
+{
+    if (!body) return err_set(ERR_NOMEM, "%s result line: out of memory", mode);
+    char *cmd = s_cmdline(m);
+    json_t *line = json_pack("{s:i, s:s, s:s?}", "schema", H_RESULT_SCHEMA, "mode", mode, "label", o->label);
+    if (line && !o->label) json_object_del(line, "label");
+    int bad = !cmd || h_jmerge(line, body) != 0;
+    bad = bad || h_jmerge(line, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "host", m->host, "git_sha", m->git_sha,
+                                          "timestamp", m->timestamp, "cmdline", cmd, "topology", m->topo, "cpu", m->cpu,
+                                          "versions", m->versions, "net", o->net ? o->net : "")) != 0;
+    free(cmd);
+    size_t len = 0;
+    /* train lines keep the spacing they always had ("key": value), bench and the rest are compact */
+    char *text = bad ? NULL : h_jdump_line(line, !strcmp(mode, "train"), &len);
+    json_decref(line);
+    if (!text) return err_set(ERR_NOMEM, "%s result line: out of memory (nothing written)", mode);
+    int rc = h_json_append(o->json, text, len);
+    free(text);
+    return rc;
+}
+
+json_t *h_jarr_u64(const uint64_t *v, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++)
+        if (json_array_append_new(a, json_integer((json_int_t)v[i])) != 0) { json_decref(a); a = NULL; }
+    return a;
+}
+
+json_t *h_jarr_f64(const double *v, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++)
+        if (json_array_append_new(a, json_real(v[i])) != 0) { json_decref(a); a = NULL; }
+    return a;
+}
+
+json_t *h_jarr_text(const char *text)
+{
+    if (!text) return NULL;
+    json_error_t e;
+    return json_loads(text, JSON_DECODE_ANY, &e);
+}
+
 /* ---- growable JSON pieces ---- */
 
 typedef struct { char *p; size_t len, cap; int oom; } s_jb_t;

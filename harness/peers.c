@@ -2,6 +2,7 @@
  * PyTorch DDP / gloo through peers/torch_ddp.py (see peers.h). Both are child processes the driver
  * waits for: mpirun stops every rank when one fails, the script stops its own. */
 #include "harness/peers.h"
+#include "core/auth.h"
 #include "core/err.h"
 #include "core/tp.h"
 #include <errno.h>
@@ -85,23 +86,32 @@ int h_launch_mpirun(const h_launch_cfg_t *cfg, int argc, char **argv)
     av[k++] = mpirun;
     av[k++] = "-np", av[k++] = np, av[k++] = "--oversubscribe", av[k++] = "--bind-to", av[k++] = "none";
     if (geteuid() == 0) av[k++] = "--allow-run-as-root"; /* our ranks drop nothing: as root as the launcher */
+    /* -x NAME forwards a variable by name: the job secret travels in the environment, never in argv */
     static const char *const fwd[] = {"MASTER_ADDR", "MASTER_PORT", "SYNCBENCH_JOB", "SYNCBENCH_LAUNCHED",
-                                      "SYNCBENCH_TIMEOUT", NULL};
+                                      "SYNCBENCH_TIMEOUT", "SYNCBENCH_JOB_SECRET", NULL};
     for (int i = 0; fwd[i]; i++) av[k++] = "-x", av[k++] = (char *)fwd[i];
     av[k++] = exe;
     for (int i = 1; i < argc; i++) av[k++] = argv[i];
     av[k] = NULL;
-    char e_addr[300], e_port[32], e_job[96], e_to[48];
+    char e_addr[300], e_port[32], e_job[96], e_to[48], secret[AUTH_HEX_LEN], e_sec[AUTH_HEX_LEN + 32];
+    int src = h_launch_secret(cfg, secret, sizeof secret); /* the same job secret the other launches make */
+    if (src < 0) {
+        free(av);
+        return src;
+    }
+    snprintf(e_sec, sizeof e_sec, "SYNCBENCH_JOB_SECRET=%s", secret);
+    memset(secret, 0, sizeof secret);
     snprintf(e_addr, sizeof e_addr, "MASTER_ADDR=%s", host);
     snprintf(e_port, sizeof e_port, "MASTER_PORT=%d", port);
     snprintf(e_job, sizeof e_job, "SYNCBENCH_JOB=%s", job);
     snprintf(e_to, sizeof e_to, "SYNCBENCH_TIMEOUT=%d", cfg->timeout_s > 0 ? cfg->timeout_s : 60);
-    char *set[] = {e_addr, e_port, e_job, "SYNCBENCH_LAUNCHED=1", e_to, NULL};
+    char *set[] = {e_addr, e_port, e_job, "SYNCBENCH_LAUNCHED=1", e_to, e_sec, NULL};
     /* rank identity comes from mpirun's OMPI_COMM_WORLD_*: torchrun's variables would win over them */
     static const char *const unset[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
                                         "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", NULL};
     if (!cfg->quiet) fprintf(stderr, "harness: job %s: %s -np %d ... (master %s:%d)\n", job, mpirun, cfg->nlocal, host, port);
     int code = s_run_child(av, set, unset);
+    memset(e_sec, 0, sizeof e_sec);
     free(av);
     tp_cleanup_job(job); /* shared-memory channels a killed rank left behind */
     if (code < 0) return err_set(ERR_SYS, "cannot start mpirun: %s", strerror(errno));

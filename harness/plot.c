@@ -27,6 +27,7 @@ typedef struct {
     const char *dir, *pngterm;
     s_buf_t body;
     int nfig;
+    FILE *note;                       /* where a figure left out says why */
 } s_fig_t;
 
 static int s_mkdirs(const char *path)
@@ -152,6 +153,13 @@ static void s_fig_bench(s_fig_t *f, const h_rdata_t *d)
 /* 2-3. training step time and scaling efficiency against P, one block per engine */
 static void s_fig_train(s_fig_t *f, const h_rdata_t *d, char (*labels)[H_LABEL], size_t nl)
 {
+    int w0 = d->t[0].world, several = 0;
+    for (size_t i = 1; i < d->nt; i++) several |= d->t[i].world != w0;
+    if (!several) { /* one point per line is no scaling curve */
+        fprintf(f->note, "# plots: every train run has %d worker%s: no step-time or scaling figure against P (give "
+                         "--scaling 1,2,4 for one)\n", w0, w0 == 1 ? "" : "s");
+        return;
+    }
     FILE *dat = s_dat_open(f, "train.dat");
     if (!dat) return;
     for (size_t l = 0; l < nl; l++) {
@@ -176,7 +184,7 @@ static void s_fig_train(s_fig_t *f, const h_rdata_t *d, char (*labels)[H_LABEL],
     for (size_t l = 0; l < nl; l++)
         s_bprintf(&f->body, "%s'%s/train.dat' index %zu using 1:5 with linespoints title '%s'", l ? ", " : "", f->dir, l, labels[l]);
     s_bprintf(&f->body, ", 1 with lines dashtype 2 lc rgb 'gray' title 'ideal'");
-    s_fig_end(f, "train_scaling", "scaling efficiency  sps(P) / (P sps(1))", "workers P", "efficiency",
+    s_fig_end(f, "train_scaling", "scaling efficiency against workers P", "workers P", "efficiency sps(P) / (P sps(base))",
               "set logscale x 2\nset xtics 2\nset yrange [0:1.2]\n");
 }
 
@@ -395,7 +403,7 @@ int h_plot_report(const h_rdata_t *d, const char *dir, FILE *note, int *nfig)
     if (s_mkdirs(dir) < 0) return err_set(ERR_IO, "report: cannot create %s: %s", dir, strerror(errno));
     char path[4200];
     snprintf(path, sizeof path, "%s/report.gp", dir);
-    s_fig_t f = {.dir = dir, .pngterm = "pngcairo"};
+    s_fig_t f = {.dir = dir, .pngterm = "pngcairo", .note = note};
     f.gp = fopen(path, "w");
     if (!f.gp) return err_set(ERR_IO, "report: cannot write %s: %s", path, strerror(errno));
     const char *gnuplot = s_gnuplot();

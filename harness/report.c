@@ -17,25 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-void h_engine_label(char *out, size_t len, const char *engine, const char *impl, int servers, int coloc)
-{
-    size_t el = strlen(engine);
-    if (!strncmp(impl, engine, el) && impl[el] == '-') {
-        /* a descriptive impl ("ps-sync-servers1") already names the layout */
-        snprintf(out, len, "%s", impl);
-        return;
-    }
-    size_t k = (size_t)snprintf(out, len, "%s", engine);
-    if (*impl && strcmp(impl, "default") && strcmp(impl, "host") && k < len)
-        k += (size_t)snprintf(out + k, len - k, "/%s", impl);
-    if (h_engine_pattern(engine) == H_PATTERN_PS && k < len) {
-        if (coloc) snprintf(out + k, len - k, "-coloc");
-        else if (servers > 0) snprintf(out + k, len - k, "-s%d", servers);
-    }
-}
-
-/* Label of a result line: its "label" field, else h_engine_label; kept safe inside gnuplot strings
- * and file names. */
+/* Label of a result line: h_engine_label, after its run's name ("label": harness --label) when it has
+ * one; kept safe inside gnuplot strings and file names. */
 static void s_label(const h_jobj_t *o, char *out, size_t len)
 {
     const char *lab = h_jstr(o, "label", NULL);
@@ -45,11 +28,13 @@ static void s_label(const h_jobj_t *o, char *out, size_t len)
     const h_jfield_t *pf = h_jget(o, "peer");
     const char *engine = h_jstr(o, "engine", "?");
     int peer = (pf && (pf->type == HJ_NUM || pf->type == HJ_BOOL) && pf->num != 0) || h_engine_is_peer(engine);
-    if (lab) snprintf(out, len, "%s", lab);
-    else if (peer) snprintf(out, len, "%s", engine); /* its library and version are in impl */
-    else h_engine_label(out, len, engine, h_jstr(o, "impl", ""), (int)h_jnum(o, "servers", 0), coloc);
+    /* a named run (--label NAME): "NAME:engine" */
+    size_t k0 = lab ? (size_t)snprintf(out, len, "%s:", lab) : 0;
+    if (k0 >= len) k0 = len - 1;
+    if (peer) snprintf(out + k0, len - k0, "%s", engine); /* its library and version are in impl */
+    else h_engine_label(out + k0, len - k0, engine, h_jstr(o, "impl", ""), (int)h_jnum(o, "servers", 0), coloc);
     const h_jfield_t *emu = h_jget(o, "emulated");
-    if (!lab && emu && emu->num != 0) {
+    if (emu && emu->num != 0) {
         /* an emulated cluster's run: the model, the device and the link decide it as much as the engine */
         size_t k = strlen(out);
         const char *net = h_jstr(o, "net", ""), *rate = strstr(net, "inter=");
@@ -72,7 +57,8 @@ static int s_cmp_bench(const void *a, const void *b)
     int c = strcmp(x->label, y->label);
     if (c) return c;
     if (x->world != y->world) return x->world < y->world ? -1 : 1;
-    return (x->bytes > y->bytes) - (x->bytes < y->bytes);
+    if (x->bytes != y->bytes) return (x->bytes > y->bytes) - (x->bytes < y->bytes);
+    return strcmp(x->cfg, y->cfg);
 }
 
 static int s_cmp_train(const void *a, const void *b)
@@ -80,7 +66,8 @@ static int s_cmp_train(const void *a, const void *b)
     const h_rtrain_t *x = a, *y = b;
     int c = strcmp(x->label, y->label);
     if (c) return c;
-    return (x->world > y->world) - (x->world < y->world);
+    if (x->world != y->world) return (x->world > y->world) - (x->world < y->world);
+    return strcmp(x->cfg, y->cfg);
 }
 
 static int s_cmp_model(const void *a, const void *b)
@@ -106,19 +93,157 @@ static double s_rep_median(const double *rep, size_t nrep)
     return h_median(v, nr);
 }
 
+/* Fields that are not part of a configuration: what was measured, and the run's metadata. Every other
+ * field (engine, impl, servers, transport, dtype, op, world, net, model, device, nodes, shrink, the
+ * run's label, fields added later...) is, so runs that differ in any of them never share a median. */
+static const char *const s_not_config[] = { /* bytes: the point within a bench configuration */
+    "schema", "mode", "engine_label", "host", "git_sha", "timestamp", "cmdline", "topology", "topo", "cpu", "versions",
+    "bytes", "time_us", "algbw_gbs", "busbw_gbs", "wrong", "count", "samples_per_s", "compute_samples_per_s", "step_ms_p50",
+    "step_ms_p99", "compute_ms_p50", "comm_ms_p50", "wait_ms_p50", "data_ms_p50", "sync_ms_p50", "loss_first",
+    "loss_last", "acc_last", "skipped_steps", "bytes_sent", "mem_imbalance", "mem_dev_imbalance", "compute_tflops",
+    "mem_engine_imbalance", "nbuckets", "params", "emu_samples_per_s", "speedup", "scaling_efficiency", "emu_step_ms",
+    "emu_compute_ms", "exposed_comm_ms", "host_busy", "host_cpu_max", "system_busy", "host_bound",
+    "device_samples_per_s",
+    "algo", /* the algorithm an engine chose for a size (the ring's one-shot below its threshold): an outcome */
+    NULL};
+
+static int s_is_config(const h_jfield_t *f)
+{
+    if (f->type == HJ_ARR) return 0; /* per-rank figures and traffic matrices: measured */
+    for (int i = 0; s_not_config[i]; i++)
+        if (!strcmp(f->key, s_not_config[i])) return 0;
+    return 1;
+}
+
+/* "k=v" of a configuration field into buf ("net" of "none" and "" are the same) */
+static void s_kv(const h_jfield_t *f, char *buf, size_t len)
+{
+    if (f->type == HJ_STR) snprintf(buf, len, "%s=%s", f->key, !strcmp(f->key, "net") && !strcmp(f->str, "none") ? "" : f->str);
+    else if (f->type == HJ_NUM || f->type == HJ_BOOL) snprintf(buf, len, "%s=%.17g", f->key, f->num);
+    else snprintf(buf, len, "%s=null", f->key);
+}
+
+static int s_cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The configuration key of a line: its configuration fields "k=v", sorted, joined by '\n' (malloc'd). */
+static char *s_cfg_key(const h_jobj_t *o)
+{
+    char **kv = calloc(o->n + 1, sizeof *kv);
+    size_t n = 0, total = 1;
+    for (size_t i = 0; kv && i < o->n; i++) {
+        if (!s_is_config(&o->f[i])) continue;
+        char buf[600];
+        s_kv(&o->f[i], buf, sizeof buf);
+        if (!(kv[n] = strdup(buf))) break;
+        total += strlen(kv[n++]) + 1;
+    }
+    char *key = kv ? malloc(total) : NULL;
+    if (key) {
+        qsort(kv, n, sizeof *kv, s_cmp_str);
+        size_t off = 0;
+        for (size_t i = 0; i < n; i++) off += (size_t)sprintf(key + off, "%s\n", kv[i]);
+        key[off] = '\0';
+    }
+    for (size_t i = 0; kv && i < n; i++) free(kv[i]);
+    free(kv);
+    return key;
+}
+
+/* 1 if the configuration key cfg holds the line "k=v" p (l bytes) */
+static int s_cfg_has(const char *cfg, const char *p, size_t l)
+{
+    while (*cfg) {
+        size_t m = strcspn(cfg, "\n");
+        if (m == l && !memcmp(cfg, p, l)) return 1;
+        cfg += m + (cfg[m] ? 1 : 0);
+    }
+    return 0;
+}
+
+/* Adds to set ("k1\nk2\n...") the keys of the lines of a that b lacks. */
+static void s_diff_keys(const char *a, const char *b, char *set, size_t len)
+{
+    while (*a) {
+        size_t l = strcspn(a, "\n"), kl = strcspn(a, "=");
+        if (kl > l) kl = l;
+        char key[128];
+        snprintf(key, sizeof key, "%.*s\n", (int)kl, a);
+        int have = !strncmp(set, key, strlen(key));
+        for (const char *q = strchr(set, '\n'); q && !have; q = strchr(q + 1, '\n')) have = !strncmp(q + 1, key, strlen(key));
+        if (!s_cfg_has(b, a, l) && !have && strlen(set) + strlen(key) < len) strcat(set, key);
+        a += l + (a[l] ? 1 : 0);
+    }
+}
+
+/* Rows of one base label whose configurations differ at the same world would read alike: every row of
+ * that label (at every world, so a series stays one series) gets "+k=v" for each key that told two of
+ * them apart ("ring+transport=shm", "ring+transport=tcp"). */
+static int s_unique_labels(h_rdata_t *d)
+{
+    size_t n = d->nb > d->nt ? d->nb : d->nt;
+    char (*sets)[512] = calloc(n + 1, sizeof *sets);
+    if (!sets) return err_set(ERR_NOMEM, "report: out of memory");
+    for (int kind = 0; kind < 2; kind++) {
+        size_t m = kind ? d->nt : d->nb;
+#define S_LAB(i) (kind ? d->t[i].label : d->b[i].label)
+#define S_CFG(i) (kind ? d->t[i].cfg : d->b[i].cfg)
+#define S_WORLD(i) (kind ? d->t[i].world : d->b[i].world)
+        memset(sets, 0, (n + 1) * sizeof *sets);
+        for (size_t i = 0; i < m; i++) {
+            size_t g = 0; /* the label's group: its first row */
+            while (strcmp(S_LAB(g), S_LAB(i))) g++;
+            for (size_t j = i + 1; j < m; j++)
+                if (S_WORLD(j) == S_WORLD(i) && !strcmp(S_LAB(j), S_LAB(i)) && strcmp(S_CFG(j), S_CFG(i))) {
+                    s_diff_keys(S_CFG(i), S_CFG(j), sets[g], sizeof sets[g]);
+                    s_diff_keys(S_CFG(j), S_CFG(i), sets[g], sizeof sets[g]);
+                }
+        }
+        /* the new labels apart, then copied: the group lookups need the old ones */
+        char (*ext)[H_LABEL] = calloc(m + 1, sizeof *ext);
+        if (!ext) { free(sets); return err_set(ERR_NOMEM, "report: out of memory"); }
+        for (size_t i = 0; i < m; i++) {
+            size_t g = 0;
+            while (strcmp(S_LAB(g), S_LAB(i))) g++;
+            snprintf(ext[i], H_LABEL, "%s", S_LAB(i));
+            for (const char *k = sets[g]; *k;) {
+                size_t kl = strcspn(k, "\n"), at = strlen(ext[i]);
+                const char *v = S_CFG(i);
+                while (*v && !(strncmp(v, k, kl) == 0 && v[kl] == '=')) v += strcspn(v, "\n") + (v[strcspn(v, "\n")] ? 1 : 0);
+                if (*v) snprintf(ext[i] + at, H_LABEL - at, "+%.*s", (int)strcspn(v, "\n"), v);
+                else snprintf(ext[i] + at, H_LABEL - at, "+%.*s=-", (int)kl, k);
+                k += kl + (k[kl] ? 1 : 0);
+            }
+            for (char *c = ext[i] + strlen(S_LAB(i)); *c; c++) /* the added part (the label is safe already) */
+                if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || strchr("-_./=+:", *c)))
+                    *c = '_';
+        }
+        for (size_t i = 0; i < m; i++) snprintf(S_LAB(i), H_LABEL, "%s", ext[i]);
+        free(ext);
+#undef S_LAB
+#undef S_CFG
+#undef S_WORLD
+    }
+    free(sets);
+    return 0;
+}
+
 /* A bench line joins its point (label, world, bytes): the point's values are the medians of its runs
  * (this VM's run-to-run spread is wide). */
-static void s_add_bench(h_rdata_t *d, const h_jobj_t *o, const char *label, int world, FILE *diag)
+static void s_add_bench(h_rdata_t *d, const h_jobj_t *o, const char *label, int world, char *cfg, FILE *diag)
 {
     double bytes = h_jnum(o, "bytes", NAN), busbw = h_jnum(o, "busbw_gbs", NAN);
     if (world < 1 || !(bytes >= 0) || !(busbw >= 0)) {
         fprintf(diag, "%s: bench line without world, bytes or busbw_gbs: skipped\n", o->src);
+        free(cfg);
         return;
     }
     size_t k = 0;
-    while (k < d->nb && !(d->b[k].world == world && d->b[k].bytes == bytes && !strcmp(d->b[k].label, label))) k++;
+    while (k < d->nb && !(d->b[k].bytes == bytes && !strcmp(d->b[k].cfg, cfg))) k++;
     if (k == d->nb) d->nb++;
     h_rbench_t *b = &d->b[k];
+    if (b->cfg) free(cfg);
+    else b->cfg = cfg;
+    b->obj = o;
     snprintf(b->label, sizeof b->label, "%s", label);
     snprintf(b->net, sizeof b->net, "%s", h_jstr(o, "net", ""));
     if (!strcmp(b->net, "none")) b->net[0] = '\0';
@@ -141,22 +266,33 @@ static void s_add_bench(h_rdata_t *d, const h_jobj_t *o, const char *label, int 
 }
 
 /* A train line replaces an earlier one of the same (label, world). */
-static void s_add_train(h_rdata_t *d, const h_jobj_t *o, const char *label, int world, FILE *diag)
+static void s_add_train(h_rdata_t *d, const h_jobj_t *o, const char *label, int world, char *cfg, FILE *diag)
 {
     double sps = h_jnum(o, "samples_per_s", NAN);
     if (world < 1 || !(sps >= 0)) {
         fprintf(diag, "%s: train line without world or samples_per_s: skipped\n", o->src);
+        free(cfg);
         return;
     }
     size_t k = 0;
-    while (k < d->nt && !(d->t[k].world == world && !strcmp(d->t[k].label, label))) k++;
+    while (k < d->nt && strcmp(d->t[k].cfg, cfg)) k++;
     if (k == d->nt) d->nt++;
     h_rtrain_t *t = &d->t[k];
+    if (t->cfg) free(cfg);
+    else t->cfg = cfg;
+    t->obj = o;
     snprintf(t->label, sizeof t->label, "%s", label);
     snprintf(t->src, sizeof t->src, "%s", o->src);
     t->world = world;
     t->servers = (int)h_jnum(o, "servers", 0);
-    t->sps = sps;
+    t->rep_sps[t->nrep % H_REPS] = sps;   /* beyond H_REPS the latest H_REPS count */
+    size_t nr = t->nrep + 1 < H_REPS ? t->nrep + 1 : H_REPS;
+    t->sps = s_rep_median(t->rep_sps, t->nrep + 1);
+    t->sps_min = t->sps_max = t->rep_sps[0];
+    for (size_t r = 1; r < nr; r++) {
+        t->sps_min = fmin(t->sps_min, t->rep_sps[r]);
+        t->sps_max = fmax(t->sps_max, t->rep_sps[r]);
+    }
     t->step50 = h_jnum(o, "step_ms_p50", NAN);
     t->step99 = h_jnum(o, "step_ms_p99", NAN);
     t->comm50 = h_jnum(o, "comm_ms_p50", NAN);
@@ -194,7 +330,7 @@ static void s_add_model(h_rdata_t *d, const h_jobj_t *o, const char *label, int 
 }
 
 /* Every line into its kind's rows, then each kind sorted. Other modes (future ones) are ignored. */
-static int s_collect(h_jobj_t *objs, size_t n, h_rdata_t *d, FILE *diag)
+static int s_collect(h_jobj_t *objs, size_t n, h_rdata_t *d, const char *run_label, FILE *diag)
 {
     d->b = calloc(n ? n : 1, sizeof *d->b);
     d->t = calloc(n ? n : 1, sizeof *d->t);
@@ -203,13 +339,18 @@ static int s_collect(h_jobj_t *objs, size_t n, h_rdata_t *d, FILE *diag)
     for (size_t i = 0; i < n; i++) {
         const h_jobj_t *o = &objs[i];
         const char *mode = h_jstr(o, "mode", "");
+        if (run_label && strcmp(h_jstr(o, "label", ""), run_label)) continue;
         char label[H_LABEL];
         s_label(o, label, sizeof label);
         int world = (int)h_jnum(o, "world", 0);
-        if (!strcmp(mode, "bench")) s_add_bench(d, o, label, world, diag);
-        else if (!strcmp(mode, "train")) s_add_train(d, o, label, world, diag);
+        int bench = !strcmp(mode, "bench"), train = !strcmp(mode, "train");
+        char *cfg = bench || train ? s_cfg_key(o) : NULL;
+        if ((bench || train) && !cfg) return err_set(ERR_NOMEM, "report: out of memory");
+        if (bench) s_add_bench(d, o, label, world, cfg, diag);
+        else if (train) s_add_train(d, o, label, world, cfg, diag);
         else if (!strcmp(mode, "model")) s_add_model(d, o, label, world, diag);
     }
+    CHECK(s_unique_labels(d));
     qsort(d->b, d->nb, sizeof *d->b, s_cmp_bench);
     qsort(d->t, d->nt, sizeof *d->t, s_cmp_train);
     qsort(d->m, d->nm, sizeof *d->m, s_cmp_model);
@@ -255,6 +396,18 @@ static size_t s_bench_sizes(const h_rdata_t *d, double *sizes)
     return u;
 }
 
+/* The text tables' label column: as wide as the widest row label (at least 14), set by s_text. */
+static int s_lwid = 14;
+
+static int s_lw(const h_rdata_t *d)
+{
+    size_t w = 14;
+    for (size_t i = 0; i < d->nb; i++) w = strlen(d->b[i].label) > w ? strlen(d->b[i].label) : w;
+    for (size_t i = 0; i < d->nt; i++) w = strlen(d->t[i].label) > w ? strlen(d->t[i].label) : w;
+    for (size_t i = 0; i < d->nm; i++) w = strlen(d->m[i].label) > w ? strlen(d->m[i].label) : w;
+    return (int)w;
+}
+
 /* busbw by size, one column per distinct (label, world) of the sorted rows */
 static int s_text_bench(FILE *out, const h_rdata_t *d)
 {
@@ -268,11 +421,16 @@ static int s_text_bench(FILE *out, const h_rdata_t *d)
     size_t nc = 0, ns = s_bench_sizes(d, sizes);
     for (size_t i = 0; i < d->nb; i++)
         if (!nc || cols[nc - 1]->world != d->b[i].world || strcmp(cols[nc - 1]->label, d->b[i].label)) cols[nc++] = &d->b[i];
+    int cw = 12; /* every column as wide as the widest engine@world */
+    for (size_t c = 0; c < nc; c++) {
+        int l = (int)strlen(cols[c]->label) + snprintf(NULL, 0, "@%d", cols[c]->world);
+        cw = l > cw ? l : cw;
+    }
     fprintf(out, "#\n# bench: busbw (GB/s) by message size; one column per engine@world\n# %10s", "size");
     for (size_t c = 0; c < nc; c++) {
         char h[H_LABEL + 16];
         snprintf(h, sizeof h, "%s@%d", cols[c]->label, cols[c]->world);
-        fprintf(out, " %12s", h);
+        fprintf(out, " %*s", cw, h);
     }
     fprintf(out, "\n");
     for (size_t s = 0; s < ns; s++) {
@@ -281,8 +439,8 @@ static int s_text_bench(FILE *out, const h_rdata_t *d)
         fprintf(out, "  %10s", sz);
         for (size_t c = 0; c < nc; c++) {
             const h_rbench_t *b = s_bench_find(d, cols[c]->label, cols[c]->world, sizes[s]);
-            if (b) fprintf(out, " %12.3f", b->busbw);
-            else fprintf(out, " %12s", "-");
+            if (b) fprintf(out, " %*.3f", cw, b->busbw);
+            else fprintf(out, " %*s", cw, "-");
         }
         fprintf(out, "\n");
     }
@@ -296,9 +454,9 @@ static void s_text_train(FILE *out, const h_rdata_t *d)
     int several = 0, approx = 0;
     for (size_t i = 1; i < d->nt; i++) several |= !strcmp(d->t[i].label, d->t[0].label) || d->t[i].world != d->t[0].world;
     fprintf(out, "#\n# train: throughput, step time, memory balance%s\n", several ? ", scaling efficiency sps(P)/(P*sps(base))" : "");
-    fprintf(out, "# %-14s %5s %11s %9s %9s %9s %9s %8s %8s %10s %8s\n", "engine", "world", "samples/s", "step p50", "step p99",
+    fprintf(out, "# %-*s %5s %11s %19s %9s %9s %9s %9s %8s %8s %10s %8s\n", s_lwid, "engine", "world", "samples/s", "runs: min - max", "step p50", "step p99",
             "comm p50", "wait p50", "rss imb", "eng imb", "scaling", "speedup");
-    fprintf(out, "# %-14s %5s %11s %9s %9s %9s %9s %8s %8s %10s %8s\n", "", "", "", "(ms)", "(ms)", "(ms)", "(ms)", "max/mean",
+    fprintf(out, "# %-*s %5s %11s %19s %9s %9s %9s %9s %8s %8s %10s %8s\n", s_lwid, "", "", "(median)", "", "(ms)", "(ms)", "(ms)", "(ms)", "max/mean",
             "max/mean", "eff", "(emul.)");
     for (size_t i = 0; i < d->nt; i++) {
         const h_rtrain_t *t = &d->t[i];
@@ -310,9 +468,10 @@ static void s_text_train(FILE *out, const h_rdata_t *d)
         approx |= !isnan(eff) && base > 1;
         if (isnan(t->eimb)) snprintf(eimb, sizeof eimb, "-");
         else snprintf(eimb, sizeof eimb, "%.3f", t->eimb);
-        char sp[16] = "-";
+        char sp[16] = "-", range[48] = "1";
         if (!isnan(t->speedup)) snprintf(sp, sizeof sp, "%.2f", t->speedup);
-        fprintf(out, "  %-14s %5d %11.1f %9.2f %9.2f %9.2f %9.2f %8.3f %8s %10s %8s\n", t->label, t->world, t->sps, t->step50,
+        if (t->nrep > 1) snprintf(range, sizeof range, "%zu: %.0f - %.0f", t->nrep, t->sps_min, t->sps_max);
+        fprintf(out, "  %-*s %5d %11.1f %19s %9.2f %9.2f %9.2f %9.2f %8.3f %8s %10s %8s\n", s_lwid, t->label, t->world, t->sps, range, t->step50,
                 t->step99, t->comm50, t->wait50, t->imb, eimb, effs, sp);
     }
     if (approx) fprintf(out, "# * no world-1 run for that engine: efficiency relative to its smallest world\n");
@@ -326,7 +485,7 @@ static int s_model_same(const h_rmodel_t *a, const h_rmodel_t *b)
 /* predictions without a measurement: the extrapolation in P, one row per engine and size */
 static void s_text_extrapolation(FILE *out, const h_rdata_t *d)
 {
-    fprintf(out, "#\n# model: extrapolated allreduce time (ms) against P\n# %-14s %10s", "engine", "size");
+    fprintf(out, "#\n# model: extrapolated allreduce time (ms) against P\n# %-*s %10s", s_lwid, "engine", "size");
     int worlds[32], nw = 0;
     for (size_t i = 0; i < d->nm; i++) {
         if (d->m[i].meas_us > 0) continue;
@@ -345,7 +504,7 @@ static void s_text_extrapolation(FILE *out, const h_rdata_t *d)
         if (!first) continue;
         char sz[32];
         s_fmt_bytes(m->bytes, sz, sizeof sz);
-        fprintf(out, "  %-14s %10s", m->label, sz);
+        fprintf(out, "  %-*s %10s", s_lwid, m->label, sz);
         for (int k = 0; k < nw; k++) {
             double v = -1;
             for (size_t j = i; j < d->nm; j++)
@@ -360,7 +519,7 @@ static void s_text_extrapolation(FILE *out, const h_rdata_t *d)
 static void s_text_model(FILE *out, const h_rdata_t *d)
 {
     fprintf(out, "#\n# model: predicted against measured (time in us; err = (pred - meas) / meas)\n");
-    fprintf(out, "# %-6s %-14s %5s %10s %12s %12s %8s\n", "what", "engine", "world", "size", "pred(us)", "meas(us)", "err%");
+    fprintf(out, "# %-6s %-*s %5s %10s %12s %12s %8s\n", "what", s_lwid, "engine", "world", "size", "pred(us)", "meas(us)", "err%");
     double sum = 0;
     int n = 0, nextra = 0;
     for (size_t i = 0; i < d->nm; i++) {
@@ -371,7 +530,7 @@ static void s_text_model(FILE *out, const h_rdata_t *d)
             double e = 100.0 * (m->pred_us - m->meas_us) / m->meas_us;
             sum += fabs(e);
             n++;
-            fprintf(out, "  %-6s %-14s %5d %10s %12.1f %12.1f %+8.1f\n", m->what, m->label, m->world, sz, m->pred_us, m->meas_us, e);
+            fprintf(out, "  %-6s %-*s %5d %10s %12.1f %12.1f %+8.1f\n", m->what, s_lwid, m->label, m->world, sz, m->pred_us, m->meas_us, e);
         } else {
             nextra++;
         }
@@ -391,7 +550,7 @@ static void s_traffic_row(FILE *out, const char *what, const char *label, int wo
     s_fmt_bytes(st.link_max, lm, sizeof lm);
     s_fmt_bytes(st.link_mean, la, sizeof la);
     s_fmt_bytes(st.nic_max, rm, sizeof rm);
-    fprintf(out, "  %-6s %-14s %5d %5d %8s %6zu %10s %10s %8.2f %10s %8.2f\n", what, label, world, st.ranks, sz, st.links, lm, la,
+    fprintf(out, "  %-6s %-*s %5d %5d %8s %6zu %10s %10s %8.2f %10s %8.2f\n", what, s_lwid, label, world, st.ranks, sz, st.links, lm, la,
             h_traffic_ratio(st.link_max, st.link_mean), rm, h_traffic_ratio(st.nic_max, st.nic_mean));
 }
 
@@ -404,7 +563,7 @@ static void s_text_traffic(FILE *out, const h_rdata_t *d)
     if (!any) return;
     fprintf(out, "#\n# traffic: per step (run / its allreduces or steps, warm-up included): link = one direction of a pair of "
                  "ranks; rank = its NIC, bytes in + out\n");
-    fprintf(out, "# %-6s %-14s %5s %5s %8s %6s %10s %10s %8s %10s %8s\n", "mode", "engine", "world", "ranks", "size", "links",
+    fprintf(out, "# %-6s %-*s %5s %5s %8s %6s %10s %10s %8s %10s %8s\n", "mode", s_lwid, "engine", "world", "ranks", "size", "links",
             "max link", "mean link", "max/mean", "max rank", "max/mean");
     for (size_t i = 0; i < d->nb; i++) {
         const h_rbench_t *b = &d->b[i];
@@ -417,201 +576,12 @@ static void s_text_traffic(FILE *out, const h_rdata_t *d)
 
 static int s_text(FILE *out, const h_rdata_t *d)
 {
+    s_lwid = s_lw(d);
     if (d->nb) CHECK(s_text_bench(out, d));
     if (d->nt) s_text_train(out, d);
     s_text_traffic(out, d);
     if (d->nm) s_text_model(out, d);
     return 0;
-}
-
-/* ---- json, md, csv: one table of cells per kind of row ------------------------------------------- */
-
-/* A cell: a string (str), or a number (NAN: none) shown with fmt in Markdown and exactly elsewhere. */
-typedef struct { const char *key, *fmt, *str; double num; } s_cell_t;
-
-#define S_NUM(k, f, v) ((s_cell_t){.key = (k), .fmt = (f), .num = (v)})
-#define S_STR(k, s)    ((s_cell_t){.key = (k), .str = (s)})
-#define S_MAXCELLS 16
-
-static size_t s_cells_bench(const h_rdata_t *d, size_t i, s_cell_t *c)
-{
-    const h_rbench_t *b = &d->b[i];
-    size_t k = 0;
-    c[k++] = S_STR("label", b->label);
-    c[k++] = S_NUM("world", "%.0f", b->world);
-    c[k++] = S_NUM("servers", "%.0f", b->servers);
-    c[k++] = S_NUM("bytes", "%.0f", b->bytes);
-    c[k++] = S_NUM("time_us", "%.3f", b->time_us);
-    c[k++] = S_NUM("busbw_gbs", "%.3f", b->busbw);
-    c[k++] = S_NUM("algbw_gbs", "%.3f", b->algbw);
-    c[k++] = S_NUM("runs", "%.0f", (double)b->nrep);
-    c[k++] = S_NUM("wrong", "%.0f", b->wrong);
-    c[k++] = S_STR("net", b->net);
-    return k;
-}
-
-static size_t s_cells_train(const h_rdata_t *d, size_t i, s_cell_t *c)
-{
-    const h_rtrain_t *t = &d->t[i];
-    int base;
-    double eff = h_report_efficiency(d, i, &base);
-    size_t k = 0;
-    c[k++] = S_STR("label", t->label);
-    c[k++] = S_NUM("world", "%.0f", t->world);
-    c[k++] = S_NUM("servers", "%.0f", t->servers);
-    c[k++] = S_NUM("samples_per_s", "%.1f", t->sps);
-    c[k++] = S_NUM("step_ms_p50", "%.2f", t->step50);
-    c[k++] = S_NUM("step_ms_p99", "%.2f", t->step99);
-    c[k++] = S_NUM("comm_ms_p50", "%.2f", t->comm50);
-    c[k++] = S_NUM("wait_ms_p50", "%.2f", t->wait50);
-    c[k++] = S_NUM("mem_imbalance", "%.3f", t->imb);
-    c[k++] = S_NUM("mem_engine_imbalance", "%.3f", t->eimb);
-    c[k++] = S_NUM("scaling_eff", "%.3f", eff);
-    c[k++] = S_NUM("eff_base_world", "%.0f", isnan(eff) ? NAN : base);
-    c[k++] = S_NUM("runs", "%.0f", (double)t->nrep);
-    c[k++] = S_STR("src", t->src);
-    c[k++] = S_NUM("speedup", "%.3f", t->speedup); /* emulated cluster runs: over one emulated device */
-    return k;
-}
-
-static size_t s_cells_model(const h_rdata_t *d, size_t i, s_cell_t *c)
-{
-    const h_rmodel_t *m = &d->m[i];
-    double meas = m->meas_us > 0 ? m->meas_us : NAN;
-    size_t k = 0;
-    c[k++] = S_STR("what", m->what);
-    c[k++] = S_STR("label", m->label);
-    c[k++] = S_NUM("world", "%.0f", m->world);
-    c[k++] = S_NUM("bytes", "%.0f", m->bytes);
-    c[k++] = S_NUM("pred_us", "%.1f", m->pred_us);
-    c[k++] = S_NUM("meas_us", "%.1f", meas);
-    c[k++] = S_NUM("err_pct", "%+.1f", 100.0 * (m->pred_us - meas) / meas);
-    return k;
-}
-
-typedef struct {
-    const char *name;
-    size_t (*cells)(const h_rdata_t *d, size_t i, s_cell_t *c);
-} s_section_t;
-
-static const s_section_t s_sections[3] = {{"bench", s_cells_bench}, {"train", s_cells_train}, {"model", s_cells_model}};
-
-static size_t s_rows(const h_rdata_t *d, size_t section)
-{
-    return section == 0 ? d->nb : section == 1 ? d->nt : d->nm;
-}
-
-/* A number that reads back as the same double (NAN: none). */
-static void s_fmt_exact(double v, char *buf, size_t len)
-{
-    snprintf(buf, len, "%.15g", v);
-    if (strtod(buf, NULL) != v) snprintf(buf, len, "%.17g", v);
-}
-
-static void s_json_cell(FILE *out, const s_cell_t *c)
-{
-    char buf[600];
-    h_json_str(buf, sizeof buf, c->key);
-    fprintf(out, "%s:", buf);
-    if (c->str) h_json_str(buf, sizeof buf, c->str);
-    else if (isnan(c->num) || isinf(c->num)) snprintf(buf, sizeof buf, "null");
-    else s_fmt_exact(c->num, buf, sizeof buf);
-    fputs(buf, out);
-}
-
-/* One JSON document: {"files":[...],"results":N,"malformed":K,"bench":[rows],"train":[...],"model":[...]} */
-static void s_json(FILE *out, const h_rdata_t *d, int nfiles, char **files, size_t nres, size_t nbad)
-{
-    char buf[8400];
-    fprintf(out, "{\"files\":[");
-    for (int i = 0; i < nfiles; i++) {
-        h_json_str(buf, sizeof buf, files[i]);
-        fprintf(out, "%s%s", i ? "," : "", buf);
-    }
-    fprintf(out, "],\"results\":%zu,\"malformed\":%zu", nres, nbad);
-    for (size_t s = 0; s < 3; s++) {
-        fprintf(out, ",\n\"%s\":[", s_sections[s].name);
-        for (size_t i = 0; i < s_rows(d, s); i++) {
-            s_cell_t c[S_MAXCELLS];
-            size_t nc = s_sections[s].cells(d, i, c);
-            fprintf(out, "%s\n {", i ? "," : "");
-            for (size_t k = 0; k < nc; k++) {
-                if (k) fputc(',', out);
-                s_json_cell(out, &c[k]);
-            }
-            fputc('}', out);
-        }
-        fprintf(out, "]");
-    }
-    fprintf(out, "}\n");
-}
-
-/* Markdown: a "## kind" heading and a table per kind that has rows; numbers right-aligned. */
-static void s_md(FILE *out, const h_rdata_t *d)
-{
-    for (size_t s = 0; s < 3; s++) {
-        size_t n = s_rows(d, s);
-        if (!n) continue;
-        s_cell_t c[S_MAXCELLS];
-        size_t nc = s_sections[s].cells(d, 0, c);
-        fprintf(out, "## %s\n\n|", s_sections[s].name);
-        for (size_t k = 0; k < nc; k++) fprintf(out, " %s |", c[k].key);
-        fprintf(out, "\n|");
-        for (size_t k = 0; k < nc; k++) fprintf(out, " %s |", c[k].str ? "---" : "---:");
-        fprintf(out, "\n");
-        for (size_t i = 0; i < n; i++) {
-            s_sections[s].cells(d, i, c);
-            fprintf(out, "|");
-            for (size_t k = 0; k < nc; k++) {
-                char buf[300] = "-";
-                if (c[k].str && *c[k].str) snprintf(buf, sizeof buf, "%s", c[k].str);
-                else if (!c[k].str && !isnan(c[k].num)) snprintf(buf, sizeof buf, c[k].fmt, c[k].num);
-                fprintf(out, " %s |", buf);
-            }
-            fprintf(out, "\n");
-        }
-        fprintf(out, "\n");
-    }
-}
-
-/* A CSV field: quoted when it holds a comma, a quote or a line break. */
-static void s_csv_str(FILE *out, const char *s)
-{
-    if (!strpbrk(s, ",\"\r\n")) { fputs(s, out); return; }
-    fputc('"', out);
-    for (; *s; s++) {
-        if (*s == '"') fputc('"', out);
-        fputc(*s, out);
-    }
-    fputc('"', out);
-}
-
-/* CSV: per kind that has rows, a header line "section,key,..." and its rows "kind,value,..."; a
- * blank line between kinds; no value: an empty field. */
-static void s_csv(FILE *out, const h_rdata_t *d)
-{
-    int first = 1;
-    for (size_t s = 0; s < 3; s++) {
-        size_t n = s_rows(d, s);
-        if (!n) continue;
-        s_cell_t c[S_MAXCELLS];
-        size_t nc = s_sections[s].cells(d, 0, c);
-        fprintf(out, "%ssection", first ? "" : "\n");
-        first = 0;
-        for (size_t k = 0; k < nc; k++) fprintf(out, ",%s", c[k].key);
-        fprintf(out, "\n");
-        for (size_t i = 0; i < n; i++) {
-            s_sections[s].cells(d, i, c);
-            fputs(s_sections[s].name, out);
-            for (size_t k = 0; k < nc; k++) {
-                char buf[64] = "";
-                fputc(',', out);
-                if (!c[k].str && !isnan(c[k].num)) s_fmt_exact(c[k].num, buf, sizeof buf);
-                s_csv_str(out, c[k].str ? c[k].str : buf);
-            }
-            fprintf(out, "\n");
-        }
-    }
 }
 
 /* ---- h_report ------------------------------------------------------------------------------------ */
@@ -646,17 +616,22 @@ static int s_output(const h_rdata_t *d, const char *fmt, int nfiles, char **file
         if (!any) printf("# nothing to report\n");
         else CHECK(s_text(stdout, d));
     } else if (!strcmp(fmt, "json")) {
-        s_json(stdout, d, nfiles, files, n, nbad);
+        h_report_json(stdout, d, nfiles, files, n, nbad);
     } else if (!strcmp(fmt, "md")) {
-        s_md(stdout, d);
+        h_report_md(stdout, d);
     } else {
-        s_csv(stdout, d);
+        h_report_csv(stdout, d);
     }
     if (!any || (!text && !outdir)) return 0;
     return s_figures(d, files, outdir, text ? stdout : stderr);
 }
 
 int h_report(int nfiles, char **files, const char *outdir, const char *format)
+{
+    return h_report_run(nfiles, files, outdir, format, NULL);
+}
+
+int h_report_run(int nfiles, char **files, const char *outdir, const char *format, const char *run_label)
 {
     if (strcmp(format, "text") && strcmp(format, "json") && strcmp(format, "md") && strcmp(format, "csv"))
         return err_set(ERR_INVAL, "report: unknown --format %s (text, json, md or csv)", format);
@@ -666,10 +641,12 @@ int h_report(int nfiles, char **files, const char *outdir, const char *format)
     size_t n = 0, nbad = 0;
     int rrc = h_jread_files(nfiles, files, &objs, &n, &nbad, stderr);
     h_rdata_t d = {0};
-    int rc = s_collect(objs, n, &d, stderr);
+    int rc = s_collect(objs, n, &d, run_label, stderr);
     if (rc == 0) rc = s_output(&d, format, nfiles, files, outdir, n, nbad);
     fflush(stdout);
     if (rc == 0 && rrc < 0) rc = err_set(ERR_IO, "report: a results file could not be read (see above)");
+    for (size_t i = 0; d.b && i < d.nb; i++) free(d.b[i].cfg);
+    for (size_t i = 0; d.t && i < d.nt; i++) free(d.t[i].cfg);
     free(d.b);
     free(d.t);
     free(d.m);

@@ -4,13 +4,19 @@
 #ifndef SB_HARNESS_REPORT_H
 #define SB_HARNESS_REPORT_H
 #include <stddef.h>
+#include <stdio.h>
 
-#define H_LABEL 64
+#define H_LABEL 160
 #define H_REPS  16    /* repeated runs of one bench point kept for its median (the latest H_REPS) */
 
-/* One bench point (label, world, bytes): medians over its repeated runs. */
+/* One bench point (configuration, bytes): medians over its repeated runs. A configuration is every
+ * field of a line that can change the measurement (report.c: all but the measured figures and the
+ * run's metadata); rows whose label and world agree but whose configurations differ get the
+ * differing fields appended to their label ("ring+transport=tcp"). */
 typedef struct {
     char label[H_LABEL];
+    char *cfg;                 /* the configuration key (malloc'd; freed with the rows) */
+    const void *obj;           /* the latest line (h_jobj_t, borrowed) */
     char net[32];              /* --net spec of the latest run ("" without) */
     int world, servers;
     double bytes, busbw, algbw, time_us;
@@ -23,12 +29,17 @@ typedef struct {
     double steps;              /* allreduces the matrix covers (iters + warmup) */
 } h_rbench_t;
 
-/* One training configuration (label, world): the latest line for it. */
+/* One training configuration: samples/s the median of its repeated runs (with their min and max),
+ * every other figure the latest line's. */
 typedef struct {
     char label[H_LABEL];
+    char *cfg;                 /* as for bench */
+    const void *obj;
     char src[256];             /* "file:line" of that line */
     int world, servers;
-    double sps, step50, step99, comm50, wait50, imb, eimb;
+    double sps, step50, step99, comm50, wait50, imb, eimb;   /* sps: the median of its runs, the rest the latest's */
+    double sps_min, sps_max;   /* over its runs (the latest H_REPS) */
+    double rep_sps[H_REPS];
     double speedup;            /* emulated runs: speedup over one emulated device (NAN otherwise) */
     double *mem;               /* peak bytes per rank (borrowed from the parsed line) */
     size_t nmem, nrep;
@@ -62,14 +73,19 @@ typedef struct {
  * unknown format), ERR_IO (a file unreadable or gnuplot failed: the tables are still printed) or
  * ERR_NOMEM; err_detail() says which. */
 int h_report(int nfiles, char **files, const char *outdir, const char *format);
+/* The same, keeping only the lines whose "label" (harness --label) is run_label (NULL: every line). */
+int h_report_run(int nfiles, char **files, const char *outdir, const char *format, const char *run_label);
 
-/* Engine label of a result as reports show it: engine, "/impl" unless the default host path, a PS
- * layout suffix ("-coloc" when coloc, else "-sN" for N > 0 servers); a descriptive impl that starts
- * with "<engine>-" (ps-sync-servers1) is the label itself. */
-void h_engine_label(char *out, size_t len, const char *engine, const char *impl, int servers, int coloc);
+/* Engine labels: h_engine_label (harness.h, engines.c). */
 
 /* Scaling efficiency of train row i: sps(n) / (n sps(base)) against the smallest world of the same
  * label (*base: that world; > 1 means approximate). 1 for the base itself, NAN when not computable. */
 double h_report_efficiency(const h_rdata_t *d, size_t i, int *base);
+
+/* The rows as one JSON document {"files":[...],"results":N,"malformed":K,"bench":[...],"train":[...],
+ * "model":[...]}, as Markdown tables, or as CSV (report_fmt.c). */
+void h_report_json(FILE *out, const h_rdata_t *d, int nfiles, char **files, size_t nres, size_t nbad);
+void h_report_md(FILE *out, const h_rdata_t *d);
+void h_report_csv(FILE *out, const h_rdata_t *d);
 
 #endif

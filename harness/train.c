@@ -221,16 +221,16 @@ out:
     return rc;
 }
 
-/* "[v0, v1, ...]" of the field at byte offset off (a uint64_t) of the first n records (malloc'd; NULL
- * when out of memory) */
-static char *s_fmt_list_u64(const s_rank_t *all, int n, size_t off)
+/* A JSON array of the field at byte offset off (a uint64_t) of the first n records (NULL when out of
+ * memory) */
+static json_t *s_list_u64(const s_rank_t *all, int n, size_t off)
 {
     uint64_t *v = malloc(((size_t)n + 1) * sizeof *v);
     if (!v) return NULL;
     for (int r = 0; r < n; r++) v[r] = *(const uint64_t *)((const char *)&all[r] + off);
-    char *s = h_json_u64_list(v, (size_t)n);
+    json_t *a = h_jarr_u64(v, (size_t)n);
     free(v);
-    return s;
+    return a;
 }
 
 /* max / mean of the field at byte offset off (a uint64_t) over the first n records; 0 if all are 0 */
@@ -296,26 +296,27 @@ static void s_summarize(const h_opts_t *o, const comm_t *comm, const engine_cfg_
 }
 
 /* Rank 0: the table on stdout. */
-static void s_print(const h_opts_t *o, const char *name, const s_rank_t *all, const trainer_t *t, const char *impl,
+static void s_print(const h_opts_t *o, const char *label, const s_rank_t *all, const trainer_t *t, const char *impl,
                     const s_sum_t *S)
 {
     int P = S->P, R = S->R;
     const mlp_shape_t *sh = trainer_shape(t);
     if (!sh) {
-        h_emu_print(o, name, impl, P, R > P, all[0].nbuckets, &S->emu);
+        h_emu_print(o, label, impl, P, R > P, all[0].nbuckets, &S->emu);
         return;
     }
-    printf("#\n# syncbench train: engine %s (%s), %d worker%s%s, model %s (%.2fM params, %d bucket%s closed at >= %g MiB%s), "
+    printf("#\n# syncbench train: engine %s%s%s%s, %d worker%s%s, model %s (%.2fM params, %d bucket%s closed at >= %g MiB%s), "
            "data %s, batch %zu (%zu/worker), optim %s, grads %s, %d BLAS thread%s/rank\n",
-           name, impl ? impl : "default", P, P > 1 ? "s" : "", R > P ? " + dedicated servers" : "", S->model,
+           label, *h_engine_impl_note(label, impl) ? " (" : "", h_engine_impl_note(label, impl),
+           *h_engine_impl_note(label, impl) ? ")" : "", P, P > 1 ? "s" : "", R > P ? " + dedicated servers" : "", S->model,
            (double)sh->count / 1e6, all[0].nbuckets, all[0].nbuckets > 1 ? "s" : "", o->bucket_mb > 0 ? o->bucket_mb : 25.0,
            o->no_overlap ? ", no overlap" : "", trainer_data_name(t), S->lb * (size_t)P, S->lb, o->optim ? o->optim : "sgd",
            dt_name(o->grad_dtype), all[0].threads, all[0].threads > 1 ? "s" : "");
-    printf("# %-6s %5s %11s %11s %9s %9s %9s %9s %9s %17s %10s %9s\n", "engine", "world", "samples/s", "compute", "step p50",
+    printf("# %-18s %5s %11s %11s %9s %9s %9s %9s %9s %17s %10s %9s\n", "engine", "world", "samples/s", "compute", "step p50",
            "step p99", "compute", "comm", "wait", "loss", "mem peak", "mem");
-    printf("# %-6s %5s %11s %11s %9s %9s %9s %9s %9s %17s %10s %9s\n", "", "", "(sum)", "samples/s", "(ms)", "(ms)",
+    printf("# %-18s %5s %11s %11s %9s %9s %9s %9s %9s %17s %10s %9s\n", "", "", "(sum)", "samples/s", "(ms)", "(ms)",
            "p50 (ms)", "p50 (ms)", "p50 (ms)", "first -> last", "max (MiB)", "max/mean");
-    printf("  %-6s %5d %11.1f %11.1f %9.2f %9.2f %9.2f %9.2f %9.2f %8.4f -> %6.4f %10.1f %9.3f\n", name, P, S->sps, S->csps,
+    printf("  %-18s %5d %11.1f %11.1f %9.2f %9.2f %9.2f %9.2f %9.2f %8.4f -> %6.4f %10.1f %9.3f\n", label, P, S->sps, S->csps,
            S->step50, S->step99, S->comp50, S->comm50, S->wait50, S->lf, S->ll, S->mmax / 1048576.0, S->imb);
     if (S->skipped) printf("# %llu step%s skipped on overflow; final loss scale %g\n", (unsigned long long)S->skipped,
                            S->skipped > 1 ? "s" : "", (double)all[0].loss_scale);
@@ -335,82 +336,41 @@ static void s_print(const h_opts_t *o, const char *name, const s_rank_t *all, co
     fflush(stdout);
 }
 
-/* The JSON strings of one result line. */
-typedef struct {
-    char eng[64], model[200], data[300], optim[200], host[300], sha[100], ts[80], cpu[300], topo[600],
-        ver[600], impl[100], net[160], strag[96];
-    char *cmd, *mem, *emem, *dmem, *sps;   /* no length limit (malloc'd) */
-} s_jstr_t;
-
-static void s_json_strings(const h_opts_t *o, const char *name, const s_rank_t *all, const trainer_t *t,
-                           const char *impl, const h_meta_t *meta, const s_sum_t *S, s_jstr_t *J)
-{
-    h_json_str(J->eng, sizeof J->eng, name);
-    h_json_str(J->impl, sizeof J->impl, impl ? impl : "default");
-    h_json_str(J->model, sizeof J->model, S->model);
-    h_json_str(J->data, sizeof J->data, trainer_data_name(t));
-    h_json_str(J->optim, sizeof J->optim, o->optim ? o->optim : "sgd");
-    h_json_str(J->host, sizeof J->host, meta->host);
-    h_json_str(J->sha, sizeof J->sha, meta->git_sha);
-    h_json_str(J->ts, sizeof J->ts, meta->timestamp);
-    J->cmd = h_meta_cmdline_json(meta);
-    h_json_str(J->cpu, sizeof J->cpu, meta->cpu);
-    h_json_str(J->topo, sizeof J->topo, meta->topo);
-    h_json_str(J->ver, sizeof J->ver, meta->versions);
-    h_json_str(J->net, sizeof J->net, o->net ? o->net : "");
-    h_json_str(J->strag, sizeof J->strag, o->straggler ? o->straggler : "");
-    J->mem = s_fmt_list_u64(all, S->R, offsetof(s_rank_t, mem_peak));
-    /* what each rank's engine holds (buffers, shards, optimizer state, aggregation): the part of the
-     * memory the synchronization scheme decides, where a PS server's load shows */
-    J->emem = s_fmt_list_u64(all, S->R, offsetof(s_rank_t, mem_engine_peak));
-    J->dmem = s_fmt_list_u64(all, S->R, offsetof(s_rank_t, mem_dev_peak));
-    double *sps = malloc(((size_t)S->P + 1) * sizeof *sps);
-    for (int r = 0; sps && r < S->P; r++) sps[r] = all[r].samples_per_s;
-    J->sps = sps ? h_json_f64_list(sps, (size_t)S->P, 3) : NULL;
-    free(sps);
-}
-
 /* Rank 0: the engine's JSON line appended to --json: 0, or why it could not be written. */
-static int s_json(const h_opts_t *o, const char *name, const s_rank_t *all, const trainer_t *t, const char *impl,
-                  const h_meta_t *meta, const s_sum_t *S)
+static int s_json(const h_opts_t *o, const char *name, const char *label, const s_rank_t *all, const trainer_t *t,
+                  const char *impl, const h_meta_t *meta, const s_sum_t *S)
 {
-    char *line = NULL;
-    static s_jstr_t J;
-    s_json_strings(o, name, all, t, impl, meta, S, &J);
     int P = S->P, R = S->R;
     double eimb = s_imbalance(all, R, offsetof(s_rank_t, mem_engine_peak), NULL);
-    int n = !J.cmd || !J.mem || !J.emem || !J.dmem || !J.sps ? -1 : asprintf(&line,
-        "{\"mode\": \"train\", \"engine\": %s, \"impl\": %s, \"world\": %d, \"ranks\": %d, \"servers\": %d, "
-        "\"steps\": %d, \"warmup_steps\": %d, \"batch\": %zu, \"local_batch\": %zu, \"model\": %s, \"params\": %zu, "
-        "\"data\": %s, \"optim\": %s, \"grad_dtype\": \"%s\", \"bucket_mb\": %g, \"nbuckets\": %d, \"overlap\": %s, "
-        "\"blas_threads\": %d, \"samples_per_s\": %.3f, \"samples_per_s_rank\": %s, \"compute_samples_per_s\": %.3f, "
-        "\"step_ms_p50\": %.4f, \"step_ms_p99\": %.4f, \"compute_ms_p50\": %.4f, \"comm_ms_p50\": %.4f, "
-        "\"wait_ms_p50\": %.4f, \"data_ms_p50\": %.4f, \"sync_ms_p50\": %.4f, \"loss_first\": %.6f, \"loss_last\": %.6f, \"acc_last\": %.4f, \"skipped_steps\": %llu, "
-        "\"bytes_sent\": %llu, \"mem_peak_bytes\": %s, \"mem_imbalance\": %.4f, \"gpus\": %d, \"mem_dev_peak_bytes\": %s, "
-        "\"mem_dev_imbalance\": %.4f, \"compute_tflops\": %.4f, \"host\": %s, \"git_sha\": %s, "
-        "\"timestamp\": %s, \"cmdline\": %s, \"cpu\": %s, \"topo\": %s, \"versions\": %s, \"net\": %s, "
-        "\"straggler\": %s, \"mem_engine_bytes\": %s, \"mem_engine_imbalance\": %.4f, \"traffic_bytes\": %s}\n",
-        J.eng, J.impl, P, R, R - P, o->steps, o->warmup_steps, S->lb * (size_t)P, S->lb, J.model, S->params,
-        J.data, J.optim, dt_name(o->grad_dtype), o->bucket_mb > 0 ? o->bucket_mb : 25.0, all[0].nbuckets,
-        o->no_overlap ? "false" : "true", all[0].threads, S->sps, J.sps, S->csps, S->step50, S->step99, S->comp50,
-        S->comm50, S->wait50, S->data50, S->sync50, S->lf, S->ll, S->acc, (unsigned long long)S->skipped,
-        (unsigned long long)S->sent, J.mem, S->imb, o->gpus, J.dmem, S->dimb, S->tflops, J.host, J.sha, J.ts, J.cmd, J.cpu,
-        J.topo, J.ver, J.net, J.strag, J.emem, eimb, S->traffic ? S->traffic : "null");
-    free(J.cmd); free(J.mem); free(J.emem); free(J.dmem); free(J.sps);
-    if (n > 2 && S->emu.on) { /* an emulated run's own fields, before the closing brace */
-        char *l2 = realloc(line, (size_t)n + 2048);
-        if (!l2) {
-            free(line);
-            n = -1;
-        } else {
-            line = l2;
-            n = h_emu_json(line, (size_t)n - 2, (size_t)n + 2048, o, &S->emu);
-            if (n < 0) free(line);
-        }
+    double *sps = malloc(((size_t)P + 1) * sizeof *sps);
+    for (int r = 0; sps && r < P; r++) sps[r] = all[r].samples_per_s;
+    json_t *body = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:s, s:I, s:s, s:s, s:s, s:f, s:i, s:b}",
+        "engine", name, "engine_label", label, "impl", impl ? impl : "default", "world", P, "ranks", R, "servers", R - P,
+        "steps", o->steps, "warmup_steps", o->warmup_steps, "batch", (json_int_t)(S->lb * (size_t)P),
+        "local_batch", (json_int_t)S->lb, "model", S->model, "params", (json_int_t)S->params, "data", trainer_data_name(t),
+        "optim", o->optim ? o->optim : "sgd", "grad_dtype", dt_name(o->grad_dtype),
+        "bucket_mb", o->bucket_mb > 0 ? o->bucket_mb : 25.0, "nbuckets", all[0].nbuckets, "overlap", !o->no_overlap);
+    int bad = h_jmerge(body, json_pack("{s:i, s:f, s:o, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I}",
+        "blas_threads", all[0].threads, "samples_per_s", S->sps, "samples_per_s_rank", sps ? h_jarr_f64(sps, (size_t)P) : NULL,
+        "compute_samples_per_s", S->csps, "step_ms_p50", S->step50, "step_ms_p99", S->step99, "compute_ms_p50", S->comp50,
+        "comm_ms_p50", S->comm50, "wait_ms_p50", S->wait50, "data_ms_p50", S->data50, "sync_ms_p50", S->sync50,
+        "loss_first", S->lf, "loss_last", S->ll, "acc_last", S->acc, "skipped_steps", (json_int_t)S->skipped,
+        "bytes_sent", (json_int_t)S->sent));
+    free(sps);
+    /* mem_engine_bytes: what each rank's engine holds (buffers, shards, optimizer state, aggregation):
+     * the part of the memory the synchronization scheme decides, where a PS server's load shows */
+    bad |= h_jmerge(body, json_pack("{s:o, s:f, s:i, s:o, s:f, s:f, s:s, s:o, s:f, s:o}",
+        "mem_peak_bytes", s_list_u64(all, R, offsetof(s_rank_t, mem_peak)), "mem_imbalance", S->imb, "gpus", o->gpus,
+        "mem_dev_peak_bytes", s_list_u64(all, R, offsetof(s_rank_t, mem_dev_peak)), "mem_dev_imbalance", S->dimb,
+        "compute_tflops", S->tflops, "straggler", o->straggler ? o->straggler : "",
+        "mem_engine_bytes", s_list_u64(all, R, offsetof(s_rank_t, mem_engine_peak)), "mem_engine_imbalance", eimb,
+        "traffic_bytes", S->traffic ? h_jarr_text(S->traffic) : json_null()));
+    if (S->emu.on) bad |= h_jmerge(body, h_emu_json(o, &S->emu)); /* an emulated run's own fields */
+    if (bad && body) {
+        json_decref(body);
+        body = NULL;
     }
-    int rc = n < 0 ? err_set(ERR_NOMEM, "train result line: out of memory") : h_json_append(o->json, line, (size_t)n);
-    if (n >= 0) free(line);
-    return rc;
+    return h_result_write(o, meta, "train", body);
 }
 
 /* Rank 0: the engine's table and JSON line: 0, or why the line could not be written. */
@@ -420,8 +380,10 @@ static int s_report(const h_opts_t *o, comm_t *comm, const char *name, const eng
     s_sum_t S;
     s_summarize(o, comm, ecfg, all, t, &S);
     S.traffic = traffic;
-    s_print(o, name, all, t, impl, &S);
-    return o->json ? s_json(o, name, all, t, impl, meta, &S) : 0;
+    char label[128];
+    h_engine_label(label, sizeof label, name, impl, S.R - S.P, 0);
+    s_print(o, label, all, t, impl, &S);
+    return o->json ? s_json(o, name, label, all, t, impl, meta, &S) : 0;
 }
 
 static int s_train_engine(const h_opts_t *o, comm_t *comm, const char *name, const h_meta_t *meta)

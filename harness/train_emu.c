@@ -53,16 +53,17 @@ void h_emu_summarize(const struct emu *e, const h_opts_t *o, int P, double sps, 
 void h_emu_print(const h_opts_t *o, const char *name, const char *impl, int P, int has_servers, int nbuckets,
                  const h_emu_sum_t *E)
 {
-    printf("#\n# syncbench train (emulated): engine %s (%s), %d GPU%s on %d machine%s x %d%s, model %s (%.1fM params, "
+    (void)impl; /* the label names the configuration (h_engine_label) */
+    printf("#\n# syncbench train (emulated): engine %s, %d GPU%s on %d machine%s x %d%s, model %s (%.1fM params, "
            "%.2fM moved after shrink %g, %d bucket%s), device %s%s, net %s, dilate %g, batch %zu/GPU\n",
-           name, impl ? impl : "default", P, P > 1 ? "s" : "", E->nodes, E->nodes > 1 ? "s" : "", E->gpus_per_node,
+           name, P, P > 1 ? "s" : "", E->nodes, E->nodes > 1 ? "s" : "", E->gpus_per_node,
            has_servers ? " + dedicated servers" : "", E->model, (double)E->params_full / 1e6, (double)E->params / 1e6,
            E->shrink, nbuckets, nbuckets > 1 ? "s" : "", E->device, E->derived ? " (derived)" : "",
            o->net ? o->net : "none (shared memory only)", E->dilate, (size_t)(o->batch > 0 ? o->batch : 256) / (size_t)P);
     printf("# device: %s\n", E->basis);
-    printf("# %-6s %5s %12s %12s %8s %6s %10s %10s %10s %6s\n", "engine", "GPUs", "samples/s", "1 device", "speedup", "eff",
+    printf("# %-18s %5s %12s %12s %8s %6s %10s %10s %10s %6s\n", "engine", "GPUs", "samples/s", "1 device", "speedup", "eff",
            "step (ms)", "compute", "exposed", "host");
-    printf("  %-6s %5d %12.1f %12.1f %8.2f %6.3f %10.2f %10.2f %10.2f %5.0f%%\n", name, P, E->emu_sps, E->dev_sps, E->speedup,
+    printf("  %-18s %5d %12.1f %12.1f %8.2f %6.3f %10.2f %10.2f %10.2f %5.0f%%\n", name, P, E->emu_sps, E->dev_sps, E->speedup,
            E->efficiency, E->step_ms, E->compute_ms, E->exposed_ms, E->busy * 100);
     if (E->host_bound)
         printf("# host-bound: the ranks kept %.0f%% of this machine's CPUs busy (busiest rank %.0f%%; the whole machine "
@@ -72,17 +73,18 @@ void h_emu_print(const h_opts_t *o, const char *name, const char *impl, int P, i
     fflush(stdout);
 }
 
-int h_emu_json(char *line, size_t at, size_t cap, const h_opts_t *o, const h_emu_sum_t *E)
+json_t *h_emu_json(const h_opts_t *o, const h_emu_sum_t *E)
 {
-    int n = snprintf(line + at, cap - at,
-                     ", \"emulated\": true, \"device\": \"%s\", \"device_samples_per_s\": %.4f, \"device_derived\": %s, "
-                     "\"nodes\": %d, \"gpus_per_node\": %d, \"server_nodes\": %d, \"shrink\": %g, \"dilate\": %g, "
-                     "\"params_full\": %zu, \"emu_samples_per_s\": %.3f, \"speedup\": %.4f, \"scaling_efficiency\": %.4f, "
-                     "\"emu_step_ms\": %.4f, \"emu_compute_ms\": %.4f, \"exposed_comm_ms\": %.4f, \"host_busy\": %.4f, "
-                     "\"host_cpu_max\": %.4f, \"system_busy\": %.4f, \"host_bound\": %s}\n",
-                     E->device, E->dev_sps, E->derived ? "true" : "false", E->nodes, E->gpus_per_node, o->server_nodes,
-                     E->shrink, E->dilate, E->params_full, E->emu_sps, E->speedup, E->efficiency, E->step_ms, E->compute_ms,
-                     E->exposed_ms, E->busy, E->cpu_max, E->system_busy, E->host_bound ? "true" : "false");
-    if (n < 0 || (size_t)n >= cap - at) return -1;
-    return (int)(at + (size_t)n);
+    json_t *j = json_pack("{s:b, s:s, s:f, s:b, s:i, s:i, s:i, s:f, s:f, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+                          "emulated", 1, "device", E->device, "device_samples_per_s", E->dev_sps, "device_derived", E->derived,
+                          "nodes", E->nodes, "gpus_per_node", E->gpus_per_node, "server_nodes", o->server_nodes,
+                          "shrink", E->shrink, "dilate", E->dilate, "params_full", (json_int_t)E->params_full,
+                          "emu_samples_per_s", E->emu_sps, "speedup", E->speedup, "scaling_efficiency", E->efficiency,
+                          "emu_step_ms", E->step_ms, "emu_compute_ms", E->compute_ms, "exposed_comm_ms", E->exposed_ms,
+                          "host_busy", E->busy, "host_cpu_max", E->cpu_max);
+    if (h_jmerge(j, json_pack("{s:f, s:b}", "system_busy", E->system_busy, "host_bound", E->host_bound)) != 0) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
 }

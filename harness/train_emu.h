@@ -32,8 +32,7 @@ void h_emu_summarize(const struct emu *e, const h_opts_t *o, int P, double sps, 
 /* Rank 0: the emulated table on stdout, and a line naming the host as the bound when it is. */
 void h_emu_print(const h_opts_t *o, const char *name, const char *impl, int P, int has_servers, int nbuckets,
                  const h_emu_sum_t *E);
-/* Append the emulated fields to a JSON object being written in line (at: where its closing "}\n"
- * would go) and close it; returns the new length, or -1 when cap is too small. */
-int h_emu_json(char *line, size_t at, size_t cap, const h_opts_t *o, const h_emu_sum_t *E);
+/* The emulated run's fields of its result line (NULL when out of memory). */
+json_t *h_emu_json(const h_opts_t *o, const h_emu_sum_t *E);
 
 #endif

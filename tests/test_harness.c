@@ -312,7 +312,7 @@ Test(harness, user_visible_details, .timeout = 120)
     snprintf(cmd, sizeof cmd, "%s bench --engine ring --procs 1 --sizes 4K --iters 2 --quiet --json -", g_harness);
     cr_assert_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
     cr_expect(strstr(out, "algbw") && strstr(out, "          4096 "), "bench --quiet printed no table:\n%s", out);
-    cr_expect(strstr(out, "\"busbw_gbs\":0.000000,") != NULL, "busbw at P = 1 must be 0:\n%s", out);
+    cr_expect(strstr(out, "\"busbw_gbs\":0.0,") != NULL, "busbw at P = 1 must be 0:\n%s", out);
     snprintf(cmd, sizeof cmd, "%s train --engine ring --procs 2 --steps 1 --straggler 5:10", g_harness);
     int rc = s_run(cmd, out, sizeof out, NULL);
     cr_expect(rc != 0 && strstr(out, "--straggler") != NULL, "a straggler rank >= world was accepted (%d):\n%s", rc, out);

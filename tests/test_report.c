@@ -16,6 +16,7 @@
 #include "harness/meta.c"
 #include "harness/plot.c"
 #include "harness/report.c"
+#include "harness/report_fmt.c"
 #include "harness/engines.c"
 #include "harness/stats.c"
 #include "harness/traffic.c"
@@ -50,9 +51,9 @@ Test(jsonl, values)
     h_jfree(&o);
 }
 
-/* 40k keys: linear duplicate detection (a count of key comparisons, not a wall time), and a duplicate
- * at the end is still found. */
-Test(jsonl, many_keys_linear)
+/* 40k keys: all read, and a duplicate at the end is still found (jansson keeps the keys in a hash
+ * table; its cost is its own, no wall time is measured here). */
+Test(jsonl, many_keys)
 {
     size_t nk = 40000, cap = nk * 24 + 64, o = 0;
     char *line = malloc(cap);
@@ -61,11 +62,10 @@ Test(jsonl, many_keys_linear)
     line[o++] = '}';
     h_jobj_t obj = {0};
     char err[256];
-    s_key_compares = 0;
     cr_assert_eq(h_jparse(line, o, &obj, err, sizeof err), 0, "%s", err);
     cr_assert_eq(obj.n, nk);
-    cr_expect_lt(s_key_compares, 4 * nk, "%lu key comparisons for %zu keys", s_key_compares, nk);
     cr_expect_eq(h_jnum(&obj, "k39999", -1), 39999);
+    cr_expect_str_eq(obj.f[nk - 1].key, "k39999"); /* in the line's order */
     h_jfree(&obj);
     o--; /* a duplicate of the first key, last */
     o += (size_t)snprintf(line + o, cap - o, ",\"k0\":1}");
@@ -126,7 +126,8 @@ Test(jsonl, malformed)
         h_jobj_t o = {0};
         char err[256] = "";
         cr_assert_eq(s_parse(bad[i], &o, err, sizeof err), ERR_CORRUPT, "accepted: %s", bad[i]);
-        cr_assert(strstr(err, "column "), "no position for '%s': %s", bad[i], err);
+        /* where: a column, or (a value of the wrong kind, found after parsing) its key */
+        cr_assert(strstr(err, "column ") || strstr(err, "key \"a\""), "no position for '%s': %s", bad[i], err);
         cr_assert_eq(o.n, 0);
         cr_assert_null(o.f);
     }
@@ -323,7 +324,8 @@ Test(report, json)
     cr_assert(strstr(out, "{\"label\":\"ring\",\"world\":2,\"servers\":0,\"samples_per_s\":1800,"
                           "\"step_ms_p50\":142.22222222222223,"), "%s", out);
     cr_assert(strstr(out, "\"scaling_eff\":0.9,\"eff_base_world\":1,\"runs\":1,\"src\":\""), "%s", out);
-    cr_assert(strstr(out, "report_sample.jsonl:10\",\"speedup\":null}"), "%s", out);
+    cr_assert(strstr(out, "report_sample.jsonl:10\",\"speedup\":null,\"samples_per_s_min\":1800,\"samples_per_s_max\":1800}"),
+              "%s", out);
     cr_assert(strstr(out, "\"mem_imbalance\":2,\"mem_engine_imbalance\":null,"), "%s", out);
     /* model: the measured point and the extrapolation without measurement */
     cr_assert(strstr(out, "{\"what\":\"bench\",\"label\":\"ring\",\"world\":4,\"bytes\":1048576,\"pred_us\":1380,"
@@ -341,7 +343,7 @@ Test(report, markdown)
     cr_assert(strstr(out, "\n| tree | 4 | 0 | 1048576 | 1250.000 | 1.258 | 0.839 | 1 | 0 | - |\n"), "%s", out);
     cr_assert(strstr(out, "## train\n"), "%s", out);
     cr_assert(strstr(out, "\n| ring | 4 | 0 | 3000.0 | 85.33 | 100.00 | 0.50 | 0.25 | 1.000 | - | 0.750 | 1 | 1 | "), "%s", out);
-    cr_assert(strstr(out, "\n| ps-s1 | 2 | 1 | 1500.0 | 170.67 | 200.00 | 0.50 | 0.25 | 2.000 | - | 1.000 | 2 | 1 | "), "%s", out);
+    cr_assert(strstr(out, "\n| ps-servers1 | 2 | 1 | 1500.0 | 170.67 | 200.00 | 0.50 | 0.25 | 2.000 | - | 1.000 | 2 | 1 | "), "%s", out);
     cr_assert(strstr(out, "## model\n"), "%s", out);
     cr_assert(strstr(out, "\n| bench | ring | 4 | 1048576 | 1380.0 | 1500.0 | -8.0 |\n"), "%s", out);
     cr_assert(strstr(out, "\n| bench | ring | 1024 | 1048576 | 2500.0 | - | - |\n"), "%s", out);
@@ -355,7 +357,8 @@ Test(report, csv)
     cr_assert(strstr(out, "\nbench,ring,4,0,1048576,1500,1.048576,0.699051,1,0,\n"), "%s", out);
     cr_assert(strstr(out, "\nbench,ring,2,0,1024,10,0.1024,0.1024,1,0,\n"), "%s", out);
     cr_assert(strstr(out, "\n\nsection,label,world,servers,samples_per_s,step_ms_p50,step_ms_p99,comm_ms_p50,wait_ms_p50,"
-                          "mem_imbalance,mem_engine_imbalance,scaling_eff,eff_base_world,runs,src,speedup\n"), "%s", out);
+                          "mem_imbalance,mem_engine_imbalance,scaling_eff,eff_base_world,runs,src,speedup,samples_per_s_min,"
+                          "samples_per_s_max\n"), "%s", out);
     cr_assert(strstr(out, "\ntrain,ring,2,0,1800,142.22222222222223,166.66666666666666,0.5,0.25,1,,0.9,1,1,"), "%s", out);
     cr_assert(strstr(out, "\n\nsection,what,label,world,bytes,pred_us,meas_us,err_pct\n"), "%s", out);
     cr_assert(strstr(out, "\nmodel,bench,ring,4,1048576,1380,1500,-8\n"), "%s", out);

@@ -1,0 +1,202 @@
+/* test_results.c: results written and read with jansson (schema 2, one "topology" field, the whole
+ * command line, whole lines or an error), old results (schema 1, "topo") still read, the one engine
+ * label, and `harness report` never taking a median across runs that differ in what they measured:
+ * shm against tcp, f32 against f16, named runs (--label) apart and selectable; --size; the mpi
+ * engine's ranks get the job secret. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "tests/lib/ranks.h"
+
+/* the harness is a program, not a library: compile the files under test into this test */
+#include "harness/jsonl.c"
+#include "harness/meta.c"
+#include "harness/plot.c"
+#include "harness/report.c"
+#include "harness/report_fmt.c"
+#include "harness/engines.c"
+#include "harness/stats.c"
+#include "harness/traffic.c"
+
+Test(results, engine_label_one_name)
+{
+    char l[128];
+    h_engine_label(l, sizeof l, "ps", "ps-sync-servers1", 1, 0);
+    cr_expect_str_eq(l, "ps-sync-servers1");
+    h_engine_label(l, sizeof l, "ps", "default", 2, 0);
+    cr_expect_str_eq(l, "ps-servers2");
+    h_engine_label(l, sizeof l, "ps", "host", 0, 1);
+    cr_expect_str_eq(l, "ps-colocated");
+    h_engine_label(l, sizeof l, "ring", "host", 0, 0);
+    cr_expect_str_eq(l, "ring");
+    h_engine_label(l, sizeof l, "ring", "nccl", 0, 0);
+    cr_expect_str_eq(l, "ring/nccl");
+    h_engine_label(l, sizeof l, "mpi", "Open MPI v4.1.4", 0, 0);
+    cr_expect_str_eq(l, "mpi");
+    cr_expect_str_eq(h_engine_impl_note("ring", "host"), "");
+    cr_expect_str_eq(h_engine_impl_note("ps-sync-servers1", "ps-sync-servers1"), "");
+    cr_expect_str_eq(h_engine_impl_note("ring/nccl", "nccl"), "");
+    cr_expect_str_eq(h_engine_impl_note("mpi", "Open MPI v4.1.4"), "Open MPI v4.1.4");
+}
+
+/* A line with a 5000-character command line, quotes, a line break and UTF-8 reads back exactly. */
+Test(results, round_trip_no_length_limit)
+{
+    char path[] = "/tmp/sb-results-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    static char big[5001];
+    memset(big, 'x', 5000);
+    char *argv[] = {"harness", "bench", "--json", big, "say \"hi\"\n\xc3\xa9", NULL};
+    h_meta_t m;
+    h_meta_fill(&m, 5, argv);
+    h_opts_t o = {.json = path, .label = "run \"1\""};
+    json_t *body = json_pack("{s:s, s:i, s:f, s:o}", "engine", "ring", "world", 2, "busbw_gbs", 0.1,
+                             "traffic_bytes", h_jarr_u64((uint64_t[]){1, 2, 3, 18446744073709551ull}, 4));
+    cr_assert_eq(h_result_write(&o, &m, "bench", body), 0, "%s", err_detail());
+    h_jobj_t *objs = NULL;
+    size_t n = 0, bad = 0;
+    char *files[] = {path};
+    cr_assert_eq(h_jread_files(1, files, &objs, &n, &bad, stderr), 0);
+    cr_assert_eq(n, 1);
+    cr_assert_eq(bad, 0);
+    cr_expect_eq(h_jnum(&objs[0], "schema", 0), H_RESULT_SCHEMA);
+    cr_expect_str_eq(h_jstr(&objs[0], "mode", ""), "bench");
+    cr_expect_str_eq(h_jstr(&objs[0], "label", ""), "run \"1\"");
+    cr_expect_eq(h_jnum(&objs[0], "busbw_gbs", 0), 0.1);
+    const char *cmd = h_jstr(&objs[0], "cmdline", "");
+    cr_expect_eq(strlen(cmd), strlen("harness bench --json ") + 5000 + 1 + strlen("say \"hi\"\n\xc3\xa9"), "%zu", strlen(cmd));
+    cr_expect(strstr(cmd, "say \"hi\"\n\xc3\xa9"));
+    cr_expect(h_jstr(&objs[0], "topology", NULL) != NULL);
+    cr_expect(h_jget(&objs[0], "topo") == NULL);
+    const h_jfield_t *t = h_jget(&objs[0], "traffic_bytes");
+    cr_assert(t && t->type == HJ_ARR && t->n == 4 && t->arr[2] == 3);
+    h_jfree_all(&objs, &n);
+    unlink(path);
+}
+
+Test(results, unwritable_results_fail_whole)
+{
+    h_meta_t m;
+    char *argv[] = {"harness", NULL};
+    h_meta_fill(&m, 1, argv);
+    h_opts_t o = {.json = "/nonexistent-dir/r.jsonl"};
+    cr_expect_eq(h_result_write(&o, &m, "bench", json_pack("{s:i}", "world", 2)), ERR_IO);
+    cr_expect(strstr(err_detail(), "/nonexistent-dir/r.jsonl"), "%s", err_detail());
+    cr_expect_eq(h_result_write(&o, &m, "bench", NULL), ERR_NOMEM); /* a body that could not be built */
+}
+
+/* report --format json of path into out (keeping only run label when not NULL) */
+static void s_report_json(const char *path, const char *label, char *out, size_t len)
+{
+    char op[] = "/tmp/sb-results-out-XXXXXX";
+    int ofd = mkstemp(op);
+    cr_assert_geq(ofd, 0);
+    fflush(stdout);
+    int so = dup(1);
+    dup2(ofd, 1);
+    char *files[] = {(char *)path};
+    int rc = h_report_run(1, files, NULL, "json", label);
+    fflush(stdout);
+    dup2(so, 1);
+    close(so);
+    ssize_t k = pread(ofd, out, len - 1, 0);
+    out[k > 0 ? k : 0] = '\0';
+    close(ofd);
+    unlink(op);
+    cr_assert_eq(rc, 0, "%s", err_detail());
+}
+
+static void s_write(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Lines that differ only in transport or dtype are rows apart, named by what differs; a schema-1 line
+ * ("topo", no schema) and a schema-2 line of the same configuration are one point of two runs. */
+Test(results, rows_keyed_by_configuration)
+{
+    char path[] = "/tmp/sb-results-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    s_write(path,
+        "{\"mode\":\"bench\",\"engine\":\"ring\",\"impl\":\"host\",\"world\":2,\"transport\":\"shm\",\"dtype\":\"f32\","
+        "\"op\":\"sum\",\"bytes\":65536,\"busbw_gbs\":7.45,\"time_us\":8,\"topo\":\"old\",\"host\":\"a\"}\n"
+        "{\"schema\":2,\"mode\":\"bench\",\"engine\":\"ring\",\"engine_label\":\"ring\",\"impl\":\"host\",\"world\":2,"
+        "\"transport\":\"shm\",\"dtype\":\"f32\",\"op\":\"sum\",\"bytes\":65536,\"busbw_gbs\":7.25,\"time_us\":9,"
+        "\"topology\":\"new\",\"host\":\"b\"}\n"
+        "{\"mode\":\"bench\",\"engine\":\"ring\",\"impl\":\"host\",\"world\":2,\"transport\":\"tcp\",\"dtype\":\"f32\","
+        "\"op\":\"sum\",\"bytes\":65536,\"busbw_gbs\":1.58,\"time_us\":40}\n"
+        "{\"mode\":\"bench\",\"engine\":\"ring\",\"impl\":\"host\",\"world\":2,\"transport\":\"shm\",\"dtype\":\"f16\","
+        "\"op\":\"sum\",\"bytes\":65536,\"busbw_gbs\":4.27,\"time_us\":15}\n"
+        "{\"mode\":\"bench\",\"engine\":\"tree\",\"impl\":\"host\",\"world\":2,\"transport\":\"shm\",\"dtype\":\"f32\","
+        "\"op\":\"sum\",\"bytes\":65536,\"busbw_gbs\":5,\"time_us\":12}\n");
+    static char out[65536];
+    s_report_json(path, NULL, out, sizeof out);
+    /* three ring rows, none a median of another; tree alone keeps its plain label */
+    cr_expect(strstr(out, "{\"label\":\"ring+transport=shm+dtype=f32\",\"world\":2,\"servers\":0,\"bytes\":65536,\"time_us\":8.5,"
+                          "\"busbw_gbs\":7.35,"), "%s", out);
+    cr_expect(strstr(out, "\"label\":\"ring+transport=tcp+dtype=f32\",\"world\":2,\"servers\":0,\"bytes\":65536,\"time_us\":40,"
+                          "\"busbw_gbs\":1.58,"), "%s", out);
+    cr_expect(strstr(out, "\"label\":\"ring+transport=shm+dtype=f16\",\"world\":2,\"servers\":0,\"bytes\":65536,\"time_us\":15,"
+                          "\"busbw_gbs\":4.27,"), "%s", out);
+    cr_expect(strstr(out, "{\"label\":\"tree\","), "%s", out);
+    cr_expect(!strstr(out, "\"busbw_gbs\":4.272"), "%s", out);
+    unlink(path);
+}
+
+/* Two bench runs (shm, tcp) and a named run in one results file: two rows and a third, not a median;
+ * report --label keeps the named run only. Then --size writes exactly one size. */
+Test(results, harness_bench_runs_apart, .timeout = 240)
+{
+    char h[4096], dir[] = "/tmp/sb-results-XXXXXX", cmd[16384];
+    static char out[65536];
+    cr_assert(harness_path(h, sizeof h) == 0, "build the harness first (make)");
+    cr_assert(mkdtemp(dir));
+    static const char *const runs[] = {"--transport shm", "--transport tcp", "--transport shm --label fast", NULL};
+    for (int i = 0; runs[i]; i++) {
+        snprintf(cmd, sizeof cmd, "%s bench --procs 2 --size 4K --iters 2 --warmup 1 --quiet --json %s/r.jsonl %s", h, dir,
+                 runs[i]);
+        int rc = run_cmd(cmd, out, sizeof out);
+        cr_assert_eq(rc, 0, "%s\n%s", cmd, out);
+    }
+    snprintf(cmd, sizeof cmd, "%s/r.jsonl", dir);
+    FILE *f = fopen(cmd, "r");
+    cr_assert(f);
+    char line[8192];
+    int nl = 0;
+    while (fgets(line, sizeof line, f)) {
+        nl++;
+        cr_expect(strstr(line, "\"schema\":2,\"mode\":\"bench\"") && strstr(line, "\"topology\":") &&
+                  strstr(line, "\"bytes\":4096,") && strstr(line, "\"engine_label\":\"ring\""), "%s", line);
+    }
+    fclose(f);
+    cr_expect_eq(nl, 3, "--size 4K: one line per run");
+    s_report_json(cmd, NULL, out, sizeof out);
+    cr_expect(strstr(out, "\"label\":\"ring+transport=shm\",\"world\":2") && strstr(out, "\"label\":\"ring+transport=tcp\",\"world\":2")
+              && strstr(out, "\"label\":\"fast:ring\",\"world\":2"), "%s", out);
+    s_report_json(cmd, "fast", out, sizeof out);
+    cr_expect(strstr(out, "\"label\":\"fast:ring\"") && !strstr(out, "transport=tcp") && strstr(out, "\"results\":3,"), "%s", out);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_expect_eq(system(cmd), 0);
+}
+
+Test(results, mpi_ranks_have_the_job_secret, .timeout = 240)
+{
+    char h[4096], cmd[8192];
+    static char out[65536];
+    cr_assert(harness_path(h, sizeof h) == 0, "build the harness first (make)");
+    if (system("command -v mpirun >/dev/null 2>&1") != 0) cr_skip_test("mpirun is not installed");
+    snprintf(cmd, sizeof cmd, "%s bench --engine mpi --procs 2 --size 4K --iters 2 --warmup 1", h);
+    int rc = run_cmd(cmd, out, sizeof out);
+    if (rc != 0 && strstr(out, "not built")) cr_skip_test("this build has no mpi engine");
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(!strstr(out, "no secret"), "%s", out);
+}
