@@ -580,6 +580,7 @@ static int s_text(FILE *out, const h_rdata_t *d)
     if (d->nb) CHECK(s_text_bench(out, d));
     if (d->nt) s_text_train(out, d);
     s_text_traffic(out, d);
+    h_report_ceilings(out, d, s_lwid);
     if (d->nm) s_text_model(out, d);
     return 0;
 }

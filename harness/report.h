@@ -82,6 +82,11 @@ int h_report_run(int nfiles, char **files, const char *outdir, const char *forma
  * label (*base: that world; > 1 means approximate). 1 for the base itself, NAN when not computable. */
 double h_report_efficiency(const h_rdata_t *d, size_t i, int *base);
 
+/* The ceiling table (report_ceil.c): every bench row that has an op-move twin (same configuration, world
+ * and size), its time beside the twin's and their ratio; prints nothing without such pairs. Returns the
+ * rows printed. lwid: the engine column's width. */
+size_t h_report_ceilings(FILE *out, const h_rdata_t *d, int lwid);
+
 /* The rows as one JSON document {"files":[...],"results":N,"malformed":K,"bench":[...],"train":[...],
  * "model":[...]}, as Markdown tables, or as CSV (report_fmt.c). */
 void h_report_json(FILE *out, const h_rdata_t *d, int nfiles, char **files, size_t nres, size_t nbad);

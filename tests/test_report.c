@@ -17,6 +17,7 @@
 #include "harness/plot.c"
 #include "harness/report.c"
 #include "harness/report_fmt.c"
+#include "harness/report_ceil.c"
 #include "harness/engines.c"
 #include "harness/stats.c"
 #include "harness/traffic.c"
@@ -487,4 +488,28 @@ Test(report, traffic_and_memory, .timeout = 120)
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     cr_assert_eq(system(cmd), 0);
+}
+
+/* the ceiling table pairs each allreduce with its op-move twin of the same configuration, world and
+ * size (never another transport's), and prints ceiling time / time */
+Test(report, ceilings_pair_op_move_twins)
+{
+    char path[] = "/tmp/sb-report-ceil-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    static const char *rows[] = {"\"transport\":\"shm\",\"op\":\"sum\",\"time_us\":40", "\"transport\":\"shm\",\"op\":\"move\",\"time_us\":30",
+                                 "\"transport\":\"tcp\",\"op\":\"sum\",\"time_us\":100", "\"transport\":\"tcp\",\"op\":\"sum\",\"time_us\":120"};
+    for (int i = 0; i < 4; i++)
+        dprintf(fd, "{\"mode\":\"bench\",\"engine\":\"ring\",\"world\":2,\"bytes\":4096,%s,\"busbw_gbs\":0.1,\"wrong\":0}\n", rows[i]);
+    close(fd);
+    static char out[16384], err[16384];
+    char *files[] = {path};
+    setenv("SYNCBENCH_GNUPLOT", "", 1);
+    cr_assert_eq(s_report_fmt(1, files, "/tmp/sb-report-ceil-plots", "text", out, sizeof out, err, sizeof err), 0, "%s", err);
+    unsetenv("SYNCBENCH_GNUPLOT");
+    const char *t = strstr(out, "# ceilings:");
+    cr_assert(t, "%s", out);
+    cr_assert(strstr(t, "shm") && strstr(t, "40.0") && strstr(t, "30.0") && strstr(t, "0.75\n"), "%s", t);
+    cr_assert(!strstr(t, "tcp"), "a configuration without a twin has no ceiling row:\n%s", t);
+    unlink(path);
 }

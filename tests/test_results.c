@@ -16,6 +16,7 @@
 #include "harness/plot.c"
 #include "harness/report.c"
 #include "harness/report_fmt.c"
+#include "harness/report_ceil.c"
 #include "harness/engines.c"
 #include "harness/stats.c"
 #include "harness/traffic.c"
