@@ -15,9 +15,14 @@
  *    workers' pushes to the other machines' servers and receives the other machines' pushes to its
  *    servers; the reply phase mirrors it.
  *    Colocated (a server in every worker): each worker sends (P-1)/P n as a worker and as a server,
- *    the part bound for other machines crossing the NIC. In sync mode the engine sends the pulls only
- *    after the step's last push (the optimizer needs every worker's overflow flag): a step is the
- *    pushes, bucket by bucket as backward produces them, then the replies for the whole model. */
+ *    the part bound for other machines crossing the NIC. With loss scaling (AMP) the engine sends the
+ *    pulls only after the step's last push (the optimizer needs every worker's overflow flag): a step
+ *    is the pushes, bucket by bucket as backward produces them, then the replies for the whole model.
+ *    Pipelined (f32 gradients, no loss scaling): a bucket's replies follow its own pushes. With servers
+ *    on machines of their own, pushes and replies travel opposite directions of every NIC (worker out /
+ *    server in, then back), so the replies run one bucket behind the pushes; with servers on the GPU
+ *    machines (per machine, colocated) a NIC direction carries its workers' pushes and its servers'
+ *    replies at once, so a bucket costs both phases' bytes on that direction. */
 #include "harness/clustermodel.h"
 #include "allreduce-tree/tree.h"
 #include <math.h>
@@ -85,6 +90,28 @@ static void s_ps(const h_cl_net_t *net, const h_cl_engine_t *e, double n, double
     *nic = N > 1 ? worst : 0;
 }
 
+double h_cl_ps_duplex_bytes(const h_cl_net_t *net, const h_cl_engine_t *e, double n)
+{
+    int N = net->nodes, G = net->gpus_per_node, P = N * G;
+    if (N <= 1) return 0;
+    if (e->colocate) return 2.0 * G * n * (double)(P - G) / P; /* push out + reply out, the same per machine */
+    int S = e->servers > 0 ? e->servers : 1;
+    if (e->server_nodes > 0) {
+        double nic, msgs;
+        s_ps(net, e, n, &nic, &msgs);
+        return nic; /* workers: pushes out, replies in; servers: the reverse */
+    }
+    double worst = 0;
+    for (int m = 0; m < N; m++) {
+        int sm = 0;
+        for (int s = 0; s < S; s++) sm += s % N == m;
+        double h = (double)sm / S;
+        /* out: its workers' pushes to remote servers + its servers' replies to remote workers (in mirrors) */
+        worst = fmax(worst, G * n * (1 - h) + h * n * (P - G));
+    }
+    return worst;
+}
+
 void h_cl_traffic(const h_cl_net_t *net, const h_cl_engine_t *e, double n, double *nic_bytes, double *messages)
 {
     int N = net->nodes > 0 ? net->nodes : 1, P = N * (net->gpus_per_node > 0 ? net->gpus_per_node : 1);
@@ -111,6 +138,27 @@ double h_cl_step(const h_cl_net_t *net, const h_cl_engine_t *e, int nb, const do
                  double compute_s, double *exposed)
 {
     double end = 0, total = 0;
+    if (e->kind == H_CL_PS && e->pipelined) {
+        /* pushes bucket by bucket; a bucket's replies follow its pushes. Opposite directions (servers on
+         * machines of their own): a second pipeline one bucket behind; shared directions: each bucket
+         * carries both phases' bytes on the busiest direction. */
+        double push = 0, reply = 0;
+        for (int b = 0; b < nb; b++) {
+            double msgs, one;
+            h_cl_traffic(net, e, bytes[b], &one, &msgs);
+            double both = h_cl_ps_duplex_bytes(net, e, bytes[b]);
+            if (both > one * 1.000001) {
+                push = fmax(push, ready[b]) + msgs * net->alpha + both * net->beta;
+                reply = push;
+            } else {
+                push = fmax(push, ready[b]) + h_cl_collective(net, e, bytes[b]);
+                reply = fmax(reply, push) + h_cl_collective(net, e, bytes[b]);
+            }
+        }
+        double step = fmax(reply, compute_s);
+        if (exposed) *exposed = step - compute_s;
+        return step;
+    }
     for (int b = 0; b < nb; b++) {
         end = fmax(end, ready[b]) + h_cl_collective(net, e, bytes[b]);
         total += bytes[b];

@@ -20,17 +20,23 @@ typedef struct {
     int servers;            /* ps: dedicated servers (0 with colocate) */
     int server_nodes;       /* ps: servers on CPU machines of their own (K); 0: server s on GPU machine s mod N */
     int colocate;           /* ps: one server inside every worker */
+    int pipelined;          /* ps: a bucket's replies follow its own pushes (sync with f32 gradients and no
+                             * loss scaling: each partition commits with its last push), not the step's last */
 } h_cl_engine_t;
 
 /* Bytes the busiest NIC direction carries in one allreduce of n bytes per worker, and the messages
  * in series on the critical path (for alpha). */
 void h_cl_traffic(const h_cl_net_t *net, const h_cl_engine_t *e, double n, double *nic_bytes, double *messages);
+/* The PS with both phases on the wire at once (pipelined): the busiest NIC direction's bytes when a
+ * bucket's pushes and replies share the links (a direction carrying pushes one way and replies the
+ * same way adds them). Equals h_cl_traffic's bytes when pushes and replies use opposite directions. */
+double h_cl_ps_duplex_bytes(const h_cl_net_t *net, const h_cl_engine_t *e, double n);
 /* One collective of n bytes: messages alpha + nic_bytes beta (no transfer at one machine). */
 double h_cl_collective(const h_cl_net_t *net, const h_cl_engine_t *e, double n);
 /* A step: bucket b (bytes[b]) is ready at ready[b] (s from the step's start, non-decreasing); buckets
  * are reduced one at a time in order; the step ends when backward (compute_s) and the last collective
- * are done; for the parameter server (sync) the pulls of the whole model follow the last push (see
- * clustermodel.c). *exposed (may be NULL) gets step - compute_s. */
+ * are done; for the parameter server (sync) the pulls of the whole model follow the last push, or,
+ * pipelined, each bucket's replies follow its pushes (see clustermodel.c). *exposed (may be NULL) gets step - compute_s. */
 double h_cl_step(const h_cl_net_t *net, const h_cl_engine_t *e, int nb, const double *ready, const double *bytes,
                  double compute_s, double *exposed);
 

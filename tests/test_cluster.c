@@ -96,6 +96,22 @@ Test(clustermodel, ps_replies_follow_the_last_push)
     cr_expect_float_eq(h_cl_step(&net, &ps, 2, ready, bytes, 0.030, NULL), 0.070, 1e-12);
 }
 
+Test(clustermodel, ps_pipelined_replies_follow_their_bucket)
+{
+    h_cl_net_t net = {.nodes = 2, .gpus_per_node = 1, .beta = 1e-3, .alpha = 0};
+    /* servers on a machine of their own: pushes into it, replies out of it, opposite directions. Pushes:
+     * 10 B at 10 ms -> 30 ms, 5 B at 30 ms -> 40 ms; replies: bucket 0 30 -> 50 ms, bucket 1 50 -> 60 ms */
+    h_cl_engine_t ded = {.kind = H_CL_PS, .servers = 1, .server_nodes = 1, .pipelined = 1};
+    double ready[2] = {0.010, 0.020}, bytes[2] = {10, 5};
+    cr_expect_float_eq(h_cl_step(&net, &ded, 2, ready, bytes, 0.030, NULL), 0.060, 1e-12);
+    /* a server on each of the 2 GPU machines: each NIC direction carries its worker's half-push to the
+     * other server (n/2) and its server's reply to the other worker (n/2) at once: n per bucket.
+     * 10 B: 10 -> 20 ms; 5 B: 20 -> 25 ms */
+    h_cl_engine_t per = {.kind = H_CL_PS, .servers = 2, .pipelined = 1};
+    cr_expect_float_eq(h_cl_ps_duplex_bytes(&net, &per, 10), 10, 1e-12);
+    cr_expect_float_eq(h_cl_step(&net, &per, 2, ready, bytes, 0.010, NULL), 0.025, 1e-12);
+}
+
 Test(clustermodel, step_overlaps_backward)
 {
     h_cl_net_t net = {.nodes = 2, .gpus_per_node = 1, .beta = 1e-3, .alpha = 0};
