@@ -23,6 +23,7 @@ sys.dont_write_bytecode = True   # no __pycache__ beside the sources
 from results import Result, num  # noqa: E402  (paper/results.py)
 import emulated  # noqa: E402  (paper/emulated.py)
 import movebytes  # noqa: E402  (paper/movebytes.py)
+import footing  # noqa: E402  (paper/footing.py)
 
 NOT_MEASURED = "_Not measured: no such lines in results/._"
 
@@ -663,6 +664,7 @@ def main():
     done = dict(emulated.section(a.results, P.summary))
     done.update(emulated.figures(a.results, a.figs, figrel))
     done.update(movebytes.section(a.harness, a.results, a.figs, figrel, P.summary))
+    done.update(footing.section(a.results, P.summary))
     # summary last: the other parts add to it
     for k in parts:
         if "@@%s@@" % k in tpl:
