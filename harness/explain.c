@@ -307,7 +307,8 @@ int h_explain(const h_opts_t *o, FILE *out, uint64_t *links, int *world)
     int P = o->procs ? o->procs : 4, S = 0, coloc = 0;
     size_t part = 0;
     size_t esz = dt_size(o->dtype), count = o->size_max / (esz ? esz : 4);
-    if (!esz || count == 0) return err_set(ERR_INVAL, "explain: --sizes must hold at least one %s element", dt_name(o->dtype));
+    if (!esz || count == 0)
+        return err_set(ERR_INVAL, "explain: --size (or the largest of --sizes) must hold at least one %s element", dt_name(o->dtype));
     if (!strcmp(eng, "ps")) {
         const ps_opts_t *po = h_engine_opts(o, "ps");
         coloc = po && po->colocate;

@@ -131,21 +131,11 @@ static int s_gemm_gpu(const h_opts_t *o)
         if (o->json) {
             h_meta_t m;
             h_meta_fill(&m, o->argc, o->argv);
-            char ms[200], hs[300], ss[100], ts[80], cs[4200], ds[300];
-            h_json_str(ms, sizeof ms, model);
-            h_json_str(hs, sizeof hs, m.host);
-            h_json_str(ss, sizeof ss, m.git_sha);
-            h_json_str(ts, sizeof ts, m.timestamp);
-            h_json_str(cs, sizeof cs, m.cmdline);
-            h_json_str(ds, sizeof ds, desc);
-            char line[8192];
-            int n = snprintf(line, sizeof line,
-                             "{\"mode\": \"gemm\", \"device\": %s, \"math\": \"%s\", \"model\": %s, \"gpus\": %d, "
-                             "\"batch\": %zu, \"local_batch\": %zu, \"iters\": %d, \"step_ms_p50\": %.5f, "
-                             "\"samples_per_s\": %.3f, \"tflops\": %.4f, \"host\": %s, \"git_sha\": %s, "
-                             "\"timestamp\": %s, \"cmdline\": %s}\n",
-                             ds, math, ms, o->gpus, batch, b, iters, p50, sps, sps * flop / 1e12, hs, ss, ts, cs);
-            if (n > 0 && (size_t)n < sizeof line) rc = h_json_append(o->json, line, (size_t)n);
+            rc = h_result_write(o, &m, "gemm", json_pack("{s:s, s:s, s:s, s:i, s:I, s:I, s:i, s:f, s:f, s:f}", "device", desc,
+                                                          "math", math, "model", model, "gpus", o->gpus, "batch",
+                                                          (json_int_t)batch, "local_batch", (json_int_t)b, "iters", iters,
+                                                          "step_ms_p50", p50, "samples_per_s", sps, "tflops",
+                                                          sps * flop / 1e12));
         }
     }
     return rc;
@@ -218,21 +208,11 @@ int h_gemm_bench(const h_opts_t *o)
     if (o->json) {
         h_meta_t m;
         h_meta_fill(&m, o->argc, o->argv);
-        char ms[200], hs[300], ss[100], ts[80], cs[4200], cpu[300];
-        h_json_str(ms, sizeof ms, model);
-        h_json_str(hs, sizeof hs, m.host);
-        h_json_str(ss, sizeof ss, m.git_sha);
-        h_json_str(ts, sizeof ts, m.timestamp);
-        h_json_str(cs, sizeof cs, m.cmdline);
-        h_json_str(cpu, sizeof cpu, m.cpu);
-        char line[8192];
-        int n = snprintf(line, sizeof line,
-                         "{\"mode\": \"gemm\", \"model\": %s, \"procs\": %d, \"blas_threads\": %d, \"batch\": %zu, "
-                         "\"local_batch\": %zu, \"iters\": %d, \"step_ms_p50\": %.4f, \"samples_per_s\": %.3f, "
-                         "\"gflops\": %.3f, \"host\": %s, \"git_sha\": %s, \"timestamp\": %s, \"cmdline\": %s, \"cpu\": %s}\n",
-                         ms, P, res[0].threads, batch, b, iters, res[0].ms_p50, sum_sps, sum_sps * flop / 1e9, hs, ss, ts, cs,
-                         cpu);
-        if (n > 0 && (size_t)n < sizeof line) rc = h_json_append(o->json, line, (size_t)n);
+        /* "cpu" comes with the metadata */
+        rc = h_result_write(o, &m, "gemm", json_pack("{s:s, s:i, s:i, s:I, s:I, s:i, s:f, s:f, s:f}", "model", model, "procs", P,
+                                                      "blas_threads", res[0].threads, "batch", (json_int_t)batch,
+                                                      "local_batch", (json_int_t)b, "iters", iters, "step_ms_p50",
+                                                      res[0].ms_p50, "samples_per_s", sum_sps, "gflops", sum_sps * flop / 1e9));
     }
     free(res);
     return rc;

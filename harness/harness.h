@@ -186,6 +186,9 @@ char *h_json_f64_list(const double *v, size_t n, int decimals);
  * at all: 0, or ERR_NOMEM / ERR_IO / ERR_NOSPC (err_set). Train lines are spaced ("key": value) as they
  * always were, the others compact. */
 int h_result_write(const h_opts_t *o, const h_meta_t *m, const char *mode, json_t *body);
+/* The same line, not written: malloc'd text ending in '\n' (*len its length), or NULL (ERR_NOMEM, err_set);
+ * for a mode that appends several lines in one write (model). */
+char *h_result_line(const h_opts_t *o, const h_meta_t *m, const char *mode, json_t *body, size_t *len);
 /* dst += part's fields (part stolen; NULL part: -1); 0 or -1 */
 int h_jmerge(json_t *dst, json_t *part);
 /* JSON arrays of n integers / doubles, or parsed from JSON text (h_traffic_json's); NULL: no memory */

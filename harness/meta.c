@@ -94,22 +94,29 @@ static char *s_cmdline(const h_meta_t *m)
     return s;
 }
 
-int h_result_write(const h_opts_t *o, const h_meta_t *m, const char *mode, json_t *body)
+char *h_result_line(const h_opts_t *o, const h_meta_t *m, const char *mode, json_t *body, size_t *len)
 {
-    if (!body) return err_set(ERR_NOMEM, "%s result line: out of memory", mode);
+    if (!body) { err_set(ERR_NOMEM, "%s result line: out of memory", mode); return NULL; }
     char *cmd = s_cmdline(m);
     json_t *line = json_pack("{s:i, s:s, s:s?}", "schema", H_RESULT_SCHEMA, "mode", mode, "label", o->label);
     if (line && !o->label) json_object_del(line, "label");
-    int bad = !cmd || h_jmerge(line, body) != 0;
+    int bad = h_jmerge(line, body) != 0 || !cmd; /* body is stolen either way */
     bad = bad || h_jmerge(line, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "host", m->host, "git_sha", m->git_sha,
                                           "timestamp", m->timestamp, "cmdline", cmd, "topology", m->topo, "cpu", m->cpu,
                                           "versions", m->versions, "net", o->net ? o->net : "")) != 0;
     free(cmd);
-    size_t len = 0;
     /* train lines keep the spacing they always had ("key": value), bench and the rest are compact */
-    char *text = bad ? NULL : h_jdump_line(line, !strcmp(mode, "train"), &len);
+    char *text = bad ? NULL : h_jdump_line(line, !strcmp(mode, "train"), len);
     json_decref(line);
-    if (!text) return err_set(ERR_NOMEM, "%s result line: out of memory (nothing written)", mode);
+    if (!text) err_set(ERR_NOMEM, "%s result line: out of memory (nothing written)", mode);
+    return text;
+}
+
+int h_result_write(const h_opts_t *o, const h_meta_t *m, const char *mode, json_t *body)
+{
+    size_t len = 0;
+    char *text = h_result_line(o, m, mode, body, &len);
+    if (!text) return ERR_NOMEM;
     int rc = h_json_append(o->json, text, len);
     free(text);
     return rc;

@@ -158,48 +158,47 @@ static double s_predict(const h_cm_t *m, const s_eng_t *e, int P, double n)
 /* What rank 0 prints and appends: the fit, its model lines, the engines seen in bench results. */
 typedef struct {
     const char *probe;
+    const h_opts_t *o;
     h_meta_t meta;
-    char cmd[2200];
-    char *buf;                 /* "mode":"model" lines for --json */
+    char *buf;                 /* "mode":"model" lines for --json, appended in one write */
     size_t len, cap;
+    int oom;                   /* a line could not be made: nothing is written */
     s_eng_t engs[32];
     double big[32];            /* each engine's largest measured size */
     int neng;
 } s_ctx_t;
 
-static void s_line(s_ctx_t *x, const char *line, int n)
+/* body (stolen) as one whole result line (schema, metadata) onto the lines to append */
+static void s_line(s_ctx_t *x, json_t *body)
 {
-    if (n <= 0) return;
-    if (x->len + (size_t)n + 1 > x->cap) {
-        size_t cap = (x->cap + (size_t)n + 1) * 2;
+    if (!x->o->json || x->oom) { json_decref(body); return; }
+    size_t n = 0;
+    char *line = h_result_line(x->o, &x->meta, "model", body, &n);
+    if (line && x->len + n > x->cap) {
+        size_t cap = (x->cap + n) * 2;
         char *b = realloc(x->buf, cap);
-        if (!b) return;
-        x->buf = b;
-        x->cap = cap;
+        if (b) x->buf = b, x->cap = cap;
     }
-    memcpy(x->buf + x->len, line, (size_t)n);
-    x->len += (size_t)n;
+    if (!line || x->len + n > x->cap) { x->oom = 1; free(line); return; }
+    memcpy(x->buf + x->len, line, n);
+    x->len += n;
+    free(line);
 }
 
+/* meas_s <= 0: predicted only ("meas_us" and "err_pct" null) */
 static void s_model_line(s_ctx_t *x, const s_eng_t *e, const char *what, int P, double n, double pred_s, double meas_s,
                          const h_cm_t *m)
 {
-    char line[4096], meas[48], err[48], coloc[32] = "";
-    if (meas_s > 0) {
-        snprintf(meas, sizeof meas, "%.3f", meas_s * 1e6);
-        snprintf(err, sizeof err, "%.2f", 100.0 * (pred_s - meas_s) / meas_s);
-    } else {
-        snprintf(meas, sizeof meas, "null");
-        snprintf(err, sizeof err, "null");
-    }
-    if (e->has_coloc) snprintf(coloc, sizeof coloc, "\"colocate\":%d,", e->colocate);
-    int k = snprintf(line, sizeof line,
-        "{\"mode\":\"model\",\"what\":\"%s\",\"engine\":\"%s\",\"impl\":\"%s\",\"world\":%d,\"servers\":%d,%s"
-        "\"bytes\":%.0f,\"pred_us\":%.3f,\"meas_us\":%s,\"err_pct\":%s,\"alpha_us\":%.4f,\"beta_ns_per_byte\":%.6f,"
-        "\"gamma_ns_per_byte\":%.6f,\"probe\":\"%s\",\"git_sha\":\"%s\",\"timestamp\":\"%s\",\"cmdline\":%s}\n",
-        what, e->engine, e->impl, P, e->servers, coloc, n, pred_s * 1e6, meas, err, m->alpha * 1e6, m->beta * 1e9,
-        m->gamma * 1e9, x->probe, x->meta.git_sha, x->meta.timestamp, x->cmd);
-    if (k > 0 && (size_t)k < sizeof line) s_line(x, line, k);
+    json_t *b = json_pack("{s:s, s:s, s:s, s:i, s:i}", "what", what, "engine", e->engine, "impl", e->impl, "world", P,
+                          "servers", e->servers);
+    if (b && e->has_coloc && json_object_set_new(b, "colocate", json_integer(e->colocate)) != 0) json_decref(b), b = NULL;
+    json_t *meas = meas_s > 0 ? json_real(meas_s * 1e6) : json_null();
+    json_t *err = meas_s > 0 ? json_real(100.0 * (pred_s - meas_s) / meas_s) : json_null();
+    if (h_jmerge(b, json_pack("{s:I, s:f, s:o, s:o, s:f, s:f, s:f, s:s}", "bytes", (json_int_t)llround(n), "pred_us", pred_s * 1e6, "meas_us",
+                              meas, "err_pct", err, "alpha_us", m->alpha * 1e6, "beta_ns_per_byte", m->beta * 1e9,
+                              "gamma_ns_per_byte", m->gamma * 1e9, "probe", x->probe)) != 0)
+        json_decref(b), b = NULL;
+    s_line(x, b);
 }
 
 static void s_fmt_bytes(double b, char *out, size_t len)
@@ -224,14 +223,10 @@ static void s_print_fit(s_ctx_t *x, const h_cm_t *m, const double *t)
         double f = m->alpha + m->beta * (double)s_sizes[i];
         printf("  %10s %12.2f %12.2f %+8.1f\n", sz, t[i] * 1e6, f * 1e6, 100 * (f - t[i]) / t[i]);
     }
-    char line[1024];
-    int k = snprintf(line, sizeof line,
-        "{\"mode\":\"model\",\"what\":\"fit\",\"world\":2,\"probe\":\"%s\",\"alpha_us\":%.4f,\"beta_ns_per_byte\":%.6f,"
-        "\"gamma_ns_per_byte\":%.6f,\"burst_bytes\":%.0f,\"kappa_ns_per_byte\":%.6f,\"mu_ns_per_byte\":%.6f,\"cores\":%d,"
-        "\"git_sha\":\"%s\",\"timestamp\":\"%s\",\"cmdline\":%s}\n",
-        x->probe, m->alpha * 1e6, m->beta * 1e9, m->gamma * 1e9, m->burst, m->kappa * 1e9, m->mu * 1e9, m->cores,
-        x->meta.git_sha, x->meta.timestamp, x->cmd);
-    if (k > 0 && (size_t)k < sizeof line) s_line(x, line, k);
+    s_line(x, json_pack("{s:s, s:i, s:s, s:f, s:f, s:f, s:I, s:f, s:f, s:i}", "what", "fit", "world", 2, "probe", x->probe,
+                        "alpha_us", m->alpha * 1e6, "beta_ns_per_byte", m->beta * 1e9, "gamma_ns_per_byte", m->gamma * 1e9,
+                        "burst_bytes", (json_int_t)llround(m->burst), "kappa_ns_per_byte", m->kappa * 1e9, "mu_ns_per_byte", m->mu * 1e9,
+                        "cores", m->cores));
 }
 
 /* Prediction for one result line: what, bytes, measured and predicted time (s); 0, or -1 when the
@@ -357,8 +352,8 @@ static int s_report(const h_opts_t *o, const comm_t *comm, const h_cm_t *m, cons
     s_ctx_t *x = &ctx;
     memset(x, 0, sizeof *x);
     x->probe = tp_kind(comm->tp, 1);
+    x->o = o;
     h_meta_fill(&x->meta, o->argc, o->argv);
-    h_json_str(x->cmd, sizeof x->cmd, x->meta.cmdline);
     s_print_fit(x, m, t);
     h_jobj_t *objs = NULL;
     size_t n = 0, nbad = 0;
@@ -368,7 +363,8 @@ static int s_report(const h_opts_t *o, const comm_t *comm, const h_cm_t *m, cons
     s_print_extrapolation(x, m);
     fflush(stdout);
     int rc = 0;
-    if (o->json && x->len) rc = h_json_append(o->json, x->buf, x->len);
+    if (x->oom) rc = err_set(ERR_NOMEM, "model: out of memory making the result lines (nothing written to %s)", o->json);
+    else if (o->json && x->len) rc = h_json_append(o->json, x->buf, x->len);
     free(x->buf);
     x->buf = NULL;
     h_jfree_all(&objs, &n);

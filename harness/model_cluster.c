@@ -116,8 +116,18 @@ static int s_link(const h_opts_t *o, double *bps, double *eff)
     return 0;
 }
 
-static void s_extrapolate(const h_opts_t *o, const s_point_t *p, int G, double bps)
+/* Prints the table; with --json appends its lines ("kind":"cluster") in one write, whole or not at all. */
+static int s_extrapolate(const h_opts_t *o, const s_point_t *p, int G, double bps)
 {
+    h_meta_t meta;
+    char *buf = NULL;
+    size_t blen = 0;
+    FILE *lines = NULL;
+    if (o->json) {
+        h_meta_fill(&meta, o->argc, o->argv);
+        if (!(lines = open_memstream(&buf, &blen))) return err_set(ERR_NOMEM, "model: out of memory");
+    }
+    int bad = 0;
     printf("# predicted speedup over one device (GPUs = machines x %d)\n# %-14s", G, "engine");
     for (int P = 1; P <= 1024; P *= 2) printf(" %7d", P);
     printf("\n");
@@ -128,18 +138,24 @@ static void s_extrapolate(const h_opts_t *o, const s_point_t *p, int G, double b
             double step = s_step(p, &s_layouts[l], N, g, bps, NULL);
             double sp = (double)P * (double)p->local_batch / step / p->dev.samples_per_s;
             printf(" %7.2f", sp);
-            if (o->json) {
-                char line[512];
-                int n = snprintf(line, sizeof line,
-                                 "{\"mode\": \"model\", \"kind\": \"cluster\", \"model\": \"%s\", \"device\": \"%s\", "
-                                 "\"engine\": \"%s\", \"gpus\": %d, \"nodes\": %d, \"gpus_per_node\": %d, \"net_bps\": %.0f, "
-                                 "\"local_batch\": %zu, \"step_ms\": %.4f, \"speedup\": %.4f}\n",
-                                 p->wl->name, p->dev.name, s_layouts[l].label, P, N, g, bps, p->local_batch, step * 1e3, sp);
-                if (n > 0 && (size_t)n < sizeof line) h_json_append(o->json, line, (size_t)n);
-            }
+            if (!lines || bad) continue;
+            size_t n = 0;
+            char *line = h_result_line(o, &meta, "model", json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:I, s:f, s:f}",
+                                       "kind", "cluster", "model", p->wl->name, "device", p->dev.name, "engine",
+                                       s_layouts[l].label, "gpus", P, "nodes", N, "gpus_per_node", g, "net_bps",
+                                       (json_int_t)llround(bps), "local_batch", (json_int_t)p->local_batch, "step_ms",
+                                       step * 1e3, "speedup", sp), &n);
+            bad = !line || fwrite(line, 1, n, lines) != n;
+            free(line);
         }
         printf("\n");
     }
+    if (!lines) return 0;
+    bad = fclose(lines) != 0 || bad;
+    int rc = bad ? err_set(ERR_NOMEM, "model: out of memory making the result lines (nothing written to %s)", o->json)
+                 : h_json_append(o->json, buf, blen);
+    free(buf);
+    return rc;
 }
 
 /* The layout a measured line ran: engine, impl, servers and server machines. */
@@ -218,8 +234,8 @@ int h_model_cluster(const h_opts_t *o)
            p.no_overlap ? " (after backward)" : " (overlapping backward)", p.update_s * 1e3);
     printf("# the model's limits: one collective at a time, links paced by the busiest NIC, no latency, no CPU or PCIe\n"
            "# limits, servers' CPU work free; the emulated runs share them, a real cluster may not\n");
-    s_extrapolate(o, &p, G, bps);
-    if (o->nmeasured) s_check(o, &p);
+    rc = s_extrapolate(o, &p, G, bps);
+    if (rc == 0 && o->nmeasured) s_check(o, &p);
     s_free(&p);
-    return 0;
+    return rc;
 }

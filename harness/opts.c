@@ -124,6 +124,14 @@ static void s_usage_aliases(FILE *f)
 
 static void s_defaults(h_opts_t *o, int argc, char **argv);
 
+/* Whether option d concerns the mode in key (" MODE "): its own modes when it names them, else its
+ * section's (sec). */
+static int s_concerns(const h_opt_t *d, const char *sec, const char *key)
+{
+    const char *m = d->kind != K_SECTION && d->modes ? d->modes : sec;
+    return m && strstr(m, key) != NULL;
+}
+
 void h_opts_usage_mode(FILE *f, const char *mode)
 {
     char key[32];
@@ -131,20 +139,20 @@ void h_opts_usage_mode(FILE *f, const char *mode)
     h_opts_t o;
     s_defaults(&o, 0, NULL);
     fprintf(f, "usage: harness %s [options]   (every mode and option: harness --help)\n", mode);
-    int on = 0;
+    const char *sec = NULL;
     for (size_t i = 0; i < S_NOPTS; i++) {
-        if (h_opt_table[i].kind == K_SECTION) on = h_opt_table[i].modes && strstr(h_opt_table[i].modes, key);
-        if (!on) continue;
+        if (h_opt_table[i].kind == K_SECTION) sec = h_opt_table[i].modes;
+        if (!s_concerns(&h_opt_table[i], sec, key)) continue;
         if (h_opt_table[i].help_fn) h_opt_table[i].help_fn(f);
         else if (h_opt_table[i].help) fputs(h_opt_table[i].help, f);
     }
     fprintf(f, "\nDefaults of `harness %s`%s:\n", mode, !strcmp(mode, "run") ? " (run: every engine, --procs 4)" : "");
     size_t col = 0;
-    on = 0;
+    sec = NULL;
     for (size_t i = 0; i < S_NOPTS; i++) {
-        if (h_opt_table[i].kind == K_SECTION) on = h_opt_table[i].modes && strstr(h_opt_table[i].modes, key);
+        if (h_opt_table[i].kind == K_SECTION) sec = h_opt_table[i].modes;
         if (h_opt_table[i].kind == K_HELP) break; /* the driver's own options follow */
-        if (!on || !h_opt_table[i].name || h_opt_no_default(&h_opt_table[i])) continue;
+        if (!s_concerns(&h_opt_table[i], sec, key) || !h_opt_table[i].name || h_opt_no_default(&h_opt_table[i])) continue;
         int same = 0; /* --tree-impl, --ring-impl: --impl's */
         for (size_t j = 0; j < i; j++) same |= h_opt_table[j].name && h_opt_table[j].off == h_opt_table[i].off && h_opt_table[j].kind == h_opt_table[i].kind;
         if (same) continue;
@@ -178,7 +186,7 @@ int h_opts_check_mode(const h_opts_t *o)
     for (size_t i = 0; i < S_NOPTS; i++) {
         if (h_opt_table[i].kind == K_SECTION) sec = h_opt_table[i].modes;
         if (h_opt_table[i].kind == K_HELP) break;
-        int unused = sec && !strstr(sec, key);
+        int unused = (h_opt_table[i].modes || sec) && !s_concerns(&h_opt_table[i], sec, key);
         /* model (the probe): one launch of the default engine, whatever --engine and --scaling say */
         if (!strcmp(o->mode, "model") && !workload_is_known(o->model) &&
             (!strcmp(h_opt_table[i].name ? h_opt_table[i].name : "", "engine") || !strcmp(h_opt_table[i].name ? h_opt_table[i].name : "", "scaling")))

@@ -21,7 +21,8 @@ struct s_opt {
     const char *want;                 /* what a bad value should have been (error message) */
     int (*fn)(h_opts_t *o, const h_opt_t *d, const char *v); /* K_FN; 0 or ERR_INVAL (err_set) */
     const char *help;                 /* help text (whole lines); NULL: none or shared with a neighbour */
-    const char *modes;                /* K_SECTION: the modes its options concern (`harness MODE --help`) */
+    const char *modes;                /* K_SECTION: the modes its options concern (`harness MODE --help`);
+                                       * an option: its own modes, when fewer than its section's */
     void (*help_fn)(FILE *f);         /* dynamic help text (the engine table's) */
 };
 

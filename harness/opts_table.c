@@ -231,8 +231,9 @@ const h_opt_t h_opt_table[] = {
     FLAG("tf32", tf32, "  --tf32                train --gpus: cuBLAS may use TF32 tensor cores (f32 otherwise)\n"),
     FN("scaling", s_scaling, nscaling, "a comma list of world sizes, e.g. 1,2,4",
        "  --scaling 1,2,4       repeat for each world size (with --procs)\n"),
-    INT("rounds", rounds, 1, 100, "a round count in [1, 100]",
-        "  --rounds N            run: repeat the comparison N times, engines alternating (default 3)\n"),
+    {.name = "rounds", .kind = K_INT, .off = F(rounds), .lo = 1, .hi = 100, .want = "a round count in [1, 100]",
+     .modes = " run ", /* the other modes warn that it does nothing */
+     .help = "  --rounds N            run: repeat the comparison N times, engines alternating (default 3)\n"},
     INT("nnodes", nnodes, 1, 100000, "a node count >= 1",
         "  --nnodes N --node-rank R --master HOST:PORT   multi-node: each node starts its --procs ranks\n"),
     INT("node-rank", node_rank, 0, 100000, "a node index >= 0", NULL),

@@ -201,3 +201,106 @@ Test(results, mpi_ranks_have_the_job_secret, .timeout = 240)
     cr_assert_eq(rc, 0, "%s", out);
     cr_expect(!strstr(out, "no secret"), "%s", out);
 }
+
+/* Every line of path through the jansson reader into *objs (none may be malformed); the count. */
+static size_t s_read(const char *path, h_jobj_t **objs)
+{
+    size_t n = 0, bad = 0;
+    char *files[] = {(char *)path};
+    cr_assert_eq(h_jread_files(1, files, objs, &n, &bad, stderr), 0, "%s", err_detail());
+    cr_assert_eq(bad, 0, "malformed lines in %s", path);
+    return n;
+}
+
+/* harness gemm and both harness model kinds (the probe's fit and predictions, the emulated cluster's
+ * speedups) write schema-2 lines with the metadata, whole, that the reader and `harness report` load
+ * back, beside old (schema 1, snprintf-written) gemm and model lines. */
+Test(results, gemm_and_model_lines_schema2, .timeout = 240)
+{
+    char h[4096], dir[] = "/tmp/sb-results-XXXXXX", path[4200], cmd[16384];
+    static char out[65536];
+    cr_assert(harness_path(h, sizeof h) == 0, "build the harness first (make)");
+    cr_assert(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/r.jsonl", dir);
+    s_write(path,
+        "{\"mode\": \"gemm\", \"model\": \"mlp:784-1024-1024-10\", \"procs\": 1, \"blas_threads\": 2, \"batch\": 256, "
+        "\"local_batch\": 256, \"iters\": 40, \"step_ms_p50\": 11.3237, \"samples_per_s\": 22607.356, \"gflops\": 216.220, "
+        "\"host\": \"vm\", \"git_sha\": \"ba0d2b51fa66\", \"timestamp\": \"2026-11-29T18:48:34Z\", \"cmdline\": \"x\", \"cpu\": \"c\"}\n"
+        "{\"mode\":\"model\",\"what\":\"bench\",\"engine\":\"tree\",\"impl\":\"host\",\"world\":2,\"servers\":0,\"bytes\":65536,"
+        "\"pred_us\":548.907,\"meas_us\":550.622,\"err_pct\":-0.31,\"alpha_us\":22.5572,\"beta_ns_per_byte\":8.375654,"
+        "\"gamma_ns_per_byte\":0.015150,\"probe\":\"tcp\",\"git_sha\":\"8860f4b9ad51\",\"timestamp\":\"t\",\"cmdline\":\"y\"}\n");
+    static const char *const runs[] = {"gemm --procs 1 --model mlp:16-8-4 --batch 8 --iters 2 --warmup 1",
+                                       "model --procs 2", "model --model resnet50 --nodes 2", NULL};
+    for (int i = 0; runs[i]; i++) {
+        snprintf(cmd, sizeof cmd, "%s %s --json %s --label \"new \\\"%d\\\"\"", h, runs[i], path, i);
+        cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s\n%s", cmd, out);
+    }
+    h_jobj_t *o = NULL;
+    size_t n = s_read(path, &o);
+    int gemm = 0, fit = 0, pred = 0, extra = 0, cluster = 0;
+    for (size_t i = 2; i < n; i++) {
+        cr_expect_eq(h_jnum(&o[i], "schema", 0), 2, "%s", o[i].src);
+        cr_expect(h_jstr(&o[i], "topology", NULL) && h_jstr(&o[i], "host", NULL) && h_jstr(&o[i], "git_sha", NULL) &&
+                  h_jstr(&o[i], "timestamp", NULL) && h_jstr(&o[i], "cpu", NULL), "%s: metadata", o[i].src);
+        const char *mode = h_jstr(&o[i], "mode", ""), *cmdl = h_jstr(&o[i], "cmdline", ""), *label = h_jstr(&o[i], "label", "");
+        cr_expect(strstr(cmdl, "--label new \"") && !strncmp(label, "new \"", 5), "%s: %s / %s", o[i].src, cmdl, label);
+        if (!strcmp(mode, "gemm")) {
+            gemm++;
+            cr_expect_str_eq(h_jstr(&o[i], "model", ""), "mlp:16-8-4");
+            cr_expect(h_jnum(&o[i], "procs", 0) == 1 && h_jnum(&o[i], "batch", 0) == 8 && h_jnum(&o[i], "local_batch", 0) == 8 &&
+                      h_jnum(&o[i], "iters", 0) == 2 && h_jnum(&o[i], "blas_threads", 0) >= 1 &&
+                      h_jnum(&o[i], "step_ms_p50", 0) > 0 && h_jnum(&o[i], "samples_per_s", 0) > 0 &&
+                      h_jnum(&o[i], "gflops", 0) > 0, "%s", o[i].src);
+        } else if (!strcmp(mode, "model") && !strcmp(h_jstr(&o[i], "kind", ""), "cluster")) {
+            cluster++;
+            cr_expect(!strcmp(h_jstr(&o[i], "model", ""), "resnet50") && h_jstr(&o[i], "engine", NULL) &&
+                      h_jnum(&o[i], "gpus", 0) >= 1 && h_jnum(&o[i], "net_bps", 0) > 0 && h_jnum(&o[i], "step_ms", 0) > 0 &&
+                      h_jnum(&o[i], "speedup", 0) > 0, "%s", o[i].src);
+        } else if (!strcmp(mode, "model") && !strcmp(h_jstr(&o[i], "what", ""), "fit")) {
+            fit++;
+            cr_expect(h_jnum(&o[i], "world", 0) == 2 && h_jnum(&o[i], "alpha_us", -1) >= 0 &&
+                      h_jnum(&o[i], "beta_ns_per_byte", -1) > 0 && h_jstr(&o[i], "probe", NULL), "%s", o[i].src);
+        } else if (!strcmp(mode, "model")) {
+            /* with no bench lines to compare: predictions only, "meas_us" and "err_pct" null */
+            const h_jfield_t *m = h_jget(&o[i], "meas_us"), *e = h_jget(&o[i], "err_pct");
+            if (m && m->type == HJ_NULL && e && e->type == HJ_NULL) extra++;
+            else pred++;
+            cr_expect(h_jnum(&o[i], "pred_us", -1) > 0 && h_jnum(&o[i], "bytes", 0) > 0 && h_jstr(&o[i], "engine", NULL),
+                      "%s", o[i].src);
+        }
+    }
+    cr_expect_eq(gemm, 1);
+    cr_expect_eq(fit, 1);
+    cr_expect_eq(pred, 0);
+    cr_expect_gt(extra, 0);
+    cr_expect_gt(cluster, 0);
+    cr_expect_eq(h_jnum(&o[0], "schema", 1), 1); /* the old lines read as they were */
+    cr_expect(h_jnum(&o[0], "gflops", 0) == 216.22 && h_jnum(&o[1], "pred_us", 0) == 548.907);
+    h_jfree_all(&o, &n);
+    /* harness report loads the file (old and new model lines both rows of the model table) */
+    s_report_json(path, NULL, out, sizeof out);
+    cr_expect(strstr(out, "548.9") && strstr(out, "\"pred_us\":"), "%s", out);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_expect_eq(system(cmd), 0);
+}
+
+/* --rounds is run's: bench and explain say they ignore it, run takes it; explain takes --size. */
+Test(results, rounds_warns_outside_run, .timeout = 120)
+{
+    char h[4096], cmd[8192];
+    static char out[65536];
+    cr_assert(harness_path(h, sizeof h) == 0, "build the harness first (make)");
+    snprintf(cmd, sizeof cmd, "%s bench --procs 1 --size 4K --iters 1 --warmup 0 --rounds 2", h);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "warning: --rounds does nothing in bench mode (ignored)"), "%s", out);
+    snprintf(cmd, sizeof cmd, "%s explain --engine ring --procs 4 --size 1M --rounds 2", h);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "warning: --rounds does nothing in explain mode (ignored)"), "%s", out);
+    cr_expect(strstr(out, "ring allreduce of 1 MiB (262144 f32 elements), 4 workers"), "%s", out);
+    snprintf(cmd, sizeof cmd, "%s bench --help", h);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    cr_expect(!strstr(out, "--rounds N"), "bench --help lists --rounds:\n%s", out);
+    snprintf(cmd, sizeof cmd, "%s run --help", h);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "--rounds N"), "run --help:\n%s", out);
+}
