@@ -33,6 +33,7 @@ typedef struct {
     size_t local_batch;
     double bucket_mb, bps, eff, update_s;
     int no_overlap;
+    int ps_pipelined;        /* the PS commits each partition with its last push (f32 gradients, no loss scaling) */
     int nb;
     double *ready, *bytes;   /* per bucket */
 } s_point_t;
@@ -85,6 +86,7 @@ static double s_step(const s_point_t *p, const s_layout_t *L, int N, int G, doub
 {
     h_cl_net_t net = {.nodes = N, .gpus_per_node = G, .beta = S_WIRE * 8.0 / bps, .alpha = 0};
     h_cl_engine_t e = L->e;
+    e.pipelined = p->ps_pipelined;
     if (e.kind == H_CL_PS && !e.colocate && e.server_nodes == 0 && e.servers == 0) e.servers = N; /* one per machine */
     if (e.kind == H_CL_PS && e.server_nodes < 0) e.server_nodes = e.servers = N;                  /* K = N */
     double total = (double)p->local_batch / p->dev.samples_per_s;
@@ -201,6 +203,9 @@ static void s_check(const h_opts_t *o, const s_point_t *base)
             s_free(&p);
             continue;
         }
+        /* sync PS rounds commit per partition with f32 gradients since results schema 2 (the same release);
+         * older lines, and half-precision gradients, waited for the step's last push */
+        p.ps_pipelined = !strcmp(h_jstr(r, "grad_dtype", "f32"), "f32") && h_jnum(r, "schema", 1) >= 2;
         double step = s_step(&p, &s_layouts[l], N, G, bps, NULL) * 1e3, meas = h_jnum(r, "emu_step_ms", 0);
         double err = meas > 0 ? (step - meas) / meas * 100 : 0;
         printf("  %-12s %-10s %-12s %5d %9.1f %9.1f %+7.1f\n", s_layouts[l].label, p.wl->name, p.dev.name, P, meas, step, err);
@@ -224,6 +229,7 @@ int h_model_cluster(const h_opts_t *o)
     if (!lb) lb = 1;
     s_point_t p;
     int rc = s_point(&p, o->model, o->emu_device, lb, o->bucket_mb, o->no_overlap);
+    p.ps_pipelined = o->grad_dtype == DT_F32; /* as the engine decides (ps/ps_step.c; loss scaling implies half gradients) */
     if (rc < 0) {
         s_free(&p);
         return rc;
