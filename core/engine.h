@@ -20,6 +20,9 @@ typedef struct {
     size_t seg_bytes;         /* pipelining segment; 0 = engine default */
     int    nworkers;          /* ranks [0, nworkers) train; ranks >= nworkers are the engine's extra ranks */
     const void *opts;         /* the engine's own options (its opts_size bytes, see engine_opt_t); NULL = defaults */
+    double size_scale;        /* > 1: the tensors are an emulation's, shrunk by this factor: size constants the
+                               * engine tunes for real tensors (the PS's default partition) shrink with them, so
+                               * the pipelining granularity relative to the model stays the real system's; 0 = 1 */
 } engine_cfg_t;
 
 /* One engine-specific command-line option: the harness offers "--NAME [VALUE]" for every entry of an

@@ -200,4 +200,5 @@ void h_engine_cfg(const h_opts_t *o, const comm_t *comm, const char *engine, eng
     if (extra >= comm->world) extra = comm->world - 1;
     cfg->nworkers = comm->world - extra;
     cfg->opts = h_engine_opts(o, engine);
+    cfg->size_scale = o->shrink > 1 ? o->shrink : 1; /* emulated runs: tensors shrunk (docs/emulation.md) */
 }

@@ -167,7 +167,12 @@ static int ps_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
     self->colocate_asked = po.colocate;
     self->opt.colocate = colocate;
     if (self->cfg.timeout_ms <= 0) self->cfg.timeout_ms = comm->timeout_ms > 0 ? comm->timeout_ms : 60000;
-    if (!self->opt.partition_bytes) self->opt.partition_bytes = PS_DEFAULT_PART_BYTES;
+    if (!self->opt.partition_bytes) {
+        /* shrunk tensors (emulation) get partitions shrunk alike, not below 16 KiB */
+        double sc = cfg->size_scale > 1 ? cfg->size_scale : 1;
+        size_t pb = (size_t)((double)PS_DEFAULT_PART_BYTES / sc);
+        self->opt.partition_bytes = pb < ((size_t)16 << 10) ? (size_t)16 << 10 : pb & ~(size_t)63;
+    }
     self->nworkers = W;
     self->nservers = S;
     self->gen = atomic_fetch_add(&s_gen_counter, 1) + 1;
