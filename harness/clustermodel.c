@@ -144,15 +144,19 @@ double h_cl_step(const h_cl_net_t *net, const h_cl_engine_t *e, int nb, const do
          * carries both phases' bytes on the busiest direction. */
         double push = 0, reply = 0;
         for (int b = 0; b < nb; b++) {
-            double msgs, one;
-            h_cl_traffic(net, e, bytes[b], &one, &msgs);
-            double both = h_cl_ps_duplex_bytes(net, e, bytes[b]);
-            if (both > one * 1.000001) {
-                push = fmax(push, ready[b]) + msgs * net->alpha + both * net->beta;
-                reply = push;
-            } else {
-                push = fmax(push, ready[b]) + h_cl_collective(net, e, bytes[b]);
-                reply = fmax(reply, push) + h_cl_collective(net, e, bytes[b]);
+            /* a bucket travels as partitions: the unit whose replies can follow its pushes */
+            for (double left = bytes[b]; left > 0;) {
+                double c = e->part_bytes > 0 && left > e->part_bytes ? e->part_bytes : left, msgs, one;
+                left -= c;
+                h_cl_traffic(net, e, c, &one, &msgs);
+                double both = h_cl_ps_duplex_bytes(net, e, c);
+                if (both > one * 1.000001) {
+                    push = fmax(push, ready[b]) + msgs * net->alpha + both * net->beta;
+                    reply = push;
+                } else {
+                    push = fmax(push, ready[b]) + h_cl_collective(net, e, c);
+                    reply = fmax(reply, push) + h_cl_collective(net, e, c);
+                }
             }
         }
         double step = fmax(reply, compute_s);

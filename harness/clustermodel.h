@@ -22,6 +22,7 @@ typedef struct {
     int colocate;           /* ps: one server inside every worker */
     int pipelined;          /* ps: a bucket's replies follow its own pushes (sync with f32 gradients and no
                              * loss scaling: each partition commits with its last push), not the step's last */
+    double part_bytes;      /* ps pipelined: the partition, the unit a reply can follow its pushes in (0: a bucket) */
 } h_cl_engine_t;
 
 /* Bytes the busiest NIC direction carries in one allreduce of n bytes per worker, and the messages

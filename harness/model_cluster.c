@@ -87,6 +87,7 @@ static double s_step(const s_point_t *p, const s_layout_t *L, int N, int G, doub
     h_cl_net_t net = {.nodes = N, .gpus_per_node = G, .beta = S_WIRE * 8.0 / bps, .alpha = 0};
     h_cl_engine_t e = L->e;
     e.pipelined = p->ps_pipelined;
+    e.part_bytes = 4.0 * 1024 * 1024; /* the PS's default partition (ps/ps_proto.h), in unshrunk bytes */
     if (e.kind == H_CL_PS && !e.colocate && e.server_nodes == 0 && e.servers == 0) e.servers = N; /* one per machine */
     if (e.kind == H_CL_PS && e.server_nodes < 0) e.server_nodes = e.servers = N;                  /* K = N */
     double total = (double)p->local_batch / p->dev.samples_per_s;
