@@ -611,6 +611,10 @@ EXPECTED = {
     "train-scaling": "training scaling 1..8 workers",
     "gemm-vs-trainer": "the trainer's compute against bare sgemm",
     "traffic": "traffic matrices at P = 4: how the two styles move bytes",
+    "small_messages": "small messages: ring (one-shot) against OpenMPI, 4-64 KiB",
+    "same-footing": "engines against their own transport ceilings, and on like transports",
+    "ps-vs-pslite": "the parameter server on ps-lite's workload",
+    "ps-on-gpu-machines": "parameter servers on the GPU machines, emulated",
 }
 
 
@@ -670,6 +674,7 @@ def main():
         if "@@%s@@" % k in tpl:
             done[k] = parts[k]().rstrip("\n")
     shas = sorted({str(o.get("git_sha")) for o in P.all_lines if o.get("git_sha")})
+    P.summary = list(dict.fromkeys(P.summary))  # one line per finding, even if two parts found it
     done["SUMMARY"] = ("\n".join("- %s" % s for s in P.summary) if P.summary else
                        "_No comparison can be made yet: the results needed are not measured._")
     done["GENERATED"] = "built from %d results file%s (%d lines) in `results/`, recorded at git %s" % (
