@@ -315,6 +315,8 @@ static void s_add_train(h_rdata_t *d, const h_jobj_t *o, const char *label, int 
 static void s_add_model(h_rdata_t *d, const h_jobj_t *o, const char *label, int world, FILE *diag)
 {
     if (!strcmp(h_jstr(o, "what", ""), "fit")) return;   /* the probe's parameters: no point */
+    if (!strcmp(h_jstr(o, "kind", ""), "cluster")) return; /* `harness model --model`'s extrapolation: the paper
+                                                             * plots it (paper/emulated.py); no table row here */
     double pred = h_jnum(o, "pred_us", NAN);
     if (world < 1 || !(pred >= 0)) {
         fprintf(diag, "%s: model line without world or pred_us: skipped\n", o->src);
