@@ -3,43 +3,16 @@ transport's ceiling (results/same-footing.jsonl, op move = the same messages wit
 engines on like transports, the small-message comparison with OpenMPI (results/small_messages.jsonl),
 and our parameter server on ps-lite's workload beside ps-lite's quoted figures (results/ps-vs-pslite.jsonl,
 results/pslite-quoted.tsv). Every number is computed here from those files. Python 3 standard library."""
-import json
 import os
 import statistics
 from collections import defaultdict
 
-
-def _lines(path):
-    out = []
-    if not os.path.exists(path):
-        return out
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    pass
-    return out
+from movebytes import jsonl as _lines, table as _table  # the paper's one JSON-lines reader and table writer
 
 
 def _size(b):
     b = int(b)
     return "%d MiB" % (b >> 20) if b >= 1 << 20 else "%d KiB" % (b >> 10)
-
-
-def _table(head, rows):
-    out = ["| " + " | ".join(head) + " |", "|" + "|".join([" --- "] + [" ---: "] * (len(head) - 1)) + "|"]
-    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(out) + "\n"
-
-
-def _name(o):
-    e = o.get("engine", "?")
-    if e == "ring" and o.get("algo"):
-        return "ring (%s)" % o["algo"]
-    return o.get("engine_label") or e
 
 
 def ceilings(results):
