@@ -194,7 +194,8 @@ static int ps_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
     ps_server_cfg_t sc = {.zctx = self->zctx, .comm = comm, .nservers = S, .nworkers = W, .mode = po.mode,
                           .ssp_k = po.ssp_k, .timeout_ms = self->cfg.timeout_ms,
                           .part_bytes = self->opt.partition_bytes, .job = self->job, .gen = self->gen,
-                          .local_worker = -1, .van = po.van};
+                          .local_worker = -1, .van = po.van, .yield_us = ps_yield_us(comm)};
+    self->yield_us = sc.yield_us;
     if (self->is_server) {
         sc.index = comm->rank - W;
         CHECK_GOTO(rc, ps_server_new(&self->server, &sc), fail);
@@ -303,7 +304,7 @@ static int ps_attach(engine_t *self, const param_set_t *params)
     return 0;
 }
 
-/* Send partition k's committing pull for clock+1 (the pull ticket want[k] opens here). */
+/* A dedicated server's role: serve until every worker said BYE. */
 static int ps_serve(engine_t *self)
 {
     if (!self) return err_set(ERR_INVAL, "ps: serve on a NULL engine");

@@ -32,6 +32,7 @@ struct engine {
     comm_t *comm;
     engine_cfg_t cfg;
     ps_opts_t opt;                   /* cfg.opts, copied (colocate as resolved) */
+    int yield_us;                    /* ps_yield_us: poll-and-yield before blocking for replies */
     int colocate_asked;              /* the ps-colocate option as given (stats counter "colocate") */
     int is_server;            /* dedicated server rank */
     int nworkers, nservers;

@@ -22,6 +22,7 @@ typedef struct {
     unsigned gen;           /* engine instance number: store keys "ps/<gen>/srv/<index>" */
     int    local_worker;    /* colocated: rank of the worker in this process (its traffic is local); -1 */
     int    van;             /* PS_VAN_*: which endpoints to bind (auto: tcp and ipc, tcp: tcp, ipc: ipc) */
+    int    yield_us;        /* before blocking for a message, poll and yield the core this long (ps_yield_us) */
 } ps_server_cfg_t;
 
 typedef struct {
@@ -46,5 +47,8 @@ int  ps_server_start(ps_server_t *self);
 void ps_server_destroy(ps_server_t **self_p);
 const char *ps_server_inproc(const ps_server_t *self);
 void ps_server_stats(ps_server_t *self, ps_server_stats_t *out);
+/* How long a PS thread polls and yields its core before blocking for a message: 200 us when all
+ * ranks are on this host and outnumber its cores, else 0; SYNCBENCH_PS_YIELD_US overrides. */
+int  ps_yield_us(const comm_t *comm);
 
 #endif

@@ -165,7 +165,7 @@ int psw_collect(engine_t *self, collect_t *c, size_t left, int timeout_ms)
             return err_set(ERR_TIMEOUT, "ps worker %d: no reply from server %d (rank %d) for partition %zu within %d ms "
                            "(%zu partitions outstanding)", self->comm->rank, s, s_server_rank(self, s), k, timeout_ms, left);
         }
-        int pr = zmq_poll(items, S, ms < 0 || ms > 100 ? 100 : ms);
+        int pr = ps_van_poll(items, S, ms < 0 || ms > 100 ? 100 : ms, self->yield_us);
         if (pr < 0) continue;
         for (int s = 0; s < S && left > 0; s++) {
             if (!(items[s].revents & ZMQ_POLLIN)) continue;

@@ -2,6 +2,8 @@
  * whole-message receives bounded by a timeout (zmq_poll), never blocking forever. */
 #include "ps/ps_van.h"
 #include "core/err.h"
+#include "core/timer.h"
+#include <sched.h>
 #include <errno.h>
 #include <string.h>
 
@@ -93,10 +95,12 @@ int ps_van_recv(void *sock, ps_vmsg_t *m, int timeout_ms)
     m->ext_frame = -1;
     m->ext = NULL;
     m->ext_len = 0;
-    zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
-    int pr = zmq_poll(&it, 1, timeout_ms < 0 ? -1 : timeout_ms);
-    if (pr < 0) return zmq_errno() == EINTR ? ERR_TIMEOUT : ERR_IO;
-    if (pr == 0) return ERR_TIMEOUT;
+    if (timeout_ms != 0) { /* 0: the first frame's non-blocking receive says whether one is there */
+        zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+        int pr = zmq_poll(&it, 1, timeout_ms < 0 ? -1 : timeout_ms);
+        if (pr < 0) return zmq_errno() == EINTR ? ERR_TIMEOUT : ERR_IO;
+        if (pr == 0) return ERR_TIMEOUT;
+    }
     for (;;) {
         zmq_msg_t tmp, *dst = m->n < PS_VAN_MAX_FRAMES ? &m->f[m->n] : &tmp;
         zmq_msg_init(dst);
@@ -117,6 +121,19 @@ int ps_van_recv(void *sock, ps_vmsg_t *m, int timeout_ms)
         if (!more) break;
     }
     return 0;
+}
+
+int ps_van_poll(zmq_pollitem_t *items, int n, int timeout_ms, int yield_us)
+{
+    if (yield_us > 0 && timeout_ms != 0) {
+        uint64_t until = now_ns() + (uint64_t)yield_us * 1000u;
+        do {
+            int rc = zmq_poll(items, n, 0);
+            if (rc != 0) return rc;
+            sched_yield();
+        } while (now_ns() < until);
+    }
+    return zmq_poll(items, n, timeout_ms);
 }
 
 void ps_van_close_msg(ps_vmsg_t *m)

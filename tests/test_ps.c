@@ -4,7 +4,8 @@
  * optimizer reference and against the ring engine over 50 steps (bit-exact for 2 workers, f32 and
  * f16 with loss scaling and a skipped overflow step); async convergence; ssp:K blocking exactly when
  * a worker is more than K clocks ahead; pipelining (a pull answered before the worker's last push of
- * the round, allreduce and async). Malformed messages and dead workers: test_ps_failure.c. */
+ * the round, allreduce and async); waiting by polling and yielding (and when that is the default).
+ * Malformed messages and dead workers: test_ps_failure.c. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include "ps/ps_proto.h"
+#include "ps/ps_server.h"
 #include "ring/ring.h"
 #include "tests/lib/ranks.h"
 #include "tests/lib/ps_ranks.h"
@@ -206,6 +208,38 @@ Test(ps_allreduce, one_server_cma, .timeout = 60)
     if (!s_cma_between_siblings(&why)) cr_skip_test("%s", why);
     ps_topo_t t = {.nworkers = 2, .part_bytes = 1000, .van = PS_VAN_CMA};
     cr_assert_eq(run_ranks(3, s_ar_rank, &t, 50000), 0);
+}
+
+/* waiting by polling and yielding the core (an oversubscribed host's default) gives the same sums */
+Test(ps_allreduce, two_servers_yielding, .timeout = 60)
+{
+    setenv("SYNCBENCH_PS_YIELD_US", "500", 1);
+    ps_topo_t t = {.nworkers = 2, .part_bytes = 1000};
+    int rc = run_ranks(4, s_ar_rank, &t, 50000);
+    unsetenv("SYNCBENCH_PS_YIELD_US");
+    cr_assert_eq(rc, 0);
+}
+
+/* the policy: yield only with every rank on this host and more ranks than cores; the variable wins */
+Test(ps_yield, policy)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    cr_assert_gt(ncpu, 0);
+    unsetenv("SYNCBENCH_PS_YIELD_US");
+    comm_t c = {.world = (int)ncpu + 1, .local_world = (int)ncpu + 1, .nnodes = 1};
+    cr_expect_eq(ps_yield_us(&c), 200, "oversubscribed host");
+    c.local_world = (int)ncpu;
+    c.world = (int)ncpu;
+    cr_expect_eq(ps_yield_us(&c), 0, "a core per rank");
+    c.local_world = (int)ncpu + 1;
+    c.world = 2 * ((int)ncpu + 1);
+    c.nnodes = 2;
+    cr_expect_eq(ps_yield_us(&c), 0, "ranks on other machines");
+    setenv("SYNCBENCH_PS_YIELD_US", "50", 1);
+    cr_expect_eq(ps_yield_us(&c), 50);
+    setenv("SYNCBENCH_PS_YIELD_US", "-3", 1);
+    cr_expect_eq(ps_yield_us(&c), 0);
+    unsetenv("SYNCBENCH_PS_YIELD_US");
 }
 
 Test(ps_allreduce, two_servers, .timeout = 60)
