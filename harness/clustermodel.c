@@ -74,6 +74,9 @@ static void s_ps(const h_cl_net_t *net, const h_cl_engine_t *e, double n, double
         int K = e->server_nodes;
         /* servers spread over K machines; each machine holds ceil or floor of S/K of the bytes */
         double per_machine = n * ceil((double)S / K) / S * P;
+        /* pipelined: a server machine's in-direction takes all P workers' pushes from N machines while
+         * its out-direction sends replies (the incast slowdown, h_cl_incast_factor) */
+        if (e->pipelined) per_machine *= h_cl_incast_factor(e->incast, P, N);
         *nic = fmax(G * n, per_machine);
         return;
     }
@@ -94,7 +97,10 @@ double h_cl_ps_duplex_bytes(const h_cl_net_t *net, const h_cl_engine_t *e, doubl
 {
     int N = net->nodes, G = net->gpus_per_node, P = N * G;
     if (N <= 1) return 0;
-    if (e->colocate) return 2.0 * G * n * (double)(P - G) / P; /* push out + reply out, the same per machine */
+    /* a machine's servers take the pushes of the P - G workers on the other N - 1 machines while replying
+     * (the incast slowdown of the in-direction; out mirrors it) */
+    double slow = e->pipelined ? h_cl_incast_factor(e->incast, P - G, N - 1) : 1;
+    if (e->colocate) return 2.0 * G * n * (double)(P - G) / P * slow; /* push out + reply out, the same per machine */
     int S = e->servers > 0 ? e->servers : 1;
     if (e->server_nodes > 0) {
         double nic, msgs;
@@ -107,9 +113,26 @@ double h_cl_ps_duplex_bytes(const h_cl_net_t *net, const h_cl_engine_t *e, doubl
         for (int s = 0; s < S; s++) sm += s % N == m;
         double h = (double)sm / S;
         /* out: its workers' pushes to remote servers + its servers' replies to remote workers (in mirrors) */
-        worst = fmax(worst, G * n * (1 - h) + h * n * (P - G));
+        worst = fmax(worst, (G * n * (1 - h) + h * n * (P - G)) * (h > 0 ? slow : 1));
     }
     return worst;
+}
+
+double h_cl_incast_factor(double c, int f, int machines)
+{
+    if (f > H_CL_INCAST_FMAX) f = H_CL_INCAST_FMAX; /* measured up to there; held beyond */
+    return c > 0 && f > 1 && machines > 1 ? 1 + c * (f - 1) : 1;
+}
+
+double h_cl_incast_fit(int n, const int *f, const double *ratio)
+{
+    double sxy = 0, sxx = 0;
+    for (int i = 0; i < n; i++) {
+        double x = f[i] - 1;
+        sxy += x * (ratio[i] - 1);
+        sxx += x * x;
+    }
+    return sxx > 0 ? sxy / sxx : NAN;
 }
 
 void h_cl_traffic(const h_cl_net_t *net, const h_cl_engine_t *e, double n, double *nic_bytes, double *messages)

@@ -23,7 +23,24 @@ typedef struct {
     int pipelined;          /* ps: a bucket's replies follow its own pushes (sync with f32 gradients and no
                              * loss scaling: each partition commits with its last push), not the step's last */
     double part_bytes;      /* ps pipelined: the partition, the unit a reply can follow its pushes in (0: a bucket) */
+    double incast;          /* ps pipelined: c of the shared-NIC slowdown 1 + c (f - 1) (h_cl_incast_factor; 0: none) */
 } h_cl_engine_t;
+
+/* The pipelined PS's incast slowdown, measured on this host's emulated NICs (harness model fits it from
+ * `harness bench --net bw=RATE --engine ps --servers 1` lines; see docs/emulation.md): a NIC direction that
+ * receives the pushes of f workers from two or more other machines while its other direction carries
+ * replies delivers its bytes 1 + c (f - 1) times slower than the line rate (tc tbf queues filling behind
+ * a remote bottleneck; TCP flows losing their share unevenly and the sync server waiting, per partition,
+ * for the slowest worker). H_CL_INCAST_DEFAULT is the fit to results/net-bench.jsonl. */
+#define H_CL_INCAST_DEFAULT 0.0368
+/* The most pushing workers the slowdown was measured with (bench --scaling 2,4,8,16); f is held there beyond. */
+#define H_CL_INCAST_FMAX 16
+/* 1 + c (min(f, H_CL_INCAST_FMAX) - 1) for f pushing workers on `machines` remote machines (1 below two
+ * machines or two workers). */
+double h_cl_incast_factor(double c, int f, int machines);
+/* c fitted (least squares through 1 at f = 1) to n measured / predicted ratios of f[i] pushing workers;
+ * NAN with no point above one worker. */
+double h_cl_incast_fit(int n, const int *f, const double *ratio);
 
 /* Bytes the busiest NIC direction carries in one allreduce of n bytes per worker, and the messages
  * in series on the critical path (for alpha). */

@@ -34,6 +34,7 @@ typedef struct {
     double bucket_mb, bps, eff, update_s;
     int no_overlap;
     int ps_pipelined;        /* the PS commits each partition with its last push (f32 gradients, no loss scaling) */
+    double incast;           /* c of the pipelined PS's incast slowdown (h_cl_incast_factor) */
     int nb;
     double *ready, *bytes;   /* per bucket */
 } s_point_t;
@@ -88,6 +89,7 @@ static double s_step(const s_point_t *p, const s_layout_t *L, int N, int G, doub
     h_cl_engine_t e = L->e;
     e.pipelined = p->ps_pipelined;
     e.part_bytes = 4.0 * 1024 * 1024; /* the PS's default partition (ps/ps_proto.h), in unshrunk bytes */
+    e.incast = p->incast;
     if (e.kind == H_CL_PS && !e.colocate && e.server_nodes == 0 && e.servers == 0) e.servers = N; /* one per machine */
     if (e.kind == H_CL_PS && e.server_nodes < 0) e.server_nodes = e.servers = N;                  /* K = N */
     double total = (double)p->local_batch / p->dev.samples_per_s;
@@ -174,6 +176,47 @@ static int s_layout_of(const h_jobj_t *r, int N)
     return S == N ? 3 : (S == 1 && N == 1 ? 3 : -1);
 }
 
+/* c of the incast slowdown: fitted to the shaped PS bench lines in the measured files (one server, one
+ * namespace per rank: `harness bench --net bw=RATE --engine ps --servers 1 --sizes 16M`, sizes of two or
+ * more partitions, where replies overlap pushes), each against the same pipelined model without it;
+ * else H_CL_INCAST_DEFAULT (that fit to results/net-bench.jsonl). *from says which. */
+static double s_incast(const h_opts_t *o, char *from, size_t len)
+{
+    h_jobj_t *objs = NULL;
+    size_t n = 0, nbad = 0;
+    h_jread_files(o->nmeasured, (char **)o->measured, &objs, &n, &nbad, NULL);
+    int *f = n ? calloc(n, sizeof *f) : NULL, k = 0;
+    double *ratio = n ? calloc(n, sizeof *ratio) : NULL, part = 4.0 * 1024 * 1024;
+    for (size_t i = 0; f && ratio && i < n; i++) {
+        const h_jobj_t *r = &objs[i];
+        const char *net = h_jstr(r, "net", "");
+        int P = (int)h_jnum(r, "world", 0);
+        double bytes = h_jnum(r, "bytes", 0), us = h_jnum(r, "time_us", 0);
+        h_netem_spec_t spec;
+        char err[256];
+        if (strcmp(h_jstr(r, "mode", ""), "bench") || strcmp(h_jstr(r, "impl", ""), "ps-sync-servers1") ||
+            strncmp(net, "bw=", 3) || h_netem_parse(net, &spec, err, sizeof err) < 0 || spec.per_node || P < 2 ||
+            bytes < 2 * part || us <= 0 || h_jnum(r, "wrong", 0) != 0)
+            continue;
+        /* one machine per rank, the server on a machine of its own */
+        h_cl_net_t cn = {.nodes = P, .gpus_per_node = 1, .beta = S_WIRE * 8.0 / (spec.bits_per_s * spec.eff), .alpha = 0};
+        h_cl_engine_t e = {.kind = H_CL_PS, .servers = 1, .server_nodes = 1, .pipelined = 1, .part_bytes = part};
+        double ready = 0, ideal = h_cl_step(&cn, &e, 1, &ready, &bytes, 0, NULL);
+        f[k] = P;
+        ratio[k++] = us * 1e-6 / ideal;
+    }
+    double c = k ? h_cl_incast_fit(k, f, ratio) : NAN;
+    if (isfinite(c) && c >= 0) snprintf(from, len, "fitted to %d shaped PS bench lines in the files", k);
+    else {
+        c = H_CL_INCAST_DEFAULT;
+        snprintf(from, len, "the fit to results/net-bench.jsonl");
+    }
+    free(f);
+    free(ratio);
+    h_jfree_all(&objs, &n);
+    return c;
+}
+
 static void s_check(const h_opts_t *o, const s_point_t *base)
 {
     h_jobj_t *objs = NULL;
@@ -207,6 +250,7 @@ static void s_check(const h_opts_t *o, const s_point_t *base)
         /* sync PS rounds commit per partition with f32 gradients since results schema 2 (the same release);
          * older lines, and half-precision gradients, waited for the step's last push */
         p.ps_pipelined = !strcmp(h_jstr(r, "grad_dtype", "f32"), "f32") && h_jnum(r, "schema", 1) >= 2;
+        p.incast = base->incast;
         double step = s_step(&p, &s_layouts[l], N, G, bps, NULL) * 1e3, meas = h_jnum(r, "emu_step_ms", 0);
         double err = meas > 0 ? (step - meas) / meas * 100 : 0;
         printf("  %-12s %-10s %-12s %5d %9.1f %9.1f %+7.1f\n", s_layouts[l].label, p.wl->name, p.dev.name, P, meas, step, err);
@@ -235,12 +279,18 @@ int h_model_cluster(const h_opts_t *o)
         s_free(&p);
         return rc;
     }
+    char from[96];
+    p.incast = s_incast(o, from, sizeof from);
     printf("# syncbench model (emulated cluster): %s on %s (%.1f samples/s: %s), batch %zu/GPU, NIC %.4g Gbit/s "
            "(eff %g), %d buckets of <= %g MiB%s; device update %.2f ms where the worker updates\n",
            p.wl->name, p.dev.name, p.dev.samples_per_s, p.dev.basis, lb, bps / eff / 1e9, eff, p.nb, p.bucket_mb,
            p.no_overlap ? " (after backward)" : " (overlapping backward)", p.update_s * 1e3);
+    printf("# the pipelined PS's incast slowdown: a NIC taking the pushes of f workers from >= 2 other machines while\n"
+           "# it replies runs at 1 / (1 + c (f - 1)) of its rate, c = %.4f (%s)\n", p.incast, from);
     printf("# the model's limits: one collective at a time, links paced by the busiest NIC, no latency, no CPU or PCIe\n"
-           "# limits, servers' CPU work free; the emulated runs share them, a real cluster may not\n");
+           "# limits, servers' CPU work free (measured: their processes under 20%% of a core here), TCP's share of a\n"
+           "# shared NIC only through the incast slowdown (fitted on this host's tc tbf, not on a switch); the\n"
+           "# emulated runs share them, a real cluster may not\n");
     rc = s_extrapolate(o, &p, G, bps);
     if (rc == 0 && o->nmeasured) s_check(o, &p);
     s_free(&p);

@@ -1,10 +1,12 @@
 /* test_costmodel.c: the cost model of `harness model` (harness/costmodel.c) on known inputs: ring,
  * double binary tree (shape numbers from allreduce-tree's tree_shape), parameter server (dedicated and
- * colocated), and the least-squares fits. (tests/test_model.c is the trainer's MLP.) */
+ * colocated), and the least-squares fits; the cluster model's PS incast slowdown (harness/clustermodel.c;
+ * its traffic and steps are in tests/test_cluster.c). (tests/test_model.c is the trainer's MLP.) */
 #include <criterion/criterion.h>
 #include <math.h>
 
 #include "harness/costmodel.c"
+#include "harness/clustermodel.c"
 
 #define NEAR(a, b) (fabs((double)(a) - (double)(b)) <= 1e-9 * fmax(1e-12, fabs((double)(b))))
 
@@ -181,4 +183,42 @@ Test(costmodel, cpu_floor)
     cr_assert(NEAR(h_cm_ps(&m, 4, 1, 0, 1e6, 0), 11.5e-3), "%.9g", h_cm_ps(&m, 4, 1, 0, 1e6, 0));
     /* colocated, 4 ranks: each 4 (3/4) 1 MB kappa + 0.75 MB gamma + 1 MB mu = 4.75 ms; x4 / 2 = 9.5 ms */
     cr_assert(NEAR(h_cm_ps(&m, 4, 4, 1, 1e6, 0), 9.5e-3), "%.9g", h_cm_ps(&m, 4, 4, 1, 1e6, 0));
+}
+
+/* The pipelined PS's incast slowdown (clustermodel.h): 1 + c (f - 1) on a NIC taking f workers' pushes
+ * from two or more machines while it replies; nothing for one machine, one worker, or without overlap. */
+Test(costmodel, ps_incast_slowdown)
+{
+    cr_expect_float_eq(h_cl_incast_factor(0.05, 9, 3), 1.4, 1e-12);
+    cr_expect_float_eq(h_cl_incast_factor(0.05, 9, 1), 1.0, 1e-12);   /* one machine paces its own flows */
+    cr_expect_float_eq(h_cl_incast_factor(0.05, 1, 4), 1.0, 1e-12);
+    cr_expect_float_eq(h_cl_incast_factor(0.05, 100, 4), 1 + 0.05 * (H_CL_INCAST_FMAX - 1), 1e-12);
+    int f[3] = {2, 4, 8};
+    double r[3] = {1.03, 1.09, 1.21};
+    cr_expect_float_eq(h_cl_incast_fit(3, f, r), 0.03, 1e-12);
+    cr_expect(isnan(h_cl_incast_fit(0, f, r)));
+
+    /* one server on a machine of its own, 4 machines of one worker, one partition: pushes 4 x 10 B at
+     * 1 ms/B, then the replies; with c = 0.1 the server's NIC takes 1.3 x as long */
+    h_cl_net_t net = {.nodes = 4, .gpus_per_node = 1, .beta = 1e-3, .alpha = 0};
+    h_cl_engine_t ded = {.kind = H_CL_PS, .servers = 1, .server_nodes = 1, .pipelined = 1};
+    double ready = 0, bytes = 10;
+    cr_expect_float_eq(h_cl_step(&net, &ded, 1, &ready, &bytes, 0, NULL), 0.080, 1e-12);
+    ded.incast = 0.1;
+    cr_expect_float_eq(h_cl_step(&net, &ded, 1, &ready, &bytes, 0, NULL), 0.104, 1e-12);
+    /* without overlap (the replies after the last push) there is no slowdown */
+    ded.pipelined = 0;
+    cr_expect_float_eq(h_cl_step(&net, &ded, 1, &ready, &bytes, 0, NULL), 0.080, 1e-12);
+
+    /* a server on each of 3 machines of one worker: each takes 2 remote workers' pushes on 2 machines;
+     * a direction carries 2/3 n of pushes and 2/3 n of replies, x 1.1 */
+    h_cl_net_t three = {.nodes = 3, .gpus_per_node = 1, .beta = 1e-3, .alpha = 0};
+    h_cl_engine_t per = {.kind = H_CL_PS, .servers = 3, .pipelined = 1, .incast = 0.1};
+    cr_expect_float_eq(h_cl_ps_duplex_bytes(&three, &per, 30), 44, 1e-9);
+    /* two machines: the one remote machine's egress paces its flows, no slowdown */
+    h_cl_net_t two = {.nodes = 2, .gpus_per_node = 2, .beta = 1e-3, .alpha = 0};
+    h_cl_engine_t per2 = {.kind = H_CL_PS, .servers = 2, .pipelined = 1};
+    double plain = h_cl_ps_duplex_bytes(&two, &per2, 30);
+    per2.incast = 0.1;
+    cr_expect_float_eq(h_cl_ps_duplex_bytes(&two, &per2, 30), plain, 1e-12);
 }
