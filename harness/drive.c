@@ -275,6 +275,16 @@ int h_drive(h_opts_t *o, const char *mode_override)
 int h_drive_check_cluster(h_opts_t *o)
 {
     int emulated = workload_is_known(o->model);
+    /* bench places its ranks on machines too (a collective's cost with G ranks behind each NIC) */
+    int bench_machines = !emulated && o->mode && !strcmp(o->mode, "bench") && o->net && !o->emu_device && !o->shrink &&
+                         o->dilate == 1;
+    if (bench_machines && (o->nodes || o->gpus_per_node || o->server_nodes)) {
+        if (o->gpus || o->procs) return err_set(ERR_INVAL, "--nodes N --gpus-per-node G place the bench's ranks: not with --procs or --gpus");
+        if (o->server_nodes && !o->nodes) return err_set(ERR_INVAL, "--server-nodes needs --nodes");
+        if (!o->nodes) o->nodes = 1;
+        if (!o->gpus_per_node) o->gpus_per_node = 1;
+        return 0;
+    }
     if (!emulated && (o->emu_device || o->nodes || o->gpus_per_node || o->server_nodes || o->shrink || o->dilate != 1))
         return err_set(ERR_INVAL, "--device, --nodes, --gpus-per-node, --server-nodes, --shrink and --dilate emulate a "
                        "real model: give --model %s", workload_names());
