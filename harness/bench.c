@@ -218,6 +218,9 @@ static int s_row(const s_bench_t *B, size_t bytes, double t, uint64_t wrong)
         "op", op_name(o->op), "iters", o->iters, "warmup", o->warmup, "time_us", t, "algbw_gbs", algbw, "busbw_gbs", busbw,
         "wrong", (json_int_t)wrong, "algo", s1.algo, "traffic_bytes", h_jarr_text(traffic));
     free(traffic);
+    if (body && o->nodes > 0) /* placed on emulated machines (--nodes, --net): the layout is part of the configuration */
+        h_jmerge(body, json_pack("{s:i, s:i, s:i}", "nodes", o->nodes, "gpus_per_node", o->gpus_per_node,
+                                 "server_nodes", o->server_nodes));
     return h_result_write(o, B->meta, "bench", body);
 }
 

@@ -27,6 +27,13 @@ typedef struct {
     int update_on_worker;    /* allreduce engines leave the update to the device */
 } s_layout_t;
 
+/* A PS layout's slowdown measured by `harness bench --nodes N --gpus-per-node G --net inter=RATE`: the
+ * median over its bench lines of measured / modelled time without any slowdown. */
+struct s_meas {
+    int n;
+    struct { int layout, nodes, gpn, cnt; double r[16], slow; } e[64];
+};
+
 typedef struct {
     workload_t *wl;
     wl_device_t dev;
@@ -35,6 +42,7 @@ typedef struct {
     int no_overlap;
     int ps_pipelined;        /* the PS commits each partition with its last push (f32 gradients, no loss scaling) */
     double incast;           /* c of the pipelined PS's incast slowdown (h_cl_incast_factor) */
+    const struct s_meas *meas; /* slowdowns measured per layout (s_measured), or NULL: the law everywhere */
     int nb;
     double *ready, *bytes;   /* per bucket */
 } s_point_t;
@@ -82,22 +90,6 @@ static int s_point(s_point_t *p, const char *model, const char *device, size_t l
     return 0;
 }
 
-/* Predicted step (s) of a layout on N machines of G GPUs. */
-static double s_step(const s_point_t *p, const s_layout_t *L, int N, int G, double bps, double *exposed)
-{
-    h_cl_net_t net = {.nodes = N, .gpus_per_node = G, .beta = S_WIRE * 8.0 / bps, .alpha = 0};
-    h_cl_engine_t e = L->e;
-    e.pipelined = p->ps_pipelined;
-    e.part_bytes = 4.0 * 1024 * 1024; /* the PS's default partition (ps/ps_proto.h), in unshrunk bytes */
-    e.incast = p->incast;
-    if (e.kind == H_CL_PS && !e.colocate && e.server_nodes == 0 && e.servers == 0) e.servers = N; /* one per machine */
-    if (e.kind == H_CL_PS && e.server_nodes < 0) e.server_nodes = e.servers = N;                  /* K = N */
-    double total = (double)p->local_batch / p->dev.samples_per_s;
-    double step = N * G > 1 ? h_cl_step(&net, &e, p->nb, p->ready, p->bytes, total, exposed) : total;
-    if (L->update_on_worker || N * G == 1) step += p->update_s;
-    return step;
-}
-
 static const s_layout_t s_layouts[] = {
     {"ring", {.kind = H_CL_RING}, 1},
     {"tree", {.kind = H_CL_TREE}, 1},
@@ -107,6 +99,26 @@ static const s_layout_t s_layouts[] = {
     {"ps-colocated", {.kind = H_CL_PS, .colocate = 1}, 0},
 };
 #define S_NLAYOUTS (int)(sizeof s_layouts / sizeof s_layouts[0])
+
+/* Predicted step (s) of a layout on N machines of G GPUs. */
+static double s_step(const s_point_t *p, const s_layout_t *L, int N, int G, double bps, double *exposed)
+{
+    h_cl_net_t net = {.nodes = N, .gpus_per_node = G, .beta = S_WIRE * 8.0 / bps, .alpha = 0};
+    h_cl_engine_t e = L->e;
+    e.pipelined = p->ps_pipelined;
+    e.part_bytes = 4.0 * 1024 * 1024; /* the PS's default partition (ps/ps_proto.h), in unshrunk bytes */
+    e.incast = p->incast;
+    for (int i = 0; p->meas && i < p->meas->n; i++)
+        if (p->meas->e[i].layout == (int)(L - s_layouts) && p->meas->e[i].nodes == N && p->meas->e[i].gpn == G)
+            e.incast_measured = p->meas->e[i].slow;
+    if (e.kind == H_CL_PS && !e.colocate && e.server_nodes == 0 && e.servers == 0) e.servers = N; /* one per machine */
+    if (e.kind == H_CL_PS && e.server_nodes < 0) e.server_nodes = e.servers = N;                  /* K = N */
+    double total = (double)p->local_batch / p->dev.samples_per_s;
+    double step = N * G > 1 ? h_cl_step(&net, &e, p->nb, p->ready, p->bytes, total, exposed) : total;
+    if (L->update_on_worker || N * G == 1) step += p->update_s;
+    return step;
+}
+
 
 static int s_link(const h_opts_t *o, double *bps, double *eff)
 {
@@ -217,6 +229,64 @@ static double s_incast(const h_opts_t *o, char *from, size_t len)
     return c;
 }
 
+static int s_cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The slowdowns measured per PS layout: `harness bench --engine ps --nodes N --gpus-per-node G
+ * [--server-nodes K] --servers S --net inter=RATE` lines among the files (sizes of two or more default
+ * partitions, where replies overlap pushes), each measured / modelled without a slowdown; the median
+ * per (layout, N, G). *nlines: the bench lines used. */
+static void s_measured(const h_opts_t *o, struct s_meas *t, int *nlines)
+{
+    h_jobj_t *objs = NULL;
+    size_t n = 0, nbad = 0;
+    memset(t, 0, sizeof *t);
+    *nlines = 0;
+    h_jread_files(o->nmeasured, (char **)o->measured, &objs, &n, &nbad, NULL);
+    const double part = 4.0 * 1024 * 1024; /* the PS's default partition (ps/ps_proto.h) */
+    for (size_t i = 0; i < n; i++) {
+        const h_jobj_t *r = &objs[i];
+        int N = (int)h_jnum(r, "nodes", 0), P = (int)h_jnum(r, "world", 0);
+        double bytes = h_jnum(r, "bytes", 0), us = h_jnum(r, "time_us", 0);
+        if (strcmp(h_jstr(r, "mode", ""), "bench") || N < 1 || P < 1 || P % N || bytes < 2 * part || us <= 0 ||
+            h_jnum(r, "wrong", 0) != 0 || strstr(h_jstr(r, "cmdline", ""), "--ps-partition-kb") || h_jget(r, "emulated"))
+            continue;
+        int G = P / N, l = s_layout_of(r, N);
+        h_netem_spec_t spec;
+        char err[256];
+        const char *net = h_jstr(r, "net", "");
+        if (l < 2 || (int)h_jnum(r, "gpus_per_node", 0) != G || h_netem_parse(net, &spec, err, sizeof err) < 0 ||
+            !spec.per_node || spec.bits_per_s <= 0)
+            continue;
+        h_cl_net_t cn = {.nodes = N, .gpus_per_node = G, .beta = S_WIRE * 8.0 / (spec.bits_per_s * spec.eff), .alpha = 0};
+        h_cl_engine_t e = s_layouts[l].e;
+        e.pipelined = 1;
+        e.part_bytes = part;
+        if (!e.colocate && e.server_nodes == 0 && e.servers == 0) e.servers = N;
+        if (e.server_nodes < 0) e.server_nodes = e.servers = N;
+        double ready = 0, ideal = h_cl_step(&cn, &e, 1, &ready, &bytes, 0, NULL);
+        if (!(ideal > 0)) continue;
+        int k = 0;
+        while (k < t->n && !(t->e[k].layout == l && t->e[k].nodes == N && t->e[k].gpn == G)) k++;
+        if (k == t->n) {
+            if (t->n == (int)(sizeof t->e / sizeof t->e[0])) continue;
+            t->e[t->n].layout = l, t->e[t->n].nodes = N, t->e[t->n].gpn = G;
+            t->n++;
+        }
+        if (t->e[k].cnt < 16) t->e[k].r[t->e[k].cnt++] = us * 1e-6 / ideal;
+        (*nlines)++;
+    }
+    for (int k = 0; k < t->n; k++) {
+        qsort(t->e[k].r, (size_t)t->e[k].cnt, sizeof(double), s_cmp_d);
+        int c = t->e[k].cnt;
+        t->e[k].slow = c % 2 ? t->e[k].r[c / 2] : 0.5 * (t->e[k].r[c / 2 - 1] + t->e[k].r[c / 2]);
+    }
+    h_jfree_all(&objs, &n);
+}
+
 static void s_check(const h_opts_t *o, const s_point_t *base)
 {
     h_jobj_t *objs = NULL;
@@ -251,6 +321,7 @@ static void s_check(const h_opts_t *o, const s_point_t *base)
          * older lines, and half-precision gradients, waited for the step's last push */
         p.ps_pipelined = !strcmp(h_jstr(r, "grad_dtype", "f32"), "f32") && h_jnum(r, "schema", 1) >= 2;
         p.incast = base->incast;
+        p.meas = base->meas;
         double step = s_step(&p, &s_layouts[l], N, G, bps, NULL) * 1e3, meas = h_jnum(r, "emu_step_ms", 0);
         double err = meas > 0 ? (step - meas) / meas * 100 : 0;
         printf("  %-12s %-10s %-12s %5d %9.1f %9.1f %+7.1f\n", s_layouts[l].label, p.wl->name, p.dev.name, P, meas, step, err);
@@ -281,6 +352,9 @@ int h_model_cluster(const h_opts_t *o)
     }
     char from[96];
     p.incast = s_incast(o, from, sizeof from);
+    static struct s_meas meas;
+    int nmeas = 0;
+    s_measured(o, &meas, &nmeas);
     printf("# syncbench model (emulated cluster): %s on %s (%.1f samples/s: %s), batch %zu/GPU, NIC %.4g Gbit/s "
            "(eff %g), %d buckets of <= %g MiB%s; device update %.2f ms where the worker updates\n",
            p.wl->name, p.dev.name, p.dev.samples_per_s, p.dev.basis, lb, bps / eff / 1e9, eff, p.nb, p.bucket_mb,
@@ -291,7 +365,16 @@ int h_model_cluster(const h_opts_t *o)
            "# limits, servers' CPU work free (measured: their processes under 20%% of a core here), TCP's share of a\n"
            "# shared NIC only through the incast slowdown (fitted on this host's tc tbf, not on a switch); the\n"
            "# emulated runs share them, a real cluster may not\n");
+    if (meas.n) {
+        printf("# measured per layout (%d `harness bench --nodes N --gpus-per-node G --net` lines of the PS): the\n"
+               "# checks below use a layout's own measured slowdown instead (measured / modelled time):", nmeas);
+        for (int k = 0; k < meas.n; k++)
+            printf("%s %s %dx%d %.2f", k % 4 ? "," : "\n#  ", s_layouts[meas.e[k].layout].label, meas.e[k].nodes,
+                   meas.e[k].gpn, meas.e[k].slow);
+        printf("\n");
+    }
     rc = s_extrapolate(o, &p, G, bps);
+    p.meas = meas.n ? &meas : NULL; /* the table above extrapolates with the law; the checks use measured layouts */
     if (rc == 0 && o->nmeasured) s_check(o, &p);
     s_free(&p);
     return rc;

@@ -149,6 +149,13 @@ Test(harness, bad_flags_are_named, .timeout = 30)
     snprintf(cmd, sizeof cmd, "%s bench --bogus", g_harness);
     cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
     cr_expect(strstr(out, "--bogus") != NULL, "%s", out);
+    /* bench on emulated machines: with --net, and instead of --procs */
+    snprintf(cmd, sizeof cmd, "%s bench --engine ps --nodes 2 --gpus-per-node 2", g_harness);
+    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
+    cr_expect(strstr(out, "--nodes") != NULL, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s bench --engine ps --nodes 2 --procs 4 --net inter=1gbit", g_harness);
+    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
+    cr_expect(strstr(out, "not with --procs") != NULL, "%s", out);
 }
 
 Test(harness, full_disk_loses_nothing, .timeout = 60)
