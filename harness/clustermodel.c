@@ -59,13 +59,6 @@ static void s_tree(const h_cl_net_t *net, double n, double *nic, double *msgs)
     *msgs = 2.0 * depth;
 }
 
-/* The slowdown of a NIC taking f workers' pushes from `machines` machines: this layout's measured one, else
- * the law (h_cl_incast_factor). */
-static double s_slow(const h_cl_engine_t *e, int f, int machines)
-{
-    return e->incast_measured > 0 ? e->incast_measured : h_cl_incast_factor(e->incast, f, machines);
-}
-
 static void s_ps(const h_cl_net_t *net, const h_cl_engine_t *e, double n, double *nic, double *msgs)
 {
     int N = net->nodes, G = net->gpus_per_node, P = N * G;
@@ -83,7 +76,7 @@ static void s_ps(const h_cl_net_t *net, const h_cl_engine_t *e, double n, double
         double per_machine = n * ceil((double)S / K) / S * P;
         /* pipelined: a server machine's in-direction takes all P workers' pushes from N machines while
          * its out-direction sends replies (the incast slowdown, h_cl_incast_factor) */
-        if (e->pipelined) per_machine *= s_slow(e, P, N);
+        if (e->pipelined) per_machine *= h_cl_incast_factor(e->incast, P, N);
         *nic = fmax(G * n, per_machine);
         return;
     }
@@ -106,7 +99,7 @@ double h_cl_ps_duplex_bytes(const h_cl_net_t *net, const h_cl_engine_t *e, doubl
     if (N <= 1) return 0;
     /* a machine's servers take the pushes of the P - G workers on the other N - 1 machines while replying
      * (the incast slowdown of the in-direction; out mirrors it) */
-    double slow = e->pipelined ? s_slow(e, P - G, N - 1) : 1;
+    double slow = e->pipelined ? h_cl_incast_factor(e->incast, P - G, N - 1) : 1;
     if (e->colocate) return 2.0 * G * n * (double)(P - G) / P * slow; /* push out + reply out, the same per machine */
     int S = e->servers > 0 ? e->servers : 1;
     if (e->server_nodes > 0) {

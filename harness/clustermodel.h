@@ -24,8 +24,6 @@ typedef struct {
                              * loss scaling: each partition commits with its last push), not the step's last */
     double part_bytes;      /* ps pipelined: the partition, the unit a reply can follow its pushes in (0: a bucket) */
     double incast;          /* ps pipelined: c of the shared-NIC slowdown 1 + c (f - 1) (h_cl_incast_factor; 0: none) */
-    double incast_measured; /* ps pipelined: > 0, the slowdown measured for this very layout (a bench of its
-                             * machines, workers and servers), used instead of 1 + c (f - 1) */
 } h_cl_engine_t;
 
 /* The pipelined PS's incast slowdown, measured on this host's emulated NICs (harness model fits it from

@@ -222,17 +222,3 @@ Test(costmodel, ps_incast_slowdown)
     per2.incast = 0.1;
     cr_expect_float_eq(h_cl_ps_duplex_bytes(&two, &per2, 30), plain, 1e-12);
 }
-
-/* a layout's own measured slowdown replaces the law, for dedicated and per-machine servers alike */
-Test(costmodel, ps_measured_slowdown)
-{
-    h_cl_net_t net = {.nodes = 4, .gpus_per_node = 1, .beta = 1e-3, .alpha = 0};
-    h_cl_engine_t ded = {.kind = H_CL_PS, .servers = 1, .server_nodes = 1, .pipelined = 1, .incast = 0.1};
-    double ready = 0, bytes = 10;
-    cr_expect_float_eq(h_cl_step(&net, &ded, 1, &ready, &bytes, 0, NULL), 0.104, 1e-12); /* the law: 1.3 */
-    ded.incast_measured = 1.5;
-    cr_expect_float_eq(h_cl_step(&net, &ded, 1, &ready, &bytes, 0, NULL), 0.080 * 1.5, 1e-12);
-    h_cl_net_t three = {.nodes = 3, .gpus_per_node = 1, .beta = 1e-3, .alpha = 0};
-    h_cl_engine_t per = {.kind = H_CL_PS, .servers = 3, .pipelined = 1, .incast = 0.1, .incast_measured = 1.25};
-    cr_expect_float_eq(h_cl_ps_duplex_bytes(&three, &per, 30), 40 * 1.25, 1e-9);
-}
