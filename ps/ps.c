@@ -240,6 +240,15 @@ static int ps_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
         }
     }
     for (int s = 0; s < S && comm->boot.auth.set; s++) CHECK_GOTO(rc, s_hello(self, s), fail);
+    /* the lane only beside descriptors: the messages are then a few hundred bytes and fit its slots */
+    for (int s = 0; s < S && po.lane != PS_LANE_OFF; s++) {
+        if (self->conns[s].cma) CHECK_GOTO(rc, psw_lane_up(self, s), fail);
+        else if (po.lane == PS_LANE_ON && !self->conns[s].local) {
+            rc = err_set(ERR_UNSUP, "ps: --ps-lane on, but worker %d reaches server %d without cross-memory reads (%s)",
+                         comm->rank, s, self->nvan_tcp ? "another host or --ps-van tcp" : "--ps-van ipc or not permitted");
+            goto fail;
+        }
+    }
     mem_track(&self->mem, (long long)(S * sizeof(conn_t)));
     *self_p = self;
     return 0;
@@ -317,8 +326,10 @@ static void ps_stats(engine_t *self, engine_stats_t *out)
     memset(out, 0, sizeof *out);
     if (!self) return;
     out->impl = self->impl;
-    int kinds = (self->nvan_cma > 0) + (self->nvan_ipc > 0) + (self->nvan_tcp > 0);
-    out->transport = kinds > 1 ? "zmq-mixed" : self->nvan_cma ? "zmq-ipc+cma" : self->nvan_ipc ? "zmq-ipc"
+    int cma_only = self->nvan_cma - self->nvan_lane;
+    int kinds = (self->nvan_lane > 0) + (cma_only > 0) + (self->nvan_ipc > 0) + (self->nvan_tcp > 0);
+    out->transport = kinds > 1 ? "zmq-mixed" : self->nvan_lane ? "shm-lane+cma" : cma_only ? "zmq-ipc+cma"
+                     : self->nvan_ipc ? "zmq-ipc"
                      : self->nvan_tcp ? "zmq-tcp" : self->server && !self->conns ? "zmq" : "zmq-inproc";
     out->bytes_sent = self->sent;
     out->bytes_received = self->received;
@@ -360,14 +371,16 @@ static void ps_destroy(engine_t **self_p)
             wire_hdr_t h = psw_hdr(self, WIRE_BYE, 0, self->clock, 0, 0, DT_F32, 0, 0);
             int to = 1000;
             zmq_setsockopt(self->conns[s].sock, ZMQ_SNDTIMEO, &to, sizeof to);
-            ps_van_send(self->conns[s].sock, NULL, 0, &h, NULL, 0, &self->sent);
+            (void)psw_send(self, s, &h, NULL, 0); /* after every message sent before it (ps_lane.h) */
         }
     }
     /* the colocated server waits (bounded) for every worker's BYE before it stops */
     ps_server_destroy(&self->server);
     if (self->conns) {
-        for (int s = 0; s < self->nservers; s++)
+        for (int s = 0; s < self->nservers; s++) {
             if (self->conns[s].sock) zmq_close(self->conns[s].sock);
+            ps_lane_destroy(&self->conns[s].lane);
+        }
         free(self->conns);
     }
     if (self->zctx) zmq_ctx_term(self->zctx);
