@@ -190,6 +190,14 @@ int ps_lane_send(ps_lane_t *self, const wire_hdr_t *h, const ps_frame_t *fr, int
     return 1;
 }
 
+void ps_lane_send_raw(ps_lane_t *self, const void *slot, size_t len, uint64_t advance)
+{
+    if (!self || len > PS_LANE_SLOT_BYTES) return;
+    memcpy(self->txs + (self->tx_head % PS_LANE_SLOTS) * PS_LANE_SLOT_BYTES, slot, len);
+    self->tx_head += advance;
+    atomic_store(&self->tx->head, self->tx_head);
+}
+
 int ps_lane_ready(const ps_lane_t *self)
 {
     return self && !self->broken && atomic_load_explicit(&self->rx->head, memory_order_acquire) != self->rx_tail;

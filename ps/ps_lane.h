@@ -49,6 +49,9 @@ int  ps_lane_ok(const ps_lane_t *self);
  * keep-alive over ZeroMQ. */
 int  ps_lane_send(ps_lane_t *self, const wire_hdr_t *h, const ps_frame_t *fr, int nfr, uint64_t zseq,
                   uint64_t *bytes, int *wake);
+/* For tests of a receiver's checks: publish len bytes (<= a slot) as the next slot as they are, and
+ * move the ring's head on by advance (1; more makes the counter jump). */
+void ps_lane_send_raw(ps_lane_t *self, const void *slot, size_t len, uint64_t advance);
 /* Take the next message of our incoming ring if its zseq <= zgot (ZeroMQ messages received from the
  * peer since setup): m gets [ident if idlen][header][frames...] (copies; close with ps_van_close_msg).
  * 1: got one; 0: none ready; ERR_PROTO: a malformed slot (consumed; err_detail says why) or a broken

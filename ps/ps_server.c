@@ -48,7 +48,7 @@ void pss_send(ps_server_t *self, int w, const void *ident, size_t idlen, const w
         if (wake) { /* it sleeps in zmq_poll: a keep-alive wakes it (ps_lane.h) */
             wire_hdr_t ka = {.type = WIRE_HELLO, .sender = (uint32_t)self->rank, .job = self->job, .dtype = DT_F32,
                              .aux = PS_HELLO_KEEPALIVE};
-            rc = ps_van_send(self->router, ident, idlen, &ka, NULL, 0, &b);
+            rc = ps_van_send(self->router, ident, idlen, &ka, NULL, 0, NULL); /* not data: not counted */
             k->ztx++;
         }
     } else {

@@ -22,7 +22,7 @@ int psw_send(engine_t *self, int s, const wire_hdr_t *h, const ps_frame_t *fr, i
     if (c->lane && ps_lane_send(c->lane, h, fr, nfr, c->ztx, &b, &wake)) {
         if (wake) {
             wire_hdr_t k = psw_hdr(self, WIRE_HELLO, 0, self->clock, 0, 0, DT_F32, PS_HELLO_KEEPALIVE, 0);
-            rc = ps_van_send(c->sock, NULL, 0, &k, NULL, 0, &b);
+            rc = ps_van_send(c->sock, NULL, 0, &k, NULL, 0, NULL); /* not data: not counted as traffic */
             c->ztx++;
         }
     } else {
@@ -155,6 +155,14 @@ static int s_on_reply(engine_t *self, int s, ps_vmsg_t *m, collect_t *c, size_t 
     return 0;
 }
 
+/* A server's lane wake-up (a keep-alive HELLO over ZeroMQ): not data, not counted as traffic. */
+static int s_is_wake(engine_t *self, ps_vmsg_t *m)
+{
+    wire_hdr_t h;
+    return self->nvan_lane && m->n == 1 && wire_decode(ps_van_data(m, 0), ps_van_size(m, 0), &h) == 0 &&
+           h.type == WIRE_HELLO && h.aux == PS_HELLO_KEEPALIVE;
+}
+
 /* Take server s's lane messages that were sent before its next ZeroMQ message (ps_lane.h's rule). */
 static int s_take_lane(engine_t *self, int s, collect_t *c, size_t *left)
 {
@@ -224,7 +232,7 @@ int psw_collect(engine_t *self, collect_t *c, size_t left, int timeout_ms)
                     }
                     self->conns[s].zrx++;
                 }
-                if (!self->conns[s].local) {
+                if (!self->conns[s].local && !s_is_wake(self, &m)) {
                     self->received += m.bytes;
                     tp_note_traffic(self->comm->tp, s_server_rank(self, s), 0, m.bytes);
                 }
