@@ -8,7 +8,10 @@
  * Every server publishes its endpoints in the store (tcp, and ipc in a private directory); every worker
  * connects one DEALER per server, over ipc when the server is on its host (same host identity, network
  * namespace included) unless the ps-van option forces one, with a routing id the servers check against
- * the header's sender. The van in use is the engine's stats transport ("zmq-ipc", "zmq-tcp", both).
+ * the header's sender. With cross-memory reads (descriptors instead of values), a worker also sets up
+ * a shared-memory lane per such server (ps_lane.h, --ps-lane) that carries the data messages, ZeroMQ
+ * the rest. The van in use is the engine's stats transport ("shm-lane+cma", "zmq-ipc+cma", "zmq-ipc",
+ * "zmq-tcp", "zmq-mixed").
  * The f32 parameter arena is cut into partitions (ps_proto.h layout: the partition size, balanced by
  * bytes over the servers). A step: submit() pushes each bucket at once, cut at partition boundaries,
  * zero-copy from the trainer's gradient buffer (which must stay valid until wait returns; a counter of

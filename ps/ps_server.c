@@ -20,7 +20,11 @@
  * mode it is dropped and logged. A WIRE_BYE marks a clean exit.
  * Authentication: with a job secret, a worker's messages are accepted only once its connection ran the
  * HELLO challenge-response (ps_proto.h, s_on_auth); anything else from it is rejected (ERR_AUTH,
- * counted) and touches no state, its liveness included. */
+ * counted) and touches no state, its liveness included.
+ * Lanes (ps_lane.h): a worker on this host may name a shared-memory lane (HELLO PS_HELLO_LANE); its
+ * data messages then come through the lane's ring, built into the same message form and handled by
+ * the same s_on_message; before a ZeroMQ message of that worker, its lane messages sent earlier are
+ * handled (zseq), and replies to it go back through the lane (pss_send). */
 #include "ps/ps_server_int.h"
 #include <errno.h>
 #include <unistd.h>
@@ -302,26 +306,6 @@ static int s_on_auth(ps_server_t *self, int w, const void *ident, size_t idlen, 
     return 0;
 }
 
-/* PS_HELLO_LANE: map the worker's lane (ps_lane.h checks the name, owner, mode and size, and unlinks it),
- * acknowledge over ZeroMQ, and only then count it: the acknowledgement is the last ZeroMQ message
- * before the lane's ordering counters start. */
-static int s_on_lane(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m)
-{
-    wk_t *k = &self->wk[w];
-    if (h->nframes != 1) REJ(ERR_PROTO, "lane setup without a name");
-    if (k->lane) REJ(ERR_STATE, "worker %d already has a lane", w);
-    ps_lane_t *lane = NULL;
-    int rc = ps_lane_open(&lane, ps_van_data(m, 2), ps_van_size(m, 2));
-    if (rc < 0) REJ(rc, "cannot use worker %d's shared-memory lane: %s", w, err_detail());
-    wire_hdr_t r = {.type = WIRE_HELLO, .sender = (uint32_t)self->rank, .job = self->job, .dtype = DT_F32,
-                    .aux = PS_HELLO_LANE};
-    pss_send(self, w, ident, idlen, &r, NULL, 0);
-    k->lane = self->lanes[w] = lane;
-    k->zgot = k->ztx = 0;
-    self->nlanes++;
-    return 0;
-}
-
 static int s_on_message(ps_server_t *self, ps_vmsg_t *m);
 
 /* Handle worker w's lane messages sent before its next ZeroMQ message (ps_lane.h's ordering rule). A
@@ -417,13 +401,15 @@ static int s_on_message(ps_server_t *self, ps_vmsg_t *m)
     w = claimed;
     if (!local) tp_note_traffic(self->cfg.comm->tp, w, 0, (uint64_t)m->bytes); /* the traffic matrix */
     wk_t *k = &self->wk[w];
+    /* a lane's wake-up may trail the BYE it woke us for: nothing to reject */
+    if (k->bye && !k->dead && hd.type == WIRE_HELLO && hd.aux == PS_HELLO_KEEPALIVE && hd.nframes == 0) return 0;
     if (k->dead || k->bye) REJ(ERR_STATE, "worker %d already %s", w, k->dead ? "declared dead" : "said BYE");
     if (hd.type == WIRE_HELLO && hd.aux != PS_HELLO_KEEPALIVE && hd.aux != PS_HELLO_LANE)
         return s_on_auth(self, w, ident, idlen, h, m);
     if (self->auth.set && !k->authed)
         REJ(ERR_AUTH, "a %s claiming worker rank %d, which has not proven it knows the job secret: turned away",
             wire_type_name(hd.type), w);
-    if (hd.type == WIRE_HELLO && hd.aux == PS_HELLO_LANE) return s_on_lane(self, w, ident, idlen, h, m);
+    if (hd.type == WIRE_HELLO && hd.aux == PS_HELLO_LANE) return pss_on_lane(self, w, ident, idlen, h, m);
     k->seen = 1;
     k->last_ns = now_ns();
     if (hd.type == WIRE_BYE) {

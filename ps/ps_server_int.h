@@ -156,6 +156,7 @@ void pss_serve_all(ps_server_t *self);
 int pss_check_meta(ps_vmsg_t *m, ps_meta_t *meta);
 int pss_on_ar(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m,
                    const ps_meta_t *meta);
+int pss_on_lane(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m);
 int pss_on_params(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m,
                        const ps_meta_t *meta);
 
