@@ -8,7 +8,10 @@
  * Every server publishes its endpoints in the store (tcp, and ipc in a private directory); every worker
  * connects one DEALER per server, over ipc when the server is on its host (same host identity, network
  * namespace included) unless the ps-van option forces one, with a routing id the servers check against
- * the header's sender. The van in use is the engine's stats transport ("zmq-ipc", "zmq-tcp", both).
+ * the header's sender. With cross-memory reads (descriptors instead of values), a worker also sets up
+ * a shared-memory lane per such server (ps_lane.h, --ps-lane) that carries the data messages, ZeroMQ
+ * the rest. The van in use is the engine's stats transport ("shm-lane+cma", "zmq-ipc+cma", "zmq-ipc",
+ * "zmq-tcp", "zmq-mixed").
  * The f32 parameter arena is cut into partitions (ps_proto.h layout: the partition size, balanced by
  * bytes over the servers). A step: submit() pushes each bucket at once, cut at partition boundaries,
  * zero-copy from the trainer's gradient buffer (which must stay valid until wait returns; a counter of
@@ -240,6 +243,15 @@ static int ps_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
         }
     }
     for (int s = 0; s < S && comm->boot.auth.set; s++) CHECK_GOTO(rc, s_hello(self, s), fail);
+    /* the lane only beside descriptors: the messages are then a few hundred bytes and fit its slots */
+    for (int s = 0; s < S && po.lane != PS_LANE_OFF; s++) {
+        if (self->conns[s].cma) CHECK_GOTO(rc, psw_lane_up(self, s), fail);
+        else if (po.lane == PS_LANE_ON && !self->conns[s].local) {
+            rc = err_set(ERR_UNSUP, "ps: --ps-lane on, but worker %d reaches server %d without cross-memory reads (%s)",
+                         comm->rank, s, self->nvan_tcp ? "another host or --ps-van tcp" : "--ps-van ipc or not permitted");
+            goto fail;
+        }
+    }
     mem_track(&self->mem, (long long)(S * sizeof(conn_t)));
     *self_p = self;
     return 0;
@@ -317,8 +329,10 @@ static void ps_stats(engine_t *self, engine_stats_t *out)
     memset(out, 0, sizeof *out);
     if (!self) return;
     out->impl = self->impl;
-    int kinds = (self->nvan_cma > 0) + (self->nvan_ipc > 0) + (self->nvan_tcp > 0);
-    out->transport = kinds > 1 ? "zmq-mixed" : self->nvan_cma ? "zmq-ipc+cma" : self->nvan_ipc ? "zmq-ipc"
+    int cma_only = self->nvan_cma - self->nvan_lane;
+    int kinds = (self->nvan_lane > 0) + (cma_only > 0) + (self->nvan_ipc > 0) + (self->nvan_tcp > 0);
+    out->transport = kinds > 1 ? "zmq-mixed" : self->nvan_lane ? "shm-lane+cma" : cma_only ? "zmq-ipc+cma"
+                     : self->nvan_ipc ? "zmq-ipc"
                      : self->nvan_tcp ? "zmq-tcp" : self->server && !self->conns ? "zmq" : "zmq-inproc";
     out->bytes_sent = self->sent;
     out->bytes_received = self->received;
@@ -360,14 +374,16 @@ static void ps_destroy(engine_t **self_p)
             wire_hdr_t h = psw_hdr(self, WIRE_BYE, 0, self->clock, 0, 0, DT_F32, 0, 0);
             int to = 1000;
             zmq_setsockopt(self->conns[s].sock, ZMQ_SNDTIMEO, &to, sizeof to);
-            ps_van_send(self->conns[s].sock, NULL, 0, &h, NULL, 0, &self->sent);
+            (void)psw_send(self, s, &h, NULL, 0); /* after every message sent before it (ps_lane.h) */
         }
     }
     /* the colocated server waits (bounded) for every worker's BYE before it stops */
     ps_server_destroy(&self->server);
     if (self->conns) {
-        for (int s = 0; s < self->nservers; s++)
+        for (int s = 0; s < self->nservers; s++) {
             if (self->conns[s].sock) zmq_close(self->conns[s].sock);
+            ps_lane_destroy(&self->conns[s].lane);
+        }
         free(self->conns);
     }
     if (self->zctx) zmq_ctx_term(self->zctx);

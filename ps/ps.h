@@ -12,6 +12,9 @@ enum { PS_SYNC = 0, PS_ASYNC = 1, PS_SSP = 2 };
  * messages, with the bulk values read across processes in one copy (core/cma.h) when the kernel allows
  * it (cma), else through the socket (ipc); tcp across hosts. Or one of them forced. */
 enum { PS_VAN_AUTO = 0, PS_VAN_TCP = 1, PS_VAN_IPC = 2, PS_VAN_CMA = 3 };
+/* The shared-memory lane (ps_lane.h) for the data messages to a server on this host with cma: auto (when
+ * possible), on (required wherever a server is on this host), off (ZeroMQ only). */
+enum { PS_LANE_AUTO = 0, PS_LANE_ON = 1, PS_LANE_OFF = 2 };
 
 /* The PS engine's options (engine_cfg_t.opts; the harness flags --servers, --ps-colocate, --ps-mode,
  * --ps-partition-kb fill them through ps_engine.opt_set). All zero = the defaults. */
@@ -21,7 +24,8 @@ typedef struct {
     int    mode;              /* PS_SYNC, PS_ASYNC, PS_SSP */
     int    ssp_k;             /* staleness bound for PS_SSP */
     size_t partition_bytes;   /* partition size; 0 = default (4 MiB) */
-    int    van;               /* PS_VAN_AUTO, PS_VAN_TCP, PS_VAN_IPC */
+    int    van;               /* PS_VAN_AUTO, PS_VAN_TCP, PS_VAN_IPC, PS_VAN_CMA */
+    int    lane;              /* PS_LANE_AUTO, PS_LANE_ON, PS_LANE_OFF */
 } ps_opts_t;
 
 /* ps_opts.c: the option table and hooks ps_engine exports */

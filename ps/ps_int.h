@@ -7,6 +7,7 @@
 #include "ps/ps_proto.h"
 #include "ps/ps_server.h"
 #include "ps/ps_van.h"
+#include "ps/ps_lane.h"
 #include "core/auth.h"
 #include "core/cma.h"
 #include "core/dev.h"
@@ -26,6 +27,8 @@ typedef struct {
     int local;                /* the colocated server of this process (inproc) */
     int cma;                  /* payloads both ways by descriptor: the server reads ours, we read its */
     int pid;                  /* the server's process (its replies' descriptors must name it) */
+    ps_lane_t *lane;          /* the shared-memory lane to this server (ps_lane.h), or NULL */
+    uint64_t ztx, zrx;        /* ZeroMQ messages sent to / received from it since the lane is up */
 } conn_t;
 
 struct engine {
@@ -64,7 +67,7 @@ struct engine {
     double comm_ms_total;
     mem_counter_t mem;
     char impl[96];
-    int nvan_ipc, nvan_tcp, nvan_cma; /* servers this worker reaches over ipc / tcp / ipc + cross-memory */
+    int nvan_ipc, nvan_tcp, nvan_cma, nvan_lane; /* servers this worker reaches over ipc / tcp / ipc + cross-memory */
     /* device buffers: pinned staging (see the design comment) */
     int on_dev;
     float *h_params;          /* host copy of the parameters: pulls land here, then go to the device */
@@ -93,6 +96,7 @@ typedef struct {
 
 
 /* ps_step.c */
+int psw_lane_up(engine_t *self, int s);
 void psw_zc_free(void *data, void *hint);
 int psw_send(engine_t *self, int s, const wire_hdr_t *h, const ps_frame_t *fr, int nfr);
 wire_hdr_t psw_hdr(engine_t *self, uint32_t type, uint64_t key, uint64_t clock, uint64_t offset,

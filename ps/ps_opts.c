@@ -14,6 +14,8 @@ const engine_opt_t ps_options[] = {
     {"ps-partition-kb", 1, "KB", "ps: partition size (default 4096)", "KiB >= 1"},
     {"ps-van", 1, "V", "ps: auto | tcp | ipc | cma (auto: on one host ipc + cross-memory reads (cma) when allowed, "
                        "else ipc; tcp across hosts)", "auto, tcp, ipc or cma"},
+    {"ps-lane", 1, "L", "ps: auto | on | off: data messages to a server on this host through a shared-memory lane "
+                        "beside ZeroMQ (auto: wherever cma is in use)", "auto, on or off"},
     {NULL, 0, NULL, NULL, NULL}};
 
 static int s_int(const char *s, long lo, long hi, int *out)
@@ -55,6 +57,11 @@ int ps_opt_set(void *opts, const char *name, const char *v)
         else if (v && !strcmp(v, "ipc")) o->van = PS_VAN_IPC;
         else if (v && !strcmp(v, "cma")) o->van = PS_VAN_CMA;
         else return err_set(ERR_INVAL, "ps: bad van (auto, tcp, ipc or cma)");
+    } else if (!strcmp(name, "ps-lane")) {
+        if (v && !strcmp(v, "auto")) o->lane = PS_LANE_AUTO;
+        else if (v && !strcmp(v, "on")) o->lane = PS_LANE_ON;
+        else if (v && !strcmp(v, "off")) o->lane = PS_LANE_OFF;
+        else return err_set(ERR_INVAL, "ps: bad lane (auto, on or off)");
     } else {
         return err_set(ERR_INVAL, "ps: unknown option '%s'", name);
     }

@@ -18,6 +18,8 @@
  *          aux PS_HELLO_CHAL: [the worker's nonce] -> server answers HELLO [its nonce | its MAC];
  *          aux PS_HELLO_PROOF: [the worker's MAC]. With a job secret (core/auth.h) a worker's messages
  *          are accepted only after its proof: MACs over both nonces and ps_auth_ctx (job id, rank).
+ *          aux PS_HELLO_LANE: [the name of a shared-memory lane, ps_lane.h] -> HELLO PS_HELLO_LANE (no
+ *          payload) once the server mapped it, or ERROR. A keep-alive HELLO from a server is a wake-up.
  * Every meta carries the tensor's total element count, so a server can check any key against the
  * layout both sides compute from it. */
 #ifndef SB_PS_PROTO_H
@@ -50,6 +52,7 @@ typedef struct {
 #define PS_HELLO_KEEPALIVE 0
 #define PS_HELLO_CHAL      1
 #define PS_HELLO_PROOF     2
+#define PS_HELLO_LANE      3  /* worker: [name of its lane mapping]; server: accepted (no payload) or ERROR */
 #define PS_AUTH_CTX_LEN    12
 /* The context every PS hello MAC covers: the job id (u64 LE) and the worker's claimed rank (u32 LE). */
 void ps_auth_ctx(uint64_t job, int rank, unsigned char out[PS_AUTH_CTX_LEN]);

@@ -20,7 +20,11 @@
  * mode it is dropped and logged. A WIRE_BYE marks a clean exit.
  * Authentication: with a job secret, a worker's messages are accepted only once its connection ran the
  * HELLO challenge-response (ps_proto.h, s_on_auth); anything else from it is rejected (ERR_AUTH,
- * counted) and touches no state, its liveness included. */
+ * counted) and touches no state, its liveness included.
+ * Lanes (ps_lane.h): a worker on this host may name a shared-memory lane (HELLO PS_HELLO_LANE); its
+ * data messages then come through the lane's ring, built into the same message form and handled by
+ * the same s_on_message; before a ZeroMQ message of that worker, its lane messages sent earlier are
+ * handled (zseq), and replies to it go back through the lane (pss_send). */
 #include "ps/ps_server_int.h"
 #include <errno.h>
 #include <unistd.h>
@@ -42,7 +46,19 @@ void pss_send(ps_server_t *self, int w, const void *ident, size_t idlen, const w
                    const ps_frame_t *fr, int nfr)
 {
     uint64_t b = 0;
-    int rc = ps_van_send(self->router, ident, idlen, h, fr, nfr, &b);
+    int rc = 0, wake = 0;
+    wk_t *k = w >= 0 && w < self->cfg.nworkers ? &self->wk[w] : NULL;
+    if (k && k->lane && ps_lane_send(k->lane, h, fr, nfr, k->ztx, &b, &wake)) {
+        if (wake) { /* it sleeps in zmq_poll: a keep-alive wakes it (ps_lane.h) */
+            wire_hdr_t ka = {.type = WIRE_HELLO, .sender = (uint32_t)self->rank, .job = self->job, .dtype = DT_F32,
+                             .aux = PS_HELLO_KEEPALIVE};
+            rc = ps_van_send(self->router, ident, idlen, &ka, NULL, 0, NULL); /* not data: not counted */
+            k->ztx++;
+        }
+    } else {
+        rc = ps_van_send(self->router, ident, idlen, h, fr, nfr, &b);
+        if (k && k->lane) k->ztx++;
+    }
     if (!s_is_local(self, w)) {
         atomic_fetch_add_explicit(&self->sent, b, memory_order_relaxed);
         if (w >= 0) tp_note_traffic(self->cfg.comm->tp, w, b, 0); /* the traffic matrix: worker w is rank w */
@@ -290,6 +306,38 @@ static int s_on_auth(ps_server_t *self, int w, const void *ident, size_t idlen, 
     return 0;
 }
 
+static int s_on_message(ps_server_t *self, ps_vmsg_t *m);
+
+/* Handle worker w's lane messages sent before its next ZeroMQ message (ps_lane.h's ordering rule). A
+ * malformed slot is rejected like a malformed ZeroMQ message; a corrupt ring ends the lane and the
+ * worker, which the others may be waiting on. */
+static void s_take_lane(ps_server_t *self, int w)
+{
+    wk_t *k = &self->wk[w];
+    for (int i = 0; i < 2 * PS_LANE_SLOTS && k->lane; i++) {
+        ps_vmsg_t m;
+        int r = ps_lane_recv(k->lane, &m, self->ids[w], PS_ID_LEN, k->zgot);
+        if (r == 0) return;
+        if (r < 0) {
+            int broken = !ps_lane_ok(k->lane);
+            pss_reject(self, w, self->ids[w], PS_ID_LEN, NULL, ERR_PROTO, "worker %d: %s", w, err_detail());
+            if (broken && !k->dead && !k->bye) {
+                k->dead = 1;
+                if (self->cfg.mode == PS_SYNC || s_any_ar_pending(self))
+                    s_fail(self, ERR_PROTO, "worker rank %d's shared-memory lane is corrupt: dropped", w);
+                pss_serve_all(self);
+            }
+            if (broken) return;
+            continue;
+        }
+        uint64_t tr = trace_t0();
+        int hrc = s_on_message(self, &m);
+        trace_x("server message", tr);
+        ps_van_close_msg(&m);
+        if (hrc < 0) LOG_E("ps server %d: %s", self->cfg.index, err_str(hrc));
+    }
+}
+
 /* A push whose payload frame is a descriptor: check it (size, the worker's process) and read the bytes
  * from the worker into the scratch buffer, which then stands in for the frame. */
 static int s_cma_payload(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m)
@@ -353,11 +401,15 @@ static int s_on_message(ps_server_t *self, ps_vmsg_t *m)
     w = claimed;
     if (!local) tp_note_traffic(self->cfg.comm->tp, w, 0, (uint64_t)m->bytes); /* the traffic matrix */
     wk_t *k = &self->wk[w];
+    /* a lane's wake-up may trail the BYE it woke us for: nothing to reject */
+    if (k->bye && !k->dead && hd.type == WIRE_HELLO && hd.aux == PS_HELLO_KEEPALIVE && hd.nframes == 0) return 0;
     if (k->dead || k->bye) REJ(ERR_STATE, "worker %d already %s", w, k->dead ? "declared dead" : "said BYE");
-    if (hd.type == WIRE_HELLO && hd.aux != PS_HELLO_KEEPALIVE) return s_on_auth(self, w, ident, idlen, h, m);
+    if (hd.type == WIRE_HELLO && hd.aux != PS_HELLO_KEEPALIVE && hd.aux != PS_HELLO_LANE)
+        return s_on_auth(self, w, ident, idlen, h, m);
     if (self->auth.set && !k->authed)
         REJ(ERR_AUTH, "a %s claiming worker rank %d, which has not proven it knows the job secret: turned away",
             wire_type_name(hd.type), w);
+    if (hd.type == WIRE_HELLO && hd.aux == PS_HELLO_LANE) return pss_on_lane(self, w, ident, idlen, h, m);
     k->seen = 1;
     k->last_ns = now_ns();
     if (hd.type == WIRE_BYE) {
@@ -454,7 +506,8 @@ int ps_server_new(ps_server_t **self_p, const ps_server_cfg_t *cfg)
     pthread_mutex_init(&self->mu, NULL);
     self->ids = calloc((size_t)cfg->nworkers, sizeof *self->ids);
     self->wk = calloc((size_t)cfg->nworkers, sizeof *self->wk);
-    if (!self->ids || !self->wk) {
+    self->lanes = calloc((size_t)cfg->nworkers, sizeof *self->lanes);
+    if (!self->ids || !self->wk || !self->lanes) {
         ps_server_destroy(&self);
         return ERR_NOMEM;
     }
@@ -493,7 +546,9 @@ static int s_loop(ps_server_t *self, void *pipe)
     trace_thread_name("ps server");
     for (;;) {
         zmq_pollitem_t it[2] = {{self->router, 0, ZMQ_POLLIN, 0}, {pipe, 0, ZMQ_POLLIN, 0}};
-        int rc = ps_van_poll(it, pipe ? 2 : 1, 20, self->cfg.yield_us);
+        int W = self->cfg.nworkers;
+        int rc = self->nlanes ? ps_lane_poll(self->lanes, W, it, pipe ? 2 : 1, 20, self->cfg.yield_us)
+                              : ps_van_poll(it, pipe ? 2 : 1, 20, self->cfg.yield_us);
         if (rc < 0 && zmq_errno() != EINTR) return err_set(ERR_IO, "ps server: poll failed");
         if (pipe && (it[1].revents & ZMQ_POLLIN)) {
             char buf[16];
@@ -501,9 +556,20 @@ static int s_loop(ps_server_t *self, void *pipe)
             stopping = 1;
             stop_ns = now_ns();
         }
+        for (int w = 0; w < W && self->nlanes; w++) s_take_lane(self, w);
         for (int i = 0; i < 256 && (it[0].revents & ZMQ_POLLIN); i++) {
             ps_vmsg_t m;
             if (ps_van_recv(self->router, &m, 0) < 0) break;
+            if (self->nlanes && m.n >= 1 && ps_van_size(&m, 0) == PS_ID_LEN) {
+                /* from a worker with a lane: what it sent there before this message goes first */
+                const unsigned char *id = ps_van_data(&m, 0);
+                uint32_t w;
+                memcpy(&w, id + 4, 4); /* the rank in its routing id (ps_routing_id) */
+                if (w < (uint32_t)W && self->wk[w].lane && memcmp(id, self->ids[w], PS_ID_LEN) == 0) {
+                    s_take_lane(self, w);
+                    self->wk[w].zgot++;
+                }
+            }
             uint64_t tr = trace_t0(); /* timeline: one span per message handled */
             int hrc = s_on_message(self, &m);
             trace_x("server message", tr);
@@ -600,6 +666,8 @@ void ps_server_destroy(ps_server_t **self_p)
         if (self->ipc_path[0]) unlink(self->ipc_path);
         rmdir(self->ipc_dir);
     }
+    for (int w = 0; self->wk && w < self->cfg.nworkers; w++) ps_lane_destroy(&self->wk[w].lane);
+    free(self->lanes);
     for (size_t i = 0; i < self->npslots; i++) pss_slot_free(self, &self->pslots[i]);
     free(self->pslots);
     for (size_t i = 0; i < self->nar; i++) {

@@ -1,6 +1,6 @@
 /* ps_server_apply.c: the parameter server's request side: which pulls are ready and the replies to
  * them, completing a round (sync aggregation + optimizer, allreduce sums), and applying PUSH / PULL /
- * INIT messages to partitions and allreduce keys (see ps_server.c for the design). */
+ * INIT messages to partitions and allreduce keys (see ps_server.c for the design); a worker's lane setup. */
 #include "ps/ps_server_int.h"
 
 /* ---------- replies ---------- */
@@ -462,4 +462,24 @@ int pss_on_params(ps_server_t *self, int w, const void *ident, size_t idlen, con
     }
     }
     REJ(ERR_PROTO, "unexpected message type");
+}
+
+/* PS_HELLO_LANE: map the worker's lane (ps_lane.h checks the name, owner, mode and size, and unlinks it),
+ * acknowledge over ZeroMQ, and only then count it: the acknowledgement is the last ZeroMQ message
+ * before the lane's ordering counters start. */
+int pss_on_lane(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m)
+{
+    wk_t *k = &self->wk[w];
+    if (h->nframes != 1) REJ(ERR_PROTO, "lane setup without a name");
+    if (k->lane) REJ(ERR_STATE, "worker %d already has a lane", w);
+    ps_lane_t *lane = NULL;
+    int rc = ps_lane_open(&lane, ps_van_data(m, 2), ps_van_size(m, 2));
+    if (rc < 0) REJ(rc, "cannot use worker %d's shared-memory lane: %s", w, err_detail());
+    wire_hdr_t r = {.type = WIRE_HELLO, .sender = (uint32_t)self->rank, .job = self->job, .dtype = DT_F32,
+                    .aux = PS_HELLO_LANE};
+    pss_send(self, w, ident, idlen, &r, NULL, 0);
+    k->lane = self->lanes[w] = lane;
+    k->zgot = k->ztx = 0;
+    self->nlanes++;
+    return 0;
 }

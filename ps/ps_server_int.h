@@ -6,6 +6,7 @@
 #include "ps/ps_server.h"
 #include "ps/ps_proto.h"
 #include "ps/ps_van.h"
+#include "ps/ps_lane.h"
 #include "ps/ps.h"
 #include "core/auth.h"
 #include "core/cma.h"
@@ -89,6 +90,8 @@ typedef struct {
     int cma;                  /* it asked for replies by descriptor (PS_F_CMA): it reads our memory */
     uint64_t cma_pid;         /* the process its descriptors name (fixed by the first one) */
     unsigned char nc[AUTH_NONCE_BYTES], ns[AUTH_NONCE_BYTES];
+    ps_lane_t *lane;          /* its shared-memory lane (ps_lane.h), or NULL */
+    uint64_t zgot, ztx;       /* ZeroMQ messages received from / sent to it since its lane is up */
 } wk_t;
 
 struct ps_server {
@@ -103,6 +106,8 @@ struct ps_server {
     char inproc[64];
     unsigned char (*ids)[PS_ID_LEN];
     wk_t *wk;
+    ps_lane_t **lanes;        /* wk[w].lane for every w (for the poll); nlanes of them set */
+    int nlanes;
     /* params */
     int lay_set;
     ps_layout_t lay;
@@ -151,6 +156,7 @@ void pss_serve_all(ps_server_t *self);
 int pss_check_meta(ps_vmsg_t *m, ps_meta_t *meta);
 int pss_on_ar(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m,
                    const ps_meta_t *meta);
+int pss_on_lane(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m);
 int pss_on_params(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m,
                        const ps_meta_t *meta);
 

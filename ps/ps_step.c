@@ -11,10 +11,24 @@ void psw_zc_free(void *data, void *hint)
     atomic_fetch_sub((_Atomic long *)hint, 1);
 }
 
+/* Every message to server s leaves here: through its lane when there is one and the message fits (a
+ * keep-alive after it when the server sleeps), else over ZeroMQ, counted (ztx) for the lane's ordering
+ * rule (ps_lane.h). */
 int psw_send(engine_t *self, int s, const wire_hdr_t *h, const ps_frame_t *fr, int nfr)
 {
     uint64_t b = 0;
-    int rc = ps_van_send(self->conns[s].sock, NULL, 0, h, fr, nfr, &b);
+    conn_t *c = &self->conns[s];
+    int wake = 0, rc = 0;
+    if (c->lane && ps_lane_send(c->lane, h, fr, nfr, c->ztx, &b, &wake)) {
+        if (wake) {
+            wire_hdr_t k = psw_hdr(self, WIRE_HELLO, 0, self->clock, 0, 0, DT_F32, PS_HELLO_KEEPALIVE, 0);
+            rc = ps_van_send(c->sock, NULL, 0, &k, NULL, 0, NULL); /* not data: not counted as traffic */
+            c->ztx++;
+        }
+    } else {
+        rc = ps_van_send(c->sock, NULL, 0, h, fr, nfr, &b);
+        c->ztx++;
+    }
     if (!self->conns[s].local) {
         self->sent += b;
         tp_note_traffic(self->comm->tp, s_server_rank(self, s), b, 0); /* the traffic matrix */
@@ -87,6 +101,7 @@ static int s_on_reply(engine_t *self, int s, ps_vmsg_t *m, collect_t *c, size_t 
         LOG_W("ps worker %d: dropped a malformed reply from server %d", self->comm->rank, s);
         return 0;
     }
+    if (h.type == WIRE_HELLO && h.aux == PS_HELLO_KEEPALIVE && h.nframes == 0) return 0; /* a lane wake-up */
     if (h.type == WIRE_ERROR) {
         char text[300] = "";
         if (m->n >= 2) {
@@ -140,12 +155,46 @@ static int s_on_reply(engine_t *self, int s, ps_vmsg_t *m, collect_t *c, size_t 
     return 0;
 }
 
+/* A server's lane wake-up (a keep-alive HELLO over ZeroMQ): not data, not counted as traffic. */
+static int s_is_wake(engine_t *self, ps_vmsg_t *m)
+{
+    wire_hdr_t h;
+    return self->nvan_lane && m->n == 1 && wire_decode(ps_van_data(m, 0), ps_van_size(m, 0), &h) == 0 &&
+           h.type == WIRE_HELLO && h.aux == PS_HELLO_KEEPALIVE;
+}
+
+/* Take server s's lane messages that were sent before its next ZeroMQ message (ps_lane.h's rule). */
+static int s_take_lane(engine_t *self, int s, collect_t *c, size_t *left)
+{
+    conn_t *cn = &self->conns[s];
+    while (cn->lane && *left > 0) {
+        ps_vmsg_t m;
+        int r = ps_lane_recv(cn->lane, &m, NULL, 0, cn->zrx);
+        if (r == 0) return 0;
+        if (r < 0) {
+            self->rejected++;
+            LOG_W("ps worker %d: dropped a reply from server %d: %s", self->comm->rank, s, err_detail());
+            if (!ps_lane_ok(cn->lane))
+                return err_set(ERR_PROTO, "ps worker %d: server %d's shared-memory lane is corrupt", self->comm->rank, s);
+            continue;
+        }
+        self->received += m.bytes;
+        int rc = s_on_reply(self, s, &m, c, left);
+        ps_van_close_msg(&m);
+        if (rc < 0) return rc;
+    }
+    return 0;
+}
+
 /* Block on the pull tickets (want[k] for k < lay->nparts) until all are answered. */
 int psw_collect(engine_t *self, collect_t *c, size_t left, int timeout_ms)
 {
     uint64_t dl = deadline_in(timeout_ms);
     int S = self->nservers;
     zmq_pollitem_t items[S];
+    ps_lane_t *lanes[S];
+    int nlanes = 0;
+    for (int s = 0; s < S; s++) nlanes += (lanes[s] = self->conns[s].lane) != NULL;
     /* while we wait, tell every server we are alive: a worker blocked on one (dead) server must not
      * look silent, and so dead, to the others */
     int to = self->cfg.timeout_ms > 0 ? self->cfg.timeout_ms : 60000;
@@ -165,14 +214,25 @@ int psw_collect(engine_t *self, collect_t *c, size_t left, int timeout_ms)
             return err_set(ERR_TIMEOUT, "ps worker %d: no reply from server %d (rank %d) for partition %zu within %d ms "
                            "(%zu partitions outstanding)", self->comm->rank, s, s_server_rank(self, s), k, timeout_ms, left);
         }
-        int pr = ps_van_poll(items, S, ms < 0 || ms > 100 ? 100 : ms, self->yield_us);
+        int wait = ms < 0 || ms > 100 ? 100 : ms;
+        int pr = nlanes ? ps_lane_poll(lanes, S, items, S, wait, self->yield_us) : ps_van_poll(items, S, wait, self->yield_us);
         if (pr < 0) continue;
+        for (int s = 0; s < S && left > 0 && nlanes; s++) CHECK(s_take_lane(self, s, c, &left));
         for (int s = 0; s < S && left > 0; s++) {
             if (!(items[s].revents & ZMQ_POLLIN)) continue;
             for (;;) {
                 ps_vmsg_t m;
                 if (ps_van_recv(self->conns[s].sock, &m, 0) < 0) break;
-                if (!self->conns[s].local) {
+                if (self->conns[s].lane) {
+                    /* lane messages sent before this one first, then count it */
+                    int rc = s_take_lane(self, s, c, &left);
+                    if (rc < 0) {
+                        ps_van_close_msg(&m);
+                        return rc;
+                    }
+                    self->conns[s].zrx++;
+                }
+                if (!self->conns[s].local && !s_is_wake(self, &m)) {
                     self->received += m.bytes;
                     tp_note_traffic(self->comm->tp, s_server_rank(self, s), 0, m.bytes);
                 }
@@ -183,6 +243,55 @@ int psw_collect(engine_t *self, collect_t *c, size_t left, int timeout_ms)
             }
         }
     }
+    return 0;
+}
+
+/* Set up a lane to server s (ps_lane.h): create the mapping, name it to the server over our
+ * (authenticated) connection, and use it once the server mapped it. The name is gone either way when
+ * this returns. Without it (refused, no /dev/shm) the messages go over ZeroMQ, unless --ps-lane on. */
+int psw_lane_up(engine_t *self, int s)
+{
+    conn_t *c = &self->conns[s];
+    int forced = self->opt.lane == PS_LANE_ON, me = self->comm->rank;
+    char name[PS_LANE_NAME_MAX], text[200] = "";
+    ps_lane_t *lane = NULL;
+    int rc = ps_lane_create(&lane, name);
+    if (rc < 0) {
+        if (forced) return err_set(rc, "ps: --ps-lane on, but worker %d cannot create a lane: %s", me, err_detail());
+        LOG_I("ps: worker %d talks to server %d over ZeroMQ only (no lane: %s)", me, s, err_detail());
+        return 0;
+    }
+    wire_hdr_t h = psw_hdr(self, WIRE_HELLO, 0, 0, 0, 0, DT_F32, PS_HELLO_LANE, 1);
+    ps_frame_t f = {name, strlen(name), 0, NULL, NULL};
+    ps_vmsg_t m;
+    m.n = 0;
+    rc = ps_van_send(c->sock, NULL, 0, &h, &f, 1, &self->sent);
+    if (rc == 0) rc = ps_van_recv(c->sock, &m, self->cfg.timeout_ms);
+    ps_lane_unlink(lane); /* the server unlinked it when it mapped it; if it never did, the name goes now */
+    if (rc < 0) {
+        ps_lane_destroy(&lane);
+        return err_set(rc, "ps worker %d: server %d did not answer the lane setup within %d ms", me, s,
+                       self->cfg.timeout_ms);
+    }
+    wire_hdr_t r;
+    int ok = m.n >= 1 && wire_decode(ps_van_data(&m, 0), ps_van_size(&m, 0), &r) == 0 && r.job == self->job;
+    if (ok && r.type == WIRE_ERROR && m.n == 2) {
+        size_t n = ps_van_size(&m, 1) < sizeof text - 1 ? ps_van_size(&m, 1) : sizeof text - 1;
+        memcpy(text, ps_van_data(&m, 1), n);
+        text[n] = 0;
+    }
+    ok = ok && r.type == WIRE_HELLO && r.aux == PS_HELLO_LANE && r.nframes == 0 && m.n == 1;
+    ps_van_close_msg(&m);
+    if (!ok) {
+        ps_lane_destroy(&lane);
+        if (forced) return err_set(ERR_UNSUP, "ps: --ps-lane on, but server %d refused worker %d's lane: %s", s, me,
+                                   text[0] ? text : "bad answer");
+        LOG_I("ps: worker %d talks to server %d over ZeroMQ only (lane refused: %s)", me, s, text[0] ? text : "bad answer");
+        return 0;
+    }
+    c->lane = lane;
+    c->ztx = c->zrx = 0;
+    self->nvan_lane++;
     return 0;
 }
 

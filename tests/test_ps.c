@@ -7,6 +7,7 @@
  * the round, allreduce and async); waiting by polling and yielding (and when that is the default).
  * Malformed messages and dead workers: test_ps_failure.c. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,7 +129,7 @@ static int s_ar_rank(int rank, int world, void *arg)
         if (st.bytes_sent == 0 || st.bytes_received == 0 || !st.impl) { fprintf(stderr, "no traffic counted\n"); fail = 1; }
         /* the van the worker says it used is the one asked for */
         const char *want = t->van == PS_VAN_TCP ? "zmq-tcp" : t->van == PS_VAN_IPC ? "zmq-ipc"
-                           : t->van == PS_VAN_CMA ? "zmq-ipc+cma" : NULL;
+                           : t->van == PS_VAN_CMA ? (t->lane == PS_LANE_OFF ? "zmq-ipc+cma" : "shm-lane+cma") : NULL;
         if (!t->colocate && want && (!st.transport || strcmp(st.transport, want))) {
             fprintf(stderr, "transport %s, expected %s\n", st.transport ? st.transport : "(none)", want);
             fail = 1;
@@ -208,6 +209,78 @@ Test(ps_allreduce, one_server_cma, .timeout = 60)
     if (!s_cma_between_siblings(&why)) cr_skip_test("%s", why);
     ps_topo_t t = {.nworkers = 2, .part_bytes = 1000, .van = PS_VAN_CMA};
     cr_assert_eq(run_ranks(3, s_ar_rank, &t, 50000), 0);
+}
+
+/* Lane names (/dev/shm/sb-psl-*) present now. */
+static int s_lane_names(void)
+{
+    int n = 0;
+    DIR *d = opendir("/dev/shm");
+    struct dirent *de;
+    while (d && (de = readdir(d))) n += strncmp(de->d_name, "sb-psl-", 7) == 0;
+    if (d) closedir(d);
+    return n;
+}
+
+/* The shared-memory lane (ps_lane.h): the same sums with it forced on (many partitions, so the 128-slot
+ * rings fill and messages fall back to ZeroMQ in between, ordered by the lane's rule) and forced off;
+ * no name is left behind. */
+Test(ps_allreduce, one_server_lane_on_and_off, .timeout = 90)
+{
+    const char *why = "";
+    if (!s_cma_between_siblings(&why)) cr_skip_test("%s", why);
+    int before = s_lane_names();
+    ps_topo_t t = {.nworkers = 2, .part_bytes = 1000, .van = PS_VAN_CMA, .lane = PS_LANE_ON};
+    cr_assert_eq(run_ranks(3, s_ar_rank, &t, 50000), 0);
+    t.lane = PS_LANE_OFF;
+    cr_assert_eq(run_ranks(3, s_ar_rank, &t, 50000), 0);
+    cr_expect_eq(s_lane_names(), before, "lane names left in /dev/shm");
+}
+
+Test(ps_allreduce, three_workers_two_servers_lane, .timeout = 90)
+{
+    const char *why = "";
+    if (!s_cma_between_siblings(&why)) cr_skip_test("%s", why);
+    int before = s_lane_names();
+    setenv("SYNCBENCH_PS_YIELD_US", "0", 1); /* the spinning waits and the sleeping-flag wake-ups */
+    ps_topo_t t = {.nworkers = 3, .part_bytes = 4096, .van = PS_VAN_CMA, .lane = PS_LANE_ON};
+    int rc = run_ranks(5, s_ar_rank, &t, 50000);
+    unsetenv("SYNCBENCH_PS_YIELD_US");
+    cr_assert_eq(rc, 0);
+    cr_expect_eq(s_lane_names(), before, "lane names left in /dev/shm");
+}
+
+/* --ps-lane on where the lane cannot be (no cross-memory reads: --ps-van ipc): create refuses, clearly */
+static int s_lane_refused_rank(int rank, int world, void *arg)
+{
+    (void)rank;
+    ps_topo_t *t = arg;
+    comm_t *comm = NULL;
+    if (ps_test_open(&comm, PS_TEST_TO) < 0) return 1;
+    int fail = 0;
+    {
+        ps_opts_t po;
+        engine_cfg_t cfg = ps_test_cfg(t, world, &po);
+        engine_t *e = NULL;
+        int rc = ps_engine.create(&e, comm, &cfg);
+        const char *d = err_detail();
+        if (rc != ERR_UNSUP || e || !strstr(d, "--ps-lane on")) {
+            fprintf(stderr, "create: %d (%s), expected ERR_UNSUP naming --ps-lane on\n", rc, d);
+            fail = 1;
+        }
+        err_clear();
+        ps_engine.destroy(&e);
+    }
+    comm_destroy(&comm);
+    return fail;
+}
+
+Test(ps_allreduce, lane_on_without_cma_refused, .timeout = 60)
+{
+    /* colocated: a server that never hears from a worker that failed at once stops after the timeout */
+    ps_topo_t t = {.nworkers = 2, .colocate = 1, .part_bytes = 1000, .van = PS_VAN_IPC, .lane = PS_LANE_ON,
+                   .timeout_ms = 2000};
+    cr_assert_eq(run_ranks(2, s_lane_refused_rank, &t, 50000), 0);
 }
 
 /* waiting by polling and yielding the core (an oversubscribed host's default) gives the same sums */

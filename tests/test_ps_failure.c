@@ -1,6 +1,7 @@
 /* test_ps_failure.c: the parameter-server engine when things go wrong, on forked ranks: malformed and
  * foreign messages sent raw to a server's ROUTER (rejected, counted, answered, server survives), bad
- * push descriptors (cross-memory reads) among them; a
+ * push descriptors (cross-memory reads) among them; a malformed shared-memory lane (rejected, then the
+ * worker failed by name); a
  * dead worker in sync mode named in the error (dedicated and colocated servers); in async mode the
  * servers drop a dead worker and carry on with the others. */
 #include <criterion/criterion.h>
@@ -16,6 +17,7 @@
 #include "ps/wire.h"
 #include "ps/ps.h"
 #include "ps/ps_proto.h"
+#include "ps/ps_lane.h"
 #include "core/cma.h"
 #include "tests/lib/ranks.h"
 #include "tests/lib/ps_ranks.h"
@@ -242,6 +244,100 @@ static int s_raw_rank(int rank, int world, void *arg)
 Test(ps_server, rejects_malformed_and_foreign, .timeout = 40)
 {
     cr_assert_eq(run_ranks(2, s_raw_rank, NULL, 30000), 0);
+}
+
+/* ---------- a malformed shared-memory lane ---------- */
+
+/* Rank 0 sets up a lane (ps_lane.h) by hand and writes into it what a broken or hostile worker could: a
+ * slot whose lengths run past it (rejected and answered over the lane, the server carries on), then a
+ * ring head that jumps (the lane is dropped, the worker failed by name, nothing crashes). */
+static int s_lane_rank(int rank, int world, void *arg)
+{
+    (void)arg;
+    (void)world;
+    ps_topo_t t = {.nworkers = 1, .mode = PS_SYNC};
+    comm_t *comm = NULL;
+    if (ps_test_open(&comm, PS_TEST_TO) < 0) return 1;
+    int fail = 0;
+    if (rank == 1) {
+        ps_opts_t po;
+        engine_cfg_t cfg = ps_test_cfg(&t, comm->world, &po);
+        engine_t *e = NULL;
+        int rc = ps_engine.create(&e, comm, &cfg);
+        if (rc == 0) rc = ps_engine.serve(e);
+        const char *d = err_detail();
+        if (rc != ERR_PROTO || !strstr(d, "worker rank 0's shared-memory lane is corrupt")) {
+            fprintf(stderr, "server: %d (%s), expected the corrupt lane named\n", rc, d);
+            fail = 1;
+        }
+        err_clear();
+        engine_stats_t st;
+        ps_engine.stats(e, &st);
+        if (engine_counter(&st, "ps_rejected") != 2) {
+            fprintf(stderr, "server rejected %llu messages, expected 2\n", (unsigned long long)engine_counter(&st, "ps_rejected"));
+            fail = 1;
+        }
+        ps_engine.destroy(&e);
+        comm_destroy(&comm);
+        return fail;
+    }
+    void *val = NULL;
+    size_t len = 0;
+    if (ps_test_server_ep(comm, &val, &len) < 0) return 1;
+    void *ctx = zmq_ctx_new(), *good = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(good, ZMQ_LINGER, &zero, sizeof zero);
+    uint64_t job = ps_job_id(comm->job, 1);
+    unsigned char id[PS_ID_LEN];
+    ps_routing_id(job, 0, id);
+    zmq_setsockopt(good, ZMQ_ROUTING_ID, id, PS_ID_LEN);
+    zmq_connect(good, (char *)val);
+    free(val);
+    ps_lane_t *lane = NULL;
+    char name[PS_LANE_NAME_MAX], path[128], text[300] = "";
+    wire_hdr_t r;
+    if (ps_lane_create(&lane, name) < 0) { ps_test_report("lane", ERR_SYS); return 1; }
+    snprintf(path, sizeof path, "/dev/shm%s", name);
+    wire_hdr_t h = {.type = WIRE_HELLO, .sender = 0, .job = job, .dtype = DT_F32, .aux = PS_HELLO_LANE, .nframes = 1};
+    const void *fr[1] = {name};
+    size_t fl[1] = {strlen(name)};
+    s_raw_send(good, &h, fr, fl, 1);
+    if (s_raw_recv(good, &r, NULL, 0) != WIRE_HELLO || r.aux != PS_HELLO_LANE) { fprintf(stderr, "lane not accepted\n"); fail = 1; }
+    if (access(path, F_OK) == 0) { fprintf(stderr, "%s still there after the server mapped it\n", path); fail = 1; }
+    /* a slot whose one frame claims 5000 bytes */
+    uint32_t bad[6] = {24, 1, 0, 0, 5000, 0};
+    ps_lane_send_raw(lane, bad, sizeof bad, 1);
+    ps_vmsg_t m;
+    int got = 0;
+    for (int i = 0; i < 5000 && !got && !fail; i++) {
+        got = ps_lane_recv(lane, &m, NULL, 0, 0);
+        if (!got) usleep(1000);
+    }
+    if (got == 1 && m.n == 2 && wire_decode(zmq_msg_data(&m.f[0]), zmq_msg_size(&m.f[0]), &r) == 0 && r.type == WIRE_ERROR) {
+        snprintf(text, sizeof text, "%.*s", (int)zmq_msg_size(&m.f[1]), (const char *)zmq_msg_data(&m.f[1]));
+        if (!strstr(text, "malformed shared-memory lane message")) { fprintf(stderr, "error text: %s\n", text); fail = 1; }
+    } else if (!fail) {
+        fprintf(stderr, "no ERROR over the lane for a malformed slot (%d)\n", got);
+        fail = 1;
+    }
+    if (got == 1) ps_van_close_msg(&m);
+    /* the head jumps past the ring's capacity: the answer comes over ZeroMQ (the lane is gone) */
+    ps_lane_send_raw(lane, bad, sizeof bad, 1000);
+    text[0] = 0;
+    if (s_raw_recv(good, &r, text, sizeof text - 1) != WIRE_ERROR || !strstr(text, "counter jumped")) {
+        fprintf(stderr, "no ERROR over ZeroMQ for a jumping counter (%s)\n", text);
+        fail = 1;
+    }
+    ps_lane_destroy(&lane);
+    zmq_close(good);
+    zmq_ctx_term(ctx);
+    comm_destroy(&comm);
+    return fail;
+}
+
+Test(ps_server, rejects_malformed_lane, .timeout = 40)
+{
+    cr_assert_eq(run_ranks(2, s_lane_rank, NULL, 30000), 0);
 }
 
 /* ---------- a dead worker ---------- */

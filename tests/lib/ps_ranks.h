@@ -13,6 +13,7 @@ typedef struct {
     int nworkers, colocate, mode, ssp_k, timeout_ms;
     size_t part_bytes;
     int van;                 /* PS_VAN_* (0: auto) */
+    int lane;                /* PS_LANE_* (0: auto) */
 } ps_topo_t;
 
 /* "[rank R] what: <err_trace>" on stderr (clears the error trace) */
