@@ -201,7 +201,9 @@ int arstep_allreduce(arstep_t *self, const void *sendbuf, void *recvbuf, size_t 
         trace_x1("allreduce", tr, "bytes", (int64_t)(count * dt_size(dt)));
         pthread_mutex_lock(&self->mu);
         self->busy_direct = 0;
-        pthread_cond_signal(&self->cv_work);
+        /* only work queued meanwhile (another thread's submit) needs the thread: waking it for nothing
+         * costs a futex wake-up and two context switches per collective (the bench's small-message time) */
+        if (self->qhead != self->qtail) pthread_cond_signal(&self->cv_work);
         pthread_mutex_unlock(&self->mu);
         return rc;
     }
