@@ -173,7 +173,7 @@ static int s_host_fn(void *ctx, const void *send, void *recv, size_t count, dtyp
     engine_t *self = ctx;
     size_t bytes = count * dt_size(dt);
     if (self->board && self->comm->world > 1 && count &&
-        (self->opts.algo == RING_ALGO_ONESHOT || bytes <= self->opts.oneshot_max)) {
+        (self->opts.algo == RING_ALGO_ONESHOT || bytes <= ring_oneshot_auto_max(&self->opts, self->comm->world))) {
         atomic_store(&self->algo, "oneshot");
         atomic_fetch_add(&self->board_bytes, (uint64_t)bytes * (uint64_t)(self->comm->world - 1));
         return ring_oneshot_allreduce(self->board, self->comm, send, recv, count, dt, op, timeout_ms);

@@ -16,8 +16,14 @@ enum { RING_ALGO_AUTO, RING_ALGO_RING, RING_ALGO_ONESHOT };
 #define RING_ONESHOT_KB_DEFAULT_S RING_STR(RING_ONESHOT_KB_DEFAULT)
 typedef struct {
     int    algo;              /* RING_ALGO_* */
-    size_t oneshot_max;       /* bytes: auto runs the one-shot up to here; the board's buffer size */
+    size_t oneshot_max;       /* bytes: the board's buffer size (a forced one-shot's piece); with
+                               * oneshot_set, also where auto stops running the one-shot */
+    int    oneshot_set;       /* --ring-oneshot-kb given; else auto stops at ring_oneshot_auto_max */
 } ring_opts_t;
+/* Where auto hands over from the one-shot to the ring without --ring-oneshot-kb: 16 KiB up to 4 ranks,
+ * 32 KiB from 8 (the one-shot reads (P - 1) n per rank, the ring's latency grows with P; measured
+ * crossovers on a 2-core host: results/small_messages.txt), never above the board. */
+size_t ring_oneshot_auto_max(const ring_opts_t *o, int world);
 extern const engine_opt_t ring_options[];
 void ring_opts_init(void *opts);
 int  ring_opt_set(void *opts, const char *name, const char *value);

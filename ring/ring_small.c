@@ -20,7 +20,7 @@ const engine_opt_t ring_options[] = {
      "ring: auto | ring | oneshot (auto: one-shot through shared memory up to --ring-oneshot-kb, else the ring)",
      "auto, ring or oneshot"},
     {"ring-oneshot-kb", 1, "KB",
-     "ring: largest message auto sends one-shot (default " RING_ONESHOT_KB_DEFAULT_S "; also each piece of a forced one-shot)",
+     "ring: largest message auto sends one-shot (default 16 up to 4 ranks, 32 from 8) and each piece of a forced one-shot (default " RING_ONESHOT_KB_DEFAULT_S ")",
      "KiB, 1 to 65536"},
     {NULL, 0, NULL, NULL, NULL}};
 
@@ -47,10 +47,18 @@ int ring_opt_set(void *opts, const char *name, const char *v)
         if (!v || errno || end == v || *end || kb < 1 || kb > 65536)
             return err_set(ERR_INVAL, "ring: --ring-oneshot-kb '%s': want KiB, 1 to 65536", v ? v : "");
         o->oneshot_max = (size_t)kb << 10;
+        o->oneshot_set = 1;
     } else {
         return err_set(ERR_INVAL, "ring: unknown option '%s'", name);
     }
     return 0;
+}
+
+size_t ring_oneshot_auto_max(const ring_opts_t *o, int world)
+{
+    if (o->oneshot_set) return o->oneshot_max;
+    size_t m = (size_t)(world >= 8 ? 32 : 16) << 10;
+    return m < o->oneshot_max ? m : o->oneshot_max;
 }
 
 int ring_algo_parse(const char *s)

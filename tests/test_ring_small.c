@@ -42,7 +42,7 @@ static int s_engine(engine_t **e, comm_t *comm, int algo, int kb)
     ring_opts_t o;
     ring_opts_init(&o);
     o.algo = algo;
-    if (kb) o.oneshot_max = (size_t)kb << 10;
+    if (kb) o.oneshot_max = (size_t)kb << 10, o.oneshot_set = 1;
     engine_cfg_t cfg = {.device = -1, .timeout_ms = TO, .opts = &o};
     return ring_engine.create(e, comm, &cfg);
 }
@@ -110,7 +110,7 @@ static int s_rank(int rank, int world, void *arg)
     char b[512];
     int rc = s_engine(&e, comm, c->algo, c->oneshot_kb);
     if (rc < 0) { fprintf(stderr, "create: %s\n", err_trace(rc, b, sizeof b)); return 1; }
-    size_t max = c->oneshot_kb ? (size_t)c->oneshot_kb << 10 : (size_t)RING_ONESHOT_KB_DEFAULT << 10;
+    size_t max = c->oneshot_kb ? (size_t)c->oneshot_kb << 10 : (size_t)(comm->world >= 8 ? 32 : 16) << 10;
     int shm = strcmp(c->transport, "tcp") != 0;
     size_t counts[] = {1, 3, 1000, 4099, 16411, 100003};
     int bad = 0;
@@ -222,8 +222,15 @@ Test(ring_small, options)
     cr_expect_eq(o.algo, RING_ALGO_RING);
     cr_expect_eq(ring_opt_set(&o, "ring-algo", "tree"), ERR_INVAL);
     cr_expect_eq(ring_opt_set(&o, "ring-algo", NULL), ERR_INVAL);
+    /* auto's hand-over without the option: 16 KiB up to 4 ranks, 32 KiB from 8 */
+    cr_expect_eq(ring_oneshot_auto_max(&o, 2), (size_t)16 << 10);
+    cr_expect_eq(ring_oneshot_auto_max(&o, 4), (size_t)16 << 10);
+    cr_expect_eq(ring_oneshot_auto_max(&o, 8), (size_t)32 << 10);
     cr_expect_eq(ring_opt_set(&o, "ring-oneshot-kb", "256"), 0);
     cr_expect_eq(o.oneshot_max, (size_t)256 << 10);
+    cr_expect_eq(ring_oneshot_auto_max(&o, 2), (size_t)256 << 10, "the option moves it");
+    cr_expect_eq(ring_opt_set(&o, "ring-oneshot-kb", "8"), 0);
+    cr_expect_eq(ring_oneshot_auto_max(&o, 8), (size_t)8 << 10);
     cr_expect_eq(ring_opt_set(&o, "ring-oneshot-kb", "0"), ERR_INVAL);
     cr_expect_eq(ring_opt_set(&o, "ring-oneshot-kb", "12x"), ERR_INVAL);
     cr_expect_eq(ring_opt_set(&o, "ring-oneshot-kb", "65537"), ERR_INVAL);
