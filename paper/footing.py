@@ -179,8 +179,11 @@ def pslite_section(results, summary):
     if not os.path.exists(jl):
         return "_Not measured yet: `scripts/record-results ps_vs_pslite` writes results/ps-vs-pslite.jsonl._\n"
     md, worst = pslite_table(os.path.join(results, "pslite-quoted.tsv"), jl)
+    iters = sorted({o.get("iters") for o in _lines(jl) if o.get("mode") == "bench" and o.get("iters")})
+    rounds = max((len(v) for v in pslite_rows(os.path.join(results, "pslite-quoted.tsv"), jl)[1].values()), default=0)
     out = ("Our parameter server on ps-lite's workload (W workers push an f32 vector cut into the same partitions and "
-           "pull it back, sync; the slowest worker's time, median of 30 iterations, then of 5 rounds), beside "
+           "pull it back, sync; the slowest worker's time, median of %s iterations, then of %d rounds; the van each "
+           "run used in the column heads), beside " % ("/".join(str(i) for i in iters) or "?", rounds) + 
            "ps-lite's figures measured on this kind of machine over loopback TCP (quoted with how they were "
            "obtained in results/pslite-quoted.tsv).\n\n" + md)
     for v, r in sorted(worst.items()):
