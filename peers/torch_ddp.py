@@ -199,7 +199,7 @@ def bench(rank, world, a):
             continue
         t = statistics.median(slow[:a.iters].tolist())
         algbw = nbytes / (t * 1e-6) / 1e9 if t > 0 else 0.0
-        busbw = algbw * 2 * (world - 1) / world if world > 1 else algbw  # as harness bench
+        busbw = algbw * 2 * (world - 1) / world  # as harness bench and nccl-tests: 0 on one rank (nothing crosses a link)
         nwrong = int(tot.item())
         if not a.quiet:
             print("  %12d %12d %6s %6s %10.1f %9.3f %9.3f %8d" % (nbytes, n, a.dtype, a.op, t, algbw, busbw, nwrong))
