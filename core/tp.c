@@ -102,7 +102,8 @@ int tp_new(tp_t **self_p, const tp_env_t *env, const tp_opts_t *opts)
     }
     /* a per-run prefix: the job's tag (a hash of its id) plus a random nonce from rank 0, so stale names
      * never collide and every transport hello is bound to this run */
-    CHECK_GOTO(rc, auth_require(env->boot ? &env->boot->auth : NULL, "transport"), fail);
+    if (self->world > 1 || (env->boot && env->boot->auth.require))
+        CHECK_GOTO(rc, auth_require(env->boot ? &env->boot->auth : NULL, "transport"), fail);
     uint64_t nonce = 0;
     if (self->rank == 0) {
         unsigned char r[AUTH_NONCE_BYTES];

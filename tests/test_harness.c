@@ -263,6 +263,12 @@ Test(harness, require_auth_without_a_secret_fails_clearly, .timeout = 30)
     rc = s_run(cmd, out, sizeof out, NULL);
     cr_expect_eq(rc, 0, "%s", out);
     cr_expect(strstr(out, "no secret") == NULL, "%s", out);
+    /* a job of one rank has nobody to let in: no warning without --require-auth */
+    snprintf(cmd, sizeof cmd, "env -u SYNCBENCH_JOB_SECRET -u SYNCBENCH_JOB_SECRET_FILE -u SYNCBENCH_REQUIRE_AUTH %s "
+             "bench --engine ring --sizes 4K --iters 1", g_harness);
+    rc = s_run(cmd, out, sizeof out, NULL);
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "no secret") == NULL, "one rank warned:\n%s", out);
 }
 
 /* The "parameters after step N: checksum X" line of rank 0's output for step `step`, or "". */
