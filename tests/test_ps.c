@@ -106,9 +106,10 @@ static int s_ar_check(engine_t *e, int W, size_t count, dtype_t dt, redop_t op, 
     return bad;
 }
 
-static int s_ar_rank(int rank, int world, void *arg)
+/* A rank of an allreduce test: serve, or check allreduces of each of counts (every dtype, sum and avg),
+ * the traffic, the van and op move. */
+static int s_ar_run(int rank, int world, const ps_topo_t *t, const size_t *counts, size_t ncounts)
 {
-    ps_topo_t *t = arg;
     comm_t *comm = NULL;
     if (ps_test_open(&comm, PS_TEST_TO) < 0) return 1;
     int fail = 0;
@@ -120,8 +121,7 @@ static int s_ar_rank(int rank, int world, void *arg)
         engine_t *e = NULL;
         int rc = ps_engine.create(&e, comm, &cfg);
         if (rc < 0) { ps_test_report("create", rc); comm_destroy(&comm); return 1; }
-        size_t counts[] = {1, 7, 1000, 4099, 100003, 1000};
-        for (size_t c = 0; c < sizeof counts / sizeof *counts && !fail; c++)
+        for (size_t c = 0; c < ncounts && !fail; c++)
             for (int dt = 0; dt < DT_COUNT && !fail; dt++)
                 for (int op = 0; op < 2 && !fail; op++)
                     fail |= s_ar_check(e, t->nworkers, counts[c], (dtype_t)dt, (redop_t)op, (int)(c + dt + op) % 2);
@@ -162,6 +162,12 @@ static int s_ar_rank(int rank, int world, void *arg)
     }
     comm_destroy(&comm);
     return fail;
+}
+
+static int s_ar_rank(int rank, int world, void *arg)
+{
+    static const size_t counts[] = {1, 7, 1000, 4099, 100003, 1000};
+    return s_ar_run(rank, world, arg, counts, sizeof counts / sizeof *counts);
 }
 
 Test(ps_allreduce, one_server, .timeout = 60)
@@ -218,33 +224,8 @@ Test(ps_allreduce, one_server_cma, .timeout = 60)
  * the reply per chunk); integer inputs make the sums exact in any arrival order. */
 static int s_fold_rank(int rank, int world, void *arg)
 {
-    ps_topo_t *t = arg;
-    comm_t *comm = NULL;
-    if (ps_test_open(&comm, PS_TEST_TO) < 0) return 1;
-    int fail = 0;
-    if (rank >= t->nworkers) {
-        fail = ps_test_serve(comm, t, 0);
-    } else {
-        ps_opts_t po;
-        engine_cfg_t cfg = ps_test_cfg(t, world, &po);
-        engine_t *e = NULL;
-        int rc = ps_engine.create(&e, comm, &cfg);
-        if (rc < 0) { ps_test_report("create", rc); comm_destroy(&comm); return 1; }
-        size_t counts[] = {600017, 262144 + 65536};
-        for (size_t c = 0; c < sizeof counts / sizeof *counts && !fail; c++)
-            for (int dt = 0; dt < DT_COUNT && !fail; dt++)
-                for (int op = 0; op < 2 && !fail; op++)
-                    fail |= s_ar_check(e, t->nworkers, counts[c], (dtype_t)dt, (redop_t)op, (int)(c + dt + op) % 2);
-        engine_stats_t st;
-        ps_engine.stats(e, &st);
-        if (!st.transport || !strstr(st.transport, "cma")) {
-            fprintf(stderr, "transport %s: the pushes did not go by descriptor\n", st.transport ? st.transport : "(none)");
-            fail = 1;
-        }
-        ps_engine.destroy(&e);
-    }
-    comm_destroy(&comm);
-    return fail;
+    static const size_t counts[] = {600017, 262144 + 65536};
+    return s_ar_run(rank, world, arg, counts, sizeof counts / sizeof *counts);
 }
 
 Test(ps_allreduce, three_workers_cma_chunked_fold, .timeout = 90)
