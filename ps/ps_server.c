@@ -141,46 +141,6 @@ void pss_round_reset(slot_t *s, int W)
     s->touched = 0;
 }
 
-/* A push of n elements at off into the round's sum: the round's first push of the whole partition is
- * copied (no clear), a first partial one clears the sum first, later ones accumulate. */
-void pss_agg_push(slot_t *s, size_t off, const void *src, size_t n, dtype_t dt)
-{
-    if (s->fresh) {
-        s->fresh = 0;
-        if (off == 0 && n == s->len && dt == DT_F32) {
-            memcpy(s->agg, src, n * sizeof(float));
-            return;
-        }
-        memset(s->agg, 0, s->len * sizeof(float));
-    }
-    pss_accumulate(s->agg + off, src, n, dt);
-}
-
-/* agg[0..n) += src (n elements of dt). src points into a received frame, which ZeroMQ may place at
- * any byte offset: misaligned input is read through memcpy. */
-void pss_accumulate(float *agg, const void *src, size_t n, dtype_t dt)
-{
-    if (dt == DT_F32) {
-        if (((uintptr_t)src & (sizeof(float) - 1)) == 0) {
-            dt_add(agg, agg, src, n, DT_F32);
-            return;
-        }
-        float tmp[1024];
-        for (size_t i = 0; i < n; i += 1024) {
-            size_t m = n - i < 1024 ? n - i : 1024;
-            memcpy(tmp, (const char *)src + i * sizeof(float), m * sizeof(float));
-            dt_add(agg + i, agg + i, tmp, m, DT_F32);
-        }
-        return;
-    }
-    const unsigned char *p = src;
-    for (size_t i = 0; i < n; i++) {
-        uint16_t h;
-        memcpy(&h, p + 2 * i, 2);
-        agg[i] += dt == DT_F16 ? f16_to_f32(h) : bf16_to_f32(h);
-    }
-}
-
 /* ---------- failure and liveness ---------- */
 
 static void s_fail(ps_server_t *self, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -338,8 +298,9 @@ static void s_take_lane(ps_server_t *self, int w)
     }
 }
 
-/* A push whose payload frame is a descriptor: check it (size, the worker's process) and read the bytes
- * from the worker into the scratch buffer, which then stands in for the frame. */
+/* A push whose payload frame is a descriptor: check it (size, the worker's process). An allreduce push
+ * is only noted (self->defer): the handler reads it once the round's checks passed (pss_fold_cma);
+ * any other push is read whole into the scratch buffer, which then stands in for the frame. */
 static int s_cma_payload(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m)
 {
     wk_t *k = &self->wk[w];
@@ -353,13 +314,15 @@ static int s_cma_payload(ps_server_t *self, int w, const void *ident, size_t idl
     if (k->cma_pid && d.pid != k->cma_pid)
         REJ(ERR_PROTO, "push descriptor names process %llu, worker %d is process %llu", (unsigned long long)d.pid, w,
             (unsigned long long)k->cma_pid);
-    if (d.len > self->scratch_len) {
-        void *n = realloc(self->scratch, d.len);
-        if (!n) REJ(ERR_NOMEM, "out of memory for a push of %llu bytes", (unsigned long long)d.len);
-        pss_mem(self, (long long)(d.len - self->scratch_len));
-        self->scratch = n;
-        self->scratch_len = d.len;
+    if (h->aux & PS_F_AR) {
+        self->defer = d;
+        self->deferred = 1;
+        m->ext_frame = 3;
+        m->ext = NULL; /* no bytes here: pss_on_ar folds them from the worker */
+        m->ext_len = (size_t)d.len;
+        return 0;
     }
+    if (pss_scratch(self, (size_t)d.len) < 0) REJ(ERR_NOMEM, "%s", err_detail());
     int rc = cma_read((pid_t)d.pid, self->scratch, d.addr, (size_t)d.len);
     if (rc < 0) REJ(rc, "cannot read worker %d's push: %s", w, err_detail());
     k->cma_pid = d.pid;
@@ -432,13 +395,14 @@ static int s_on_message(ps_server_t *self, ps_vmsg_t *m)
         REJ(ERR_PROTO, "unexpected message type %s", wire_type_name(hd.type));
     ps_meta_t meta;
     if (pss_check_meta(m, &meta) < 0) REJ(ERR_PROTO, "missing or malformed meta frame");
+    self->deferred = 0;
     if (hd.aux & PS_F_CMA) {
         if (hd.type == WIRE_INIT) REJ(ERR_PROTO, "INIT by descriptor");
         if (hd.type == WIRE_PUSH) {
             int rc = s_cma_payload(self, w, ident, idlen, h, m);
             if (rc < 0 || m->ext_frame != 3) return rc; /* refused (and answered) */
         }
-        k->cma = 1; /* it reads our replies itself from now on */
+        if (!self->deferred) k->cma = 1; /* it reads our replies itself from now on (a deferred push: once read) */
     }
     if (hd.aux & PS_F_AR) {
         if (hd.type == WIRE_INIT) REJ(ERR_PROTO, "INIT in the allreduce key space");

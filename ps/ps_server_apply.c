@@ -220,13 +220,16 @@ int pss_check_meta(ps_vmsg_t *m, ps_meta_t *meta)
 }
 
 /* A commit (a commit-PULL, or a push carrying PS_F_COMMIT) must be this worker's first of the round and
- * agree with the others on sum or average. */
+ * agree with the others on sum or average. 0: it may commit; 1: refused (answered): nothing applies. */
 static int s_ar_commit_check(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, slot_t *s)
 {
-    if (s->committed[w]) REJ(ERR_PROTO, "allreduce key %llu: second commit", (unsigned long long)h->key);
+    if (s->committed[w])
+        return 1 + pss_reject(self, w, ident, idlen, h, ERR_PROTO, "allreduce key %llu: second commit",
+                              (unsigned long long)h->key);
     int avg = (h->aux & PS_F_AVG) ? 1 : 0;
-    if (s->ncommit && avg != s->avg) REJ(ERR_MISMATCH, "allreduce key %llu: workers disagree on sum/avg",
-                                         (unsigned long long)h->key);
+    if (s->ncommit && avg != s->avg)
+        return 1 + pss_reject(self, w, ident, idlen, h, ERR_MISMATCH, "allreduce key %llu: workers disagree on "
+                              "sum/avg", (unsigned long long)h->key);
     s->avg = avg;
     return 0;
 }
@@ -246,6 +249,10 @@ static int s_ar_commit(ps_server_t *self, slot_t *s, int w, uint64_t clock)
     if (s->ncommit == self->cfg.nworkers) s_complete_round(self, s);
     return 0;
 }
+
+/* A round whose sum took part of a push that could not be read whole (pss_fold_cma): refused. */
+#define S_BROKEN(s) REJ(ERR_STATE, "allreduce key %llu: this round is lost (worker %d's push was cut short " \
+                        "midway)", (unsigned long long)h->key, (s)->broken - 1)
 
 int pss_on_ar(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m,
                    const ps_meta_t *meta)
@@ -301,6 +308,7 @@ int pss_on_ar(ps_server_t *self, int w, const void *ident, size_t idlen, const w
             REJ(ERR_PROTO, "allreduce key %llu: clock %llu, expected %llu (%s)", (unsigned long long)h->key,
                 (unsigned long long)h->clock, (unsigned long long)s->version, h->clock > s->version ? "from the future" : "stale");
         if (s->committed[w]) REJ(ERR_PROTO, "allreduce key %llu: push after commit", (unsigned long long)h->key);
+        if (s->broken) S_BROKEN(s);
         size_t pb = ps_van_size(m, 3);
         if (h->offset > len || wire_check_payload(h, pb, len - (size_t)h->offset) < 0 ||
             s->got[w] + (size_t)h->count > len)
@@ -315,8 +323,11 @@ int pss_on_ar(ps_server_t *self, int w, const void *ident, size_t idlen, const w
         size_t n = (size_t)h->count, off = (size_t)h->offset;
         if (commit && (s->got[w] + n != len))
             REJ(ERR_PROTO, "allreduce key %llu: committing push leaves the partition incomplete", (unsigned long long)h->key);
-        if (commit) CHECK(s_ar_commit_check(self, w, ident, idlen, h, s));
-        if (move) {
+        if (commit && s_ar_commit_check(self, w, ident, idlen, h, s)) return 0;
+        if (self->deferred) {
+            /* by descriptor: read now that every check passed, folded chunk by chunk (ps_server_fold.c) */
+            if (pss_fold_cma(self, w, ident, idlen, h, s, commit && s_ar_last(self, s, w))) return 0;
+        } else if (move) {
             /* the ceiling: the bytes arrived; nothing is summed */
         } else if (commit && s_ar_last(self, s, w) && off == 0 && n == len && dt == DT_F32 && !s->fresh &&
                    ((uintptr_t)src & (sizeof(float) - 1)) == 0) {
@@ -340,7 +351,8 @@ int pss_on_ar(ps_server_t *self, int w, const void *ident, size_t idlen, const w
         if (h->clock != s->version + 1)
             REJ(ERR_PROTO, "allreduce key %llu: commit for clock %llu, expected %llu", (unsigned long long)h->key,
                 (unsigned long long)h->clock, (unsigned long long)(s->version + 1));
-        CHECK(s_ar_commit_check(self, w, ident, idlen, h, s));
+        if (s->broken) S_BROKEN(s);
+        if (s_ar_commit_check(self, w, ident, idlen, h, s)) return 0;
         return s_ar_commit(self, s, w, h->clock);
     }
     if (h->clock > s->version + 1) REJ(ERR_PROTO, "allreduce pull from the future");

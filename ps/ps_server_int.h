@@ -1,5 +1,6 @@
 /* ps_server_int.h: the parameter server's private state, shared by ps_server.c (lifecycle, dispatch,
- * liveness, small helpers) and ps_server_apply.c (replies, rounds, applying pushes and pulls). Not
+ * liveness, small helpers), ps_server_apply.c (replies, rounds, applying pushes and pulls) and
+ * ps_server_fold.c (allreduce pushes read from the worker's memory chunk by chunk). Not
  * for use outside ps_server*.c. */
 #ifndef SB_PS_SERVER_INT_H
 #define SB_PS_SERVER_INT_H
@@ -30,6 +31,13 @@ typedef struct {
     uint64_t clock;
     int stale;
 } pend_t;
+
+/* An allreduce push by descriptor is read from the worker in chunks of this many bytes, each folded
+ * (added into the sum or the reply buffer) before the next is read: 256 KiB stays in the L2 cache of
+ * the cores this runs on (and well inside any L3), so the add reads back from cache what the kernel
+ * just wrote, instead of the whole partition (4 MiB by default) through DRAM; larger chunks spill, much
+ * smaller ones pay process_vm_readv's per-call cost (page-table walks, pinning) more often. */
+#define PSS_FOLD_CHUNK ((size_t)256 << 10)
 
 /* A reference-counted buffer: replies go out zero-copy holding a reference, so a buffer that a slot
  * drops (allreduce size change, destroy) lives until ZeroMQ has sent the last reply made from it. */
@@ -76,6 +84,8 @@ typedef struct {
     int fresh;                /* agg holds no push of this round yet (not cleared: the first push copies) */
     int out_done;             /* AR: the last push already wrote this round's result into out */
     int move;                 /* AR: this round only moves bytes (PS_F_MOVE): no sum, out keeps its values */
+    int broken;               /* AR: 1 + the worker whose push was cut short after part of it was summed:
+                               * the round's sum is lost, its pushes and commits are refused */
     ps_meta_t meta;
     pend_t *pend;
     size_t npend, cappend;
@@ -127,8 +137,10 @@ struct ps_server {
     int thread_on;
     void *pipe_owner, *pipe_thread;
     int run_rc;
-    void *scratch;            /* cross-memory reads of pushes land here */
+    void *scratch;            /* cross-memory reads of pushes land here (allreduce: one chunk at a time) */
     size_t scratch_len;
+    cma_desc_t defer;         /* the allreduce push being handled: its checked descriptor, bytes not read */
+    int deferred;             /* defer is set for this message (pss_fold_cma reads it) */
     /* stats */
     _Atomic uint64_t sent, received, rejected, skipped, early;
     pthread_mutex_t mu;
@@ -148,8 +160,6 @@ void pss_slot_free(ps_server_t *self, slot_t *s);
 int pss_slot_alloc(ps_server_t *self, slot_t *s, int ar, uint64_t key, size_t start, size_t len, size_t total,
                         dtype_t dt);
 void pss_round_reset(slot_t *s, int W);
-void pss_accumulate(float *agg, const void *src, size_t n, dtype_t dt);
-void pss_agg_push(slot_t *s, size_t off, const void *src, size_t n, dtype_t dt);
 
 /* ps_server_apply.c */
 void pss_serve_all(ps_server_t *self);
@@ -159,5 +169,13 @@ int pss_on_ar(ps_server_t *self, int w, const void *ident, size_t idlen, const w
 int pss_on_lane(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m);
 int pss_on_params(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m,
                        const ps_meta_t *meta);
+
+/* ps_server_fold.c */
+void pss_accumulate(float *agg, const void *src, size_t n, dtype_t dt);
+void pss_agg_push(slot_t *s, size_t off, const void *src, size_t n, dtype_t dt);
+int pss_scratch(ps_server_t *self, size_t bytes);
+/* 0: read and folded; 1: refused (answered and counted), nothing of the push counted. */
+int pss_fold_cma(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, slot_t *s,
+                 int last);
 
 #endif

@@ -1,6 +1,7 @@
 /* test_ps.c: the parameter-server engine on forked ranks: the partition layout; allreduce (push +
  * pull) with S = 1, 2, 3 dedicated servers and partition sizes that do not divide the buffers
- * (f32/f16/bf16, sum/avg, in and out of place); colocated servers; sync PS against the local
+ * (f32/f16/bf16, sum/avg, in and out of place); pushes by descriptor folded in chunks (3 workers,
+ * partitions of several chunks); colocated servers; sync PS against the local
  * optimizer reference and against the ring engine over 50 steps (bit-exact for 2 workers, f32 and
  * f16 with loss scaling and a skipped overflow step); async convergence; ssp:K blocking exactly when
  * a worker is more than K clocks ahead; pipelining (a pull answered before the worker's last push of
@@ -105,9 +106,10 @@ static int s_ar_check(engine_t *e, int W, size_t count, dtype_t dt, redop_t op, 
     return bad;
 }
 
-static int s_ar_rank(int rank, int world, void *arg)
+/* A rank of an allreduce test: serve, or check allreduces of each of counts (every dtype, sum and avg),
+ * the traffic, the van and op move. */
+static int s_ar_run(int rank, int world, const ps_topo_t *t, const size_t *counts, size_t ncounts)
 {
-    ps_topo_t *t = arg;
     comm_t *comm = NULL;
     if (ps_test_open(&comm, PS_TEST_TO) < 0) return 1;
     int fail = 0;
@@ -119,8 +121,7 @@ static int s_ar_rank(int rank, int world, void *arg)
         engine_t *e = NULL;
         int rc = ps_engine.create(&e, comm, &cfg);
         if (rc < 0) { ps_test_report("create", rc); comm_destroy(&comm); return 1; }
-        size_t counts[] = {1, 7, 1000, 4099, 100003, 1000};
-        for (size_t c = 0; c < sizeof counts / sizeof *counts && !fail; c++)
+        for (size_t c = 0; c < ncounts && !fail; c++)
             for (int dt = 0; dt < DT_COUNT && !fail; dt++)
                 for (int op = 0; op < 2 && !fail; op++)
                     fail |= s_ar_check(e, t->nworkers, counts[c], (dtype_t)dt, (redop_t)op, (int)(c + dt + op) % 2);
@@ -161,6 +162,12 @@ static int s_ar_rank(int rank, int world, void *arg)
     }
     comm_destroy(&comm);
     return fail;
+}
+
+static int s_ar_rank(int rank, int world, void *arg)
+{
+    static const size_t counts[] = {1, 7, 1000, 4099, 100003, 1000};
+    return s_ar_run(rank, world, arg, counts, sizeof counts / sizeof *counts);
 }
 
 Test(ps_allreduce, one_server, .timeout = 60)
@@ -209,6 +216,24 @@ Test(ps_allreduce, one_server_cma, .timeout = 60)
     if (!s_cma_between_siblings(&why)) cr_skip_test("%s", why);
     ps_topo_t t = {.nworkers = 2, .part_bytes = 1000, .van = PS_VAN_CMA};
     cr_assert_eq(run_ranks(3, s_ar_rank, &t, 50000), 0);
+}
+
+/* Pushes by descriptor folded chunk by chunk (ps/ps_server_fold.c): partitions of 1 MiB (four 256 KiB
+ * read chunks; f16/bf16 ones too) and a tail partition shorter than a chunk. With 3 workers every round
+ * has a first push (read into the sum), a middle one (accumulated per chunk) and a last one (added into
+ * the reply per chunk); integer inputs make the sums exact in any arrival order. */
+static int s_fold_rank(int rank, int world, void *arg)
+{
+    static const size_t counts[] = {600017, 262144 + 65536};
+    return s_ar_run(rank, world, arg, counts, sizeof counts / sizeof *counts);
+}
+
+Test(ps_allreduce, three_workers_cma_chunked_fold, .timeout = 90)
+{
+    const char *why = "";
+    if (!s_cma_between_siblings(&why)) cr_skip_test("%s", why);
+    ps_topo_t t = {.nworkers = 3, .part_bytes = 1 << 20, .van = PS_VAN_CMA};
+    cr_assert_eq(run_ranks(4, s_fold_rank, &t, 80000), 0);
 }
 
 /* Lane names (/dev/shm/sb-psl-*) present now. */

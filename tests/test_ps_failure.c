@@ -1,14 +1,17 @@
 /* test_ps_failure.c: the parameter-server engine when things go wrong, on forked ranks: malformed and
  * foreign messages sent raw to a server's ROUTER (rejected, counted, answered, server survives), bad
- * push descriptors (cross-memory reads) among them; a malformed shared-memory lane (rejected, then the
- * worker failed by name); a
- * dead worker in sync mode named in the error (dedicated and colocated servers); in async mode the
- * servers drop a dead worker and carry on with the others. */
+ * push descriptors (cross-memory reads) among them; allreduce pushes by descriptor whose read fails
+ * midway (as a round's first, middle and last push; the exact sum after good ones); a malformed
+ * shared-memory lane (rejected, then the worker failed by name); a dead worker in sync mode named in
+ * the error (dedicated and colocated servers); in async mode the servers drop a dead worker and carry
+ * on with the others. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <zmq.h>
 #include "core/comm.h"
 #include "core/dtype.h"
@@ -244,6 +247,182 @@ static int s_raw_rank(int rank, int world, void *arg)
 Test(ps_server, rejects_malformed_and_foreign, .timeout = 40)
 {
     cr_assert_eq(run_ranks(2, s_raw_rank, NULL, 30000), 0);
+}
+
+/* ---------- allreduce pushes by descriptor cut short midway ---------- */
+
+#define FOLD_N ((size_t)1 << 20) /* f32 elements: one partition of 4 MiB (the default), 16 read chunks */
+#define FOLD_BAD 5               /* messages the server must refuse */
+
+/* May a process read its parent's memory here (the right a server needs to read its workers')? */
+static int s_cma_allowed(void)
+{
+    uint64_t addr = cma_cookie_addr(), val = cma_cookie_value(); /* set before the fork: the child has it too */
+    pid_t c = fork();
+    if (c == 0) {
+        const char *why = "";
+        _exit(cma_probe(getppid(), addr, val, &why) ? 0 : 1);
+    }
+    int st = 1;
+    waitpid(c, &st, 0);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+/* An allreduce push of the whole partition by descriptor: data .. data + FOLD_N floats. */
+static void s_fold_push(void *sock, uint64_t job, int w, uint64_t clock, int commit, const float *data)
+{
+    wire_hdr_t h = {.type = WIRE_PUSH, .sender = (uint32_t)w, .job = job, .key = 0, .clock = clock, .offset = 0,
+                    .count = FOLD_N, .dtype = DT_F32, .aux = PS_F_AR | PS_F_CMA | (commit ? PS_F_COMMIT : 0),
+                    .nframes = 2};
+    ps_meta_t meta = {.total = FOLD_N, .lr = 0, .inv_scale = 1};
+    cma_desc_t d = cma_desc(data, FOLD_N * sizeof(float));
+    const void *fr[2] = {&meta, &d};
+    size_t fl[2] = {sizeof meta, sizeof d};
+    s_raw_send(sock, &h, fr, fl, 2);
+}
+
+/* The next reply on sock is an ERROR whose text holds both strings: 0, else 1 (said on stderr). */
+static int s_fold_err(void *sock, const char *a, const char *b, int line)
+{
+    char text[300] = "";
+    wire_hdr_t r;
+    int ty = s_raw_recv(sock, &r, text, sizeof text - 1);
+    if (ty == WIRE_ERROR && strstr(text, a) && strstr(text, b)) return 0;
+    fprintf(stderr, "line %d: expected an ERROR with \"%s\" and \"%s\", got type %d: %s\n", line, a, b, ty, text);
+    return 1;
+}
+
+/* The next reply on sock is PARAMS of clock by descriptor: read it into out. 0, else 1. */
+static int s_fold_params(void *sock, uint64_t clock, float *out, int line)
+{
+    wire_hdr_t r;
+    cma_desc_t d;
+    memset(&d, 0, sizeof d);
+    int ty = s_raw_recv(sock, &r, &d, sizeof d);
+    if (ty != WIRE_PARAMS || r.clock != clock || !(r.aux & PS_F_CMA) || d.len != FOLD_N * sizeof(float) ||
+        cma_read((pid_t)d.pid, out, d.addr, (size_t)d.len) < 0) {
+        fprintf(stderr, "line %d: expected PARAMS of clock %llu by descriptor, got type %d clock %llu (%s)\n", line,
+                (unsigned long long)clock, ty, (unsigned long long)r.clock, err_detail());
+        return 1;
+    }
+    return 0;
+}
+
+/* A non-committing pull of clock: answered at once, so every earlier message on sock was handled. */
+static int s_fold_sync(void *sock, uint64_t job, int w, uint64_t clock, float *tmp, int line)
+{
+    wire_hdr_t pl = {.type = WIRE_PULL, .sender = (uint32_t)w, .job = job, .key = 0, .clock = clock,
+                     .dtype = DT_F32, .aux = PS_F_AR, .nframes = 1};
+    ps_meta_t meta = {.total = FOLD_N, .inv_scale = 1};
+    const void *fr[1] = {&meta};
+    size_t fl[1] = {sizeof meta};
+    s_raw_send(sock, &pl, fr, fl, 1);
+    return s_fold_params(sock, clock, tmp, line);
+}
+
+/* Rank 0 plays three workers by hand (one DEALER each) against a dedicated server (rank 3), pushing by
+ * descriptor a partition of several read chunks. A descriptor whose second half is unreadable makes the
+ * read fail midway: as the round's first push (read straight into the sum), as its last one (added
+ * chunk by chunk into the reply buffer), both refused naming the worker and leaving the round intact
+ * (good pushes then give the exact sum: first, middle and last push kinds, in a known order); and as a
+ * middle push, whose first half is already summed: the round of that key is refused from then on,
+ * naming that worker, and the server carries on to a clean exit. */
+static int s_fold_rank(int rank, int world, void *arg)
+{
+    (void)arg;
+    (void)world;
+    ps_topo_t t = {.nworkers = 3, .mode = PS_SYNC};
+    comm_t *comm = NULL;
+    if (ps_test_open(&comm, PS_TEST_TO) < 0) return 1;
+    if (rank > 0) { /* rank 3 serves; ranks 1 and 2 are the workers rank 0 plays */
+        int f = rank == 3 ? ps_test_serve(comm, &t, FOLD_BAD) : 0;
+        comm_destroy(&comm);
+        return f;
+    }
+    void *val = NULL;
+    size_t len = 0;
+    if (ps_test_server_ep(comm, &val, &len) < 0) return 1;
+    void *ctx = zmq_ctx_new(), *sk[3];
+    uint64_t job = ps_job_id(comm->job, 1);
+    int zero = 0, fail = 0;
+    for (int w = 0; w < 3; w++) {
+        unsigned char id[PS_ID_LEN];
+        ps_routing_id(job, w, id);
+        sk[w] = zmq_socket(ctx, ZMQ_DEALER);
+        zmq_setsockopt(sk[w], ZMQ_LINGER, &zero, sizeof zero);
+        zmq_setsockopt(sk[w], ZMQ_ROUTING_ID, id, PS_ID_LEN);
+        zmq_connect(sk[w], (char *)val);
+    }
+    free(val);
+    size_t bytes = FOLD_N * sizeof(float);
+    float *x[3], *want = malloc(bytes), *got = malloc(bytes);
+    /* the bad buffer: readable for its first half only */
+    float *bad = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (bad == MAP_FAILED || !want || !got || mprotect((char *)bad + bytes / 2, bytes / 2, PROT_NONE) != 0) return 1;
+    unsigned seed = 777;
+    for (int w = 0; w < 3; w++) {
+        x[w] = malloc(bytes);
+        if (!x[w]) return 1;
+        /* both signs, magnitudes from 1e6 down to 2^-31: the order of the additions shows in the bits */
+        for (size_t i = 0; i < FOLD_N; i++)
+            x[w][i] = (float)((int)(rand_r(&seed) % 2000001) - 1000000) / (float)(1u << (rand_r(&seed) % 32));
+    }
+    for (size_t i = 0; i < FOLD_N; i++) {
+        volatile float ab = x[0][i] + x[1][i];
+        want[i] = ab + x[2][i];
+    }
+    for (size_t i = 0; i < FOLD_N / 2; i++) bad[i] = 1.0f;
+    /* round 0: worker 0's first push cut short (read into the sum), then its good one */
+    s_fold_push(sk[0], job, 0, 0, 1, bad);
+    fail |= s_fold_err(sk[0], "cannot read worker 0's push", "", __LINE__);
+    s_fold_push(sk[0], job, 0, 0, 1, x[0]);
+    fail |= s_fold_sync(sk[0], job, 0, 0, got, __LINE__);
+    s_fold_push(sk[1], job, 1, 0, 1, x[1]); /* the middle push: accumulated chunk by chunk */
+    fail |= s_fold_sync(sk[1], job, 1, 0, got, __LINE__);
+    /* worker 2's last push cut short (its first half already added into the reply buffer), then its good one */
+    s_fold_push(sk[2], job, 2, 0, 1, bad);
+    fail |= s_fold_err(sk[2], "cannot read worker 2's push", "", __LINE__);
+    s_fold_push(sk[2], job, 2, 0, 1, x[2]);
+    for (int w = 0; w < 3 && !fail; w++) {
+        memset(got, 0, bytes);
+        fail |= s_fold_params(sk[w], 1, got, __LINE__);
+        size_t i = 0;
+        while (i < FOLD_N && !fail && memcmp(&got[i], &want[i], sizeof(float)) == 0) i++;
+        if (!fail && i < FOLD_N) {
+            fprintf(stderr, "worker %d: sum[%zu] = %a, expected %a\n", w, i, got[i], want[i]);
+            fail = 1;
+        }
+    }
+    /* round 1: worker 1's middle push cut short after half of it was summed: that round is lost */
+    s_fold_push(sk[0], job, 0, 1, 0, x[0]);
+    fail |= s_fold_sync(sk[0], job, 0, 1, got, __LINE__);
+    s_fold_push(sk[1], job, 1, 1, 0, bad);
+    fail |= s_fold_err(sk[1], "cannot read worker 1's push", "cut short midway", __LINE__);
+    s_fold_push(sk[1], job, 1, 1, 1, x[1]);
+    fail |= s_fold_err(sk[1], "round is lost", "worker 1's push", __LINE__);
+    s_fold_push(sk[2], job, 2, 1, 1, x[2]);
+    fail |= s_fold_err(sk[2], "round is lost", "worker 1's push", __LINE__);
+    for (int w = 0; w < 3; w++) {
+        wire_hdr_t bye = {.type = WIRE_BYE, .sender = (uint32_t)w, .job = job, .dtype = DT_F32};
+        s_raw_send(sk[w], &bye, NULL, NULL, 0);
+    }
+    usleep(100000);
+    for (int w = 0; w < 3; w++) {
+        zmq_close(sk[w]);
+        free(x[w]);
+    }
+    zmq_ctx_term(ctx);
+    munmap(bad, bytes);
+    free(want);
+    free(got);
+    comm_destroy(&comm);
+    return fail;
+}
+
+Test(ps_server, push_read_cut_short_midway, .timeout = 60)
+{
+    if (!s_cma_allowed()) cr_skip_test("process_vm_readv of another process is not permitted here");
+    cr_assert_eq(run_ranks(4, s_fold_rank, NULL, 40000), 0);
 }
 
 /* ---------- a malformed shared-memory lane ---------- */
