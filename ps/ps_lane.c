@@ -211,12 +211,7 @@ static int s_bad(ps_lane_t *self, int broken, const char *what)
 
 int ps_lane_recv(ps_lane_t *self, ps_vmsg_t *m, const void *ident, size_t idlen, uint64_t zgot)
 {
-    m->n = 0;
-    m->truncated = 0;
-    m->bytes = 0;
-    m->ext_frame = -1;
-    m->ext = NULL;
-    m->ext_len = 0;
+    ps_van_msg_reset(m);
     if (!self || self->broken) return 0;
     uint64_t head = atomic_load_explicit(&self->rx->head, memory_order_acquire);
     if (head == self->rx_tail) return 0;

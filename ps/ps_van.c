@@ -89,12 +89,7 @@ int ps_van_send(void *sock, const void *ident, size_t ident_len, const wire_hdr_
 
 int ps_van_recv(void *sock, ps_vmsg_t *m, int timeout_ms)
 {
-    m->n = 0;
-    m->truncated = 0;
-    m->bytes = 0;
-    m->ext_frame = -1;
-    m->ext = NULL;
-    m->ext_len = 0;
+    ps_van_msg_reset(m);
     if (timeout_ms != 0) { /* 0: the first frame's non-blocking receive says whether one is there */
         zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
         int pr = zmq_poll(&it, 1, timeout_ms < 0 ? -1 : timeout_ms);

@@ -49,6 +49,16 @@ int  ps_van_recv(void *sock, ps_vmsg_t *m, int timeout_ms);
  * message that arrives meanwhile is taken without a sleep and a wake-up. */
 int  ps_van_poll(zmq_pollitem_t *items, int n, int timeout_ms, int yield_us);
 void ps_van_close_msg(ps_vmsg_t *m);
+/* An empty message: no frames, no bytes, no externally read frame (before filling one). */
+static inline void ps_van_msg_reset(ps_vmsg_t *m)
+{
+    m->n = 0;
+    m->truncated = 0;
+    m->bytes = 0;
+    m->ext_frame = -1;
+    m->ext = NULL;
+    m->ext_len = 0;
+}
 static inline const void *ps_van_data(ps_vmsg_t *m, int i)
 {
     return i == m->ext_frame ? m->ext : zmq_msg_data(&m->f[i]);
