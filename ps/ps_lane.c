@@ -229,7 +229,8 @@ int ps_lane_recv(ps_lane_t *self, ps_vmsg_t *m, const void *ident, size_t idlen,
     memcpy(&used, s, 4);
     memcpy(&n, s + 4, 4);
     int base = idlen ? 1 : 0;
-    if (n < 1 || n + (uint32_t)base > PS_VAN_MAX_FRAMES || used > sizeof s || used < LANE_SLOT_HDR + 4 * n)
+    /* no sum or product of untrusted counts before they are bounded: n + base and 4 n wrapped around */
+    if (n < 1 || n > (uint32_t)(PS_VAN_MAX_FRAMES - base) || used > sizeof s || used < LANE_SLOT_HDR + 4 * (size_t)n)
         return s_bad(self, 0, "bad frame count or size");
     size_t at = LANE_SLOT_HDR + 4 * (size_t)n;
     if (idlen) {

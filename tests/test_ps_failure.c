@@ -452,8 +452,8 @@ static int s_lane_rank(int rank, int world, void *arg)
         err_clear();
         engine_stats_t st;
         ps_engine.stats(e, &st);
-        if (engine_counter(&st, "ps_rejected") != 2) {
-            fprintf(stderr, "server rejected %llu messages, expected 2\n", (unsigned long long)engine_counter(&st, "ps_rejected"));
+        if (engine_counter(&st, "ps_rejected") != 3) { /* the two malformed slots and the jumping counter */
+            fprintf(stderr, "server rejected %llu messages, expected 3\n", (unsigned long long)engine_counter(&st, "ps_rejected"));
             fail = 1;
         }
         ps_engine.destroy(&e);
@@ -483,23 +483,27 @@ static int s_lane_rank(int rank, int world, void *arg)
     s_raw_send(good, &h, fr, fl, 1);
     if (s_raw_recv(good, &r, NULL, 0) != WIRE_HELLO || r.aux != PS_HELLO_LANE) { fprintf(stderr, "lane not accepted\n"); fail = 1; }
     if (access(path, F_OK) == 0) { fprintf(stderr, "%s still there after the server mapped it\n", path); fail = 1; }
-    /* a slot whose one frame claims 5000 bytes */
-    uint32_t bad[6] = {24, 1, 0, 0, 5000, 0};
-    ps_lane_send_raw(lane, bad, sizeof bad, 1);
-    ps_vmsg_t m;
-    int got = 0;
-    for (int i = 0; i < 5000 && !got && !fail; i++) {
-        got = ps_lane_recv(lane, &m, NULL, 0, 0);
-        if (!got) usleep(1000);
+    /* a slot whose one frame claims 5000 bytes; one whose frame count wraps the checks around (the
+     * server adds its routing id's frame: 0xffffffff + 1 and 4 x 0xffffffff overflow 32 bits) */
+    uint32_t bad[6] = {24, 1, 0, 0, 5000, 0}, wraps[6] = {23, 0xffffffffu, 0, 0, 3, 0};
+    const uint32_t *slots[2] = {bad, wraps};
+    for (int k = 0; k < 2 && !fail; k++) {
+        ps_lane_send_raw(lane, slots[k], sizeof bad, 1);
+        ps_vmsg_t m;
+        int got = 0;
+        for (int i = 0; i < 5000 && !got && !fail; i++) {
+            got = ps_lane_recv(lane, &m, NULL, 0, 0);
+            if (!got) usleep(1000);
+        }
+        if (got == 1 && m.n == 2 && wire_decode(zmq_msg_data(&m.f[0]), zmq_msg_size(&m.f[0]), &r) == 0 && r.type == WIRE_ERROR) {
+            snprintf(text, sizeof text, "%.*s", (int)zmq_msg_size(&m.f[1]), (const char *)zmq_msg_data(&m.f[1]));
+            if (!strstr(text, "malformed shared-memory lane message")) { fprintf(stderr, "error text: %s\n", text); fail = 1; }
+        } else {
+            fprintf(stderr, "no ERROR over the lane for malformed slot %d (%d)\n", k, got);
+            fail = 1;
+        }
+        if (got == 1) ps_van_close_msg(&m);
     }
-    if (got == 1 && m.n == 2 && wire_decode(zmq_msg_data(&m.f[0]), zmq_msg_size(&m.f[0]), &r) == 0 && r.type == WIRE_ERROR) {
-        snprintf(text, sizeof text, "%.*s", (int)zmq_msg_size(&m.f[1]), (const char *)zmq_msg_data(&m.f[1]));
-        if (!strstr(text, "malformed shared-memory lane message")) { fprintf(stderr, "error text: %s\n", text); fail = 1; }
-    } else if (!fail) {
-        fprintf(stderr, "no ERROR over the lane for a malformed slot (%d)\n", got);
-        fail = 1;
-    }
-    if (got == 1) ps_van_close_msg(&m);
     /* the head jumps past the ring's capacity: the answer comes over ZeroMQ (the lane is gone) */
     ps_lane_send_raw(lane, bad, sizeof bad, 1000);
     text[0] = 0;
