@@ -227,6 +227,19 @@ static void s_check_liveness(ps_server_t *self)
             pss_serve_all(self);
         }
     }
+    /* nobody waits on anybody, nobody said BYE, and no worker has said anything for two timeouts (every
+     * worker failed before its first message, or lost its BYE): stop waiting for them */
+    uint64_t newest = self->start_ns;
+    int open = 0;
+    for (int w = 0; w < self->cfg.nworkers; w++) {
+        wk_t *k = &self->wk[w];
+        if (k->dead || k->bye) continue;
+        open = 1;
+        if (k->seen && k->last_ns > newest) newest = k->last_ns;
+    }
+    if (!self->failed && open && !anybye && now > newest && now - newest > 2 * (uint64_t)to * 1000000ull)
+        s_fail(self, ERR_TIMEOUT, "no worker has been heard from for %llu ms (none said BYE): giving up",
+               (unsigned long long)((now - newest) / 1000000ull));
 }
 
 static int s_all_gone(ps_server_t *self)

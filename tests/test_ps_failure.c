@@ -16,6 +16,7 @@
 #include "core/comm.h"
 #include "core/dtype.h"
 #include "core/err.h"
+#include "core/timer.h"
 #include "core/optim.h"
 #include "ps/wire.h"
 #include "ps/ps.h"
@@ -599,6 +600,45 @@ static int s_dead_async_rank(int rank, int world, void *arg)
     ps_engine.destroy(&e);
     comm_destroy(&comm);
     return rc < 0;
+}
+
+/* A worker that joins the job but never says anything to the server (its engine failed before its first
+ * message): nobody waits on it and nobody said BYE, yet the dedicated server stops after two timeouts,
+ * saying why, instead of serving forever. */
+static int s_silent_rank(int rank, int world, void *arg)
+{
+    (void)world; (void)arg;
+    comm_t *comm = NULL;
+    if (ps_test_open(&comm, PS_TEST_TO) < 0) return 1;
+    int fail = 0;
+    if (rank == 1) {
+        ps_topo_t t = {.nworkers = 1, .mode = PS_SYNC, .timeout_ms = 400};
+        ps_opts_t po;
+        engine_cfg_t cfg = ps_test_cfg(&t, comm->world, &po);
+        engine_t *e = NULL;
+        uint64_t t0 = now_ns();
+        int rc = ps_engine.create(&e, comm, &cfg);
+        if (rc == 0) rc = ps_engine.serve(e);
+        double ms = (double)(now_ns() - t0) / 1e6;
+        const char *d = err_detail();
+        if (rc != ERR_TIMEOUT || !strstr(d, "no worker has been heard from")) {
+            fprintf(stderr, "server: %d (%s), expected it to give up on its silent worker\n", rc, d);
+            fail = 1;
+        }
+        if (ms > 5000) { fprintf(stderr, "server took %.0f ms to give up (timeout 400 ms)\n", ms); fail = 1; }
+        err_clear();
+        ps_engine.destroy(&e);
+        comm_barrier(comm, PS_TEST_TO);
+    } else {
+        comm_barrier(comm, PS_TEST_TO); /* alive, but silent to the server until it gave up */
+    }
+    comm_destroy(&comm);
+    return fail;
+}
+
+Test(ps_failure, server_gives_up_on_silent_workers, .timeout = 40)
+{
+    cr_assert_eq(run_ranks(2, s_silent_rank, NULL, 30000), 0);
 }
 
 Test(ps_failure, dead_worker_async_carries_on, .timeout = 40)
