@@ -280,7 +280,9 @@ int ps_lane_poll(ps_lane_t *const *lanes, int nl, zmq_pollitem_t *items, int ni,
         int rc = zmq_poll(items, ni, 0);
         return rc >= 0 && s_any_ready(lanes, nl) ? rc + 1 : rc;
     }
-    {
+    int lanes_up = 0;
+    for (int i = 0; i < nl; i++) lanes_up |= lanes[i] && !lanes[i]->broken;
+    if (yield_us > 0 || lanes_up) { /* no lane and a core each: block at once, as plain ZeroMQ would */
         uint64_t until = now_ns() + (uint64_t)(yield_us > 0 ? yield_us : LANE_SPIN_US) * 1000u;
         unsigned it = 0;
         do {

@@ -61,8 +61,9 @@ int  ps_lane_recv(ps_lane_t *self, ps_vmsg_t *m, const void *ident, size_t idlen
 int  ps_lane_ready(const ps_lane_t *self);
 
 /* zmq_poll over items[0..ni) that also returns when a lane of lanes[0..nl) (NULL entries skipped) has
- * a message: polls both while yielding the core for yield_us (or spinning briefly when yield_us is 0),
- * then sets the lanes' sleeping flags, re-checks them and blocks in zmq_poll for at most timeout_ms.
+ * a message: polls both while yielding the core for yield_us (or spinning briefly when yield_us is 0 and
+ * a lane is up), then sets the lanes' sleeping flags, re-checks them and blocks in zmq_poll for at most
+ * timeout_ms. With no lane (nl 0) it is the PS's only wait on ZeroMQ alone: yield, then block.
  * Returns zmq_poll's result (> 0 when a lane is ready, even if no item is), < 0 on a poll error. */
 int  ps_lane_poll(ps_lane_t *const *lanes, int nl, zmq_pollitem_t *items, int ni, int timeout_ms, int yield_us);
 

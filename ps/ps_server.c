@@ -524,8 +524,8 @@ static int s_loop(ps_server_t *self, void *pipe)
     for (;;) {
         zmq_pollitem_t it[2] = {{self->router, 0, ZMQ_POLLIN, 0}, {pipe, 0, ZMQ_POLLIN, 0}};
         int W = self->cfg.nworkers;
-        int rc = self->nlanes ? ps_lane_poll(self->lanes, W, it, pipe ? 2 : 1, 20, self->cfg.yield_us)
-                              : ps_van_poll(it, pipe ? 2 : 1, 20, self->cfg.yield_us);
+        int rc = ps_lane_poll(self->nlanes ? self->lanes : NULL, self->nlanes ? W : 0, it, pipe ? 2 : 1, 20,
+                              self->cfg.yield_us);
         if (rc < 0 && zmq_errno() != EINTR) return err_set(ERR_IO, "ps server: poll failed");
         if (pipe && (it[1].revents & ZMQ_POLLIN)) {
             char buf[16];

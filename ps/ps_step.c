@@ -215,7 +215,7 @@ int psw_collect(engine_t *self, collect_t *c, size_t left, int timeout_ms)
                            "(%zu partitions outstanding)", self->comm->rank, s, s_server_rank(self, s), k, timeout_ms, left);
         }
         int wait = ms < 0 || ms > 100 ? 100 : ms;
-        int pr = nlanes ? ps_lane_poll(lanes, S, items, S, wait, self->yield_us) : ps_van_poll(items, S, wait, self->yield_us);
+        int pr = ps_lane_poll(nlanes ? lanes : NULL, nlanes ? S : 0, items, S, wait, self->yield_us);
         if (pr < 0) continue;
         for (int s = 0; s < S && left > 0 && nlanes; s++) CHECK(s_take_lane(self, s, c, &left));
         for (int s = 0; s < S && left > 0; s++) {

@@ -2,8 +2,6 @@
  * whole-message receives bounded by a timeout (zmq_poll), never blocking forever. */
 #include "ps/ps_van.h"
 #include "core/err.h"
-#include "core/timer.h"
-#include <sched.h>
 #include <errno.h>
 #include <string.h>
 
@@ -116,19 +114,6 @@ int ps_van_recv(void *sock, ps_vmsg_t *m, int timeout_ms)
         if (!more) break;
     }
     return 0;
-}
-
-int ps_van_poll(zmq_pollitem_t *items, int n, int timeout_ms, int yield_us)
-{
-    if (yield_us > 0 && timeout_ms != 0) {
-        uint64_t until = now_ns() + (uint64_t)yield_us * 1000u;
-        do {
-            int rc = zmq_poll(items, n, 0);
-            if (rc != 0) return rc;
-            sched_yield();
-        } while (now_ns() < until);
-    }
-    return zmq_poll(items, n, timeout_ms);
 }
 
 void ps_van_close_msg(ps_vmsg_t *m)

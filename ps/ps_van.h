@@ -44,10 +44,6 @@ int  ps_van_send(void *sock, const void *ident, size_t ident_len, const wire_hdr
                  const ps_frame_t *frames, int nframes, uint64_t *sent);
 /* Receive one whole message, waiting at most timeout_ms (0: don't wait). 0, ERR_TIMEOUT or ERR_IO. */
 int  ps_van_recv(void *sock, ps_vmsg_t *m, int timeout_ms);
-/* zmq_poll, but first (yield_us > 0, timeout_ms != 0) poll without waiting and yield the core for up
- * to yield_us microseconds: on an oversubscribed host the thread we wait for gets the core, and a
- * message that arrives meanwhile is taken without a sleep and a wake-up. */
-int  ps_van_poll(zmq_pollitem_t *items, int n, int timeout_ms, int yield_us);
 void ps_van_close_msg(ps_vmsg_t *m);
 /* An empty message: no frames, no bytes, no externally read frame (before filling one). */
 static inline void ps_van_msg_reset(ps_vmsg_t *m)
