@@ -41,8 +41,17 @@ void h_meta_fill(h_meta_t *m, int argc, char **argv)
     if (topo_cpu_model(m->cpu, sizeof m->cpu) < 0) snprintf(m->cpu, sizeof m->cpu, "unknown");
     int zmaj, zmin, zpat;
     zmq_version(&zmaj, &zmin, &zpat);
-    snprintf(m->versions, sizeof m->versions, "zeromq %d.%d.%d, msgpack-c %s, hwloc %u.%u.%u", zmaj, zmin, zpat,
-             msgpack_version(), HWLOC_API_VERSION >> 16, (HWLOC_API_VERSION >> 8) & 0xff, HWLOC_API_VERSION & 0xff);
+    /* TCP's congestion control: new network namespaces (the emulated machines) inherit it, and it sets how
+     * flows share a shaped NIC */
+    char cc[32] = "unknown";
+    FILE *f = fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r");
+    if (f) {
+        if (fgets(cc, sizeof cc, f)) cc[strcspn(cc, "\n")] = '\0';
+        fclose(f);
+    }
+    snprintf(m->versions, sizeof m->versions, "zeromq %d.%d.%d, msgpack-c %s, hwloc %u.%u.%u, tcp %s", zmaj, zmin,
+             zpat, msgpack_version(), HWLOC_API_VERSION >> 16, (HWLOC_API_VERSION >> 8) & 0xff,
+             HWLOC_API_VERSION & 0xff, cc);
 }
 
 void h_json_str(char *buf, size_t len, const char *s)
