@@ -75,8 +75,8 @@ static void s_ps(const h_cl_net_t *net, const h_cl_engine_t *e, double n, double
         /* servers spread over K machines; each machine holds ceil or floor of S/K of the bytes */
         double per_machine = n * ceil((double)S / K) / S * P;
         /* pipelined: a server machine's in-direction takes all P workers' pushes from N machines while
-         * its out-direction sends replies (the incast slowdown, h_cl_incast_factor) */
-        if (e->pipelined) per_machine *= h_cl_incast_factor(e->incast, P, N);
+         * its out-direction sends replies (the incast slowdown: measured on this layout, else the law) */
+        if (e->pipelined) per_machine *= e->slow > 0 ? e->slow : h_cl_incast_factor(e->incast, P, N);
         *nic = fmax(G * n, per_machine);
         return;
     }
@@ -97,10 +97,11 @@ double h_cl_ps_duplex_bytes(const h_cl_net_t *net, const h_cl_engine_t *e, doubl
 {
     int N = net->nodes, G = net->gpus_per_node, P = N * G;
     if (N <= 1) return 0;
-    /* a machine's servers take the pushes of the P - G workers on the other N - 1 machines while replying
-     * (the incast slowdown of the in-direction; out mirrors it) */
+    /* a machine's servers take the pushes of the P - G workers on the other N - 1 machines while replying:
+     * their replies lag by the incast slowdown (a partition is answered after its slowest push), while the
+     * pushes sharing the direction keep it busy meanwhile, so only the replies' bytes are slowed */
     double slow = e->pipelined ? h_cl_incast_factor(e->incast, P - G, N - 1) : 1;
-    if (e->colocate) return 2.0 * G * n * (double)(P - G) / P * slow; /* push out + reply out, the same per machine */
+    if (e->colocate) return G * n * (double)(P - G) / P * (1 + slow); /* push out + reply out, the same per machine */
     int S = e->servers > 0 ? e->servers : 1;
     if (e->server_nodes > 0) {
         double nic, msgs;
@@ -113,7 +114,7 @@ double h_cl_ps_duplex_bytes(const h_cl_net_t *net, const h_cl_engine_t *e, doubl
         for (int s = 0; s < S; s++) sm += s % N == m;
         double h = (double)sm / S;
         /* out: its workers' pushes to remote servers + its servers' replies to remote workers (in mirrors) */
-        worst = fmax(worst, (G * n * (1 - h) + h * n * (P - G)) * (h > 0 ? slow : 1));
+        worst = fmax(worst, G * n * (1 - h) + h * n * (P - G) * slow);
     }
     return worst;
 }

@@ -24,6 +24,9 @@ typedef struct {
                              * loss scaling: each partition commits with its last push), not the step's last */
     double part_bytes;      /* ps pipelined: the partition, the unit a reply can follow its pushes in (0: a bucket) */
     double incast;          /* ps pipelined: c of the shared-NIC slowdown 1 + c (f - 1) (h_cl_incast_factor; 0: none) */
+    double slow;            /* ps pipelined, servers on machines of their own: the server NIC's slowdown measured on
+                             * this very layout (the collective alone, `harness bench --nodes N ...`), used
+                             * instead of the law; 0: the law */
 } h_cl_engine_t;
 
 /* The pipelined PS's incast slowdown, measured on this host's emulated NICs (harness model fits it from
@@ -47,7 +50,9 @@ double h_cl_incast_fit(int n, const int *f, const double *ratio);
 void h_cl_traffic(const h_cl_net_t *net, const h_cl_engine_t *e, double n, double *nic_bytes, double *messages);
 /* The PS with both phases on the wire at once (pipelined): the busiest NIC direction's bytes when a
  * bucket's pushes and replies share the links (a direction carrying pushes one way and replies the
- * same way adds them). Equals h_cl_traffic's bytes when pushes and replies use opposite directions. */
+ * same way adds them; the incast slowdown stretches only the replies, since a partition is answered
+ * after its slowest push while the direction's pushes keep it busy). Equals h_cl_traffic's bytes when
+ * pushes and replies use opposite directions. */
 double h_cl_ps_duplex_bytes(const h_cl_net_t *net, const h_cl_engine_t *e, double n);
 /* One collective of n bytes: messages alpha + nic_bytes beta (no transfer at one machine). */
 double h_cl_collective(const h_cl_net_t *net, const h_cl_engine_t *e, double n);

@@ -206,15 +206,25 @@ Test(costmodel, ps_incast_slowdown)
     cr_expect_float_eq(h_cl_step(&net, &ded, 1, &ready, &bytes, 0, NULL), 0.080, 1e-12);
     ded.incast = 0.1;
     cr_expect_float_eq(h_cl_step(&net, &ded, 1, &ready, &bytes, 0, NULL), 0.104, 1e-12);
+    /* a slowdown measured on this layout replaces the law */
+    ded.slow = 1.5;
+    cr_expect_float_eq(h_cl_step(&net, &ded, 1, &ready, &bytes, 0, NULL), 0.120, 1e-12);
+    ded.slow = 0;
     /* without overlap (the replies after the last push) there is no slowdown */
     ded.pipelined = 0;
     cr_expect_float_eq(h_cl_step(&net, &ded, 1, &ready, &bytes, 0, NULL), 0.080, 1e-12);
 
     /* a server on each of 3 machines of one worker: each takes 2 remote workers' pushes on 2 machines;
-     * a direction carries 2/3 n of pushes and 2/3 n of replies, x 1.1 */
+     * a direction carries 2/3 n of pushes and 2/3 n of replies, the replies x 1.1 (the pushes keep the
+     * direction busy while the replies lag) */
     h_cl_net_t three = {.nodes = 3, .gpus_per_node = 1, .beta = 1e-3, .alpha = 0};
     h_cl_engine_t per = {.kind = H_CL_PS, .servers = 3, .pipelined = 1, .incast = 0.1};
-    cr_expect_float_eq(h_cl_ps_duplex_bytes(&three, &per, 30), 44, 1e-9);
+    cr_expect_float_eq(h_cl_ps_duplex_bytes(&three, &per, 30), 42, 1e-9);
+    per.slow = 2; /* measured slowdowns are for servers on machines of their own only */
+    cr_expect_float_eq(h_cl_ps_duplex_bytes(&three, &per, 30), 42, 1e-9);
+    /* colocated on the same 3 machines: 1/3 n to each of the 2 remote servers out, and as many replies */
+    h_cl_engine_t col = {.kind = H_CL_PS, .colocate = 1, .pipelined = 1, .incast = 0.1};
+    cr_expect_float_eq(h_cl_ps_duplex_bytes(&three, &col, 30), 20 + 20 * 1.1, 1e-9);
     /* two machines: the one remote machine's egress paces its flows, no slowdown */
     h_cl_net_t two = {.nodes = 2, .gpus_per_node = 2, .beta = 1e-3, .alpha = 0};
     h_cl_engine_t per2 = {.kind = H_CL_PS, .servers = 2, .pipelined = 1};
