@@ -99,11 +99,12 @@ static const s_layout_t s_layouts[] = {
 };
 #define S_NLAYOUTS (int)(sizeof s_layouts / sizeof s_layouts[0])
 
-/* The slowdown measured for layout l on N machines of G GPUs, where it is used (servers on machines of
- * their own); 0: none (the law). */
+/* The slowdown measured for layout l on N machines of G GPUs, where it is used (one server machine);
+ * 0: none (the law). K = N server machines keep the law: their bench (8 MiB a server) measured 1.58 to
+ * 2.07 where their training runs lose about 1.3, a mismatch not understood yet. */
 static double s_slow(const struct s_meas *t, int l, int N, int G)
 {
-    if (!t || s_layouts[l].e.kind != H_CL_PS || s_layouts[l].e.server_nodes == 0) return 0;
+    if (!t || s_layouts[l].e.kind != H_CL_PS || s_layouts[l].e.server_nodes != 1) return 0;
     for (int k = 0; k < t->n; k++)
         if (t->e[k].layout == l && t->e[k].nodes == N && t->e[k].gpn == G) return t->e[k].slow;
     return 0;
@@ -376,13 +377,13 @@ int h_model_cluster(const h_opts_t *o)
            "# shared NIC only through the incast slowdown (measured on this host's tc tbf, not on a switch); the\n"
            "# emulated runs share them, a real cluster may not\n");
     if (meas.n) {
-        /* servers on machines of their own only: there the bench's pattern is training's (pushes in, replies
-         * out, a partition's replies after its pushes). Where servers share the GPU machines the 16 MiB
-         * bench gives every server one partition (pushes, then replies), and calibrating with it made the
-         * checks worse (26 of 51 and 26 of 48 within 10%, per machine and colocated) */
+        /* one server machine only: there the bench's pattern is training's (pushes in, replies out, a
+         * partition's replies after its pushes) and the two agree. Where servers share the GPU machines the
+         * 16 MiB bench gives every server one partition (pushes, then replies), and calibrating with it made
+         * the checks worse (26 of 51 and 26 of 48 within 10%, per machine and colocated); K = N: s_slow */
         printf("# the PS alone on these layouts (%d `harness bench --nodes N --gpus-per-node G --net` lines, two or more\n"
                "# partitions a server), measured / modelled time without a slowdown, beside the law's slowdown; the\n"
-               "# measured one is used for its layout where the servers have machines of their own:", nmeas);
+               "# measured one is used for one server machine (ps-1server):", nmeas);
         for (int k = 0; k < meas.n; k++) {
             const s_layout_t *L = &s_layouts[meas.e[k].layout];
             int N = meas.e[k].nodes, Gk = meas.e[k].gpn, P = N * Gk;
