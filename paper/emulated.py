@@ -168,9 +168,51 @@ def scaling(results_dir, summary):
     return "\n\n".join(out)
 
 
+def model_check(results_dir, summary):
+    """The cost model against the emulated runs: the first check table of results/emulated-model.txt
+    (harness model prints one per model it is asked about; the checks are the same runs each time)."""
+    p = os.path.join(results_dir, "emulated-model.txt")
+    if not os.path.exists(p):
+        return "_Not measured: run `scripts/record-results emulated_model`._"
+    rows, inside = [], False
+    with open(p) as f:
+        for t in f:
+            if t.startswith("# predicted against the emulated runs"):
+                if rows:
+                    break
+                inside = True
+                continue
+            if inside and t.startswith("# mean"):
+                break
+            w = t.split()
+            if inside and len(w) == 7 and not t.startswith("#"):
+                try:
+                    rows.append((w[0], w[1], w[2], int(w[3]), float(w[4]), float(w[5]), float(w[6])))
+                except ValueError:
+                    pass
+    if not rows:
+        return "_No checks in results/emulated-model.txt._"
+    eng = []
+    for e in dict.fromkeys(r[0] for r in rows):
+        R = [r for r in rows if r[0] == e]
+        eng.append((e, len(R), sum(abs(r[6]) <= 10 for r in R), "%.1f" % (sum(abs(r[6]) for r in R) / len(R)),
+                    "%+.1f" % max((r[6] for r in R), key=abs)))
+    within = sum(abs(r[6]) <= 10 for r in rows)
+    summary.append("cost model: %d of %d emulated runs within 10%%" % (within, len(rows)))
+    out = ["Predicted against every emulated run that was not host-bound (`results/emulated-model.txt`): "
+           "%d of %d within 10%%, mean |error| %.1f%%." % (within, len(rows), sum(abs(r[6]) for r in rows) / len(rows)),
+           table(["layout", "runs", "within 10%", "mean abs error %", "worst %"], eng)]
+    miss = [r for r in rows if abs(r[6]) > 10]
+    if miss:
+        out.append("Missed by more than 10%%: %s." % "; ".join(
+            "%s %s (%s) at %d GPUs %+.1f%%" % (r[0], NAMES.get(r[1], r[1]), r[2], r[3], r[6]) for r in miss))
+    return "\n\n".join(out)
+
+
 def section(results_dir, summary):
     return {"EMU_HOROVOD": horovod(results_dir, summary), "EMU_BYTEPS": byteps(results_dir, summary),
-            "EMU_INVARIANCE": invariance(results_dir, summary), "EMU_SCALING": scaling(results_dir, summary)}
+            "EMU_INVARIANCE": invariance(results_dir, summary), "EMU_SCALING": scaling(results_dir, summary),
+            "EMU_MODEL_CHECK": model_check(results_dir, summary)}
 
 
 def _plot(figs, figrel, name, title, xl, yl, series, settings=""):
