@@ -100,8 +100,8 @@ static const s_layout_t s_layouts[] = {
 #define S_NLAYOUTS (int)(sizeof s_layouts / sizeof s_layouts[0])
 
 /* The slowdown measured for layout l on N machines of G GPUs, where it is used (one server machine);
- * 0: none (the law). K = N server machines keep the law: their bench (8 MiB a server) measured 1.58 to
- * 2.07 where their training runs lose about 1.3, a mismatch not understood yet. */
+ * 0: none (the law). K = N server machines keep the law: their bench (8 MiB a server) measured 1.54 to
+ * 2.10 where their training runs lose about 1.3, a mismatch not understood yet. */
 static double s_slow(const struct s_meas *t, int l, int N, int G)
 {
     if (!t || s_layouts[l].e.kind != H_CL_PS || s_layouts[l].e.server_nodes != 1) return 0;
