@@ -359,11 +359,13 @@ static int s_on_message(ps_server_t *self, ps_vmsg_t *m)
     /* count the bytes unless it is our own worker's inproc traffic */
     int local = self->cfg.local_worker >= 0 && idlen == PS_ID_LEN &&
                 memcmp(ident, self->ids[self->cfg.local_worker], PS_ID_LEN) == 0;
-    if (!local) atomic_fetch_add_explicit(&self->received, (uint64_t)m->bytes, memory_order_relaxed);
-    if (m->n < 2) REJ(ERR_PROTO, "message without a header frame");
     wire_hdr_t hd;
-    if (wire_decode(ps_van_data(m, 1), ps_van_size(m, 1), &hd) < 0)
-        REJ(ERR_PROTO, "malformed header: %s", err_detail());
+    int hok = m->n >= 2 && wire_decode(ps_van_data(m, 1), ps_van_size(m, 1), &hd) == 0;
+    /* a keep-alive (a waiting worker's, or a lane's wake-up) is not traffic: workers do not count it either */
+    int ka = hok && m->n == 2 && hd.type == WIRE_HELLO && hd.aux == PS_HELLO_KEEPALIVE && hd.nframes == 0;
+    if (!local && !ka) atomic_fetch_add_explicit(&self->received, (uint64_t)m->bytes, memory_order_relaxed);
+    if (m->n < 2) REJ(ERR_PROTO, "message without a header frame");
+    if (!hok) REJ(ERR_PROTO, "malformed header: %s", err_detail());
     h = &hd;
     if (hd.job != self->job) REJ(ERR_PROTO, "foreign job id %016llx", (unsigned long long)hd.job);
     if (hd.sender >= (uint32_t)self->cfg.nworkers || idlen != PS_ID_LEN ||
@@ -375,7 +377,7 @@ static int s_on_message(ps_server_t *self, ps_vmsg_t *m)
         REJ(ERR_PROTO, "frame count %d does not match the header's %u", m->n - 2, hd.nframes);
     }
     w = claimed;
-    if (!local) tp_note_traffic(self->cfg.comm->tp, w, 0, (uint64_t)m->bytes); /* the traffic matrix */
+    if (!local && !ka) tp_note_traffic(self->cfg.comm->tp, w, 0, (uint64_t)m->bytes); /* the traffic matrix */
     wk_t *k = &self->wk[w];
     /* a lane's wake-up may trail the BYE it woke us for: nothing to reject */
     if (k->bye && !k->dead && hd.type == WIRE_HELLO && hd.aux == PS_HELLO_KEEPALIVE && hd.nframes == 0) return 0;

@@ -29,7 +29,9 @@ int psw_send(engine_t *self, int s, const wire_hdr_t *h, const ps_frame_t *fr, i
         rc = ps_van_send(c->sock, NULL, 0, h, fr, nfr, &b);
         c->ztx++;
     }
-    if (!self->conns[s].local) {
+    /* keep-alives are not traffic (the server does not count them either) */
+    if (h->type == WIRE_HELLO && h->aux == PS_HELLO_KEEPALIVE && nfr == 0) b = 0;
+    if (!self->conns[s].local && b) {
         self->sent += b;
         tp_note_traffic(self->comm->tp, s_server_rank(self, s), b, 0); /* the traffic matrix */
     }

@@ -250,6 +250,66 @@ Test(ps_server, rejects_malformed_and_foreign, .timeout = 40)
     cr_assert_eq(run_ranks(2, s_raw_rank, NULL, 30000), 0);
 }
 
+/* ---------- keep-alives are not traffic ---------- */
+
+/* Rank 0 plays a waiting worker by hand: 50 keep-alives, then BYE. The server counts none of the
+ * keep-alives as received bytes (the worker does not count them as sent): only the BYE's header. */
+static int s_keepalive_rank(int rank, int world, void *arg)
+{
+    (void)arg;
+    (void)world;
+    ps_topo_t t = {.nworkers = 1, .mode = PS_SYNC};
+    comm_t *comm = NULL;
+    if (ps_test_open(&comm, PS_TEST_TO) < 0) return 1;
+    int fail = 0;
+    if (rank == 1) {
+        ps_opts_t po;
+        engine_cfg_t cfg = ps_test_cfg(&t, comm->world, &po);
+        engine_t *e = NULL;
+        int rc = ps_engine.create(&e, comm, &cfg);
+        if (rc == 0) rc = ps_engine.serve(e);
+        if (rc < 0) { ps_test_report("serve", rc); fail = 1; }
+        if (e) {
+            engine_stats_t st;
+            ps_engine.stats(e, &st);
+            if (st.bytes_received == 0 || st.bytes_received > WIRE_HDR_MAX) {
+                fprintf(stderr, "server counted %llu bytes received, expected one BYE's header (<= %d)\n",
+                        (unsigned long long)st.bytes_received, WIRE_HDR_MAX);
+                fail = 1;
+            }
+            ps_engine.destroy(&e);
+        }
+        comm_destroy(&comm);
+        return fail;
+    }
+    void *val = NULL;
+    size_t len = 0;
+    if (ps_test_server_ep(comm, &val, &len) < 0) return 1;
+    void *ctx = zmq_ctx_new(), *good = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(good, ZMQ_LINGER, &zero, sizeof zero);
+    uint64_t job = ps_job_id(comm->job, 1);
+    unsigned char id[PS_ID_LEN];
+    ps_routing_id(job, 0, id);
+    zmq_setsockopt(good, ZMQ_ROUTING_ID, id, PS_ID_LEN);
+    zmq_connect(good, (char *)val);
+    free(val);
+    wire_hdr_t ka = {.type = WIRE_HELLO, .sender = 0, .job = job, .dtype = DT_F32, .aux = PS_HELLO_KEEPALIVE};
+    for (int i = 0; i < 50 && !fail; i++) fail |= s_raw_send(good, &ka, NULL, NULL, 0) < 0;
+    wire_hdr_t bye = {.type = WIRE_BYE, .sender = 0, .job = job, .dtype = DT_F32};
+    fail |= s_raw_send(good, &bye, NULL, NULL, 0) < 0;
+    usleep(200000);
+    zmq_close(good);
+    zmq_ctx_term(ctx);
+    comm_destroy(&comm);
+    return fail;
+}
+
+Test(ps_server, keepalives_are_not_traffic, .timeout = 40)
+{
+    cr_assert_eq(run_ranks(2, s_keepalive_rank, NULL, 30000), 0);
+}
+
 /* ---------- allreduce pushes by descriptor cut short midway ---------- */
 
 #define FOLD_N ((size_t)1 << 20) /* f32 elements: one partition of 4 MiB (the default), 16 read chunks */
