@@ -252,6 +252,26 @@ Test(ps_server, rejects_malformed_and_foreign, .timeout = 40)
 
 /* ---------- keep-alives are not traffic ---------- */
 
+/* A hand-played worker 0: a DEALER connected to the server with worker 0's routing id (its context in
+ * *ctx, the PS job id in *job); NULL if the server's endpoint is not published. */
+static void *s_raw_worker(comm_t *comm, void **ctx, uint64_t *job)
+{
+    void *val = NULL;
+    size_t len = 0;
+    if (ps_test_server_ep(comm, &val, &len) < 0) return NULL;
+    *ctx = zmq_ctx_new();
+    void *sock = zmq_socket(*ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero);
+    *job = ps_job_id(comm->job, 1);
+    unsigned char id[PS_ID_LEN];
+    ps_routing_id(*job, 0, id);
+    zmq_setsockopt(sock, ZMQ_ROUTING_ID, id, PS_ID_LEN);
+    zmq_connect(sock, (char *)val);
+    free(val);
+    return sock;
+}
+
 /* Rank 0 plays a waiting worker by hand: 50 keep-alives, then BYE. The server counts none of the
  * keep-alives as received bytes (the worker does not count them as sent): only the BYE's header. */
 static int s_keepalive_rank(int rank, int world, void *arg)
@@ -282,18 +302,10 @@ static int s_keepalive_rank(int rank, int world, void *arg)
         comm_destroy(&comm);
         return fail;
     }
-    void *val = NULL;
-    size_t len = 0;
-    if (ps_test_server_ep(comm, &val, &len) < 0) return 1;
-    void *ctx = zmq_ctx_new(), *good = zmq_socket(ctx, ZMQ_DEALER);
-    int zero = 0;
-    zmq_setsockopt(good, ZMQ_LINGER, &zero, sizeof zero);
-    uint64_t job = ps_job_id(comm->job, 1);
-    unsigned char id[PS_ID_LEN];
-    ps_routing_id(job, 0, id);
-    zmq_setsockopt(good, ZMQ_ROUTING_ID, id, PS_ID_LEN);
-    zmq_connect(good, (char *)val);
-    free(val);
+    void *ctx = NULL;
+    uint64_t job = 0;
+    void *good = s_raw_worker(comm, &ctx, &job);
+    if (!good) return 1;
     wire_hdr_t ka = {.type = WIRE_HELLO, .sender = 0, .job = job, .dtype = DT_F32, .aux = PS_HELLO_KEEPALIVE};
     for (int i = 0; i < 50 && !fail; i++) fail |= s_raw_send(good, &ka, NULL, NULL, 0) < 0;
     wire_hdr_t bye = {.type = WIRE_BYE, .sender = 0, .job = job, .dtype = DT_F32};
@@ -521,18 +533,10 @@ static int s_lane_rank(int rank, int world, void *arg)
         comm_destroy(&comm);
         return fail;
     }
-    void *val = NULL;
-    size_t len = 0;
-    if (ps_test_server_ep(comm, &val, &len) < 0) return 1;
-    void *ctx = zmq_ctx_new(), *good = zmq_socket(ctx, ZMQ_DEALER);
-    int zero = 0;
-    zmq_setsockopt(good, ZMQ_LINGER, &zero, sizeof zero);
-    uint64_t job = ps_job_id(comm->job, 1);
-    unsigned char id[PS_ID_LEN];
-    ps_routing_id(job, 0, id);
-    zmq_setsockopt(good, ZMQ_ROUTING_ID, id, PS_ID_LEN);
-    zmq_connect(good, (char *)val);
-    free(val);
+    void *ctx = NULL;
+    uint64_t job = 0;
+    void *good = s_raw_worker(comm, &ctx, &job);
+    if (!good) return 1;
     ps_lane_t *lane = NULL;
     char name[PS_LANE_NAME_MAX], path[128], text[300] = "";
     wire_hdr_t r;
