@@ -272,6 +272,15 @@ static void *s_raw_worker(comm_t *comm, void **ctx, uint64_t *job)
     return sock;
 }
 
+/* A dedicated server of topology t: create it and serve until its workers are done (*e for its stats). */
+static int s_serve_one(comm_t *comm, const ps_topo_t *t, engine_t **e)
+{
+    ps_opts_t po;
+    engine_cfg_t cfg = ps_test_cfg(t, comm->world, &po);
+    int rc = ps_engine.create(e, comm, &cfg);
+    return rc == 0 ? ps_engine.serve(*e) : rc;
+}
+
 /* Rank 0 plays a waiting worker by hand: 50 keep-alives, then BYE. The server counts none of the
  * keep-alives as received bytes (the worker does not count them as sent): only the BYE's header. */
 static int s_keepalive_rank(int rank, int world, void *arg)
@@ -283,11 +292,8 @@ static int s_keepalive_rank(int rank, int world, void *arg)
     if (ps_test_open(&comm, PS_TEST_TO) < 0) return 1;
     int fail = 0;
     if (rank == 1) {
-        ps_opts_t po;
-        engine_cfg_t cfg = ps_test_cfg(&t, comm->world, &po);
         engine_t *e = NULL;
-        int rc = ps_engine.create(&e, comm, &cfg);
-        if (rc == 0) rc = ps_engine.serve(e);
+        int rc = s_serve_one(comm, &t, &e);
         if (rc < 0) { ps_test_report("serve", rc); fail = 1; }
         if (e) {
             engine_stats_t st;
@@ -512,11 +518,8 @@ static int s_lane_rank(int rank, int world, void *arg)
     if (ps_test_open(&comm, PS_TEST_TO) < 0) return 1;
     int fail = 0;
     if (rank == 1) {
-        ps_opts_t po;
-        engine_cfg_t cfg = ps_test_cfg(&t, comm->world, &po);
         engine_t *e = NULL;
-        int rc = ps_engine.create(&e, comm, &cfg);
-        if (rc == 0) rc = ps_engine.serve(e);
+        int rc = s_serve_one(comm, &t, &e);
         const char *d = err_detail();
         if (rc != ERR_PROTO || !strstr(d, "worker rank 0's shared-memory lane is corrupt")) {
             fprintf(stderr, "server: %d (%s), expected the corrupt lane named\n", rc, d);
