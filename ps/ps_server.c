@@ -143,8 +143,7 @@ void pss_round_reset(slot_t *s, int W)
 
 /* ---------- failure and liveness ---------- */
 
-static void s_fail(ps_server_t *self, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void s_fail(ps_server_t *self, int code, const char *fmt, ...)
+void pss_fail(ps_server_t *self, int code, const char *fmt, ...)
 {
     if (self->failed) return;
     va_list ap;
@@ -213,7 +212,7 @@ static void s_check_liveness(ps_server_t *self)
         if (!self->failed && silent > dead_ns && s_needs(self, w)) {
             k->dead = 1;
             if (self->cfg.mode == PS_SYNC || s_any_ar_pending(self)) {
-                s_fail(self, ERR_PEER, "worker rank %d died: silent for %llu ms while the others wait on it "
+                pss_fail(self, ERR_PEER, "worker rank %d died: silent for %llu ms while the others wait on it "
                        "(no BYE)", w, (unsigned long long)(silent / 1000000ull));
             } else {
                 LOG_W("ps server %d: worker rank %d silent for %llu ms (no BYE): dropped, carrying on with the "
@@ -238,7 +237,7 @@ static void s_check_liveness(ps_server_t *self)
         if (k->seen && k->last_ns > newest) newest = k->last_ns;
     }
     if (!self->failed && open && !anybye && now > newest && now - newest > 2 * (uint64_t)to * 1000000ull)
-        s_fail(self, ERR_TIMEOUT, "no worker has been heard from for %llu ms (none said BYE): giving up",
+        pss_fail(self, ERR_TIMEOUT, "no worker has been heard from for %llu ms (none said BYE): giving up",
                (unsigned long long)((now - newest) / 1000000ull));
 }
 
@@ -297,7 +296,7 @@ static void s_take_lane(ps_server_t *self, int w)
             if (broken && !k->dead && !k->bye) {
                 k->dead = 1;
                 if (self->cfg.mode == PS_SYNC || s_any_ar_pending(self))
-                    s_fail(self, ERR_PROTO, "worker rank %d's shared-memory lane is corrupt: dropped", w);
+                    pss_fail(self, ERR_PROTO, "worker rank %d's shared-memory lane is corrupt: dropped", w);
                 pss_serve_all(self);
             }
             if (broken) return;
@@ -311,9 +310,10 @@ static void s_take_lane(ps_server_t *self, int w)
     }
 }
 
-/* A push whose payload frame is a descriptor: check it (size, the worker's process). An allreduce push
- * is only noted (self->defer): the handler reads it once the round's checks passed (pss_fold_cma);
- * any other push is read whole into the scratch buffer, which then stands in for the frame. */
+/* A push whose payload frame is a descriptor: check it (size, the worker's process). An allreduce push,
+ * and a sync training push, is only noted (self->defer): the handler reads it once the round's checks
+ * passed (pss_fold_cma, pss_fold_push); an async push is read whole into the scratch buffer, which then
+ * stands in for the frame (it is applied only if all of it is finite). */
 static int s_cma_payload(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m)
 {
     wk_t *k = &self->wk[w];
@@ -327,11 +327,11 @@ static int s_cma_payload(ps_server_t *self, int w, const void *ident, size_t idl
     if (k->cma_pid && d.pid != k->cma_pid)
         REJ(ERR_PROTO, "push descriptor names process %llu, worker %d is process %llu", (unsigned long long)d.pid, w,
             (unsigned long long)k->cma_pid);
-    if (h->aux & PS_F_AR) {
+    if ((h->aux & PS_F_AR) || self->cfg.mode == PS_SYNC) {
         self->defer = d;
         self->deferred = 1;
         m->ext_frame = 3;
-        m->ext = NULL; /* no bytes here: pss_on_ar folds them from the worker */
+        m->ext = NULL; /* no bytes here: the handler folds them from the worker */
         m->ext_len = (size_t)d.len;
         return 0;
     }
@@ -393,7 +393,7 @@ static int s_on_message(ps_server_t *self, ps_vmsg_t *m)
     if (hd.type == WIRE_BYE) {
         int needed = !self->failed && s_needs(self, w) && (self->cfg.mode == PS_SYNC || s_any_ar_pending(self));
         k->bye = 1;
-        if (needed) s_fail(self, ERR_PEER, "worker rank %d left (BYE) while the others wait on it", w);
+        if (needed) pss_fail(self, ERR_PEER, "worker rank %d left (BYE) while the others wait on it", w);
         pss_serve_all(self);
         return 0;
     }

@@ -414,7 +414,11 @@ int pss_on_params(ps_server_t *self, int w, const void *ident, size_t idlen, con
             if (s->committed[w]) REJ(ERR_PROTO, "key %llu: push after commit", (unsigned long long)h->key);
             if (s->got[w] + n > s->len) REJ(ERR_PROTO, "key %llu: more elements pushed than the partition has",
                                             (unsigned long long)h->key);
-            pss_agg_push(s, off, src, n, self->grad_dt);
+            if (self->deferred) {
+                if (pss_fold_push(self, w, ident, idlen, h, s)) return 0; /* refused and answered, or failed */
+            } else {
+                pss_agg_push(s, off, src, n, self->grad_dt);
+            }
             s->got[w] += n;
             s->touched = 1;
             return 0;

@@ -1,6 +1,6 @@
 /* ps_server_fold.c: the parameter server's sums: a push into a round's sum (pss_agg_push), and
- * allreduce pushes by descriptor (PS_F_CMA), folded straight from the worker's memory once the
- * handler has checked them: the round's first push of a whole f32
+ * allreduce and sync training pushes by descriptor (PS_F_CMA), folded straight from the worker's
+ * memory once the handler has checked them: the round's first push of a whole f32
  * partition is read into the slot's sum itself; any other push is read in cache-sized chunks, each
  * added into the sum (or, for the round's last push, into the reply buffer) before the next is read.
  * The arithmetic per element is the eager path's (pss_agg_push, dt_add / dt_add_scale): results are
@@ -107,6 +107,46 @@ int pss_fold_cma(ps_server_t *self, int w, const void *ident, size_t idlen, cons
         else if (done && !s->move && !to_out) s->broken = w + 1;
         pss_reject(self, w, ident, idlen, h, rc, "cannot read worker %d's push: %s%s", w, err_detail(),
                    s->broken == w + 1 ? " (cut short midway: this round of the key is lost)" : "");
+        return 1;
+    }
+    self->wk[w].cma_pid = d.pid;
+    self->wk[w].cma = 1; /* its descriptors work: it reads our replies itself from now on */
+    atomic_fetch_add_explicit(&self->received, bytes, memory_order_relaxed);
+    tp_note_traffic(self->cfg.comm->tp, w, 0, bytes);
+    return 0;
+}
+
+int pss_fold_push(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, slot_t *s)
+{
+    const cma_desc_t d = self->defer;
+    dtype_t dt = (dtype_t)h->dtype;
+    size_t esz = dt_size(dt), n = (size_t)h->count, off = (size_t)h->offset, bytes = (size_t)d.len, done = 0;
+    pid_t pid = (pid_t)d.pid;
+    int rc = 0;
+    self->deferred = 0;
+    if (s->fresh && off == 0 && n == s->len && dt == DT_F32) {
+        /* the round's first whole push is the sum so far: its bytes go there (a failed read leaves it fresh) */
+        rc = cma_read(pid, s->agg, d.addr, bytes);
+        if (rc == 0) s->fresh = 0, done = bytes;
+    } else {
+        size_t cb = bytes < PSS_FOLD_CHUNK ? bytes : PSS_FOLD_CHUNK;
+        rc = pss_scratch(self, cb ? cb : 1);
+        if (rc < 0) return pss_reject(self, w, ident, idlen, h, rc, "%s", err_detail()), 1;
+        while (done < bytes) {
+            size_t m = bytes - done < cb ? bytes - done : cb;
+            rc = cma_read(pid, self->scratch, d.addr + done, m);
+            if (rc < 0) break;
+            pss_agg_push(s, off + done / esz, self->scratch, m / esz, dt);
+            done += m;
+        }
+    }
+    if (rc < 0 && done == 0) {
+        pss_reject(self, w, ident, idlen, h, rc, "cannot read worker %d's push: %s", w, err_detail());
+        return 1;
+    }
+    if (rc < 0) {
+        pss_fail(self, ERR_PEER, "cannot read worker rank %d's push midway (key %llu): %s", w,
+                 (unsigned long long)h->key, err_detail());
         return 1;
     }
     self->wk[w].cma_pid = d.pid;

@@ -139,7 +139,7 @@ struct ps_server {
     int run_rc;
     void *scratch;            /* cross-memory reads of pushes land here (allreduce: one chunk at a time) */
     size_t scratch_len;
-    cma_desc_t defer;         /* the allreduce push being handled: its checked descriptor, bytes not read */
+    cma_desc_t defer;         /* the push being handled (allreduce, sync training): its checked descriptor, bytes not read */
     int deferred;             /* defer is set for this message (pss_fold_cma reads it) */
     /* stats */
     _Atomic uint64_t sent, received, rejected, skipped, early;
@@ -175,6 +175,14 @@ void pss_accumulate(float *agg, const void *src, size_t n, dtype_t dt);
 void pss_agg_push(slot_t *s, size_t off, const void *src, size_t n, dtype_t dt);
 int pss_scratch(ps_server_t *self, size_t bytes);
 /* 0: read and folded; 1: refused (answered and counted), nothing of the push counted. */
+/* A sync training push by descriptor (self->defer) of h->count elements at h->offset into slot s, once
+ * checked: the round's first whole f32 push is read into the sum itself, any other in PSS_FOLD_CHUNK
+ * pieces through the scratch, each added before the next is read. 0: folded; 1: refused and answered
+ * (nothing of it added); a read cut short midway fails the job, naming the worker (part of the push is
+ * in the sum and the round cannot complete). */
+int pss_fold_push(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, slot_t *s);
+/* Fail the job (once): every pending pull and every live worker is told; the text names the cause. */
+void pss_fail(ps_server_t *self, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int pss_fold_cma(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, slot_t *s,
                  int last);
 

@@ -504,6 +504,113 @@ Test(ps_server, push_read_cut_short_midway, .timeout = 60)
     cr_assert_eq(run_ranks(4, s_fold_rank, NULL, 40000), 0);
 }
 
+/* ---------- sync training pushes by descriptor cut short ---------- */
+
+/* A training push (not allreduce) of the whole key-0 partition by descriptor, for clock 0. */
+static void s_train_push(void *sock, uint64_t job, int w, const float *data)
+{
+    wire_hdr_t h = {.type = WIRE_PUSH, .sender = (uint32_t)w, .job = job, .key = 0, .clock = 0, .offset = 0,
+                    .count = FOLD_N, .dtype = DT_F32, .aux = PS_F_CMA, .nframes = 2};
+    ps_meta_t meta = {.total = FOLD_N, .lr = 0.1f, .inv_scale = 1};
+    cma_desc_t d = cma_desc(data, FOLD_N * sizeof(float));
+    const void *fr[2] = {&meta, &d};
+    size_t fl[2] = {sizeof meta, sizeof d};
+    s_raw_send(sock, &h, fr, fl, 2);
+}
+
+/* Rank 0 plays two training workers against a dedicated sync server (rank 2) and pushes key 0 by
+ * descriptor in 256 KiB reads: worker 0's good push opens the round; worker 1's push from memory it
+ * cannot read at all is refused, naming it, and the round goes on; its push whose second half is
+ * unreadable is cut short after part of it was summed: the server fails the job naming worker 1. */
+static int s_train_fold_rank(int rank, int world, void *arg)
+{
+    (void)arg;
+    (void)world;
+    ps_topo_t t = {.nworkers = 2, .mode = PS_SYNC};
+    comm_t *comm = NULL;
+    if (ps_test_open(&comm, PS_TEST_TO) < 0) return 1;
+    int fail = 0;
+    if (rank == 2) {
+        engine_t *e = NULL;
+        int rc = s_serve_one(comm, &t, &e);
+        const char *d = err_detail();
+        if (rc != ERR_PEER || !strstr(d, "cannot read worker rank 1's push midway")) {
+            fprintf(stderr, "server: %d (%s), expected worker rank 1's push cut short named\n", rc, d);
+            fail = 1;
+        }
+        err_clear();
+        ps_engine.destroy(&e);
+        comm_destroy(&comm);
+        return fail;
+    }
+    if (rank == 1) { /* played by rank 0 */
+        comm_destroy(&comm);
+        return 0;
+    }
+    void *ctx = NULL;
+    uint64_t job = 0;
+    void *sk[2];
+    sk[0] = s_raw_worker(comm, &ctx, &job);
+    if (!sk[0]) return 1;
+    void *val = NULL;
+    size_t len = 0;
+    unsigned char id[PS_ID_LEN];
+    int zero = 0;
+    if (ps_test_server_ep(comm, &val, &len) < 0) return 1;
+    ps_routing_id(job, 1, id);
+    sk[1] = zmq_socket(ctx, ZMQ_DEALER);
+    zmq_setsockopt(sk[1], ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(sk[1], ZMQ_ROUTING_ID, id, PS_ID_LEN);
+    zmq_connect(sk[1], (char *)val);
+    free(val);
+    size_t bytes = FOLD_N * sizeof(float);
+    float *good = calloc(FOLD_N, sizeof(float));
+    float *bad = mmap(NULL, 2 * bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (!good || bad == MAP_FAILED) return 1;
+    float *half = bad, *none = bad + FOLD_N; /* half: its second half unreadable; none: nothing readable */
+    for (size_t i = 0; i < FOLD_N / 2; i++) half[i] = 1.0f;
+    if (mprotect((char *)half + bytes / 2, bytes + bytes / 2, PROT_NONE) != 0) return 1;
+    /* worker 0 initialises key 0 (one partition) and pushes */
+    wire_hdr_t in = {.type = WIRE_INIT, .sender = 0, .job = job, .key = 0, .clock = 0, .offset = 0, .count = FOLD_N,
+                     .dtype = DT_F32, .aux = DT_F32, .nframes = 3};
+    ps_meta_t meta = {.total = FOLD_N, .lr = 0.1f, .inv_scale = 1};
+    optim_cfg_t oc;
+    optim_cfg_default(&oc, OPT_SGD);
+    const void *fr[3] = {&meta, &oc, good};
+    size_t fl[3] = {sizeof meta, sizeof oc, bytes};
+    s_raw_send(sk[0], &in, fr, fl, 3);
+    s_train_push(sk[0], job, 0, good);
+    /* a pull of version 0 without commit is answered at once: both are handled before worker 1 pushes */
+    wire_hdr_t pl = {.type = WIRE_PULL, .sender = 0, .job = job, .key = 0, .clock = 0, .dtype = DT_F32, .nframes = 1};
+    s_raw_send(sk[0], &pl, fr, fl, 1);
+    wire_hdr_t r;
+    int ty = s_raw_recv(sk[0], &r, NULL, 0);
+    if (ty != WIRE_PARAMS) {
+        fprintf(stderr, "line %d: expected PARAMS of version 0, got type %d\n", __LINE__, ty);
+        fail = 1;
+    }
+    s_train_push(sk[1], job, 1, none);
+    fail |= s_fold_err(sk[1], "cannot read worker 1's push", "", __LINE__);
+    s_train_push(sk[1], job, 1, half);
+    fail |= s_fold_err(sk[1], "cannot read worker rank 1's push midway", "", __LINE__);
+    for (int w = 0; w < 2; w++) {
+        wire_hdr_t bye = {.type = WIRE_BYE, .sender = (uint32_t)w, .job = job, .dtype = DT_F32};
+        s_raw_send(sk[w], &bye, NULL, NULL, 0);
+        zmq_close(sk[w]);
+    }
+    zmq_ctx_term(ctx);
+    munmap(bad, 2 * bytes);
+    free(good);
+    comm_destroy(&comm);
+    return fail;
+}
+
+Test(ps_server, train_push_read_cut_short, .timeout = 60)
+{
+    if (!s_cma_allowed()) cr_skip_test("process_vm_readv of another process is not permitted here");
+    cr_assert_eq(run_ranks(3, s_train_fold_rank, NULL, 40000), 0);
+}
+
 /* ---------- a malformed shared-memory lane ---------- */
 
 /* Rank 0 sets up a lane (ps_lane.h) by hand and writes into it what a broken or hostile worker could: a
