@@ -59,6 +59,16 @@ int pss_scratch(ps_server_t *self, size_t bytes)
     return 0;
 }
 
+/* Worker w's push of bytes by descriptor d was read whole: its descriptors work (it reads our replies
+ * itself from now on); the bytes count as received from it. */
+static void s_read_done(ps_server_t *self, int w, const cma_desc_t *d, size_t bytes)
+{
+    self->wk[w].cma_pid = d->pid;
+    self->wk[w].cma = 1;
+    atomic_fetch_add_explicit(&self->received, bytes, memory_order_relaxed);
+    tp_note_traffic(self->cfg.comm->tp, w, 0, bytes);
+}
+
 /* Read (and fold) the push whose checked descriptor is self->defer into slot s; last: it is the round's
  * last contribution (the caller's s_ar_last with PS_F_COMMIT). A read that fails leaves no trace of the
  * push (got, committed and out_done untouched; a first push leaves the sum as empty as it found it),
@@ -109,10 +119,7 @@ int pss_fold_cma(ps_server_t *self, int w, const void *ident, size_t idlen, cons
                    s->broken == w + 1 ? " (cut short midway: this round of the key is lost)" : "");
         return 1;
     }
-    self->wk[w].cma_pid = d.pid;
-    self->wk[w].cma = 1; /* its descriptors work: it reads our replies itself from now on */
-    atomic_fetch_add_explicit(&self->received, bytes, memory_order_relaxed);
-    tp_note_traffic(self->cfg.comm->tp, w, 0, bytes);
+    s_read_done(self, w, &d, bytes);
     return 0;
 }
 
@@ -149,9 +156,6 @@ int pss_fold_push(ps_server_t *self, int w, const void *ident, size_t idlen, con
                  (unsigned long long)h->key, err_detail());
         return 1;
     }
-    self->wk[w].cma_pid = d.pid;
-    self->wk[w].cma = 1; /* its descriptors work: it reads our replies itself from now on */
-    atomic_fetch_add_explicit(&self->received, bytes, memory_order_relaxed);
-    tp_note_traffic(self->cfg.comm->tp, w, 0, bytes);
+    s_read_done(self, w, &d, bytes);
     return 0;
 }

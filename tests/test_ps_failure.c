@@ -252,25 +252,27 @@ Test(ps_server, rejects_malformed_and_foreign, .timeout = 40)
 
 /* ---------- keep-alives are not traffic ---------- */
 
-/* A hand-played worker 0: a DEALER connected to the server with worker 0's routing id (its context in
- * *ctx, the PS job id in *job); NULL if the server's endpoint is not published. */
-static void *s_raw_worker(comm_t *comm, void **ctx, uint64_t *job)
+/* A hand-played worker w: a DEALER connected to the server with worker w's routing id, in *ctx (made
+ * when NULL), the PS job id in *job; NULL if the server's endpoint is not published. */
+static void *s_raw_worker_w(comm_t *comm, void **ctx, uint64_t *job, int w)
 {
     void *val = NULL;
     size_t len = 0;
     if (ps_test_server_ep(comm, &val, &len) < 0) return NULL;
-    *ctx = zmq_ctx_new();
+    if (!*ctx) *ctx = zmq_ctx_new();
     void *sock = zmq_socket(*ctx, ZMQ_DEALER);
     int zero = 0;
     zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero);
     *job = ps_job_id(comm->job, 1);
     unsigned char id[PS_ID_LEN];
-    ps_routing_id(*job, 0, id);
+    ps_routing_id(*job, w, id);
     zmq_setsockopt(sock, ZMQ_ROUTING_ID, id, PS_ID_LEN);
     zmq_connect(sock, (char *)val);
     free(val);
     return sock;
 }
+
+static void *s_raw_worker(comm_t *comm, void **ctx, uint64_t *job) { return s_raw_worker_w(comm, ctx, job, 0); }
 
 /* A dedicated server of topology t: create it and serve until its workers are done (*e for its stats). */
 static int s_serve_one(comm_t *comm, const ps_topo_t *t, engine_t **e)
@@ -279,6 +281,17 @@ static int s_serve_one(comm_t *comm, const ps_topo_t *t, engine_t **e)
     engine_cfg_t cfg = ps_test_cfg(t, comm->world, &po);
     int rc = ps_engine.create(e, comm, &cfg);
     return rc == 0 ? ps_engine.serve(*e) : rc;
+}
+
+/* Serve as s_serve_one and expect it to end with code and an error naming text: 0, else 1 (said). */
+static int s_serve_expect(comm_t *comm, const ps_topo_t *t, int code, const char *text, engine_t **e)
+{
+    int rc = s_serve_one(comm, t, e);
+    const char *d = err_detail();
+    int fail = rc != code || !strstr(d, text);
+    if (fail) fprintf(stderr, "server: %d (%s), expected %d naming \"%s\"\n", rc, d, code, text);
+    err_clear();
+    return fail;
 }
 
 /* Rank 0 plays a waiting worker by hand: 50 keep-alives, then BYE. The server counts none of the
@@ -532,13 +545,7 @@ static int s_train_fold_rank(int rank, int world, void *arg)
     int fail = 0;
     if (rank == 2) {
         engine_t *e = NULL;
-        int rc = s_serve_one(comm, &t, &e);
-        const char *d = err_detail();
-        if (rc != ERR_PEER || !strstr(d, "cannot read worker rank 1's push midway")) {
-            fprintf(stderr, "server: %d (%s), expected worker rank 1's push cut short named\n", rc, d);
-            fail = 1;
-        }
-        err_clear();
+        fail = s_serve_expect(comm, &t, ERR_PEER, "cannot read worker rank 1's push midway", &e);
         ps_engine.destroy(&e);
         comm_destroy(&comm);
         return fail;
@@ -550,19 +557,9 @@ static int s_train_fold_rank(int rank, int world, void *arg)
     void *ctx = NULL;
     uint64_t job = 0;
     void *sk[2];
-    sk[0] = s_raw_worker(comm, &ctx, &job);
-    if (!sk[0]) return 1;
-    void *val = NULL;
-    size_t len = 0;
-    unsigned char id[PS_ID_LEN];
-    int zero = 0;
-    if (ps_test_server_ep(comm, &val, &len) < 0) return 1;
-    ps_routing_id(job, 1, id);
-    sk[1] = zmq_socket(ctx, ZMQ_DEALER);
-    zmq_setsockopt(sk[1], ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(sk[1], ZMQ_ROUTING_ID, id, PS_ID_LEN);
-    zmq_connect(sk[1], (char *)val);
-    free(val);
+    sk[0] = s_raw_worker_w(comm, &ctx, &job, 0);
+    sk[1] = sk[0] ? s_raw_worker_w(comm, &ctx, &job, 1) : NULL;
+    if (!sk[1]) return 1;
     size_t bytes = FOLD_N * sizeof(float);
     float *good = calloc(FOLD_N, sizeof(float));
     float *bad = mmap(NULL, 2 * bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -626,13 +623,7 @@ static int s_lane_rank(int rank, int world, void *arg)
     int fail = 0;
     if (rank == 1) {
         engine_t *e = NULL;
-        int rc = s_serve_one(comm, &t, &e);
-        const char *d = err_detail();
-        if (rc != ERR_PROTO || !strstr(d, "worker rank 0's shared-memory lane is corrupt")) {
-            fprintf(stderr, "server: %d (%s), expected the corrupt lane named\n", rc, d);
-            fail = 1;
-        }
-        err_clear();
+        fail = s_serve_expect(comm, &t, ERR_PROTO, "worker rank 0's shared-memory lane is corrupt", &e);
         engine_stats_t st;
         ps_engine.stats(e, &st);
         if (engine_counter(&st, "ps_rejected") != 3) { /* the two malformed slots and the jumping counter */
