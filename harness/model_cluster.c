@@ -101,7 +101,7 @@ static const s_layout_t s_layouts[] = {
 
 /* The slowdown measured for layout l on N machines of G GPUs, where it is used (one server machine);
  * 0: none (the law). K = N server machines keep the law: their bench (8 MiB a server) measured 1.54 to
- * 2.10 where their training runs lose about 1.3, a mismatch not understood yet. */
+ * 2.10, and using it made their training checks 20-25% pessimistic, a mismatch not understood yet. */
 static double s_slow(const struct s_meas *t, int l, int N, int G)
 {
     if (!t || s_layouts[l].e.kind != H_CL_PS || s_layouts[l].e.server_nodes != 1) return 0;
