@@ -24,13 +24,14 @@ double h_cluster_shaped_bps(const h_cluster_t *c)
     return c->inter_bps / (s * k);
 }
 
-double h_cluster_auto_shrink(const h_cluster_t *c, size_t model_bytes, int nworkers, double mem_budget,
-                             double max_link_bps)
+double h_cluster_auto_shrink(const h_cluster_t *c, const h_shrink_need_t *n)
 {
     double k = c->dilate >= 1 ? c->dilate : 1;
-    double s = 1;
-    while (s < 65536 && ((double)model_bytes * 5 * nworkers / s > mem_budget || c->inter_bps / (s * k) > max_link_bps))
+    double s = 1, bytes = (double)n->model_bytes;
+    while (s < 65536 && (bytes * 5 * n->nranks / s > n->mem_budget || c->inter_bps / (s * k) > n->max_link_bps))
         s *= 2;
+    if (n->compute_host_ms >= H_SHRINK_MIN_COMPUTE_MS && n->max_bytes_per_ms > 0)
+        while (s < H_SHRINK_HOST_MAX && bytes / s > n->max_bytes_per_ms * n->compute_host_ms) s *= 2;
     return s;
 }
 

@@ -23,11 +23,31 @@ int h_cluster_machines(const h_cluster_t *c, int have_servers);
 /* The rate a shaped link gets on this host: inter_bps / (shrink x dilate). */
 double h_cluster_shaped_bps(const h_cluster_t *c);
 
+/* What --shrink auto keeps within this host's reach (h_cluster_auto_shrink). */
+typedef struct {
+    size_t model_bytes;       /* one worker's gradients (f32), before shrink */
+    int    nranks;            /* ranks of the largest launch, servers included */
+    double mem_budget;        /* bytes the ranks' buffers may take */
+    double max_link_bps;      /* the fastest a shaped link may run */
+    double compute_host_ms;   /* one step's compute on the host (dilated), smallest local batch; 0: unknown */
+    double max_bytes_per_ms;  /* gradient bytes a rank may move per host millisecond of compute */
+} h_shrink_need_t;
+
+/* Above this shrink the PS's default partition (4 MiB / shrink) would hit its 16 KiB floor, and the
+ * host-work rule stops there. */
+#define H_SHRINK_HOST_MAX 256
+/* Below this much compute a step (a device that makes compute negligible) the host-work rule is off:
+ * there is no compute for host work to hide behind or to inflate. */
+#define H_SHRINK_MIN_COMPUTE_MS 10.0
+
 /* The smallest power-of-two shrink that keeps this host within what it can carry: the ranks' buffers
  * (about 5 copies of the model's gradients per worker: parameters, gradients, optimizer state and
- * engine buffers) under mem_budget bytes, and every shaped link at most max_link_bps. */
-double h_cluster_auto_shrink(const h_cluster_t *c, size_t model_bytes, int nworkers, double mem_budget,
-                             double max_link_bps);
+ * engine buffers) under mem_budget bytes, every shaped link at most max_link_bps, and (the host-work
+ * rule) each rank's gradients at most max_bytes_per_ms per millisecond of the step's compute, so that
+ * the copies and sums the host does for them (shared memory within a machine, the TCP stack, the PS's
+ * sums) stay small beside the emulated compute; that rule goes no further than H_SHRINK_HOST_MAX and is
+ * off below H_SHRINK_MIN_COMPUTE_MS. */
+double h_cluster_auto_shrink(const h_cluster_t *c, const h_shrink_need_t *need);
 
 /* This machine's CPU time counters from /proc/stat (jiffies, all CPUs): busy (everything but idle and
  * iowait) and total. 0, or -1 when unreadable. The busy share between two samples is the load of

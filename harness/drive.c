@@ -10,6 +10,7 @@
 #include "harness/peers.h"
 #include "core/dev.h"
 #include "trainer/workload.h"
+#include "trainer/trainer.h"
 #include "core/err.h"
 #include <signal.h>
 #include <stdio.h>
@@ -146,7 +147,9 @@ static int s_map_cluster(const h_opts_t *o, int world, int servers)
 }
 
 /* --shrink auto: as much as this host needs for the largest launch (buffers within a third of the
- * memory, NICs shaped at <= 1 Gbit/s), at least 1. */
+ * memory, NICs shaped at <= 1 Gbit/s, each rank's gradients at most H_HOST_BYTES_PER_MS per millisecond
+ * of the step's compute at the smallest local batch), at least 1. */
+#define H_HOST_BYTES_PER_MS 48e3
 static int s_resolve_shrink(h_opts_t *o)
 {
     if (!workload_is_known(o->model) || o->shrink >= 1) return 0;
@@ -162,11 +165,22 @@ static int s_resolve_shrink(h_opts_t *o)
     }
     h_cluster_t c = s_cluster(o, maxw, inter);
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-    double mem = pages > 0 && psz > 0 ? (double)pages * (double)psz / 3 : 8e9;
-    o->shrink = h_cluster_auto_shrink(&c, wl->params * sizeof(float), maxw + maxs, mem, 1e9);
+    double compute_s = 0;
+    wl_device_t dev;
+    size_t global = o->batch > 0 ? (size_t)o->batch : TRAINER_DEFAULT_BATCH;
+    size_t lb = maxw > 0 ? global / (size_t)maxw : global;
+    if (lb > 0 && wl_device_resolve(o->emu_device ? o->emu_device : "v100", wl, &dev) == 0)
+        wl_schedule(wl, &dev, lb, o->dilate >= 1 ? o->dilate : 1, NULL, NULL, &compute_s);
+    err_clear(); /* a bad device is reported by the ranks, with its context */
+    h_shrink_need_t need = {.model_bytes = wl->params * sizeof(float), .nranks = maxw + maxs,
+                            .mem_budget = pages > 0 && psz > 0 ? (double)pages * (double)psz / 3 : 8e9,
+                            .max_link_bps = 1e9, .compute_host_ms = compute_s * 1e3,
+                            .max_bytes_per_ms = H_HOST_BYTES_PER_MS};
+    o->shrink = h_cluster_auto_shrink(&c, &need);
     if (!o->quiet)
-        fprintf(stderr, "harness: --shrink auto: %g (%s: %.0f MB of gradients per worker, %.1f MB after shrink)\n", o->shrink,
-                wl->name, (double)wl->params * 4 / 1e6, (double)wl->params * 4 / 1e6 / o->shrink);
+        fprintf(stderr, "harness: --shrink auto: %g (%s: %.0f MB of gradients per worker, %.1f MB after shrink; "
+                "%.0f ms of compute a step)\n", o->shrink, wl->name, (double)wl->params * 4 / 1e6,
+                (double)wl->params * 4 / 1e6 / o->shrink, compute_s * 1e3);
     workload_destroy(&wl);
     return 0;
 }

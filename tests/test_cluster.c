@@ -35,12 +35,29 @@ Test(cluster, shaped_rate_and_auto_shrink)
     cr_expect_float_eq(h_cluster_shaped_bps(&c), 25e9 / 64, 1);
     c.dilate = 1;
     /* VGG-16: 553 MB a worker, 16 workers: NICs <= 1 Gbit/s needs 32; memory 5 x 553 MB x 16 / 32 fits 8 GB */
-    cr_expect_eq(h_cluster_auto_shrink(&c, 553430176, 16, 8e9, 1e9), 32);
+    h_shrink_need_t n = {.model_bytes = 553430176, .nranks = 16, .mem_budget = 8e9, .max_link_bps = 1e9};
+    cr_expect_eq(h_cluster_auto_shrink(&c, &n), 32);
     /* a small memory budget asks for more */
-    cr_expect_eq(h_cluster_auto_shrink(&c, 553430176, 16, 0.5e9, 1e9), 128);
+    n.mem_budget = 0.5e9;
+    cr_expect_eq(h_cluster_auto_shrink(&c, &n), 128);
+    n.mem_budget = 8e9;
     /* dilation slows the links too: less shrink needed for the same rate */
     c.dilate = 4;
-    cr_expect_eq(h_cluster_auto_shrink(&c, 553430176, 16, 8e9, 1e9), 8);
+    cr_expect_eq(h_cluster_auto_shrink(&c, &n), 8);
+    c.dilate = 1;
+    /* the host-work rule: VGG-16 at 489 ms of compute, 48 KB/ms: 553 MB / 24 ms -> 32, the link's answer */
+    n.compute_host_ms = 489, n.max_bytes_per_ms = 48e3;
+    cr_expect_eq(h_cluster_auto_shrink(&c, &n), 32);
+    /* BERT-large, 1341 MB at 373 ms: 75 -> 128, whatever the link */
+    n.model_bytes = 1340697832, n.compute_host_ms = 373;
+    cr_expect_eq(h_cluster_auto_shrink(&c, &n), 128);
+    c.inter_bps = 0;
+    cr_expect_eq(h_cluster_auto_shrink(&c, &n), 128, "one machine, no NIC: the host-work rule alone");
+    /* it stops at the partition floor's shrink, and is off where compute is negligible */
+    n.compute_host_ms = 20;
+    cr_expect_eq(h_cluster_auto_shrink(&c, &n), H_SHRINK_HOST_MAX);
+    n.compute_host_ms = 0.6, n.nranks = 1;
+    cr_expect_eq(h_cluster_auto_shrink(&c, &n), 1, "no NIC, negligible compute, one rank's buffers fit: no shrink");
 }
 
 Test(cluster, host_bound_verdict)
