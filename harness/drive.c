@@ -148,7 +148,10 @@ static int s_map_cluster(const h_opts_t *o, int world, int servers)
 
 /* --shrink auto: as much as this host needs for the largest launch (buffers within a third of the
  * memory, NICs shaped at <= 1 Gbit/s, each rank's gradients at most H_HOST_BYTES_PER_MS per millisecond
- * of the step's compute at the smallest local batch), at least 1. */
+ * of the step's compute at the smallest local batch), at least 1. The host-work rule is left out where
+ * a parameter server spans machines: how its workers' TCP flows share a shaped NIC moves with the
+ * shaped rate (tbf's bucket cannot shrink below a GSO packet), so a larger shrink there trades one
+ * host artifact for another (docs/emulation.md). */
 #define H_HOST_BYTES_PER_MS 48e3
 static int s_resolve_shrink(h_opts_t *o)
 {
@@ -169,7 +172,9 @@ static int s_resolve_shrink(h_opts_t *o)
     wl_device_t dev;
     size_t global = o->batch > 0 ? (size_t)o->batch : TRAINER_DEFAULT_BATCH;
     size_t lb = maxw > 0 ? global / (size_t)maxw : global;
-    if (lb > 0 && wl_device_resolve(o->emu_device ? o->emu_device : "v100", wl, &dev) == 0)
+    int ps_across = 0;
+    for (int i = 0; i < o->nengines; i++) ps_across |= !strcmp(o->engines[i], "ps") && (c.nodes > 1 || o->server_nodes > 0);
+    if (lb > 0 && !ps_across && wl_device_resolve(o->emu_device ? o->emu_device : "v100", wl, &dev) == 0)
         wl_schedule(wl, &dev, lb, o->dilate >= 1 ? o->dilate : 1, NULL, NULL, &compute_s);
     err_clear(); /* a bad device is reported by the ranks, with its context */
     h_shrink_need_t need = {.model_bytes = wl->params * sizeof(float), .nranks = maxw + maxs,
@@ -177,10 +182,15 @@ static int s_resolve_shrink(h_opts_t *o)
                             .max_link_bps = 1e9, .compute_host_ms = compute_s * 1e3,
                             .max_bytes_per_ms = H_HOST_BYTES_PER_MS};
     o->shrink = h_cluster_auto_shrink(&c, &need);
-    if (!o->quiet)
-        fprintf(stderr, "harness: --shrink auto: %g (%s: %.0f MB of gradients per worker, %.1f MB after shrink; "
-                "%.0f ms of compute a step)\n", o->shrink, wl->name, (double)wl->params * 4 / 1e6,
-                (double)wl->params * 4 / 1e6 / o->shrink, compute_s * 1e3);
+    if (!o->quiet) {
+        char why[96];
+        if (ps_across)
+            snprintf(why, sizeof why, "host-work rule off: a PS across machines");
+        else
+            snprintf(why, sizeof why, "%.0f ms of compute a step", compute_s * 1e3);
+        fprintf(stderr, "harness: --shrink auto: %g (%s: %.0f MB of gradients per worker, %.1f MB after shrink; %s)\n",
+                o->shrink, wl->name, (double)wl->params * 4 / 1e6, (double)wl->params * 4 / 1e6 / o->shrink, why);
+    }
     workload_destroy(&wl);
     return 0;
 }
