@@ -1,6 +1,6 @@
 """emulated.py: the paper's sections on the emulated GPU cluster and the reproduced published table,
 computed from the emulated runs' JSON lines (results/horovod-2017, byteps-crossover,
-emulation-invariance, emulated-scaling, emulated-model). Python 3 standard library only."""
+emulation-invariance, emulation-host-work, emulated-scaling, emulated-model). Python 3 standard library only."""
 import json
 import os
 import shutil
@@ -124,6 +124,26 @@ def invariance(results_dir, summary):
     return table(["shrink", "dilate", "speedup", "step (ms, emulated)", "machine CPU busy"], rows)
 
 
+def host_work(results_dir, summary):
+    """The host's own work against the shrink (results/emulation-host-work): exposed time by layout and
+    shrink, one row a configuration."""
+    L = lines(results_dir, "emulation-host-work")
+    if not L:
+        return "_Not measured: run `scripts/record-results emulation_host_work`._"
+    def where(o):
+        n, g, k = o.get("nodes", 1), o.get("gpus_per_node", 1), o.get("server_nodes", 0)
+        return "%d x %d%s" % (n, g, " + %d CPU" % k if k else "")
+    keys, cells = [], {}
+    for o in L:
+        key = (NAMES.get(o["model"], o["model"]), where(o), o["net"].replace("inter=", ""), layout(o))
+        if key not in cells:
+            keys.append(key)
+            cells[key] = []
+        cells[key].append("%g: %.0f / %.0f" % (o["shrink"], o["emu_step_ms"], o["exposed_comm_ms"]))
+    rows = [list(k) + ["; ".join(cells[k])] for k in keys]
+    return table(["model", "machines", "NIC", "layout", "shrink: step / exposed (ms, emulated)"], rows)
+
+
 def scaling(results_dir, summary):
     L = lines(results_dir, "emulated-scaling")
     if not L:
@@ -212,7 +232,7 @@ def model_check(results_dir, summary):
 def section(results_dir, summary):
     return {"EMU_HOROVOD": horovod(results_dir, summary), "EMU_BYTEPS": byteps(results_dir, summary),
             "EMU_INVARIANCE": invariance(results_dir, summary), "EMU_SCALING": scaling(results_dir, summary),
-            "EMU_MODEL_CHECK": model_check(results_dir, summary)}
+            "EMU_MODEL_CHECK": model_check(results_dir, summary), "EMU_HOST_WORK": host_work(results_dir, summary)}
 
 
 def _plot(figs, figrel, name, title, xl, yl, series, settings=""):
