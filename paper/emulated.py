@@ -1,6 +1,6 @@
 """emulated.py: the paper's sections on the emulated GPU cluster and the reproduced published table,
 computed from the emulated runs' JSON lines (results/horovod-2017, byteps-crossover,
-emulation-invariance, emulation-host-work, emulated-scaling, emulated-model). Python 3 standard library only."""
+emulation-invariance, emulation-host-work, emulation-repeat, emulated-scaling, emulated-model). Python 3 standard library only."""
 import json
 import os
 import shutil
@@ -144,6 +144,27 @@ def host_work(results_dir, summary):
     return table(["model", "machines", "NIC", "layout", "shrink: step / exposed (ms, emulated)"], rows)
 
 
+def repeat(results_dir, summary):
+    """Launch-to-launch spread of the same emulated run (results/emulation-repeat)."""
+    L = lines(results_dir, "emulation-repeat")
+    if not L:
+        return "_Not measured: run `scripts/record-results emulation_repeat`._"
+    keys, groups = [], {}
+    for o in L:
+        k, g = o.get("server_nodes", 0), "%d x %d" % (o["nodes"], o["gpus_per_node"])
+        key = (NAMES.get(o["model"], o["model"]), g + (" + %d CPU" % k if k else ""), o["net"].replace("inter=", ""), layout(o))
+        if key not in groups:
+            keys.append(key)
+            groups[key] = []
+        groups[key].append(o["emu_step_ms"])
+    rows = []
+    for k in keys:
+        t = sorted(groups[k])
+        med = t[len(t) // 2] if len(t) % 2 else (t[len(t) // 2 - 1] + t[len(t) // 2]) / 2
+        rows.append(list(k) + [len(t), "%.0f" % t[0], "%.0f" % med, "%.0f" % t[-1], "%.1f%%" % (100 * (t[-1] - t[0]) / med)])
+    return table(["model", "machines", "NIC", "layout", "launches", "min ms", "median", "max", "(max - min) / median"], rows)
+
+
 def scaling(results_dir, summary):
     L = lines(results_dir, "emulated-scaling")
     if not L:
@@ -232,7 +253,8 @@ def model_check(results_dir, summary):
 def section(results_dir, summary):
     return {"EMU_HOROVOD": horovod(results_dir, summary), "EMU_BYTEPS": byteps(results_dir, summary),
             "EMU_INVARIANCE": invariance(results_dir, summary), "EMU_SCALING": scaling(results_dir, summary),
-            "EMU_MODEL_CHECK": model_check(results_dir, summary), "EMU_HOST_WORK": host_work(results_dir, summary)}
+            "EMU_MODEL_CHECK": model_check(results_dir, summary), "EMU_HOST_WORK": host_work(results_dir, summary),
+            "EMU_REPEAT": repeat(results_dir, summary)}
 
 
 def _plot(figs, figrel, name, title, xl, yl, series, settings=""):
