@@ -419,3 +419,41 @@ Test(harness, man_page_and_completion, .timeout = 30)
     cr_assert_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
     cr_expect(strstr(out, "--nproc-per-node") != NULL, "%s", out);
 }
+
+/* `harness model` against emulated runs (issue 13): launches of the same configuration are one point,
+ * compared by their median; a host-bound launch is left out; another layout is its own point. */
+Test(harness, model_check_takes_the_median_of_launches, .timeout = 60)
+{
+    s_find();
+    char path[] = "/tmp/sb-modelcheck-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    cr_assert(f);
+    const char *common = "\"emulated\":1,\"mode\":\"train\",\"schema\":2,\"model\":\"resnet50\",\"device\":\"v100\","
+                         "\"nodes\":2,\"gpus_per_node\":4,\"world\":8,\"net\":\"inter=25gbit\",\"local_batch\":64,"
+                         "\"shrink\":32,\"dilate\":1,\"grad_dtype\":\"f32\"";
+    const double ms[] = {300, 100, 200}; /* the median is 200 */
+    for (int i = 0; i < 3; i++)
+        fprintf(f, "{%s,\"engine\":\"ring\",\"impl\":\"host\",\"servers\":0,\"host_bound\":false,\"emu_step_ms\":%g}\n",
+                common, ms[i]);
+    fprintf(f, "{%s,\"engine\":\"ring\",\"impl\":\"host\",\"servers\":0,\"host_bound\":true,\"emu_step_ms\":900}\n", common);
+    fprintf(f, "{%s,\"engine\":\"tree\",\"impl\":\"host\",\"servers\":0,\"host_bound\":false,\"emu_step_ms\":250}\n", common);
+    fclose(f);
+    char cmd[1024], out[1 << 16];
+    snprintf(cmd, sizeof cmd, "%s model --model resnet50 --device v100 --nodes 2 --gpus-per-node 4 --net inter=25gbit %s",
+             g_harness, path);
+    int rc = s_run(cmd, out, sizeof out, NULL);
+    unlink(path);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "over 2 configurations (4 launches)") != NULL, "%s", out);
+    const char *check = strstr(out, "# predicted against the emulated runs");
+    cr_assert(check, "%s", out);
+    const char *ring = strstr(check, "\n  ring ");
+    cr_assert(ring, "%s", out);
+    int launches = 0;
+    double measured = 0;
+    cr_expect_eq(sscanf(ring, " ring %*s %*s %*d %d %lf", &launches, &measured), 2, "%.200s", ring);
+    cr_expect_eq(launches, 3);
+    cr_expect_float_eq(measured, 200.0, 1e-9, "the median of 100, 200, 300 (the host-bound 900 left out)");
+}
