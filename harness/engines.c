@@ -49,8 +49,12 @@ void h_engine_label(char *out, size_t len, const char *engine, const char *impl,
         return;
     }
     size_t k = (size_t)snprintf(out, len, "%s", engine);
-    if (*impl && strcmp(impl, "default") && strcmp(impl, "host") && k < len)
-        k += (size_t)snprintf(out + k, len - k, "/%s", impl);
+    /* A GPU impl describes itself in words ("nccl Ring, world 1: ...", "gpu-ipc tree, 3 ranks on 1 GPU,
+     * ..."): the label keeps its first word, so that a table's first column stays one token; the
+     * description is the impl note beside it (h_engine_impl_note) and the result line's "impl". */
+    int ilen = (int)strcspn(impl, " ,(");
+    if (ilen > 0 && strcmp(impl, "default") && strcmp(impl, "host") && k < len)
+        k += (size_t)snprintf(out + k, len - k, "/%.*s", ilen, impl);
     if (h_engine_pattern(engine) == H_PATTERN_PS && k < len) {
         if (coloc) snprintf(out + k, len - k, "-colocated");
         else if (servers > 0) snprintf(out + k, len - k, "-servers%d", servers);

@@ -36,6 +36,12 @@ Test(results, engine_label_one_name)
     cr_expect_str_eq(l, "ring/nccl");
     h_engine_label(l, sizeof l, "mpi", "Open MPI v4.1.4", 0, 0);
     cr_expect_str_eq(l, "mpi");
+    /* GPU impls that describe themselves in words: the label is one token, the words are the note */
+    h_engine_label(l, sizeof l, "ring", "nccl Ring, world 1: a local copy (no Ring or Tree runs)", 0, 0);
+    cr_expect_str_eq(l, "ring/nccl");
+    h_engine_label(l, sizeof l, "tree", "gpu-ipc tree, 3 ranks on 1 GPU, seg 4096 KiB x 4", 0, 0);
+    cr_expect_str_eq(l, "tree/gpu-ipc");
+    cr_expect_str_eq(h_engine_impl_note("tree/gpu-ipc", "gpu-ipc tree, 3 ranks on 1 GPU"), "gpu-ipc tree, 3 ranks on 1 GPU");
     cr_expect_str_eq(h_engine_impl_note("ring", "host"), "");
     cr_expect_str_eq(h_engine_impl_note("ps-sync-servers1", "ps-sync-servers1"), "");
     cr_expect_str_eq(h_engine_impl_note("ring/nccl", "nccl"), "");
