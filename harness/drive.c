@@ -69,6 +69,7 @@ static int s_drive_net(h_opts_t *o, const char *mode_override)
             return err_set(ERR_INVAL, "--net %s with --shrink %g --dilate %g shapes the NICs at %.0f bit/s, below tc's "
                            "8 kbit/s: use a smaller --shrink or --dilate", o->net, o->shrink, o->dilate, spec.bits_per_s);
         snprintf(spec.rate, sizeof spec.rate, "%.0fbit", spec.bits_per_s);
+        spec.queue_ms *= c.dilate > 0 ? c.dilate : 1; /* the emulated port's buffer, in dilated time */
         snprintf(what, sizeof what, "emulated NIC %.4g Gbit/s x eff %g = %.4g Mbit/s shaped (shrink %g, dilate %g); shared "
                  "memory within a machine", c.inter_bps / spec.eff / 1e9, spec.eff, spec.bits_per_s / 1e6, c.shrink, c.dilate);
     }
@@ -84,8 +85,8 @@ static int s_drive_net(h_opts_t *o, const char *mode_override)
         rc = ERR_NOMEM;
     } else {
         if (!o->quiet)
-            fprintf(stderr, "harness: --net %s: %d namespaces (%s..), tc tbf %s each way, %s\n", o->net,
-                    h_netem_namespaces(s_net), h_netem_ns(s_net, 0), spec.rate, what);
+            fprintf(stderr, "harness: --net %s: %d namespaces (%s..), tc tbf %s each way (queue %g ms), %s\n", o->net,
+                    h_netem_namespaces(s_net), h_netem_ns(s_net, 0), spec.rate, spec.queue_ms, what);
         rc = s_net_sig ? h_interrupt(s_net_sig) : h_drive(o, mode_override);
     }
     h_netem_destroy(&s_net);

@@ -35,6 +35,7 @@ int h_netem_parse(const char *spec, h_netem_spec_t *out, char *err, size_t errle
     memset(out, 0, sizeof *out);
     out->nodes = 2;
     out->eff = 1;
+    out->queue_ms = 100;
     char buf[256];
     if (!spec || strlen(spec) >= sizeof buf) {
         snprintf(err, errlen, "--net: expected bw=RATE[,per=rank|node][,nodes=K]");
@@ -80,12 +81,20 @@ int h_netem_parse(const char *spec, h_netem_spec_t *out, char *err, size_t errle
             double e = strtod(v, &end);
             if (*end || end == v || !(e > 0) || e > 1) { snprintf(err, errlen, "--net: eff='%s': expected 0 < E <= 1", v); return -1; }
             out->eff = e;
+        } else if (!strcmp(k, "queue")) {
+            char *end;
+            double q = strtod(v, &end);
+            if (end == v || (*end && strcmp(end, "ms")) || !(q >= 0.1) || q > 10000) {
+                snprintf(err, errlen, "--net: queue='%s': expected milliseconds a packet may wait in a shaper, 0.1..10000 (e.g. queue=5ms)", v);
+                return -1;
+            }
+            out->queue_ms = q;
         } else if (!strcmp(k, "delay") || !strcmp(k, "loss") || !strcmp(k, "jitter")) {
             snprintf(err, errlen, "--net: %s= is not available: this kernel has no sch_netem, so tc cannot add delay or "
                      "loss; only bw= (tc tbf) is emulated", k);
             return -1;
         } else {
-            snprintf(err, errlen, "--net: unknown key '%s' (bw or inter, per, nodes, eff)", k);
+            snprintf(err, errlen, "--net: unknown key '%s' (bw or inter, per, nodes, eff, queue)", k);
             return -1;
         }
     }
@@ -259,8 +268,8 @@ int h_netem_new(h_netem_t **self_p, const h_netem_spec_t *spec, int nranks, char
             s_cmd(e, sizeof e, "ip -n %s addr add %s/16 dev eth0", self->ns[i], self->addr[i]) < 0 ||
             s_cmd(e, sizeof e, "ip -n %s link set eth0 up", self->ns[i]) < 0 ||
             s_cmd(e, sizeof e, "ip -n %s link set lo up", self->ns[i]) < 0 ||
-            s_cmd(e, sizeof e, "tc -n %s qdisc add dev eth0 root tbf rate %s burst %.0f latency 100ms", self->ns[i], spec->rate, burst) < 0 ||
-            s_cmd(e, sizeof e, "tc -n %s qdisc add dev v%d root tbf rate %s burst %.0f latency 100ms", self->brns, i, spec->rate, burst) < 0)
+            s_cmd(e, sizeof e, "tc -n %s qdisc add dev eth0 root tbf rate %s burst %.0f latency %.6gms", self->ns[i], spec->rate, burst, spec->queue_ms) < 0 ||
+            s_cmd(e, sizeof e, "tc -n %s qdisc add dev v%d root tbf rate %s burst %.0f latency %.6gms", self->brns, i, spec->rate, burst, spec->queue_ms) < 0)
             goto fail;
         char p[256];
         snprintf(p, sizeof p, S_NETNS_DIR "/%s", self->ns[i]);

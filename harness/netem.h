@@ -1,4 +1,4 @@
-/* netem.h: `--net bw=RATE[,per=rank|node][,nodes=K]` (or `inter=RATE` for the emulated cluster of
+/* netem.h: `--net bw=RATE[,per=rank|node][,nodes=K][,queue=MS]` (or `inter=RATE` for the emulated cluster of
  * --nodes, one shaped NIC per machine): an emulated network on one machine. The driver
  * creates one network namespace per rank (per=node: per group of ranks, K groups, default 2), each
  * joined by a veth pair to a bridge that lives in a namespace of its own (nothing is added to the
@@ -18,6 +18,8 @@ typedef struct {
     int    nodes;            /* nodes=K (per=node), default 2 */
     double eff;              /* eff=E (0 < E <= 1, default 1): the share of the line rate the emulated cluster's
                               * transport protocol reaches (inter= only; the shaper runs at E x the rate) */
+    double queue_ms;         /* queue=MS (default 100): how long a packet may wait in a shaper (tbf latency), the
+                              * emulated switch port's buffer in time, so the same at any --shrink */
 } h_netem_spec_t;
 
 typedef struct h_netem h_netem_t;
