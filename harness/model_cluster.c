@@ -218,6 +218,7 @@ static double s_incast(const h_opts_t *o, char *from, size_t len)
         char err[256];
         if (strcmp(h_jstr(r, "mode", ""), "bench") || strcmp(h_jstr(r, "impl", ""), "ps-sync-servers1") ||
             strncmp(net, "bw=", 3) || h_netem_parse(net, &spec, err, sizeof err) < 0 || spec.per_node || P < 2 ||
+            spec.queue_ms != H_NETEM_QUEUE_MS ||
             bytes < 2 * part || us <= 0 || h_jnum(r, "wrong", 0) != 0)
             continue;
         /* one machine per rank, the server on a machine of its own */
@@ -269,7 +270,7 @@ static void s_measured(const h_opts_t *o, struct s_meas *t, int *nlines)
         char err[256];
         const char *net = h_jstr(r, "net", "");
         if (l < 2 || (int)h_jnum(r, "gpus_per_node", 0) != G || h_netem_parse(net, &spec, err, sizeof err) < 0 ||
-            !spec.per_node || spec.bits_per_s <= 0)
+            !spec.per_node || spec.bits_per_s <= 0 || spec.queue_ms != H_NETEM_QUEUE_MS)
             continue;
         h_cl_net_t cn = {.nodes = N, .gpus_per_node = G, .beta = S_WIRE * 8.0 / (spec.bits_per_s * spec.eff), .alpha = 0};
         h_cl_engine_t e = s_layouts[l].e;
@@ -342,19 +343,21 @@ static void s_check(const h_opts_t *o, const s_point_t *base, const struct s_mea
         int l = s_layout_of(r, N);
         double meas = h_jnum(r, "emu_step_ms", 0);
         if (l < 0 || P < 1 || !(meas > 0)) continue;
+        /* the model's NIC has the default queue: runs with another (emulation-queue) are not its points;
+         * launches are grouped by the rate they ran at, however the line spelled it */
         const char *net = h_jstr(r, "net", "");
-        h_opts_t oo = *o;
-        oo.net = *net ? net : NULL;
-        double bps, eff;
-        if (s_link(&oo, &bps, &eff) < 0 || !*net) continue;
+        h_netem_spec_t ns;
+        char nerr[256];
+        if (!*net || h_netem_parse(net, &ns, nerr, sizeof nerr) < 0 || ns.queue_ms != H_NETEM_QUEUE_MS) continue;
+        double bps = ns.bits_per_s * ns.eff, eff = ns.eff;
         const h_jfield_t *ov = h_jget(r, "overlap");
         int no_overlap = ov && (ov->type == HJ_BOOL || ov->type == HJ_NUM) && ov->num == 0;
         /* sync PS rounds commit per partition with f32 gradients since results schema 2 (the same release);
          * older lines, and half-precision gradients, waited for the step's last push */
         int pipelined = !strcmp(h_jstr(r, "grad_dtype", "f32"), "f32") && h_jnum(r, "schema", 1) >= 2;
         char key[512];
-        snprintf(key, sizeof key, "%s|%s|%s|%d|%d|%d|%d|%g|%g|%d|%d|%g|%g|%d", h_jstr(r, "model", ""),
-                 h_jstr(r, "device", ""), net, P, N, G, l, h_jnum(r, "servers", 0), h_jnum(r, "server_nodes", 0),
+        snprintf(key, sizeof key, "%s|%s|%.6g|%.6g|%d|%d|%d|%d|%g|%g|%d|%d|%g|%g|%d", h_jstr(r, "model", ""),
+                 h_jstr(r, "device", ""), bps, eff, P, N, G, l, h_jnum(r, "servers", 0), h_jnum(r, "server_nodes", 0),
                  (int)h_jnum(r, "local_batch", 64), no_overlap, h_jnum(r, "bucket_mb", 25), h_jnum(r, "shrink", 1) *
                  1000 + h_jnum(r, "dilate", 1), pipelined);
         s_check_pt_t *c = s_check_find(&pts, &npts, &cap, key);

@@ -35,10 +35,10 @@ int h_netem_parse(const char *spec, h_netem_spec_t *out, char *err, size_t errle
     memset(out, 0, sizeof *out);
     out->nodes = 2;
     out->eff = 1;
-    out->queue_ms = 100;
+    out->queue_ms = H_NETEM_QUEUE_MS;
     char buf[256];
     if (!spec || strlen(spec) >= sizeof buf) {
-        snprintf(err, errlen, "--net: expected bw=RATE[,per=rank|node][,nodes=K]");
+        snprintf(err, errlen, "--net: expected bw=RATE[,per=rank|node][,nodes=K][,queue=MS]");
         return -1;
     }
     snprintf(buf, sizeof buf, "%s", spec);

@@ -22,6 +22,8 @@ typedef struct {
                               * emulated switch port's buffer in time, so the same at any --shrink */
 } h_netem_spec_t;
 
+#define H_NETEM_QUEUE_MS 100.0 /* queue= when not given */
+
 typedef struct h_netem h_netem_t;
 
 /* Parse a --net spec; 0, or -1 with the reason in err. */

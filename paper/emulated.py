@@ -1,6 +1,7 @@
 """emulated.py: the paper's sections on the emulated GPU cluster and the reproduced published table,
 computed from the emulated runs' JSON lines (results/horovod-2017, byteps-crossover,
-emulation-invariance, emulation-host-work, emulation-repeat, emulated-scaling, emulated-model). Python 3 standard library only."""
+emulation-invariance, emulation-host-work, emulation-repeat, emulation-queue, emulated-scaling, emulated-model),
+and the GPU check's table (results/device-check.txt). Python 3 standard library only."""
 import json
 import os
 import shutil
@@ -165,6 +166,70 @@ def repeat(results_dir, summary):
     return table(["model", "machines", "NIC", "layout", "launches", "min ms", "median", "max", "(max - min) / median"], rows)
 
 
+def queue(results_dir, summary):
+    """The emulated NIC's queue (tc tbf latency, --net queue=) against the PS's incast
+    (results/emulation-queue): each configuration's launches at each queue, and the collective alone."""
+    path = os.path.join(results_dir, "emulation-queue.jsonl")
+    L = list(movebytes.jsonl(path)) if os.path.exists(path) else []
+    if not L:
+        return "_Not measured: run `scripts/record-results emulation_queue`._"
+    def qof(net):
+        for kv in net.split(","):
+            if kv.startswith("queue="):
+                return kv[len("queue="):]
+        return "100ms"
+    keys, cells, qs = [], {}, []
+    for o in L:
+        net = o.get("net", "")
+        q = qof(net)
+        if q not in qs:
+            qs.append(q)
+        rate = [kv for kv in net.split(",") if kv.startswith("inter=")]
+        rate = rate[0].replace("inter=", "") if rate else "?"
+        k = o.get("server_nodes", 0)
+        where = "%d x %d%s" % (o.get("nodes", 1), o.get("gpus_per_node", 1), " + %d CPU" % k if k else "")
+        if o.get("mode") == "bench":
+            if o.get("bytes") is None or o.get("time_us") is None:
+                continue
+            key = ("collective alone, %.0f MiB a worker" % (o["bytes"] / 2**20), "-", where, rate, layout(o))
+            val = o["time_us"] / 1e3
+        elif o.get("emulated"):
+            key = (NAMES.get(o["model"], o["model"]), o.get("device", ""), where, rate, layout(o))
+            val = o["emu_step_ms"]
+        else:
+            continue
+        if key not in cells:
+            keys.append(key)
+            cells[key] = {}
+        cells[key].setdefault(q, []).append(val)
+    rows = [list(k) + [" / ".join("%.0f" % v for v in cells[k].get(q, [])) or "-" for q in qs] for k in keys]
+    return table(["model", "device", "machines", "NIC", "layout"] + ["queue %s: ms" % q for q in qs], rows)
+
+
+def device(results_dir, summary):
+    """The GPU check on a lent GPU (results/device-check.txt, the table scripts/device-check prints)."""
+    path = os.path.join(results_dir, "device-check.txt")
+    if not os.path.exists(path):
+        return "_Not measured: no GPU was lent (scripts/device-check)._"
+    rows, head = [], ""
+    for ln in open(path, encoding="utf-8"):
+        ln = ln.rstrip("\n")
+        if ln.startswith("syncbench device-check"):
+            head = ln
+            continue
+        if ln.startswith("#") or ln.startswith("step ") or ln.startswith("failures:") or not ln.strip():
+            continue
+        name, rest = ln[:41].strip(), ln[41:].split(None, 2)
+        if len(rest) < 2 or rest[0] not in ("PASS", "FAIL", "INFO", "LOW", "NOTRUN"):
+            continue
+        note = rest[2] if len(rest) > 2 else ""
+        note = note.replace("# syncbench bench: ", "").replace("# syncbench train: ", "").replace("|", "/")
+        if len(note) > 140:
+            note = note[:137] + "..."
+        rows.append([name, rest[0], note])
+    return "`%s`\n\n" % head + table(["step", "result", "what it measured"], rows)
+
+
 def scaling(results_dir, summary):
     L = lines(results_dir, "emulated-scaling")
     if not L:
@@ -257,7 +322,8 @@ def section(results_dir, summary):
     return {"EMU_HOROVOD": horovod(results_dir, summary), "EMU_BYTEPS": byteps(results_dir, summary),
             "EMU_INVARIANCE": invariance(results_dir, summary), "EMU_SCALING": scaling(results_dir, summary),
             "EMU_MODEL_CHECK": model_check(results_dir, summary), "EMU_HOST_WORK": host_work(results_dir, summary),
-            "EMU_REPEAT": repeat(results_dir, summary)}
+            "EMU_REPEAT": repeat(results_dir, summary), "EMU_QUEUE": queue(results_dir, summary),
+            "GPU_CHECK": device(results_dir, summary)}
 
 
 def _plot(figs, figrel, name, title, xl, yl, series, settings=""):

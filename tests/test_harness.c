@@ -439,6 +439,16 @@ Test(harness, model_check_takes_the_median_of_launches, .timeout = 60)
                 common, ms[i]);
     fprintf(f, "{%s,\"engine\":\"ring\",\"impl\":\"host\",\"servers\":0,\"host_bound\":true,\"emu_step_ms\":900}\n", common);
     fprintf(f, "{%s,\"engine\":\"tree\",\"impl\":\"host\",\"servers\":0,\"host_bound\":false,\"emu_step_ms\":250}\n", common);
+    /* the default queue spelled out is the same configuration (a fourth ring launch: the median of 100, 200,
+     * 300, 400 is 250); another queue is not a point of the model's (left out) */
+    const char *q100 = "\"emulated\":1,\"mode\":\"train\",\"schema\":2,\"model\":\"resnet50\",\"device\":\"v100\","
+                       "\"nodes\":2,\"gpus_per_node\":4,\"world\":8,\"net\":\"inter=25gbit,queue=100ms\",\"local_batch\":64,"
+                       "\"shrink\":32,\"dilate\":1,\"grad_dtype\":\"f32\"";
+    fprintf(f, "{%s,\"engine\":\"ring\",\"impl\":\"host\",\"servers\":0,\"host_bound\":false,\"emu_step_ms\":400}\n", q100);
+    fprintf(f, "{\"emulated\":1,\"mode\":\"train\",\"schema\":2,\"model\":\"resnet50\",\"device\":\"v100\",\"nodes\":2,"
+               "\"gpus_per_node\":4,\"world\":8,\"net\":\"inter=25gbit,queue=2ms\",\"local_batch\":64,\"shrink\":32,"
+               "\"dilate\":1,\"grad_dtype\":\"f32\",\"engine\":\"ring\",\"impl\":\"host\",\"servers\":0,"
+               "\"host_bound\":false,\"emu_step_ms\":5000}\n");
     fclose(f);
     char cmd[1024], out[1 << 16];
     snprintf(cmd, sizeof cmd, "%s model --model resnet50 --device v100 --nodes 2 --gpus-per-node 4 --net inter=25gbit %s",
@@ -446,7 +456,7 @@ Test(harness, model_check_takes_the_median_of_launches, .timeout = 60)
     int rc = s_run(cmd, out, sizeof out, NULL);
     unlink(path);
     cr_assert_eq(rc, 0, "%s", out);
-    cr_expect(strstr(out, "over 2 configurations (4 launches)") != NULL, "%s", out);
+    cr_expect(strstr(out, "over 2 configurations (5 launches)") != NULL, "%s", out);
     const char *check = strstr(out, "# predicted against the emulated runs");
     cr_assert(check, "%s", out);
     const char *ring = strstr(check, "\n  ring ");
@@ -454,6 +464,6 @@ Test(harness, model_check_takes_the_median_of_launches, .timeout = 60)
     int launches = 0;
     double measured = 0;
     cr_expect_eq(sscanf(ring, " ring %*s %*s %*d %d %lf", &launches, &measured), 2, "%.200s", ring);
-    cr_expect_eq(launches, 3);
-    cr_expect_float_eq(measured, 200.0, 1e-9, "the median of 100, 200, 300 (the host-bound 900 left out)");
+    cr_expect_eq(launches, 4);
+    cr_expect_float_eq(measured, 250.0, 1e-9, "the median of 100, 200, 300, 400 (host-bound 900 and queue=2ms left out)");
 }
