@@ -1,4 +1,4 @@
-/* netem.h: `--net bw=RATE[,per=rank|node][,nodes=K][,queue=MS]` (or `inter=RATE` for the emulated cluster of
+/* netem.h: `--net bw=RATE[,per=rank|node][,nodes=K][,queue=MS][,gso=off]` (or `inter=RATE` for the emulated cluster of
  * --nodes, one shaped NIC per machine): an emulated network on one machine. The driver
  * creates one network namespace per rank (per=node: per group of ranks, K groups, default 2), each
  * joined by a veth pair to a bridge that lives in a namespace of its own (nothing is added to the
@@ -20,6 +20,8 @@ typedef struct {
                               * transport protocol reaches (inter= only; the shaper runs at E x the rate) */
     double queue_ms;         /* queue=MS (default 100): how long a packet may wait in a shaper (tbf latency), the
                               * emulated switch port's buffer in time, so the same at any --shrink */
+    int    gso_off;          /* gso=off: veths send one MTU segment per packet (gso_max_segs 1), so the token bucket
+                              * can be 1 ms at the rate however slow (default on: 64 KiB GSO packets, a 128 KiB floor) */
 } h_netem_spec_t;
 
 #define H_NETEM_QUEUE_MS 100.0 /* queue= when not given */
@@ -36,8 +38,8 @@ int  h_netem_new(h_netem_t **self_p, const h_netem_spec_t *spec, int nranks, cha
 /* Remove every namespace (and with them the veths, bridge and qdiscs); safe twice and on NULL. */
 void h_netem_destroy(h_netem_t **self_p);
 
-/* The tbf burst (bytes, on the wire) every shaped link gets: max(128 KiB, 1 ms at the rate); at least a
- * whole 64 KiB GSO packet, which tbf would otherwise segment in software. */
+/* The tbf burst (bytes, on the wire) every shaped link gets: 1 ms at the rate, at least a whole 64 KiB GSO
+ * packet (128 KiB), which tbf would otherwise segment in software; with gso=off at least 4 full frames. */
 double h_netem_burst(const h_netem_spec_t *spec);
 
 /* The IPv4 address of rank r's namespace ("10.231.0.1"). */

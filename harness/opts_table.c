@@ -314,9 +314,10 @@ const h_opt_t h_opt_table[] = {
        "  --dilate K            compute times x K, link rates / K, reported times / K (default 1)\n"),
     SECTION("\nOutput:\n", " train bench run model report gemm explain "),
     STR("net", net,
-        "  --net bw=RATE[,per=rank|node][,nodes=K][,queue=MS]   emulated network (root): one namespace per\n"
-        "                        rank (or per node group), veth + bridge, tc tbf at RATE both ways (e.g.\n"
-        "                        bw=1gbit), a packet waiting at most queue= ms (default 100) before a drop; TCP\n"),
+        "  --net bw=RATE[,per=rank|node][,nodes=K][,queue=MS][,gso=off]   emulated network (root): one\n"
+        "                        namespace per rank (or per node group), veth + bridge, tc tbf at RATE both\n"
+        "                        ways (e.g. bw=1gbit), a packet waiting at most queue= ms (default 100) before\n"
+        "                        a drop; gso=off: one MTU frame per packet, a 1 ms token bucket at any rate; TCP\n"),
     STR("json", json, "  --json FILE           append one JSON object per line per result ('-' = stdout)\n"),
     STR("label", label,
         "  --label NAME          name this run: written into every JSON line (\"label\"), shown by report;\n"

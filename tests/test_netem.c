@@ -22,12 +22,21 @@ Test(netem, parse)
     cr_assert_eq(h_netem_parse("inter=10gbit,queue=5ms", &s, err, sizeof err), 0, "%s", err);
     cr_assert(s.queue_ms == 5 && s.per_node);
     cr_assert_eq(h_netem_parse("bw=1gbit,queue=2.5", &s, err, sizeof err), 0, "%s", err);
-    cr_assert(s.queue_ms == 2.5);
+    cr_assert(s.queue_ms == 2.5 && !s.gso_off);
+    cr_assert_eq(h_netem_parse("inter=10gbit,gso=off", &s, err, sizeof err), 0, "%s", err);
+    cr_assert(s.gso_off);
+    /* the bucket: 1 ms at the rate, floored at a 64 KiB GSO packet, or at 4 frames with gso=off */
+    s.bits_per_s = 10e6; /* 1 ms is 1,250 bytes */
+    cr_assert_float_eq(h_netem_burst(&s), 4 * 1514.0, 1e-9);
+    s.gso_off = 0;
+    cr_assert_float_eq(h_netem_burst(&s), 131072.0, 1e-9);
+    s.bits_per_s = 8e9;
+    cr_assert_float_eq(h_netem_burst(&s), 1e6, 1e-9);
     cr_assert_eq(h_netem_parse("bw=1gbit,delay=1ms", &s, err, sizeof err), -1);
     cr_assert(strstr(err, "sch_netem"), "%s", err);
     static const char *bad[] = {"", "bw", "bw=", "bw=1", "bw=fast", "bw=-1gbit", "bw=1gbit,per=host", "per=node",
                                 "bw=1gbit,nodes=0", "bw=1gbit,x=1", "bw=1gbit,queue=", "bw=1gbit,queue=0",
-                                "bw=1gbit,queue=5s", "bw=1gbit,queue=-1ms", NULL};
+                                "bw=1gbit,queue=5s", "bw=1gbit,queue=-1ms", "bw=1gbit,gso=no", NULL};
     for (int i = 0; bad[i]; i++) cr_assert_eq(h_netem_parse(bad[i], &s, err, sizeof err), -1, "accepted '%s'", bad[i]);
 }
 
@@ -51,7 +60,7 @@ Test(netem, setup_shaping_cleanup, .timeout = 60)
     if (!s_have("ip") || !s_have("tc")) cr_skip_test("ip / tc (iproute2) not installed");
     h_netem_spec_t spec;
     char err[512];
-    cr_assert_eq(h_netem_parse("bw=100mbit,queue=20ms", &spec, err, sizeof err), 0);
+    cr_assert_eq(h_netem_parse("bw=100mbit,queue=20ms,gso=off", &spec, err, sizeof err), 0);
     h_netem_t *net = NULL;
     cr_assert_eq(h_netem_new(&net, &spec, 3, err, sizeof err), 0, "%s", err);
     char names[4][64];
@@ -68,6 +77,8 @@ Test(netem, setup_shaping_cleanup, .timeout = 60)
     cr_assert_eq(system(cmd), 0, "no tbf in %s", names[1]);
     snprintf(cmd, sizeof cmd, "tc -n %s qdisc show dev eth0 | grep -q 'lat 20ms'", names[1]);
     cr_assert_eq(system(cmd), 0, "the tbf in %s does not hold packets for queue=20ms", names[1]);
+    snprintf(cmd, sizeof cmd, "ip -n %s -d link show eth0 | grep -q 'gso_max_segs 1 '", names[1]);
+    cr_assert_eq(system(cmd), 0, "gso=off: eth0 in %s still sends GSO packets", names[1]);
 
     /* TCP from rank 1's namespace to rank 0's: 2.5 MB at 100 Mbit/s takes >= ~0.2 s (unshaped veth:
      * a few ms) */
