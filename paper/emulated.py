@@ -1,6 +1,6 @@
 """emulated.py: the paper's sections on the emulated GPU cluster and the reproduced published table,
 computed from the emulated runs' JSON lines (results/horovod-2017, byteps-crossover,
-emulation-invariance, emulation-host-work, emulation-repeat, emulation-queue, emulated-scaling, emulated-model),
+emulation-invariance, emulation-host-work, emulation-repeat, emulation-queue, emulation-gso, emulated-scaling, emulated-model),
 and the GPU check's table (results/device-check.txt). Python 3 standard library only."""
 import json
 import os
@@ -206,6 +206,27 @@ def queue(results_dir, summary):
     return table(["model", "device", "machines", "NIC", "layout"] + ["queue %s: ms" % q for q in qs], rows)
 
 
+def gso(results_dir, summary):
+    """tbf's bucket against the shrink (results/emulation-gso): the step of one configuration at each shrink,
+    with GSO packets (the default: a bucket of at least 128 KiB) and without (1 ms at the rate)."""
+    L = lines(results_dir, "emulation-gso")
+    if not L:
+        return "_Not measured: run `scripts/record-results emulation_gso`._"
+    cells, shrinks = {}, []
+    for o in L:
+        off = "gso=off" in o.get("net", "")
+        if o["shrink"] not in shrinks:
+            shrinks.append(o["shrink"])
+        cells.setdefault((o["shrink"], off), []).append("%.0f%s" % (o["emu_step_ms"], " †" if o.get("host_bound") else ""))
+    o = L[0]
+    what = "%s, %d x %d + %d CPU, %s" % (NAMES.get(o["model"], o["model"]), o["nodes"], o["gpus_per_node"],
+                                          o.get("server_nodes", 0), o["net"].split(",")[0].replace("inter=", ""))
+    rows = [["%g" % sh, " / ".join(cells.get((sh, False), [])) or "-", " / ".join(cells.get((sh, True), [])) or "-"]
+            for sh in sorted(shrinks)]
+    return "%s, one PS server (ms a step, emulated; † host-bound):\n\n" % what + table(
+        ["shrink", "GSO on (bucket >= 128 KiB)", "GSO off (bucket 1 ms)"], rows)
+
+
 def device(results_dir, summary):
     """The GPU check on a lent GPU (results/device-check.txt, the table scripts/device-check prints)."""
     path = os.path.join(results_dir, "device-check.txt")
@@ -323,6 +344,7 @@ def section(results_dir, summary):
             "EMU_INVARIANCE": invariance(results_dir, summary), "EMU_SCALING": scaling(results_dir, summary),
             "EMU_MODEL_CHECK": model_check(results_dir, summary), "EMU_HOST_WORK": host_work(results_dir, summary),
             "EMU_REPEAT": repeat(results_dir, summary), "EMU_QUEUE": queue(results_dir, summary),
+            "EMU_GSO": gso(results_dir, summary),
             "GPU_CHECK": device(results_dir, summary)}
 
 
