@@ -467,3 +467,36 @@ Test(harness, model_check_takes_the_median_of_launches, .timeout = 60)
     cr_expect_eq(launches, 4);
     cr_expect_float_eq(measured, 250.0, 1e-9, "the median of 100, 200, 300, 400 (host-bound 900 and queue=2ms left out)");
 }
+
+/* scripts/nic-use reads the shapers' counters of a --net run in a window of it: a ring of two ranks at
+ * 100 Mbit/s keeps both NICs busy most of the window, both ways (root: network namespaces). */
+Test(harness, nic_use_reads_the_shapers, .timeout = 90)
+{
+    s_find();
+    if (geteuid() != 0) cr_skip_test("needs root (network namespaces, tc)");
+    if (system("command -v tc >/dev/null && command -v ip >/dev/null") != 0) cr_skip_test("ip / tc (iproute2) not installed");
+    char script[PATH_MAX + 32] = "", dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", g_harness); /* BUILD/harness: the checkout is BUILD's parent, else the cwd */
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0', slash = strrchr(dir, '/');
+    if (slash) *slash = '\0', snprintf(script, sizeof script, "%s/scripts/nic-use", dir);
+    if (access(script, X_OK) != 0 && getcwd(dir, sizeof dir)) snprintf(script, sizeof script, "%s/scripts/nic-use", dir);
+    cr_assert(access(script, X_OK) == 0, "no scripts/nic-use (%s)", script);
+    char cmd[4096], out[1 << 15];
+    snprintf(cmd, sizeof cmd, "%s 1 1 %s bench --engine ring --procs 2 --sizes 4M --iters 12 --warmup 1 --net bw=100mbit",
+             script, g_harness);
+    cr_assert_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
+    const char *t = strstr(out, "# nic-use: ");
+    cr_assert(t, "%s", out);
+    cr_expect(strstr(t, "shaped 100 Mbit/s"), "%s", t);
+    int m0 = -1, m1 = -1, n = 0;
+    double o0, i0, o1, i1;
+    const char *l0 = strstr(t, "machine  0"), *l1 = strstr(t, "machine  1");
+    cr_assert(l0 && l1, "%s", t);
+    n += sscanf(l0, "machine %d out %lf (%*d%%) drops %*d in %lf", &m0, &o0, &i0) == 3;
+    n += sscanf(l1, "machine %d out %lf (%*d%%) drops %*d in %lf", &m1, &o1, &i1) == 3;
+    cr_assert_eq(n, 2, "%s", t);
+    /* the ring keeps each 100 Mbit/s link busy most of the window; well above the rate
+     * would be a bad count (the counters are read a few ms apart from the window's clock) */
+    cr_expect(o0 > 50 && o0 < 110 && i0 > 50 && i0 < 110 && o1 > 50 && o1 < 110 && i1 > 50 && i1 < 110, "%s", t);
+}
