@@ -4,6 +4,7 @@ emulation-invariance, emulation-host-work, emulation-repeat, emulation-queue, em
 and the GPU check's table (results/device-check.txt). Python 3 standard library only."""
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -240,14 +241,14 @@ def device(results_dir, summary):
             continue
         if ln.startswith("#") or ln.startswith("step ") or ln.startswith("failures:") or not ln.strip():
             continue
-        name, rest = ln[:41].strip(), ln[41:].split(None, 2)
-        if len(rest) < 2 or rest[0] not in ("PASS", "FAIL", "INFO", "LOW", "NOTRUN"):
+        m = re.match(r"^(.*?)\s+(PASS|FAIL|INFO|LOW|NOTRUN)\s+(\d+)(?:\s+(.*))?$", ln)
+        if not m:
             continue
-        note = rest[2] if len(rest) > 2 else ""
+        name, result, note = m.group(1).strip(), m.group(2), m.group(4) or ""
         note = note.replace("# syncbench bench: ", "").replace("# syncbench train: ", "").replace("|", "/")
         if len(note) > 140:
             note = note[:137] + "..."
-        rows.append([name, rest[0], note])
+        rows.append([name, result, note])
     return "`%s`\n\n" % head + table(["step", "result", "what it measured"], rows)
 
 
