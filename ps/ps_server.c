@@ -280,6 +280,21 @@ static int s_on_auth(ps_server_t *self, int w, const void *ident, size_t idlen, 
 
 static int s_on_message(ps_server_t *self, ps_vmsg_t *m);
 
+/* s_on_message with a timeline span per message: a push or pull names its sender's rank and key (a
+ * partition's arrivals from each worker), anything else is a "server message" */
+static int s_handle(ps_server_t *self, ps_vmsg_t *m)
+{
+    uint64_t tr = trace_t0();
+    wire_hdr_t h;
+    /* decoded before handling: a handler may consume the frames */
+    int hok = tr && m->n >= 2 && wire_decode(ps_van_data(m, 1), ps_van_size(m, 1), &h) == 0;
+    int rc = s_on_message(self, m);
+    if (hok && h.type == WIRE_PUSH) trace_x2("server push", tr, "from", (int64_t)h.sender, "key", (int64_t)h.key);
+    else if (hok && h.type == WIRE_PULL) trace_x2("server pull", tr, "from", (int64_t)h.sender, "key", (int64_t)h.key);
+    else trace_x("server message", tr);
+    return rc;
+}
+
 /* Handle worker w's lane messages sent before its next ZeroMQ message (ps_lane.h's ordering rule). A
  * malformed slot is rejected like a malformed ZeroMQ message; a corrupt ring ends the lane and the
  * worker, which the others may be waiting on. */
@@ -302,9 +317,7 @@ static void s_take_lane(ps_server_t *self, int w)
             if (broken) return;
             continue;
         }
-        uint64_t tr = trace_t0();
-        int hrc = s_on_message(self, &m);
-        trace_x("server message", tr);
+        int hrc = s_handle(self, &m);
         ps_van_close_msg(&m);
         if (hrc < 0) LOG_E("ps server %d: %s", self->cfg.index, err_str(hrc));
     }
@@ -549,9 +562,7 @@ static int s_loop(ps_server_t *self, void *pipe)
                     self->wk[w].zgot++;
                 }
             }
-            uint64_t tr = trace_t0(); /* timeline: one span per message handled */
-            int hrc = s_on_message(self, &m);
-            trace_x("server message", tr);
+            int hrc = s_handle(self, &m);
             ps_van_close_msg(&m);
             if (hrc < 0) LOG_E("ps server %d: %s", self->cfg.index, err_str(hrc));
         }

@@ -329,3 +329,27 @@ Test(trace, harness_timeline_unwritable, .timeout = 120)
     cr_expect(strstr(out, "no timeline written") != NULL, "%s", out);
     cr_expect_neq(access("/nonexistent-sb-dir/t.json", F_OK), 0);
 }
+
+/* The PS servers' timeline names each push and pull with its sender and key: a partition's arrivals
+ * from every worker, the input for finding which worker's flow a server waited on. */
+Test(trace, harness_ps_timeline_names_senders, .timeout = 120)
+{
+    s_find();
+    char dir[] = "/tmp/sb-trace-XXXXXX", path[256], cmd[2048], out[1 << 16];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/t.json", dir);
+    snprintf(cmd, sizeof cmd, "%s train --engine ps --servers 1 --procs 2 --steps 2 --warmup-steps 1 --timeline %s",
+             g_harness, path);
+    int rc = s_run(cmd, out, sizeof out);
+    cr_assert_eq(rc, 0, "harness train --engine ps --timeline failed:\n%s", out);
+    char *js = s_slurp(path);
+    cr_assert_not_null(js, "no timeline file %s:\n%s", path, out);
+    cr_assert_null(s_json_check(js), "timeline is not valid JSON");
+    cr_expect_gt(s_count(js, "{\"name\":\"server push\",\"ph\":\"X\""), 0, "no server push spans");
+    cr_expect_gt(s_count(js, "{\"name\":\"server pull\",\"ph\":\"X\""), 0, "no server pull spans");
+    cr_expect(strstr(js, "\"args\":{\"from\":0,\"key\":") != NULL, "no push or pull from rank 0");
+    cr_expect(strstr(js, "\"args\":{\"from\":1,\"key\":") != NULL, "no push or pull from rank 1");
+    free(js);
+    unlink(path);
+    rmdir(dir);
+}
