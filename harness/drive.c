@@ -85,8 +85,9 @@ static int s_drive_net(h_opts_t *o, const char *mode_override)
         rc = ERR_NOMEM;
     } else {
         if (!o->quiet)
-            fprintf(stderr, "harness: --net %s: %d namespaces (%s..), tc tbf %s each way (queue %g ms), %s\n", o->net,
-                    h_netem_namespaces(s_net), h_netem_ns(s_net, 0), spec.rate, spec.queue_ms, what);
+            fprintf(stderr, "harness: --net %s: %d namespaces (%s..), tc tbf %s each way (queue %g ms), TCP %s, %s\n",
+                    o->net, h_netem_namespaces(s_net), h_netem_ns(s_net, 0), spec.rate, spec.queue_ms, h_netem_cc(s_net),
+                    what);
         rc = s_net_sig ? h_interrupt(s_net_sig) : h_drive(o, mode_override);
     }
     h_netem_destroy(&s_net);

@@ -130,6 +130,28 @@ static double s_step(const s_point_t *p, const struct s_meas *t, int l, int N, i
 }
 
 
+/* The TCP congestion control the model's NIC runs: --net's cc=, else the emulation's default. */
+static const char *s_model_cc(const h_opts_t *o, char *buf, size_t len)
+{
+    h_netem_spec_t spec;
+    char err[256];
+    snprintf(buf, len, "%s", o->net && h_netem_parse(o->net, &spec, err, sizeof err) == 0 ? h_netem_spec_cc(&spec)
+                                                                                         : H_NETEM_CC_DEFAULT);
+    return buf;
+}
+
+/* Whether a result line's emulated machines ran congestion control cc: its versions say "tcp NAME" (the
+ * rank's namespace's); a line that does not say is taken to have run the default. TCP's congestion
+ * control sets how flows share a NIC (emulation-cc), so lines of another are not the model's points. */
+static int s_line_cc_is(const h_jobj_t *r, const char *cc)
+{
+    const char *v = h_jstr(r, "versions", ""), *t = strstr(v, "tcp ");
+    if (!t) return !strcmp(cc, H_NETEM_CC_DEFAULT);
+    t += 4;
+    size_t n = strcspn(t, ", ");
+    return n == strlen(cc) && !strncmp(t, cc, n);
+}
+
 static int s_link(const h_opts_t *o, double *bps, double *eff)
 {
     *bps = 25e9;
@@ -209,6 +231,8 @@ static double s_incast(const h_opts_t *o, char *from, size_t len)
     h_jread_files(o->nmeasured, (char **)o->measured, &objs, &n, &nbad, NULL);
     int *f = n ? calloc(n, sizeof *f) : NULL, k = 0;
     double *ratio = n ? calloc(n, sizeof *ratio) : NULL, part = 4.0 * 1024 * 1024;
+    char cc[16];
+    s_model_cc(o, cc, sizeof cc);
     for (size_t i = 0; f && ratio && i < n; i++) {
         const h_jobj_t *r = &objs[i];
         const char *net = h_jstr(r, "net", "");
@@ -218,7 +242,7 @@ static double s_incast(const h_opts_t *o, char *from, size_t len)
         char err[256];
         if (strcmp(h_jstr(r, "mode", ""), "bench") || strcmp(h_jstr(r, "impl", ""), "ps-sync-servers1") ||
             strncmp(net, "bw=", 3) || h_netem_parse(net, &spec, err, sizeof err) < 0 || spec.per_node || P < 2 ||
-            spec.queue_ms != H_NETEM_QUEUE_MS ||
+            spec.queue_ms != H_NETEM_QUEUE_MS || !s_line_cc_is(r, cc) ||
             bytes < 2 * part || us <= 0 || h_jnum(r, "wrong", 0) != 0)
             continue;
         /* one machine per rank, the server on a machine of its own */
@@ -258,6 +282,8 @@ static void s_measured(const h_opts_t *o, struct s_meas *t, int *nlines)
     *nlines = 0;
     h_jread_files(o->nmeasured, (char **)o->measured, &objs, &n, &nbad, NULL);
     const double part = 4.0 * 1024 * 1024; /* the PS's default partition (ps/ps_proto.h) */
+    char cc[16];
+    s_model_cc(o, cc, sizeof cc);
     for (size_t i = 0; i < n; i++) {
         const h_jobj_t *r = &objs[i];
         int N = (int)h_jnum(r, "nodes", 0), P = (int)h_jnum(r, "world", 0);
@@ -270,7 +296,7 @@ static void s_measured(const h_opts_t *o, struct s_meas *t, int *nlines)
         char err[256];
         const char *net = h_jstr(r, "net", "");
         if (l < 2 || (int)h_jnum(r, "gpus_per_node", 0) != G || h_netem_parse(net, &spec, err, sizeof err) < 0 ||
-            !spec.per_node || spec.bits_per_s <= 0 || spec.queue_ms != H_NETEM_QUEUE_MS)
+            !spec.per_node || spec.bits_per_s <= 0 || spec.queue_ms != H_NETEM_QUEUE_MS || !s_line_cc_is(r, cc))
             continue;
         h_cl_net_t cn = {.nodes = N, .gpus_per_node = G, .beta = S_WIRE * 8.0 / (spec.bits_per_s * spec.eff), .alpha = 0};
         h_cl_engine_t e = s_layouts[l].e;
@@ -334,6 +360,8 @@ static void s_check(const h_opts_t *o, const s_point_t *base, const struct s_mea
     h_jread_files(o->nmeasured, (char **)o->measured, &objs, &n, &nbad, stderr);
     s_check_pt_t *pts = NULL;
     int npts = 0, cap = 0;
+    char cc[16];
+    s_model_cc(o, cc, sizeof cc);
     for (size_t i = 0; i < n; i++) {
         const h_jobj_t *r = &objs[i];
         if (!h_jget(r, "emulated") || strcmp(h_jstr(r, "mode", ""), "train") || h_jget(r, "host_bound") == NULL) continue;
@@ -343,12 +371,15 @@ static void s_check(const h_opts_t *o, const s_point_t *base, const struct s_mea
         int l = s_layout_of(r, N);
         double meas = h_jnum(r, "emu_step_ms", 0);
         if (l < 0 || P < 1 || !(meas > 0)) continue;
-        /* the model's NIC has the default queue: runs with another (emulation-queue) are not its points;
-         * launches are grouped by the rate they ran at, however the line spelled it */
+        /* the model's NIC has the default queue and its congestion control: runs with another
+         * (emulation-queue, emulation-cc) are not its points; launches are grouped by the rate they ran at,
+         * however the line spelled it */
         const char *net = h_jstr(r, "net", "");
         h_netem_spec_t ns;
         char nerr[256];
-        if (!*net || h_netem_parse(net, &ns, nerr, sizeof nerr) < 0 || ns.queue_ms != H_NETEM_QUEUE_MS) continue;
+        if (!*net || h_netem_parse(net, &ns, nerr, sizeof nerr) < 0 || ns.queue_ms != H_NETEM_QUEUE_MS ||
+            !s_line_cc_is(r, cc))
+            continue;
         double bps = ns.bits_per_s * ns.eff, eff = ns.eff;
         const h_jfield_t *ov = h_jget(r, "overlap");
         int no_overlap = ov && (ov->type == HJ_BOOL || ov->type == HJ_NUM) && ov->num == 0;
@@ -430,10 +461,11 @@ int h_model_cluster(const h_opts_t *o)
     static struct s_meas meas;
     int nmeas = 0;
     s_measured(o, &meas, &nmeas);
+    char cc[16];
     printf("# syncbench model (emulated cluster): %s on %s (%.1f samples/s: %s), batch %zu/GPU, NIC %.4g Gbit/s "
-           "(eff %g), %d buckets of <= %g MiB%s; device update %.2f ms where the worker updates\n",
-           p.wl->name, p.dev.name, p.dev.samples_per_s, p.dev.basis, lb, bps / eff / 1e9, eff, p.nb, p.bucket_mb,
-           p.no_overlap ? " (after backward)" : " (overlapping backward)", p.update_s * 1e3);
+           "(eff %g, TCP %s), %d buckets of <= %g MiB%s; device update %.2f ms where the worker updates\n",
+           p.wl->name, p.dev.name, p.dev.samples_per_s, p.dev.basis, lb, bps / eff / 1e9, eff, s_model_cc(o, cc, sizeof cc),
+           p.nb, p.bucket_mb, p.no_overlap ? " (after backward)" : " (overlapping backward)", p.update_s * 1e3);
     printf("# the pipelined PS's incast slowdown: a NIC taking the pushes of f workers from >= 2 other machines while\n"
            "# it replies delays its replies by 1 + c (f - 1), c = %.4f (%s); on a direction that also carries\n"
            "# pushes (servers on the GPU machines) only the replies' bytes are slowed\n", p.incast, from);

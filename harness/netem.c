@@ -28,6 +28,7 @@ struct h_netem {
     int *group;               /* per rank: its namespace */
     int *map;                 /* h_netem_map's placement (per rank), or NULL: contiguous groups */
     int created_br, ncreated; /* what exists (for the clean-up) */
+    char cc[16];              /* the TCP congestion control the namespaces run */
 };
 
 int h_netem_parse(const char *spec, h_netem_spec_t *out, char *err, size_t errlen)
@@ -38,7 +39,7 @@ int h_netem_parse(const char *spec, h_netem_spec_t *out, char *err, size_t errle
     out->queue_ms = H_NETEM_QUEUE_MS;
     char buf[256];
     if (!spec || strlen(spec) >= sizeof buf) {
-        snprintf(err, errlen, "--net: expected bw=RATE[,per=rank|node][,nodes=K][,queue=MS][,gso=off]");
+        snprintf(err, errlen, "--net: expected bw=RATE[,per=rank|node][,nodes=K][,queue=MS][,gso=off][,cc=NAME]");
         return -1;
     }
     snprintf(buf, sizeof buf, "%s", spec);
@@ -93,12 +94,21 @@ int h_netem_parse(const char *spec, h_netem_spec_t *out, char *err, size_t errle
             if (!strcmp(v, "off")) out->gso_off = 1;
             else if (!strcmp(v, "on")) out->gso_off = 0;
             else { snprintf(err, errlen, "--net: gso='%s': expected on or off", v); return -1; }
+        } else if (!strcmp(k, "cc")) {
+            size_t n = strlen(v), ok = n > 0 && n < sizeof out->cc;
+            for (size_t i = 0; ok && i < n; i++) ok = (v[i] >= 'a' && v[i] <= 'z') || (v[i] >= '0' && v[i] <= '9') || v[i] == '_';
+            if (!ok) {
+                snprintf(err, errlen, "--net: cc='%s': expected a TCP congestion control's name (cubic, bbr, reno; "
+                         "this kernel's are in /proc/sys/net/ipv4/tcp_available_congestion_control)", v);
+                return -1;
+            }
+            snprintf(out->cc, sizeof out->cc, "%s", v);
         } else if (!strcmp(k, "delay") || !strcmp(k, "loss") || !strcmp(k, "jitter")) {
             snprintf(err, errlen, "--net: %s= is not available: this kernel has no sch_netem, so tc cannot add delay or "
                      "loss; only bw= (tc tbf) is emulated", k);
             return -1;
         } else {
-            snprintf(err, errlen, "--net: unknown key '%s' (bw or inter, per, nodes, eff, queue, gso)", k);
+            snprintf(err, errlen, "--net: unknown key '%s' (bw or inter, per, nodes, eff, queue, gso, cc)", k);
             return -1;
         }
     }
@@ -217,6 +227,60 @@ void h_netem_destroy(h_netem_t **self_p)
     *self_p = NULL;
 }
 
+const char *h_netem_spec_cc(const h_netem_spec_t *spec) { return spec && spec->cc[0] ? spec->cc : H_NETEM_CC_DEFAULT; }
+
+const char *h_netem_cc(const h_netem_t *self) { return self ? self->cc : NULL; }
+
+/* Set (set != NULL) or read into got TCP's congestion control inside the namespace of fd: the calling
+ * thread enters it for the one /proc access (sysctls under /proc/sys/net are the caller's namespace's)
+ * and returns to its own. 0, or -1 with the reason in err. */
+static int s_ns_cc(int fd, const char *set, char *got, size_t gotlen, char *err, size_t errlen)
+{
+    const char *path = "/proc/sys/net/ipv4/tcp_congestion_control";
+    int home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    if (home < 0) {
+        snprintf(err, errlen, "open /proc/thread-self/ns/net: %s", strerror(errno));
+        return -1;
+    }
+    if (setns(fd, CLONE_NEWNET) < 0) {
+        snprintf(err, errlen, "setns into an emulated machine: %s", strerror(errno));
+        close(home);
+        return -1;
+    }
+    int rc = -1, f = open(path, (set ? O_WRONLY : O_RDONLY) | O_CLOEXEC);
+    if (f >= 0 && set) {
+        rc = write(f, set, strlen(set)) == (ssize_t)strlen(set) ? 0 : -1;
+    } else if (f >= 0) {
+        ssize_t n = read(f, got, gotlen - 1);
+        if (n > 0) {
+            got[n] = '\0';
+            got[strcspn(got, "\n")] = '\0';
+            rc = 0;
+        }
+    }
+    if (rc < 0 && set && errno == ENOENT) snprintf(err, errlen, "this kernel has no TCP congestion control '%s'", set);
+    else if (rc < 0) snprintf(err, errlen, "%s %s: %s", set ? "write" : "read", path, strerror(errno));
+    if (f >= 0) close(f);
+    if (setns(home, CLONE_NEWNET) < 0) {
+        /* every later socket of this thread would be in the emulated machine: nothing sane is left to do */
+        fprintf(stderr, "harness: --net: cannot return to this process's network namespace: %s\n", strerror(errno));
+        abort();
+    }
+    close(home);
+    return rc;
+}
+
+/* What this kernel offers (tcp_available_congestion_control), for an error message. */
+static void s_cc_available(char *buf, size_t len)
+{
+    snprintf(buf, len, "unknown");
+    FILE *f = fopen("/proc/sys/net/ipv4/tcp_available_congestion_control", "r");
+    if (!f) return;
+    if (!fgets(buf, (int)len, f)) snprintf(buf, len, "unknown");
+    buf[strcspn(buf, "\n")] = '\0';
+    fclose(f);
+}
+
 int h_netem_new(h_netem_t **self_p, const h_netem_spec_t *spec, int nranks, char *err, size_t errlen)
 {
     *self_p = NULL;
@@ -252,6 +316,7 @@ int h_netem_new(h_netem_t **self_p, const h_netem_spec_t *spec, int nranks, char
         return -1;
     }
     for (int i = 0; i < self->nns; i++) self->fd[i] = -1;
+    snprintf(self->cc, sizeof self->cc, "%s", h_netem_spec_cc(spec));
     for (int r = 0; r < nranks; r++)
         self->group[r] = (int)((long long)r * self->nns / nranks);
     double burst = h_netem_burst(spec);
@@ -283,6 +348,22 @@ int h_netem_new(h_netem_t **self_p, const h_netem_spec_t *spec, int nranks, char
         if (self->fd[i] < 0) {
             snprintf(e, sizeof e, "open %s: %s", p, strerror(errno));
             goto fail;
+        }
+        char why[300];
+        if (s_ns_cc(self->fd[i], self->cc, NULL, 0, why, sizeof why) < 0) {
+            char avail[128], host[16] = "unknown";
+            s_cc_available(avail, sizeof avail);
+            if (spec->cc[0]) {
+                snprintf(e, sizeof e, "cc=%s: %.150s (it offers: %.100s; another may load with modprobe tcp_NAME)", self->cc, why, avail);
+                goto fail;
+            }
+            /* the default is missing (no tcp_bbr module): run with what the namespace inherited, and say so */
+            (void)s_ns_cc(self->fd[i], NULL, host, sizeof host, e, sizeof e);
+            fprintf(stderr, "harness: --net: TCP congestion control %s (the default, which results/ was recorded with) "
+                    "is not available here (%s; this kernel offers: %s): the emulated machines run %s, so "
+                    "parameter-server figures are not comparable with results/; pass cc=NAME to choose\n",
+                    self->cc, why, avail, host);
+            snprintf(self->cc, sizeof self->cc, "%s", host);
         }
     }
     *self_p = self;

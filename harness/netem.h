@@ -1,10 +1,11 @@
-/* netem.h: `--net bw=RATE[,per=rank|node][,nodes=K][,queue=MS][,gso=off]` (or `inter=RATE` for the emulated cluster of
+/* netem.h: `--net bw=RATE[,per=rank|node][,nodes=K][,queue=MS][,gso=off][,cc=NAME]` (or `inter=RATE` for the emulated cluster of
  * --nodes, one shaped NIC per machine): an emulated network on one machine. The driver
  * creates one network namespace per rank (per=node: per group of ranks, K groups, default 2), each
  * joined by a veth pair to a bridge that lives in a namespace of its own (nothing is added to the
  * root namespace), addresses 10.231.X.Y/16, and a tc tbf at RATE on both ends of every veth (a
  * full-duplex link of RATE per rank). Ranks enter their namespace between fork and exec (the
- * launcher's child_setup hook) and talk TCP to rank 0's address. Needs root. This kernel has no
+ * launcher's child_setup hook) and talk TCP to rank 0's address; every namespace runs TCP congestion
+ * control NAME (default H_NETEM_CC_DEFAULT), whatever this host's own default is. Needs root. This kernel has no
  * sch_netem, so tc cannot add delay: delay= is refused with that explanation. */
 #ifndef SB_HARNESS_NETEM_H
 #define SB_HARNESS_NETEM_H
@@ -22,9 +23,16 @@ typedef struct {
                               * emulated switch port's buffer in time, so the same at any --shrink */
     int    gso_off;          /* gso=off: veths send one MTU segment per packet (gso_max_segs 1), so the token bucket
                               * can be 1 ms at the rate however slow (default on: 64 KiB GSO packets, a 128 KiB floor) */
+    char   cc[16];           /* cc=NAME: TCP congestion control in every namespace; "" = H_NETEM_CC_DEFAULT */
 } h_netem_spec_t;
 
 #define H_NETEM_QUEUE_MS 100.0 /* queue= when not given */
+/* cc= when not given: the congestion control every emulated result in results/ ran with. It sets how TCP
+ * flows share a shaped NIC, and with it what a parameter server loses to its slowest flow (emulation-cc),
+ * so it is pinned rather than inherited from the host. */
+#define H_NETEM_CC_DEFAULT "bbr"
+/* The congestion control a spec asks for (its cc=, else the default). */
+const char *h_netem_spec_cc(const h_netem_spec_t *spec);
 
 typedef struct h_netem h_netem_t;
 
@@ -35,6 +43,9 @@ int h_netem_parse(const char *spec, h_netem_spec_t *out, char *err, size_t errle
  * left by harness processes that no longer exist first. On failure everything created is removed and
  * err says why (not root, ip/tc missing, a command's own message). */
 int  h_netem_new(h_netem_t **self_p, const h_netem_spec_t *spec, int nranks, char *err, size_t errlen);
+/* The TCP congestion control the namespaces run: the spec's; when it was not given and this kernel lacks
+ * the default, the host's own (h_netem_new warned). */
+const char *h_netem_cc(const h_netem_t *self);
 /* Remove every namespace (and with them the veths, bridge and qdiscs); safe twice and on NULL. */
 void h_netem_destroy(h_netem_t **self_p);
 

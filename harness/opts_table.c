@@ -1,6 +1,7 @@
 /* opts_table.c: the harness option table (name, argument kind, where the value goes, help text) and
  * the value parsers it names; opts.c makes getopt_long's array, the parser and the help from it. */
 #include "harness/opts_int.h"
+#include "harness/netem.h"
 #include "harness/peers.h"
 #include "core/err.h"
 #include <errno.h>
@@ -314,10 +315,11 @@ const h_opt_t h_opt_table[] = {
        "  --dilate K            compute times x K, link rates / K, reported times / K (default 1)\n"),
     SECTION("\nOutput:\n", " train bench run model report gemm explain "),
     STR("net", net,
-        "  --net bw=RATE[,per=rank|node][,nodes=K][,queue=MS][,gso=off]   emulated network (root): one\n"
-        "                        namespace per rank (or per node group), veth + bridge, tc tbf at RATE both\n"
+        "  --net bw=RATE[,per=rank|node][,nodes=K][,queue=MS][,gso=off][,cc=NAME]   emulated network (root):\n"
+        "                        one namespace per rank (or per node group), veth + bridge, tc tbf at RATE both\n"
         "                        ways (e.g. bw=1gbit), a packet waiting at most queue= ms (default 100) before\n"
-        "                        a drop; gso=off: one MTU frame per packet, a 1 ms token bucket at any rate; TCP\n"),
+        "                        a drop; gso=off: one MTU frame per packet, a 1 ms token bucket at any rate;\n"
+        "                        ranks talk TCP with congestion control cc= (default " H_NETEM_CC_DEFAULT ", not the host's)\n"),
     STR("json", json, "  --json FILE           append one JSON object per line per result ('-' = stdout)\n"),
     STR("label", label,
         "  --label NAME          name this run: written into every JSON line (\"label\"), shown by report;\n"

@@ -32,11 +32,18 @@ Test(netem, parse)
     cr_assert_float_eq(h_netem_burst(&s), 131072.0, 1e-9);
     s.bits_per_s = 8e9;
     cr_assert_float_eq(h_netem_burst(&s), 1e6, 1e-9);
+    /* TCP's congestion control: pinned to the default unless cc= names another */
+    cr_assert_str_eq(h_netem_spec_cc(&s), H_NETEM_CC_DEFAULT);
+    cr_assert_eq(h_netem_parse("inter=25gbit,cc=cubic", &s, err, sizeof err), 0, "%s", err);
+    cr_assert_str_eq(h_netem_spec_cc(&s), "cubic");
+    cr_assert_eq(h_netem_parse("bw=1gbit,cc=No Such", &s, err, sizeof err), -1);
+    cr_assert(strstr(err, "congestion control"), "%s", err);
     cr_assert_eq(h_netem_parse("bw=1gbit,delay=1ms", &s, err, sizeof err), -1);
     cr_assert(strstr(err, "sch_netem"), "%s", err);
     static const char *bad[] = {"", "bw", "bw=", "bw=1", "bw=fast", "bw=-1gbit", "bw=1gbit,per=host", "per=node",
                                 "bw=1gbit,nodes=0", "bw=1gbit,x=1", "bw=1gbit,queue=", "bw=1gbit,queue=0",
-                                "bw=1gbit,queue=5s", "bw=1gbit,queue=-1ms", "bw=1gbit,gso=no", NULL};
+                                "bw=1gbit,queue=5s", "bw=1gbit,queue=-1ms", "bw=1gbit,gso=no", "bw=1gbit,cc=",
+                                "bw=1gbit,cc=averyverylongname", "bw=1gbit,cc=cu/bic", NULL};
     for (int i = 0; bad[i]; i++) cr_assert_eq(h_netem_parse(bad[i], &s, err, sizeof err), -1, "accepted '%s'", bad[i]);
 }
 
@@ -135,6 +142,71 @@ Test(netem, setup_shaping_cleanup, .timeout = 60)
     cr_assert_null(net);
     h_netem_destroy(&net);    /* safe twice */
     for (int i = 0; i < 4; i++) cr_assert(!s_ns_exists(names[i]), "%s left behind", names[i]);
+}
+
+/* The namespace's congestion control as its own processes see it. */
+static void s_ns_cc_of(h_netem_t *net, int rank, char *out, size_t len)
+{
+    int fd[2];
+    snprintf(out, len, "?");
+    cr_assert_eq(pipe(fd), 0);
+    pid_t c = fork();
+    if (c == 0) {
+        if (h_netem_enter(net, rank) < 0) _exit(2);
+        FILE *f = fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r");
+        char b[32] = "";
+        if (!f || !fgets(b, sizeof b, f)) _exit(3);
+        _exit(write(fd[1], b, strlen(b)) > 0 ? 0 : 4);
+    }
+    close(fd[1]);
+    ssize_t n = read(fd[0], out, len - 1);
+    close(fd[0]);
+    int st;
+    waitpid(c, &st, 0);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0 && n > 0, "reading rank %d's congestion control", rank);
+    out[n] = '\0';
+    out[strcspn(out, "\n")] = '\0';
+}
+
+/* Every emulated machine runs the spec's congestion control, whatever the host's default is; a name
+ * the kernel lacks is refused with what it offers, and nothing is left behind. */
+Test(netem, congestion_control_pinned, .timeout = 60)
+{
+    if (geteuid() != 0) cr_skip_test("needs root (network namespaces, veth, tc)");
+    if (!s_have("ip") || !s_have("tc")) cr_skip_test("ip / tc (iproute2) not installed");
+    FILE *f = fopen("/proc/sys/net/ipv4/tcp_available_congestion_control", "r");
+    char avail[256] = "";
+    if (f) {
+        if (!fgets(avail, sizeof avail, f)) avail[0] = '\0';
+        fclose(f);
+    }
+    if (!strstr(avail, "reno") || !strstr(avail, H_NETEM_CC_DEFAULT))
+        cr_skip_test("this kernel offers '%s': the test needs reno and the default " H_NETEM_CC_DEFAULT, avail);
+    h_netem_spec_t spec;
+    char err[512], got[32];
+    h_netem_t *net = NULL;
+    cr_assert_eq(h_netem_parse("bw=100mbit,cc=reno", &spec, err, sizeof err), 0);
+    cr_assert_eq(h_netem_new(&net, &spec, 2, err, sizeof err), 0, "%s", err);
+    cr_assert_str_eq(h_netem_cc(net), "reno");
+    for (int r = 0; r < 2; r++) {
+        s_ns_cc_of(net, r, got, sizeof got);
+        cr_assert_str_eq(got, "reno", "rank %d's machine runs %s", r, got);
+    }
+    h_netem_destroy(&net);
+    /* without cc=: the default (on a host whose own default differs, too: nothing is inherited) */
+    cr_assert_eq(h_netem_parse("bw=100mbit", &spec, err, sizeof err), 0);
+    cr_assert_eq(h_netem_new(&net, &spec, 2, err, sizeof err), 0, "%s", err);
+    s_ns_cc_of(net, 1, got, sizeof got);
+    cr_assert_str_eq(got, H_NETEM_CC_DEFAULT);
+    cr_assert_str_eq(h_netem_cc(net), H_NETEM_CC_DEFAULT);
+    char br[64];
+    snprintf(br, sizeof br, "%s", net->brns);
+    h_netem_destroy(&net);
+    cr_assert(!s_ns_exists(br));
+    cr_assert_eq(h_netem_parse("bw=100mbit,cc=nosuchcc", &spec, err, sizeof err), 0);
+    cr_assert_eq(h_netem_new(&net, &spec, 2, err, sizeof err), -1);
+    cr_assert(strstr(err, "nosuchcc") && strstr(err, "offers"), "%s", err);
+    cr_assert_null(net);
 }
 
 Test(netem, per_node_groups, .timeout = 30)
