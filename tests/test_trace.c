@@ -338,7 +338,7 @@ Test(trace, harness_ps_timeline_names_senders, .timeout = 120)
     char dir[] = "/tmp/sb-trace-XXXXXX", path[256], cmd[2048], out[1 << 16];
     cr_assert_not_null(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/t.json", dir);
-    snprintf(cmd, sizeof cmd, "%s train --engine ps --servers 1 --procs 2 --steps 2 --warmup-steps 1 --timeline %s",
+    snprintf(cmd, sizeof cmd, "%s train --engine ps --servers 1 --procs 2 --steps 4 --warmup-steps 1 --timeline %s",
              g_harness, path);
     int rc = s_run(cmd, out, sizeof out);
     cr_assert_eq(rc, 0, "harness train --engine ps --timeline failed:\n%s", out);
@@ -350,6 +350,21 @@ Test(trace, harness_ps_timeline_names_senders, .timeout = 120)
     cr_expect(strstr(js, "\"args\":{\"from\":0,\"key\":") != NULL, "no push or pull from rank 0");
     cr_expect(strstr(js, "\"args\":{\"from\":1,\"key\":") != NULL, "no push or pull from rank 1");
     free(js);
+    /* scripts/ps-flows reads them: both workers, the steps after the first two */
+    char script[PATH_MAX + 32] = "", root[PATH_MAX];
+    snprintf(root, sizeof root, "%s", g_harness); /* BUILD/harness: the checkout is BUILD's parent, else the cwd */
+    char *slash = strrchr(root, '/');
+    if (slash) *slash = '\0', slash = strrchr(root, '/');
+    if (slash) *slash = '\0', snprintf(script, sizeof script, "%s/scripts/ps-flows", root);
+    if (access(script, X_OK) != 0 && getcwd(root, sizeof root)) snprintf(script, sizeof script, "%s/scripts/ps-flows", root);
+    if (access(script, X_OK) == 0 && system("command -v python3 >/dev/null") == 0) {
+        snprintf(cmd, sizeof cmd, "%s %s two", script, path);
+        cr_assert_eq(s_run(cmd, out, sizeof out), 0, "%s", out);
+        cr_expect(strstr(out, "# ps-flows two: 2 workers, 3 steps") != NULL, "%s", out);
+        cr_expect(strstr(out, "\n  two ") != NULL, "%s", out);
+    } else {
+        cr_expect(0, "no scripts/ps-flows or python3 (%s)", script);
+    }
     unlink(path);
     rmdir(dir);
 }
