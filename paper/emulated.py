@@ -167,6 +167,42 @@ def repeat(results_dir, summary):
     return table(["model", "machines", "NIC", "layout", "launches", "min ms", "median", "max", "(max - min) / median"], rows)
 
 
+def _by_knob(L, knob):
+    """Rows of (model, device, machines, NIC, layout) and one column per value of an emulation knob
+    (knob(o) -> its value in result line o): each cell lists the configuration's launches (ms), the
+    collective alone (bench lines) by its time. Returns (keys, cells, values) in the order first seen."""
+    keys, cells, vals = [], {}, []
+    for o in L:
+        net = o.get("net", "")
+        v = knob(o)
+        rate = [kv.split("=", 1)[1] for kv in net.split(",") if kv.startswith(("inter=", "bw="))]
+        rate = rate[0] if rate else "?"
+        k = o.get("server_nodes", 0)
+        if o.get("mode") == "bench":
+            if o.get("bytes") is None or o.get("time_us") is None:
+                continue
+            where = ("%d x %d%s" % (o["nodes"], o.get("gpus_per_node", 1), " + %d CPU" % k if k else "")
+                     if o.get("nodes") else "%d workers, a machine each" % o.get("world", 0))
+            # --net bw=: every rank, servers too, in a namespace (a machine) of its own
+            lay = layout(o) if o.get("nodes") or o["engine"] != "ps" else "ps %d server%s, a machine each" % (
+                o.get("servers", 1), "s" if o.get("servers", 1) > 1 else "")
+            key = ("collective alone, %.0f MiB a worker" % (o["bytes"] / 2**20), "-", where, rate, lay)
+            val = o["time_us"] / 1e3
+        elif o.get("emulated"):
+            where = "%d x %d%s" % (o.get("nodes", 1), o.get("gpus_per_node", 1), " + %d CPU" % k if k else "")
+            key = (NAMES.get(o["model"], o["model"]), o.get("device", ""), where, rate, layout(o))
+            val = o["emu_step_ms"]
+        else:
+            continue
+        if v not in vals:
+            vals.append(v)
+        if key not in cells:
+            keys.append(key)
+            cells[key] = {}
+        cells[key].setdefault(v, []).append(val)
+    return keys, cells, vals
+
+
 def queue(results_dir, summary):
     """The emulated NIC's queue (tc tbf latency, --net queue=) against the PS's incast
     (results/emulation-queue): each configuration's launches at each queue, and the collective alone."""
@@ -174,37 +210,54 @@ def queue(results_dir, summary):
     L = list(movebytes.jsonl(path)) if os.path.exists(path) else []
     if not L:
         return "_Not measured: run `scripts/record-results emulation_queue`._"
-    def qof(net):
-        for kv in net.split(","):
+    def qof(o):
+        for kv in o.get("net", "").split(","):
             if kv.startswith("queue="):
                 return kv[len("queue="):]
         return "100ms"
-    keys, cells, qs = [], {}, []
-    for o in L:
-        net = o.get("net", "")
-        q = qof(net)
-        if q not in qs:
-            qs.append(q)
-        rate = [kv for kv in net.split(",") if kv.startswith("inter=")]
-        rate = rate[0].replace("inter=", "") if rate else "?"
-        k = o.get("server_nodes", 0)
-        where = "%d x %d%s" % (o.get("nodes", 1), o.get("gpus_per_node", 1), " + %d CPU" % k if k else "")
-        if o.get("mode") == "bench":
-            if o.get("bytes") is None or o.get("time_us") is None:
-                continue
-            key = ("collective alone, %.0f MiB a worker" % (o["bytes"] / 2**20), "-", where, rate, layout(o))
-            val = o["time_us"] / 1e3
-        elif o.get("emulated"):
-            key = (NAMES.get(o["model"], o["model"]), o.get("device", ""), where, rate, layout(o))
-            val = o["emu_step_ms"]
-        else:
-            continue
-        if key not in cells:
-            keys.append(key)
-            cells[key] = {}
-        cells[key].setdefault(q, []).append(val)
+    keys, cells, qs = _by_knob(L, qof)
     rows = [list(k) + [" / ".join("%.0f" % v for v in cells[k].get(q, [])) or "-" for q in qs] for k in keys]
     return table(["model", "device", "machines", "NIC", "layout"] + ["queue %s: ms" % q for q in qs], rows)
+
+
+def cc(results_dir, summary):
+    """TCP's congestion control on the emulated NICs (results/emulation-cc): each configuration's launches
+    under each, the flows' progress that scripts/ps-flows read from a K = N timeline, and the cost model
+    fitted under each from the same file."""
+    path = os.path.join(results_dir, "emulation-cc.jsonl")
+    L = list(movebytes.jsonl(path)) if os.path.exists(path) else []
+    if not L:
+        return "_Not measured: run `scripts/record-results emulation_cc`._"
+    def ccof(o):
+        v = o.get("versions", "")
+        return v.split("tcp ", 1)[1].split(",")[0].strip() if "tcp " in v else "?"
+    keys, cells, ccs = _by_knob(L, ccof)
+    rows = [list(k) + [" / ".join("%.0f" % v for v in cells[k].get(c, [])) or "-" for c in ccs] for k in keys]
+    out = [table(["model", "device", "machines", "NIC", "layout"] + ["TCP %s: ms" % c for c in ccs], rows)]
+    # scripts/ps-flows' lines and the model's check summaries, from the recording's text
+    flows, checks, model_cc = [], [], None
+    txt = os.path.join(results_dir, "emulation-cc.txt")
+    for ln in open(txt) if os.path.exists(txt) else []:
+        f = ln.split()
+        if ln.startswith("  ") and len(f) == 8 and f[0] in ccs:
+            try:
+                flows.append([f[0]] + ["%.1f" % float(x) for x in f[1:]])
+            except ValueError:
+                pass
+        elif ln.startswith("$ ") and " model " in ln and "cc=" in ln:
+            model_cc = ln.split("cc=", 1)[1].split()[0]
+        elif ln.startswith("# mean |err|") and model_cc:
+            checks.append("%s: %s" % (model_cc, ln[2:].strip()))
+    if flows:
+        out.append("How evenly the flows progress in the K = N run at 4 x 1 (`scripts/ps-flows` on its timeline, "
+                   "ms, medians over the steps; one row a launch):\n\n" + table(
+                       ["TCP", "step", "skew of the workers' starts", "a worker's flows: first to last end",
+                        "a partition: first to last push", "90th percentile", "last push in", "then to step end"],
+                       flows))
+    if checks:
+        out.append("The cost model with the incast slowdown fitted under each congestion control (from this file's "
+                   "bench lines), against this file's runs: " + "; ".join(checks) + ".")
+    return "\n\n".join(out)
 
 
 def gso(results_dir, summary):
@@ -345,7 +398,7 @@ def section(results_dir, summary):
             "EMU_INVARIANCE": invariance(results_dir, summary), "EMU_SCALING": scaling(results_dir, summary),
             "EMU_MODEL_CHECK": model_check(results_dir, summary), "EMU_HOST_WORK": host_work(results_dir, summary),
             "EMU_REPEAT": repeat(results_dir, summary), "EMU_QUEUE": queue(results_dir, summary),
-            "EMU_GSO": gso(results_dir, summary),
+            "EMU_GSO": gso(results_dir, summary), "EMU_CC": cc(results_dir, summary),
             "GPU_CHECK": device(results_dir, summary)}
 
 
