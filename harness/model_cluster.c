@@ -96,6 +96,9 @@ static const s_layout_t s_layouts[] = {
     {"ps-per-node", {.kind = H_CL_PS}, 0},              /* one server on every GPU machine (TensorFlow) */
     {"ps-K=N", {.kind = H_CL_PS, .server_nodes = -1}, 0}, /* N CPU-only server machines (BytePS) */
     {"ps-colocated", {.kind = H_CL_PS, .colocate = 1}, 0},
+    /* K CPU-only server machines, one server each, 1 < K < N (the BytePS sweep): checked against the runs
+     * that have them, not extrapolated (K is the run's) */
+    {"ps-K<N", {.kind = H_CL_PS, .server_nodes = -2}, 0},
 };
 #define S_NLAYOUTS (int)(sizeof s_layouts / sizeof s_layouts[0])
 
@@ -112,7 +115,8 @@ static double s_slow(const struct s_meas *t, int l, int N, int G)
 
 /* Predicted step (s) of a layout on N machines of G GPUs; t: the slowdowns measured per layout (NULL:
  * the law everywhere). */
-static double s_step(const s_point_t *p, const struct s_meas *t, int l, int N, int G, double bps, double *exposed)
+static double s_step(const s_point_t *p, const struct s_meas *t, int l, int N, int G, int K, double bps,
+                     double *exposed)
 {
     const s_layout_t *L = &s_layouts[l];
     h_cl_net_t net = {.nodes = N, .gpus_per_node = G, .beta = S_WIRE * 8.0 / bps, .alpha = 0};
@@ -122,7 +126,8 @@ static double s_step(const s_point_t *p, const struct s_meas *t, int l, int N, i
     e.incast = p->incast;
     e.slow = s_slow(t, l, N, G);
     if (e.kind == H_CL_PS && !e.colocate && e.server_nodes == 0 && e.servers == 0) e.servers = N; /* one per machine */
-    if (e.kind == H_CL_PS && e.server_nodes < 0) e.server_nodes = e.servers = N;                  /* K = N */
+    if (e.kind == H_CL_PS && e.server_nodes == -1) e.server_nodes = e.servers = N;                /* K = N */
+    if (e.kind == H_CL_PS && e.server_nodes == -2) e.server_nodes = e.servers = K;                /* K < N */
     double total = (double)p->local_batch / p->dev.samples_per_s;
     double step = N * G > 1 ? h_cl_step(&net, &e, p->nb, p->ready, p->bytes, total, exposed) : total;
     if (L->update_on_worker || N * G == 1) step += p->update_s;
@@ -181,10 +186,11 @@ static int s_extrapolate(const h_opts_t *o, const s_point_t *p, const struct s_m
     for (int P = 1; P <= 1024; P *= 2) printf(" %7d", P);
     printf("\n");
     for (int l = 0; l < S_NLAYOUTS; l++) {
+        if (s_layouts[l].e.server_nodes == -2) continue; /* K is a run's: checked, not extrapolated */
         printf("  %-14s", s_layouts[l].label);
         for (int P = 1; P <= 1024; P *= 2) {
             int g = P < G ? P : G, N = (P + g - 1) / g;
-            double step = s_step(p, t, l, N, g, bps, NULL);
+            double step = s_step(p, t, l, N, g, 0, bps, NULL);
             double sp = (double)P * (double)p->local_batch / step / p->dev.samples_per_s;
             printf(" %7.2f", sp);
             if (!lines || bad) continue;
@@ -216,7 +222,7 @@ static int s_layout_of(const h_jobj_t *r, int N)
     if (h_engine_pattern(eng) != H_PATTERN_PS) return -1;
     if (strstr(impl, "colocated")) return 5;
     int S = (int)h_jnum(r, "servers", 0), K = (int)h_jnum(r, "server_nodes", 0);
-    if (K > 0) return S == 1 && K == 1 ? 2 : (K == N && S == N ? 4 : -1);
+    if (K > 0) return S == 1 && K == 1 ? 2 : (K == N && S == N ? 4 : (S == K && K > 1 && K < N ? 6 : -1));
     return S == N ? 3 : (S == 1 && N == 1 ? 3 : -1);
 }
 
@@ -303,7 +309,8 @@ static void s_measured(const h_opts_t *o, struct s_meas *t, int *nlines)
         e.pipelined = 1;
         e.part_bytes = part;
         if (!e.colocate && e.server_nodes == 0 && e.servers == 0) e.servers = N;
-        if (e.server_nodes < 0) e.server_nodes = e.servers = N;
+        if (e.server_nodes == -1) e.server_nodes = e.servers = N;
+        if (e.server_nodes == -2) e.server_nodes = e.servers = (int)h_jnum(r, "server_nodes", 0);
         if (bytes / (e.colocate ? P : e.servers > 0 ? e.servers : 1) < 2 * part) continue; /* pushes, then replies */
         double ready = 0, ideal = h_cl_step(&cn, &e, 1, &ready, &bytes, 0, NULL);
         if (!(ideal > 0)) continue;
@@ -326,12 +333,13 @@ static void s_measured(const h_opts_t *o, struct s_meas *t, int *nlines)
 }
 
 /* One emulated configuration of the check: every launch of the same run (same model, device, machines,
- * layout, link, batch, buckets, shrink and dilation) in the files, compared by their median. */
+ * layout, link, batch, buckets, shrink and dilation) in the files, compared by their median. Host-bound
+ * launches (hb) are a configuration of their own: predicted and listed, never counted. */
 typedef struct {
     char   key[512];
-    int    layout, P;
+    int    layout, P, N, G, K, hb;
     char   model[32], device[32];
-    double predicted;
+    double predicted, bps;
     double *ms;
     int    n;
 } s_check_pt_t;
@@ -353,7 +361,9 @@ static s_check_pt_t *s_check_find(s_check_pt_t **pts, int *npts, int *cap, const
     return c;
 }
 
-static void s_check(const h_opts_t *o, const s_point_t *base, const struct s_meas *t)
+/* Prints the check; with --json appends one line per configuration ("kind":"check": its layout, the
+ * median of its launches, the prediction) in one write, whole or not at all. */
+static int s_check(const h_opts_t *o, const s_point_t *base, const struct s_meas *t)
 {
     h_jobj_t *objs = NULL;
     size_t n = 0, nbad = 0;
@@ -365,8 +375,7 @@ static void s_check(const h_opts_t *o, const s_point_t *base, const struct s_mea
     for (size_t i = 0; i < n; i++) {
         const h_jobj_t *r = &objs[i];
         if (!h_jget(r, "emulated") || strcmp(h_jstr(r, "mode", ""), "train") || h_jget(r, "host_bound") == NULL) continue;
-        const h_jfield_t *hb = h_jget(r, "host_bound");
-        if (hb->num != 0) continue; /* a host-bound run measured this machine */
+        int hb = h_jget(r, "host_bound")->num != 0; /* a host-bound run measured this machine */
         int P = (int)h_jnum(r, "world", 0), N = (int)h_jnum(r, "nodes", 1), G = (int)h_jnum(r, "gpus_per_node", 1);
         int l = s_layout_of(r, N);
         double meas = h_jnum(r, "emu_step_ms", 0);
@@ -387,7 +396,7 @@ static void s_check(const h_opts_t *o, const s_point_t *base, const struct s_mea
          * older lines, and half-precision gradients, waited for the step's last push */
         int pipelined = !strcmp(h_jstr(r, "grad_dtype", "f32"), "f32") && h_jnum(r, "schema", 1) >= 2;
         char key[512];
-        snprintf(key, sizeof key, "%s|%s|%.6g|%.6g|%d|%d|%d|%d|%g|%g|%d|%d|%g|%g|%d", h_jstr(r, "model", ""),
+        snprintf(key, sizeof key, "%d|%s|%s|%.6g|%.6g|%d|%d|%d|%d|%g|%g|%d|%d|%g|%g|%d", hb, h_jstr(r, "model", ""),
                  h_jstr(r, "device", ""), bps, eff, P, N, G, l, h_jnum(r, "servers", 0), h_jnum(r, "server_nodes", 0),
                  (int)h_jnum(r, "local_batch", 64), no_overlap, h_jnum(r, "bucket_mb", 25), h_jnum(r, "shrink", 1) *
                  1000 + h_jnum(r, "dilate", 1), pipelined);
@@ -403,8 +412,9 @@ static void s_check(const h_opts_t *o, const s_point_t *base, const struct s_mea
             }
             p.ps_pipelined = pipelined;
             p.incast = base->incast;
-            c->predicted = s_step(&p, t, l, N, G, bps, NULL) * 1e3;
-            c->layout = l, c->P = P;
+            c->K = (int)h_jnum(r, "server_nodes", 0);
+            c->predicted = s_step(&p, t, l, N, G, c->K, bps, NULL) * 1e3;
+            c->layout = l, c->P = P, c->N = N, c->G = G, c->bps = bps, c->hb = hb;
             snprintf(c->model, sizeof c->model, "%s", p.wl->name);
             snprintf(c->device, sizeof c->device, "%s", p.dev.name);
             s_free(&p);
@@ -415,31 +425,64 @@ static void s_check(const h_opts_t *o, const s_point_t *base, const struct s_mea
         c->ms[c->n++] = meas;
     }
     printf("#\n# predicted against the emulated runs: step time (ms, emulated); a configuration launched more\n"
-           "# than once (in one file or across them) is compared by its launches' median\n"
+           "# than once (in one file or across them) is compared by its launches' median; host-bound launches are\n"
+           "# listed (hb) and never counted\n"
            "# %-12s %-10s %-12s %5s %8s %9s %9s %7s\n", "engine", "model", "device", "GPUs", "launches", "measured",
            "predicted", "err%");
     double sum = 0;
-    int within = 0, launches = 0, launches_within = 0;
+    int within = 0, launches = 0, launches_within = 0, bad = 0, counted = 0;
+    h_meta_t meta;
+    char *buf = NULL;
+    size_t blen = 0;
+    FILE *lines = NULL;
+    if (o->json) {
+        h_meta_fill(&meta, o->argc, o->argv);
+        bad = !(lines = open_memstream(&buf, &blen));
+    }
     for (int k = 0; k < npts; k++) {
         s_check_pt_t *c = &pts[k];
         qsort(c->ms, (size_t)c->n, sizeof *c->ms, s_cmp_d);
         double med = c->n % 2 ? c->ms[c->n / 2] : 0.5 * (c->ms[c->n / 2 - 1] + c->ms[c->n / 2]);
         double err = (c->predicted - med) / med * 100;
-        printf("  %-12s %-10s %-12s %5d %8d %9.1f %9.1f %+7.1f\n", s_layouts[c->layout].label, c->model, c->device, c->P,
-               c->n, med, c->predicted, err);
-        sum += fabs(err);
-        within += fabs(err) <= 10;
-        for (int v = 0; v < c->n; v++) launches_within += fabs((c->predicted - c->ms[v]) / c->ms[v] * 100) <= 10;
-        launches += c->n;
+        char label[24];
+        if (s_layouts[c->layout].e.server_nodes == -2) snprintf(label, sizeof label, "ps-K=%d", c->K);
+        else snprintf(label, sizeof label, "%s", s_layouts[c->layout].label);
+        printf("  %-12s %-10s %-12s %5d %8d %9.1f %9.1f %+7.1f%s\n", label, c->model, c->device, c->P, c->n, med,
+               c->predicted, err, c->hb ? " hb" : "");
+        if (lines && !bad) {
+            size_t ln = 0;
+            char *line = h_result_line(o, &meta, "model", json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:i, s:f, s:f, s:f, s:b}",
+                                       "kind", "check", "model", c->model, "device", c->device, "engine", label,
+                                       "gpus", c->P, "nodes", c->N, "gpus_per_node", c->G, "server_nodes", c->K,
+                                       "net_bps", (json_int_t)llround(c->bps), "launches", c->n, "measured_ms", med,
+                                       "step_ms", c->predicted, "err_pct", err, "host_bound", c->hb), &ln);
+            bad = !line || fwrite(line, 1, ln, lines) != ln;
+            free(line);
+        }
+        if (!c->hb) {
+            sum += fabs(err);
+            within += fabs(err) <= 10;
+            for (int v = 0; v < c->n; v++) launches_within += fabs((c->predicted - c->ms[v]) / c->ms[v] * 100) <= 10;
+            launches += c->n;
+            counted++;
+        }
         free(c->ms);
     }
-    if (npts)
+    if (counted)
         printf("# mean |err| %.1f%% over %d configurations (%d launches); %d within 10%%; launches one by one: %d of %d "
-               "within 10%%\n", sum / npts, npts, launches, within, launches_within, launches);
+               "within 10%%\n", sum / counted, counted, launches, within, launches_within, launches);
     else
         printf("# no emulated train runs (that were not host-bound) in the files\n");
     free(pts);
     h_jfree_all(&objs, &n);
+    int rc = 0;
+    if (o->json) {
+        bad = (lines && fclose(lines) != 0) || bad;
+        rc = bad ? err_set(ERR_NOMEM, "model: out of memory making the check's lines (nothing of them written to %s)", o->json)
+                 : h_json_append(o->json, buf, blen);
+        free(buf);
+    }
+    return rc;
 }
 
 int h_model_cluster(const h_opts_t *o)
@@ -491,7 +534,7 @@ int h_model_cluster(const h_opts_t *o)
         printf("\n");
     }
     rc = s_extrapolate(o, &p, &meas, G, bps);
-    if (rc == 0 && o->nmeasured) s_check(o, &p, &meas);
+    if (rc == 0 && o->nmeasured) rc = s_check(o, &p, &meas);
     s_free(&p);
     return rc;
 }

@@ -481,6 +481,61 @@ Test(harness, model_check_takes_the_median_of_launches, .timeout = 60)
                        "the median of 100, 200, 300, 400 (host-bound 900, queue=2ms and TCP cubic left out)");
 }
 
+/* K server machines with 1 < K < N (the BytePS sweep) are points of the check; a host-bound run is
+ * predicted and listed but not counted; --json gets one "check" line per configuration. */
+Test(harness, model_check_lists_k_servers_and_host_bound, .timeout = 60)
+{
+    s_find();
+    char path[] = "/tmp/sb-modelcheck-XXXXXX", js[] = "/tmp/sb-modelcheck-json-XXXXXX";
+    int fd = mkstemp(path), jfd = mkstemp(js);
+    cr_assert(fd >= 0 && jfd >= 0);
+    close(jfd);
+    unlink(js); /* --json creates it */
+    FILE *f = fdopen(fd, "w");
+    cr_assert(f);
+    const char *common = "\"emulated\":1,\"mode\":\"train\",\"schema\":2,\"model\":\"vgg16\",\"device\":\"throughput=100000\","
+                         "\"nodes\":4,\"gpus_per_node\":1,\"world\":4,\"net\":\"inter=25gbit\",\"local_batch\":64,"
+                         "\"shrink\":32,\"dilate\":1,\"grad_dtype\":\"f32\",\"engine\":\"ps\"";
+    fprintf(f, "{%s,\"impl\":\"ps-sync-servers2\",\"servers\":2,\"server_nodes\":2,\"host_bound\":false,"
+               "\"emu_step_ms\":450}\n", common);
+    fprintf(f, "{%s,\"impl\":\"ps-sync-servers3\",\"servers\":3,\"server_nodes\":3,\"host_bound\":true,"
+               "\"emu_step_ms\":900}\n", common);
+    fclose(f);
+    char cmd[1024], out[1 << 16];
+    snprintf(cmd, sizeof cmd, "%s model --model vgg16 --device throughput=100000 --nodes 4 --gpus-per-node 1 --net "
+             "inter=25gbit --json %s %s", g_harness, js, path);
+    int rc = s_run(cmd, out, sizeof out, NULL);
+    unlink(path);
+    cr_assert_eq(rc, 0, "%s", out);
+    const char *check = strstr(out, "# predicted against the emulated runs");
+    cr_assert(check, "%s", out);
+    const char *k2 = strstr(check, "\n  ps-K=2 "), *k3 = strstr(check, "\n  ps-K=3 ");
+    cr_assert(k2 && k3, "%s", check);
+    double meas = 0, pred = 0;
+    cr_expect_eq(sscanf(k2, " ps-K=2 %*s %*s %*d %*d %lf %lf", &meas, &pred), 2, "%.200s", k2);
+    /* 4 workers' VGG-16 bytes over 2 server machines: each server NIC takes twice a worker's bytes */
+    cr_expect(meas == 450 && pred > 300 && pred < 600, "%.200s", k2);
+    cr_expect(strstr(k3, " hb\n") != NULL, "the host-bound run is not marked: %.200s", k3);
+    cr_expect(strstr(out, "over 1 configurations (1 launches)") != NULL, "a host-bound run was counted:\n%s", out);
+    char *lines = NULL;
+    size_t cap = 0;
+    int nchk = 0, hb = 0;
+    FILE *jf = fopen(js, "r");
+    cr_assert(jf, "no --json file");
+    while (getline(&lines, &cap, jf) > 0) {
+        if (!strstr(lines, "\"kind\":\"check\"")) continue;
+        nchk++;
+        hb += strstr(lines, "\"host_bound\":true") != NULL;
+        if (strstr(lines, "\"engine\":\"ps-K=2\""))
+            cr_expect(strstr(lines, "\"server_nodes\":2") && strstr(lines, "\"measured_ms\":450"), "%s", lines);
+    }
+    free(lines);
+    fclose(jf);
+    unlink(js);
+    cr_expect_eq(nchk, 2);
+    cr_expect_eq(hb, 1);
+}
+
 /* scripts/nic-use reads the shapers' counters of a --net run in a window of it: a ring of two ranks at
  * 100 Mbit/s keeps both NICs busy most of the window, both ways (root: network namespaces). */
 Test(harness, nic_use_reads_the_shapers, .timeout = 90)
