@@ -66,37 +66,90 @@ def horovod(results_dir, summary):
                   "ours: ring after backward (vs TCP)", "TensorFlow PS", "ours: PS, a server per machine (vs TF)"], rows)
 
 
-def byteps(results_dir, summary):
-    L = lines(results_dir, "byteps-crossover")
-    if not L:
-        return "_Not measured: run `scripts/record-results byteps_crossover`._"
-    out, crossings = [], []
+def _checks(results_dir):
+    """The cost model's check lines (results/emulated-model.jsonl, "kind":"check"): one per configuration,
+    the same from each `harness model` command of the recording, so the first of each is kept."""
+    path = os.path.join(results_dir, "emulated-model.jsonl")
+    out = {}
+    for o in (movebytes.jsonl(path) if os.path.exists(path) else []):
+        if o.get("kind") != "check":
+            continue
+        k = (o["model"], o["device"], o["engine"], o["gpus"], o["nodes"], o["gpus_per_node"], o["net_bps"],
+             o.get("host_bound", False))
+        out.setdefault(k, o)
+    return out
+
+
+def _med(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if len(xs) % 2 else 0.5 * (xs[len(xs) // 2 - 1] + xs[len(xs) // 2])
+
+
+def _byteps_points(results_dir):
+    """The BytePS sweep (byteps-crossover and its repeat): per n, the ring's launches and the PS's per k,
+    each with the cost model's step for that configuration (its check line, or None)."""
+    L = lines(results_dir, "byteps-crossover") + lines(results_dir, "byteps-crossover-repeat")
+    checks = _checks(results_dir)
+    def model(o, n):
+        eng = "ring" if o["engine"] == "ring" else ("ps-K=N" if o.get("server_nodes") == n else
+                                                     "ps-1server" if o.get("server_nodes") == 1 else
+                                                     "ps-K=%d" % o.get("server_nodes", 0))
+        for hb in (False, True):
+            c = checks.get((o["model"], o["device"], eng, n, n, 1, 25000000000, hb))
+            if c:
+                return c["step_ms"]
+        return None
+    pts = {}
     for n in sorted({o["world"] for o in L}):
         ring = [o for o in L if o["world"] == n and o["engine"] == "ring"]
-        ps = sorted((o for o in L if o["world"] == n and o["engine"] == "ps"), key=lambda o: o.get("server_nodes", 0))
-        if not ring or not ps:
-            continue
-        r = ring[-1]["emu_step_ms"]
+        groups = {}
+        for o in L:
+            if o["world"] == n and o["engine"] == "ps":
+                groups.setdefault(o.get("server_nodes", 0), []).append(o)
+        if ring and groups:
+            pts[n] = {"ring": (ring, model(ring[0], n)),
+                      "ps": [(k, groups[k], model(groups[k][0], n)) for k in sorted(groups)]}
+    return L, pts
+
+
+def byteps(results_dir, summary):
+    L, pts = _byteps_points(results_dir)
+    if not pts:
+        return "_Not measured: run `scripts/record-results byteps_crossover`._"
+    def launches(G):
+        return " / ".join("%.1f%s" % (o["emu_step_ms"], " †" if o.get("host_bound") else "") for o in G)
+    out, crossings = [], []
+    for n, p in pts.items():
+        ring, rm = p["ring"]
+        r = _med([o["emu_step_ms"] for o in ring])
         bound = n * n / (2.0 * (n - 1))
         # the link arithmetic per step, in units of the ring's: ring 2(n-1)/n M; a PS whose servers answer
-        # while pushes still arrive (full duplex, BytePS) max(M, nM/k); ours, which answers after the
-        # step's last push, twice that
+        # while pushes still arrive (full duplex, BytePS) max(M, nM/k)
         ring_u = 2.0 * (n - 1) / n
-        rows = [["ring", "-", "%.1f" % r, "1.00", "1.00", "1.00"]]
-        first = None
-        for o in ps:
-            k = o.get("server_nodes", 0)
-            rel = r / o["emu_step_ms"]
+        rows = [["ring", "-", launches(ring), "%.1f" % r, "1.00", "%.1f" % rm if rm else "-", "1.00", "1.00"]]
+        first = first_model = None
+        for k, G, pm in p["ps"]:
+            m = _med([o["emu_step_ms"] for o in G])
+            rel = r / m
             if rel > 1 and first is None:
                 first = k
+            if pm and rm and rm / pm > 1 and first_model is None:
+                first_model = k
             fd = ring_u / max(1.0, float(n) / k)
-            rows.append(["ps", k, "%.1f%s" % (o["emu_step_ms"], flag(o)), "%.2f" % rel, "%.2f" % fd, "%.2f" % (fd / 2)])
+            rows.append(["ps", k, launches(G), "%.1f" % m, "%.2f" % rel, "%.1f" % pm if pm else "-",
+                         "%.2f" % (rm / pm) if pm and rm else "-", "%.2f" % fd])
         out.append("**n = %d GPU machines**: the arithmetic's crossover for a full-duplex PS is k > n²/(2(n−1)) = %.2f; "
-                   "measured, our PS first beats the ring at k = %s\n\n" % (n, bound, first if first is not None else
-                                                                               "none of 1..n") +
-                   table(["engine", "server machines k", "step (ms, emulated)", "measured: ring step / this step",
-                          "arithmetic, full-duplex PS", "arithmetic, pulls after the last push"], rows))
+                   "measured (the median of the launches), our PS first beats the ring at k = %s; the cost model "
+                   "predicts k = %s\n\n" % (n, bound, first if first is not None else "none of 1..n",
+                                             first_model if first_model is not None else
+                                             "none of 1..n" if rm else "(no model check in results/ yet)") +
+                   table(["engine", "server machines k", "launches: step (ms, emulated)", "median",
+                          "measured: ring / this", "model: step (ms)", "model: ring / this",
+                          "arithmetic, full-duplex PS"], rows))
         crossings.append("n = %d: %s" % (n, "none for k up to n" if first is None else "k = %d" % first))
+    out.append("_† host-bound: this machine, not the emulated cluster, bounded that launch. The model's steps are "
+               "`harness model`'s check (results/emulated-model.jsonl); it predicts host-bound runs too but does not "
+               "count them._")
     if crossings:
         # results schema 2 on: the sync PS answers each partition once every worker's pushes of it are in
         piped = all(o.get("schema", 1) >= 2 for o in L)
@@ -430,15 +483,13 @@ def _plot(figs, figrel, name, title, xl, yl, series, settings=""):
 def figures(results_dir, figs, figrel):
     """The BytePS crossover and the cost model's extrapolation to 1024 GPUs as figures."""
     out = {}
-    L = lines(results_dir, "byteps-crossover")
     series = []
-    for n in sorted({o["world"] for o in L}):
-        ring = [o for o in L if o["world"] == n and o["engine"] == "ring"]
-        ps = sorted((o for o in L if o["world"] == n and o["engine"] == "ps"), key=lambda o: o.get("server_nodes", 0))
-        if not ring or not ps:
-            continue
-        r = ring[-1]["emu_step_ms"]
-        series.append(("n=%d measured" % n, [(o["server_nodes"], r / o["emu_step_ms"]) for o in ps]))
+    for n, p in _byteps_points(results_dir)[1].items():
+        ring, rm = p["ring"]
+        r = _med([o["emu_step_ms"] for o in ring])
+        series.append(("n=%d measured (median)" % n, [(k, r / _med([o["emu_step_ms"] for o in G])) for k, G, _ in p["ps"]]))
+        if rm:
+            series.append(("n=%d cost model" % n, [(k, rm / pm) for k, _, pm in p["ps"] if pm]))
         u = 2.0 * (n - 1) / n
         series.append(("n=%d full-duplex arithmetic" % n, [(k, u / max(1.0, float(n) / k)) for k in range(1, n + 1)]))
     out["EMU_BYTEPS_FIG"] = _plot(figs, figrel, "byteps", "PS against ring: ring step / PS step (above 1: the PS wins)",
