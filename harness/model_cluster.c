@@ -337,9 +337,9 @@ static void s_measured(const h_opts_t *o, struct s_meas *t, int *nlines)
  * launches (hb) are a configuration of their own: predicted and listed, never counted. */
 typedef struct {
     char   key[512];
-    int    layout, P, N, G, K, hb;
+    int    layout, P, N, G, K, hb, overlap, local_batch;
     char   model[32], device[32];
-    double predicted, bps;
+    double predicted, bps, shrink, dilate;
     double *ms;
     int    n;
 } s_check_pt_t;
@@ -414,7 +414,9 @@ static int s_check(const h_opts_t *o, const s_point_t *base, const struct s_meas
             p.incast = base->incast;
             c->K = (int)h_jnum(r, "server_nodes", 0);
             c->predicted = s_step(&p, t, l, N, G, c->K, bps, NULL) * 1e3;
-            c->layout = l, c->P = P, c->N = N, c->G = G, c->bps = bps, c->hb = hb;
+            c->layout = l, c->P = P, c->N = N, c->G = G, c->bps = bps, c->hb = hb, c->overlap = !no_overlap;
+            c->local_batch = (int)h_jnum(r, "local_batch", 64);
+            c->shrink = h_jnum(r, "shrink", 1), c->dilate = h_jnum(r, "dilate", 1);
             snprintf(c->model, sizeof c->model, "%s", p.wl->name);
             snprintf(c->device, sizeof c->device, "%s", p.dev.name);
             s_free(&p);
@@ -451,10 +453,12 @@ static int s_check(const h_opts_t *o, const s_point_t *base, const struct s_meas
                c->predicted, err, c->hb ? " hb" : "");
         if (lines && !bad) {
             size_t ln = 0;
-            char *line = h_result_line(o, &meta, "model", json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:i, s:f, s:f, s:f, s:b}",
+            char *line = h_result_line(o, &meta, "model", json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:i, s:b, s:f, s:f, s:i, s:f, s:f, s:f, s:b}",
                                        "kind", "check", "model", c->model, "device", c->device, "engine", label,
                                        "gpus", c->P, "nodes", c->N, "gpus_per_node", c->G, "server_nodes", c->K,
-                                       "net_bps", (json_int_t)llround(c->bps), "launches", c->n, "measured_ms", med,
+                                       "net_bps", (json_int_t)llround(c->bps), "local_batch", c->local_batch,
+                                       "overlap", c->overlap, "shrink", c->shrink, "dilate", c->dilate,
+                                       "launches", c->n, "measured_ms", med,
                                        "step_ms", c->predicted, "err_pct", err, "host_bound", c->hb), &ln);
             bad = !line || fwrite(line, 1, ln, lines) != ln;
             free(line);

@@ -75,7 +75,7 @@ def _checks(results_dir):
         if o.get("kind") != "check":
             continue
         k = (o["model"], o["device"], o["engine"], o["gpus"], o["nodes"], o["gpus_per_node"], o["net_bps"],
-             o.get("host_bound", False))
+             o.get("local_batch"), o.get("overlap"), o.get("shrink"), o.get("dilate"), o.get("host_bound", False))
         out.setdefault(k, o)
     return out
 
@@ -95,7 +95,8 @@ def _byteps_points(results_dir):
                                                      "ps-1server" if o.get("server_nodes") == 1 else
                                                      "ps-K=%d" % o.get("server_nodes", 0))
         for hb in (False, True):
-            c = checks.get((o["model"], o["device"], eng, n, n, 1, 25000000000, hb))
+            c = checks.get((o["model"], o["device"], eng, n, n, 1, 25000000000, o.get("local_batch"),
+                            o.get("overlap", True), o.get("shrink"), o.get("dilate"), hb))
             if c:
                 return c["step_ms"]
         return None
