@@ -518,8 +518,10 @@ int h_model_cluster(const h_opts_t *o)
            "# pushes (servers on the GPU machines) only the replies' bytes are slowed\n", p.incast, from);
     printf("# the model's limits: one collective at a time, links paced by the busiest NIC, no latency, no CPU or PCIe\n"
            "# limits, servers' CPU work free (measured: their processes under 20%% of a core here), TCP's share of a\n"
-           "# shared NIC only through the incast slowdown (measured on this host's tc tbf, not on a switch); the\n"
-           "# emulated runs share them, a real cluster may not\n");
+           "# shared NIC only through the incast slowdown (measured on this host's tc tbf, not on a switch, under\n"
+           "# TCP %s; one-sided: a server machine's NIC, where a flow's other end, a worker's NIC shared by its\n"
+           "# flows to k > 1 server machines, slows it too); the emulated runs share them, a real cluster may not\n",
+           cc);
     if (meas.n) {
         /* one server machine only: there the bench's pattern is training's (pushes in, replies out, a
          * partition's replies after its pushes) and the two agree. Where servers share the GPU machines the
