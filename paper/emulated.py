@@ -293,7 +293,7 @@ def cc(results_dir, summary):
     txt = os.path.join(results_dir, "emulation-cc.txt")
     for ln in open(txt) if os.path.exists(txt) else []:
         f = ln.split()
-        if ln.startswith("  ") and len(f) == 8 and f[0] in ccs:
+        if ln.startswith("  ") and len(f) == 8 and f[0].split("/")[0] in ccs:
             try:
                 flows.append([f[0]] + ["%.1f" % float(x) for x in f[1:]])
             except ValueError:
@@ -303,9 +303,10 @@ def cc(results_dir, summary):
         elif ln.startswith("# mean |err|") and model_cc:
             checks.append("%s: %s" % (model_cc, ln[2:].strip()))
     if flows:
-        out.append("How evenly the flows progress in the K = N run at 4 x 1 (`scripts/ps-flows` on its timeline, "
-                   "ms, medians over the steps; one row a launch):\n\n" + table(
-                       ["TCP", "step", "skew of the workers' starts", "a worker's flows: first to last end",
+        out.append("How evenly the flows progress in the K = N runs (`scripts/ps-flows` on their timelines, "
+                   "ms, medians over the steps; one row a launch; 4x4: 16 GPUs on 4 machines, 4x1: VGG-16's bytes on "
+                   "4 machines of one):\n\n" + table(
+                       ["TCP / machines", "step", "skew of the workers' starts", "a worker's flows: first to last end",
                         "a partition: first to last push", "90th percentile", "last push in", "then to step end"],
                        flows))
     if checks:
