@@ -540,7 +540,7 @@ int h_model_cluster(const h_opts_t *o)
         printf("\n");
     }
     rc = s_extrapolate(o, &p, &meas, G, bps);
-    if (rc == 0 && o->nmeasured) rc = s_check(o, &p, &meas);
+    if (rc == 0 && o->nmeasured && !o->no_check) rc = s_check(o, &p, &meas);
     s_free(&p);
     return rc;
 }

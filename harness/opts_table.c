@@ -332,6 +332,9 @@ const h_opt_t h_opt_table[] = {
            "  --format F            report: text (default), json, md or csv tables on stdout\n"),
     FN("measured", s_measured, nmeasured, "at most 64 files",
        "  --measured FILE       model: a results file to compare against (as a positional FILE)\n"),
+    {.name = "no-check", .kind = K_FLAG, .off = F(no_check), .modes = " model ",
+     .help = "  --no-check            model: the files calibrate the model (incast fit, layout benches) but no check\n"
+             "                        against their runs is printed or written\n"},
     FLAG("quiet", quiet, "  --quiet               no progress lines\n"),
     FLAG("peers", peers,
          "  --peers               bench/train/run: also the peers, in the same rounds: --engine mpi (MPI_Allreduce,\n"
