@@ -278,8 +278,10 @@ def cc(results_dir, summary):
     """TCP's congestion control on the emulated NICs (results/emulation-cc): each configuration's launches
     under each, the flows' progress that scripts/ps-flows read from a K = N timeline, and the cost model
     fitted under each from the same file."""
-    path = os.path.join(results_dir, "emulation-cc.jsonl")
-    L = list(movebytes.jsonl(path)) if os.path.exists(path) else []
+    L = []
+    for name in ("emulation-cc", "ps-layouts-cc"):  # the runs, then the collective alone at training's partition
+        path = os.path.join(results_dir, name + ".jsonl")
+        L += list(movebytes.jsonl(path)) if os.path.exists(path) else []
     if not L:
         return "_Not measured: run `scripts/record-results emulation_cc`._"
     def ccof(o):
