@@ -170,18 +170,52 @@ static int s_link(const h_opts_t *o, double *bps, double *eff)
     return 0;
 }
 
+/* One table's --json lines: gathered in memory, appended in one write at the end (whole or not at all). */
+typedef struct {
+    h_meta_t meta;
+    char    *buf;
+    size_t   len;
+    FILE    *f;   /* NULL: no --json */
+    int      bad; /* a line could not be made: nothing is written */
+} s_lines_t;
+
+static void s_lines_open(const h_opts_t *o, s_lines_t *L)
+{
+    memset(L, 0, sizeof *L);
+    if (!o->json) return;
+    h_meta_fill(&L->meta, o->argc, o->argv);
+    L->bad = !(L->f = open_memstream(&L->buf, &L->len));
+}
+
+/* Adds one result line of the fields in obj (h_result_line takes obj). */
+static void s_lines_add(const h_opts_t *o, s_lines_t *L, json_t *obj)
+{
+    if (!L->f || L->bad) {
+        json_decref(obj);
+        return;
+    }
+    size_t n = 0;
+    char *line = h_result_line(o, &L->meta, "model", obj, &n);
+    L->bad = !line || fwrite(line, 1, n, L->f) != n;
+    free(line);
+}
+
+/* Appends the lines to --json; what names them in the error. */
+static int s_lines_close(const h_opts_t *o, s_lines_t *L, const char *what)
+{
+    if (!o->json) return 0;
+    L->bad = (L->f && fclose(L->f) != 0) || L->bad;
+    int rc = L->bad ? err_set(ERR_NOMEM, "model: out of memory making %s (nothing of them written to %s)", what, o->json)
+                    : h_json_append(o->json, L->buf, L->len);
+    free(L->buf);
+    return rc;
+}
+
 /* Prints the table; with --json appends its lines ("kind":"cluster") in one write, whole or not at all. */
 static int s_extrapolate(const h_opts_t *o, const s_point_t *p, const struct s_meas *t, int G, double bps)
 {
-    h_meta_t meta;
-    char *buf = NULL;
-    size_t blen = 0;
-    FILE *lines = NULL;
-    if (o->json) {
-        h_meta_fill(&meta, o->argc, o->argv);
-        if (!(lines = open_memstream(&buf, &blen))) return err_set(ERR_NOMEM, "model: out of memory");
-    }
-    int bad = 0;
+    s_lines_t lines;
+    s_lines_open(o, &lines);
     printf("# predicted speedup over one device (GPUs = machines x %d)\n# %-14s", G, "engine");
     for (int P = 1; P <= 1024; P *= 2) printf(" %7d", P);
     printf("\n");
@@ -193,24 +227,16 @@ static int s_extrapolate(const h_opts_t *o, const s_point_t *p, const struct s_m
             double step = s_step(p, t, l, N, g, 0, bps, NULL);
             double sp = (double)P * (double)p->local_batch / step / p->dev.samples_per_s;
             printf(" %7.2f", sp);
-            if (!lines || bad) continue;
-            size_t n = 0;
-            char *line = h_result_line(o, &meta, "model", json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:I, s:f, s:f}",
-                                       "kind", "cluster", "model", p->wl->name, "device", p->dev.name, "engine",
-                                       s_layouts[l].label, "gpus", P, "nodes", N, "gpus_per_node", g, "net_bps",
-                                       (json_int_t)llround(bps), "local_batch", (json_int_t)p->local_batch, "step_ms",
-                                       step * 1e3, "speedup", sp), &n);
-            bad = !line || fwrite(line, 1, n, lines) != n;
-            free(line);
+            if (lines.f)
+                s_lines_add(o, &lines, json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:I, s:f, s:f}", "kind",
+                                                 "cluster", "model", p->wl->name, "device", p->dev.name, "engine",
+                                                 s_layouts[l].label, "gpus", P, "nodes", N, "gpus_per_node", g,
+                                                 "net_bps", (json_int_t)llround(bps), "local_batch",
+                                                 (json_int_t)p->local_batch, "step_ms", step * 1e3, "speedup", sp));
         }
         printf("\n");
     }
-    if (!lines) return 0;
-    bad = fclose(lines) != 0 || bad;
-    int rc = bad ? err_set(ERR_NOMEM, "model: out of memory making the result lines (nothing written to %s)", o->json)
-                 : h_json_append(o->json, buf, blen);
-    free(buf);
-    return rc;
+    return s_lines_close(o, &lines, "the result lines");
 }
 
 /* The layout a measured line ran: engine, impl, servers and server machines. */
@@ -432,15 +458,9 @@ static int s_check(const h_opts_t *o, const s_point_t *base, const struct s_meas
            "# %-12s %-10s %-12s %5s %8s %9s %9s %7s\n", "engine", "model", "device", "GPUs", "launches", "measured",
            "predicted", "err%");
     double sum = 0;
-    int within = 0, launches = 0, launches_within = 0, bad = 0, counted = 0;
-    h_meta_t meta;
-    char *buf = NULL;
-    size_t blen = 0;
-    FILE *lines = NULL;
-    if (o->json) {
-        h_meta_fill(&meta, o->argc, o->argv);
-        bad = !(lines = open_memstream(&buf, &blen));
-    }
+    int within = 0, launches = 0, launches_within = 0, counted = 0;
+    s_lines_t lines;
+    s_lines_open(o, &lines);
     for (int k = 0; k < npts; k++) {
         s_check_pt_t *c = &pts[k];
         qsort(c->ms, (size_t)c->n, sizeof *c->ms, s_cmp_d);
@@ -451,18 +471,14 @@ static int s_check(const h_opts_t *o, const s_point_t *base, const struct s_meas
         else snprintf(label, sizeof label, "%s", s_layouts[c->layout].label);
         printf("  %-12s %-10s %-12s %5d %8d %9.1f %9.1f %+7.1f%s\n", label, c->model, c->device, c->P, c->n, med,
                c->predicted, err, c->hb ? " hb" : "");
-        if (lines && !bad) {
-            size_t ln = 0;
-            char *line = h_result_line(o, &meta, "model", json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:i, s:b, s:f, s:f, s:i, s:f, s:f, s:f, s:b}",
-                                       "kind", "check", "model", c->model, "device", c->device, "engine", label,
-                                       "gpus", c->P, "nodes", c->N, "gpus_per_node", c->G, "server_nodes", c->K,
-                                       "net_bps", (json_int_t)llround(c->bps), "local_batch", c->local_batch,
-                                       "overlap", c->overlap, "shrink", c->shrink, "dilate", c->dilate,
-                                       "launches", c->n, "measured_ms", med,
-                                       "step_ms", c->predicted, "err_pct", err, "host_bound", c->hb), &ln);
-            bad = !line || fwrite(line, 1, ln, lines) != ln;
-            free(line);
-        }
+        if (lines.f)
+            s_lines_add(o, &lines, json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:i, s:b, s:f, s:f, s:i, s:f, s:f, s:f, s:b}",
+                                             "kind", "check", "model", c->model, "device", c->device, "engine", label,
+                                             "gpus", c->P, "nodes", c->N, "gpus_per_node", c->G, "server_nodes", c->K,
+                                             "net_bps", (json_int_t)llround(c->bps), "local_batch", c->local_batch,
+                                             "overlap", c->overlap, "shrink", c->shrink, "dilate", c->dilate,
+                                             "launches", c->n, "measured_ms", med, "step_ms", c->predicted,
+                                             "err_pct", err, "host_bound", c->hb));
         if (!c->hb) {
             sum += fabs(err);
             within += fabs(err) <= 10;
@@ -479,14 +495,7 @@ static int s_check(const h_opts_t *o, const s_point_t *base, const struct s_meas
         printf("# no emulated train runs (that were not host-bound) in the files\n");
     free(pts);
     h_jfree_all(&objs, &n);
-    int rc = 0;
-    if (o->json) {
-        bad = (lines && fclose(lines) != 0) || bad;
-        rc = bad ? err_set(ERR_NOMEM, "model: out of memory making the check's lines (nothing of them written to %s)", o->json)
-                 : h_json_append(o->json, buf, blen);
-        free(buf);
-    }
-    return rc;
+    return s_lines_close(o, &lines, "the check's lines");
 }
 
 int h_model_cluster(const h_opts_t *o)

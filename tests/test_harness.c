@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "tests/lib/ranks.h"
+#include "tests/lib/scripts.h"
 #include "core/port.h"
 
 static char g_harness[512];
@@ -549,14 +550,9 @@ Test(harness, nic_use_reads_the_shapers, .timeout = 90)
     s_find();
     if (geteuid() != 0) cr_skip_test("needs root (network namespaces, tc)");
     if (system("command -v tc >/dev/null && command -v ip >/dev/null") != 0) cr_skip_test("ip / tc (iproute2) not installed");
-    char script[PATH_MAX + 32] = "", dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", g_harness); /* BUILD/harness: the checkout is BUILD's parent, else the cwd */
-    char *slash = strrchr(dir, '/');
-    if (slash) *slash = '\0', slash = strrchr(dir, '/');
-    if (slash) *slash = '\0', snprintf(script, sizeof script, "%s/scripts/nic-use", dir);
-    if (access(script, X_OK) != 0 && getcwd(dir, sizeof dir)) snprintf(script, sizeof script, "%s/scripts/nic-use", dir);
-    cr_assert(access(script, X_OK) == 0, "no scripts/nic-use (%s)", script);
-    char cmd[4096], out[1 << 15];
+    char script[PATH_MAX + 32];
+    cr_assert(test_script(g_harness, "nic-use", script, sizeof script) == 0, "no scripts/nic-use (%s)", script);
+    char cmd[PATH_MAX + 4608], out[1 << 15];
     snprintf(cmd, sizeof cmd, "%s 1 1 %s bench --engine ring --procs 2 --sizes 4M --iters 12 --warmup 1 --net bw=100mbit",
              script, g_harness);
     cr_assert_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);

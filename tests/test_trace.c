@@ -3,6 +3,7 @@
  * --timeline` end to end: one merged Chrome trace file with both ranks' events, written atomically. */
 #include <criterion/criterion.h>
 #include "tests/lib/ranks.h"
+#include "tests/lib/scripts.h"
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -335,7 +336,7 @@ Test(trace, harness_timeline_unwritable, .timeout = 120)
 Test(trace, harness_ps_timeline_names_senders, .timeout = 120)
 {
     s_find();
-    char dir[] = "/tmp/sb-trace-XXXXXX", path[256], cmd[2048], out[1 << 16];
+    char dir[] = "/tmp/sb-trace-XXXXXX", path[256], cmd[PATH_MAX + 512], out[1 << 16];
     cr_assert_not_null(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/t.json", dir);
     snprintf(cmd, sizeof cmd, "%s train --engine ps --servers 1 --procs 2 --steps 4 --warmup-steps 1 --timeline %s",
@@ -351,13 +352,8 @@ Test(trace, harness_ps_timeline_names_senders, .timeout = 120)
     cr_expect(strstr(js, "\"args\":{\"from\":1,\"key\":") != NULL, "no push or pull from rank 1");
     free(js);
     /* scripts/ps-flows reads them: both workers, the steps after the first two */
-    char script[PATH_MAX + 32] = "", root[PATH_MAX];
-    snprintf(root, sizeof root, "%s", g_harness); /* BUILD/harness: the checkout is BUILD's parent, else the cwd */
-    char *slash = strrchr(root, '/');
-    if (slash) *slash = '\0', slash = strrchr(root, '/');
-    if (slash) *slash = '\0', snprintf(script, sizeof script, "%s/scripts/ps-flows", root);
-    if (access(script, X_OK) != 0 && getcwd(root, sizeof root)) snprintf(script, sizeof script, "%s/scripts/ps-flows", root);
-    if (access(script, X_OK) == 0 && system("command -v python3 >/dev/null") == 0) {
+    char script[PATH_MAX + 32];
+    if (test_script(g_harness, "ps-flows", script, sizeof script) == 0 && system("command -v python3 >/dev/null") == 0) {
         snprintf(cmd, sizeof cmd, "%s %s two", script, path);
         cr_assert_eq(s_run(cmd, out, sizeof out), 0, "%s", out);
         cr_expect(strstr(out, "# ps-flows two: 2 workers, 3 steps") != NULL, "%s", out);
