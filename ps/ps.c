@@ -397,6 +397,9 @@ static void ps_destroy(engine_t **self_p)
     free(self->want);
     free(self->pushed);
     free(self->committed);
+    free(self->win_q);
+    free(self->win_opened);
+    free(self->win_open);
     free(self->ar_ver);
     free(self);
     *self_p = NULL;

@@ -26,6 +26,8 @@ typedef struct {
     size_t partition_bytes;   /* partition size; 0 = default (4 MiB) */
     int    van;               /* PS_VAN_AUTO, PS_VAN_TCP, PS_VAN_IPC, PS_VAN_CMA */
     int    lane;              /* PS_LANE_AUTO, PS_LANE_ON, PS_LANE_OFF */
+    int    window;            /* --ps-window W: a worker keeps at most W partitions a server pushed and not yet
+                               * answered (sync, f32 gradients, host memory); 0 = no limit */
 } ps_opts_t;
 
 /* ps_opts.c: the option table and hooks ps_engine exports */

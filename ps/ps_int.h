@@ -31,6 +31,19 @@ typedef struct {
     uint64_t ztx, zrx;        /* ZeroMQ messages sent to / received from it since the lane is up */
 } conn_t;
 
+typedef struct {
+    int ar;                   /* expecting allreduce replies */
+    const ps_layout_t *lay;
+    void *dst;                /* the whole tensor: reply k lands at start(k) */
+    dtype_t dt;               /* dtype of dst / the replies */
+    const uint64_t *clock;    /* expected clock per key (NULL: any, async) */
+    uint64_t clock_all;       /* expected clock for every key when clock == NULL and exact != 0 */
+    int exact;
+    int flags_or;             /* OR of the replies' flags */
+    void *dev_dst;            /* non-NULL: also copy each reply on to the device tensor (async on stream) */
+    void *stream;
+} collect_t;
+
 struct engine {
     comm_t *comm;
     engine_cfg_t cfg;
@@ -75,22 +88,20 @@ struct engine {
     void *ar_send, *ar_recv;  /* allreduce staging */
     size_t ar_bytes;
     void *stream;             /* host -> device copies of pulled partitions */
+    /* --ps-window (ps_step.c): this step's window (0: none), per server the partitions opened (a piece or
+     * its commit sent) and not answered, per partition whether it is open, the held pieces (FIFO, every
+     * server), this step's replies (taken while submitting too) */
+    int win;
+    size_t *win_open;
+    uint8_t *win_opened;
+    struct psw_piece *win_q;
+    size_t win_n, win_cap, win_got;
+    collect_t win_c;
+    ps_meta_t win_meta;
 };
 
 
 
-typedef struct {
-    int ar;                   /* expecting allreduce replies */
-    const ps_layout_t *lay;
-    void *dst;                /* the whole tensor: reply k lands at start(k) */
-    dtype_t dt;               /* dtype of dst / the replies */
-    const uint64_t *clock;    /* expected clock per key (NULL: any, async) */
-    uint64_t clock_all;       /* expected clock for every key when clock == NULL and exact != 0 */
-    int exact;
-    int flags_or;             /* OR of the replies' flags */
-    void *dev_dst;            /* non-NULL: also copy each reply on to the device tensor (async on stream) */
-    void *stream;
-} collect_t;
 
 /* ps.c */
 

@@ -16,6 +16,9 @@ const engine_opt_t ps_options[] = {
                        "else ipc; tcp across hosts)", "auto, tcp, ipc or cma"},
     {"ps-lane", 1, "L", "ps: auto | on | off: data messages to a server on this host through a shared-memory lane "
                         "beside ZeroMQ (auto: wherever cma is in use)", "auto, on or off"},
+    {"ps-window", 1, "W", "ps: at most W partitions a server pushed and not yet answered, per worker (sync, f32 "
+                          "gradients; credits that keep the workers' flows to a server in step; default 0: no limit)",
+     "partitions >= 0"},
     {NULL, 0, NULL, NULL, NULL}};
 
 static int s_int(const char *s, long lo, long hi, int *out)
@@ -62,6 +65,8 @@ int ps_opt_set(void *opts, const char *name, const char *v)
         else if (v && !strcmp(v, "on")) o->lane = PS_LANE_ON;
         else if (v && !strcmp(v, "off")) o->lane = PS_LANE_OFF;
         else return err_set(ERR_INVAL, "ps: bad lane (auto, on or off)");
+    } else if (!strcmp(name, "ps-window")) {
+        if (s_int(v, 0, 1 << 20, &o->window)) return err_set(ERR_INVAL, "ps: bad window (partitions >= 0)");
     } else {
         return err_set(ERR_INVAL, "ps: unknown option '%s'", name);
     }

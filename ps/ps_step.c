@@ -94,6 +94,8 @@ int psw_drain_zc(engine_t *self, uint64_t dl)
 }
 
 
+static int s_pump(engine_t *self, int s);
+
 static int s_on_reply(engine_t *self, int s, ps_vmsg_t *m, collect_t *c, size_t *left)
 {
     wire_hdr_t h;
@@ -154,6 +156,15 @@ static int s_on_reply(engine_t *self, int s, ps_vmsg_t *m, collect_t *c, size_t 
     c->flags_or |= h.aux;
     self->want[k] = 0;
     (*left)--;
+    if (self->win && !c->ar) {
+        /* --ps-window: the partition is answered, its server's window has room again */
+        self->win_got++;
+        if (self->win_opened[k] == 1) {
+            self->win_opened[k] = 2;
+            self->win_open[s]--;
+        }
+        CHECK(s_pump(self, s));
+    }
     return 0;
 }
 
@@ -188,9 +199,11 @@ static int s_take_lane(engine_t *self, int s, collect_t *c, size_t *left)
     return 0;
 }
 
-/* Block on the pull tickets (want[k] for k < lay->nparts) until all are answered. */
-int psw_collect(engine_t *self, collect_t *c, size_t left, int timeout_ms)
+/* Block on the pull tickets (want[k] for k < lay->nparts) until *left are answered; once: take only what
+ * has arrived, without waiting. */
+static int s_collect(engine_t *self, collect_t *c, size_t *leftp, int timeout_ms, int once)
 {
+    size_t left = *leftp;
     uint64_t dl = deadline_in(timeout_ms);
     int S = self->nservers;
     zmq_pollitem_t items[S];
@@ -202,13 +215,13 @@ int psw_collect(engine_t *self, collect_t *c, size_t left, int timeout_ms)
     int to = self->cfg.timeout_ms > 0 ? self->cfg.timeout_ms : 60000;
     uint64_t ka_ns = (uint64_t)(to / 6 > 50 ? to / 6 : 50) * 1000000ull, next_ka = now_ns() + ka_ns;
     while (left > 0) {
-        if (now_ns() >= next_ka) {
+        if (!once && now_ns() >= next_ka) {
             wire_hdr_t h = psw_hdr(self, WIRE_HELLO, 0, self->clock, 0, 0, DT_F32, 0, 0);
             for (int s = 0; s < S; s++) CHECK(psw_send(self, s, &h, NULL, 0));
             next_ka = now_ns() + ka_ns;
         }
         for (int s = 0; s < S; s++) items[s] = (zmq_pollitem_t){self->conns[s].sock, 0, ZMQ_POLLIN, 0};
-        int ms = deadline_left_ms(dl);
+        int ms = once ? 1 : deadline_left_ms(dl);
         if (ms == 0) {
             size_t k = 0;
             while (k < c->lay->nparts && !self->want[k]) k++;
@@ -216,10 +229,14 @@ int psw_collect(engine_t *self, collect_t *c, size_t left, int timeout_ms)
             return err_set(ERR_TIMEOUT, "ps worker %d: no reply from server %d (rank %d) for partition %zu within %d ms "
                            "(%zu partitions outstanding)", self->comm->rank, s, s_server_rank(self, s), k, timeout_ms, left);
         }
-        int wait = ms < 0 || ms > 100 ? 100 : ms;
-        int pr = ps_lane_poll(nlanes ? lanes : NULL, nlanes ? S : 0, items, S, wait, self->yield_us);
-        if (pr < 0) continue;
-        for (int s = 0; s < S && left > 0 && nlanes; s++) CHECK(s_take_lane(self, s, c, &left));
+        int wait = once ? 0 : ms < 0 || ms > 100 ? 100 : ms;
+        int pr = ps_lane_poll(nlanes ? lanes : NULL, nlanes ? S : 0, items, S, wait, once ? 0 : self->yield_us);
+        if (pr < 0 && !once) continue;
+        for (int s = 0; s < S && left > 0 && nlanes; s++) {
+            int rc = s_take_lane(self, s, c, &left);
+            *leftp = left;
+            if (rc < 0) return rc;
+        }
         for (int s = 0; s < S && left > 0; s++) {
             if (!(items[s].revents & ZMQ_POLLIN)) continue;
             for (;;) {
@@ -240,12 +257,20 @@ int psw_collect(engine_t *self, collect_t *c, size_t left, int timeout_ms)
                 }
                 int rc = s_on_reply(self, s, &m, c, &left);
                 ps_van_close_msg(&m);
+                *leftp = left;
                 if (rc < 0) return rc;
                 if (left == 0) break;
             }
         }
+        if (once) break;
     }
+    *leftp = left;
     return 0;
+}
+
+int psw_collect(engine_t *self, collect_t *c, size_t left, int timeout_ms)
+{
+    return s_collect(self, c, &left, timeout_ms, 0);
 }
 
 /* Set up a lane to server s (ps_lane.h): create the mapping, name it to the server over our
@@ -313,6 +338,8 @@ int psw_want(engine_t *self, size_t n)
 /* Start a step: no partition pushed or committed, no pull ticket open. */
 void psw_step_reset(engine_t *self)
 {
+    self->win = 0;
+    self->win_n = self->win_got = 0;
     if (self->pushed) memset(self->pushed, 0, self->lay.nparts * sizeof *self->pushed);
     if (self->committed) memset(self->committed, 0, self->lay.nparts);
     if (self->want) memset(self->want, 0, self->nwant);
@@ -332,12 +359,66 @@ ps_meta_t psw_meta(engine_t *self, size_t total)
     return m;
 }
 
-static int s_commit(engine_t *self, size_t k, const ps_meta_t *meta)
+/* Send partition k's commit: the pull that is its ticket. */
+static int s_commit_now(engine_t *self, size_t k, const ps_meta_t *meta)
 {
     int flags = PS_F_COMMIT | (self->overflow ? PS_F_OVERFLOW : 0);
     self->want[k] = 1;
-    self->committed[k] = 1;
     return psw_pull(self, ps_part_owner(&self->lay, k), flags, k, self->clock + 1, self->ps.grad_dtype, meta);
+}
+
+/* --ps-window: a push piece or a commit held until its server's window lets it go. Every worker sends a
+ * server's partitions in the same order, so the oldest open partition of every window is pushed by all
+ * and answered: no worker's flow to a server runs more than W partitions ahead of the slowest's. */
+struct psw_piece {
+    int s, commit, sent;
+    size_t k, off, count;
+    const void *data;
+};
+
+/* Send what server s's window lets go: a piece (or the commit) of an open partition always, since a
+ * partition split across buckets completes only with its later pieces; a partition opens, in order, while
+ * fewer than W are open, and once one may not, no later one does. */
+static int s_pump(engine_t *self, int s)
+{
+    int full = 0;
+    for (size_t i = 0; i < self->win_n; i++) {
+        struct psw_piece *p = &self->win_q[i];
+        if (p->s != s || p->sent) continue;
+        if (!self->win_opened[p->k]) {
+            if (full || self->win_open[s] >= (size_t)self->win) {
+                full = 1;
+                continue;
+            }
+            self->win_opened[p->k] = 1;
+            self->win_open[s]++;
+        }
+        p->sent = 1;
+        if (p->commit) CHECK(s_commit_now(self, p->k, &self->win_meta));
+        else CHECK(s_push(self, s, 0, p->k, self->clock, p->off, p->count, self->ps.grad_dtype, &self->win_meta, p->data));
+    }
+    return 0;
+}
+
+static int s_hold(engine_t *self, int commit, size_t k, size_t off, size_t count, const void *data)
+{
+    if (self->win_n == self->win_cap) {
+        size_t nc = self->win_cap ? 2 * self->win_cap : 2 * self->lay.nparts + 16;
+        struct psw_piece *nq = realloc(self->win_q, nc * sizeof *nq);
+        if (!nq) return err_set(ERR_NOMEM, "ps: no memory for the window's %zu held pieces", nc);
+        mem_track(&self->mem, (long long)((nc - self->win_cap) * sizeof *nq));
+        self->win_q = nq;
+        self->win_cap = nc;
+    }
+    int s = ps_part_owner(&self->lay, k);
+    self->win_q[self->win_n++] = (struct psw_piece){.s = s, .commit = commit, .k = k, .off = off, .count = count, .data = data};
+    return s_pump(self, s);
+}
+
+static int s_commit(engine_t *self, size_t k, const ps_meta_t *meta)
+{
+    self->committed[k] = 1;
+    return self->win ? s_hold(self, 1, k, 0, 0, NULL) : s_commit_now(self, k, meta);
 }
 
 
@@ -359,6 +440,23 @@ int psw_step_begin(engine_t *self, const step_ctx_t *ctx)
             return err_set(ERR_STATE, "ps: step_begin inside a step (partition %zu already pushed)", k);
     self->sctx = *ctx;
     self->overflow = 0;
+    /* --ps-window: sync rounds that commit per partition (f32, no loss scaling), host memory */
+    self->win = self->opt.window > 0 && self->opt.mode == PS_SYNC && !self->on_dev && self->ps.grad_dtype == DT_F32 &&
+                        ctx->inv_scale == 1.0f ? self->opt.window : 0;
+    if (self->win) {
+        if (!self->win_opened) {
+            self->win_opened = calloc(self->lay.nparts, 1);
+            self->win_open = calloc((size_t)self->nservers, sizeof *self->win_open);
+            if (!self->win_opened || !self->win_open) return err_set(ERR_NOMEM, "ps: no memory for the window");
+            mem_track(&self->mem, (long long)(self->lay.nparts + (size_t)self->nservers * sizeof *self->win_open));
+        }
+        memset(self->win_opened, 0, self->lay.nparts);
+        memset(self->win_open, 0, (size_t)self->nservers * sizeof *self->win_open);
+        self->win_n = self->win_got = 0;
+        self->win_meta = psw_meta(self, self->ps.count);
+        self->win_c = (collect_t){.ar = 0, .lay = &self->lay, .dst = self->ps.params, .dt = DT_F32,
+                                  .clock_all = self->clock + 1, .exact = 1};
+    }
     return 0;
 }
 
@@ -395,8 +493,9 @@ int psw_submit(engine_t *self, const bucket_t *b)
         if (self->committed[k] || self->pushed[k] + (hi - lo) > pe - ps)
             return err_set(ERR_RANGE, "ps: bucket [%zu, +%zu) pushes partition %zu twice in one step", b->offset,
                            b->count, k);
-        CHECK(s_push(self, ps_part_owner(&self->lay, k), 0, k, self->clock, lo - ps, hi - lo, dt, &meta,
-                     (const char *)b->grad + (lo - b->offset) * esz));
+        const char *data = (const char *)b->grad + (lo - b->offset) * esz;
+        CHECK(self->win ? s_hold(self, 0, k, lo - ps, hi - lo, data)
+                        : s_push(self, ps_part_owner(&self->lay, k), 0, k, self->clock, lo - ps, hi - lo, dt, &meta, data));
         self->pushed[k] += hi - lo;
         if (self->pushed[k] < pe - ps) continue;
         self->ncomplete++;
@@ -405,6 +504,11 @@ int psw_submit(engine_t *self, const bucket_t *b)
     }
     /* sync (AMP): the step's overflow flag is known once every gradient is pushed: commit everything now */
     if (!early && self->ncomplete == self->lay.nparts) CHECK(s_commit_rest(self));
+    if (self->win) {
+        /* take the replies in so far: each frees room in its server's window for held pieces */
+        size_t left = self->lay.nparts - self->win_got;
+        CHECK(s_collect(self, &self->win_c, &left, 1, 1));
+    }
     return 0;
 }
 
@@ -417,11 +521,19 @@ int psw_wait(engine_t *self, step_out_t *out, int timeout_ms)
     uint64_t dl = deadline_in(timeout_ms);
     /* partitions that submit() did not commit (not wholly submitted, or sync before the last bucket) */
     CHECK(s_commit_rest(self));
-    collect_t c = {.ar = 0, .lay = &self->lay, .dst = self->on_dev ? self->h_params : self->ps.params, .dt = DT_F32,
-                   .clock_all = self->clock + 1, .exact = self->opt.mode == PS_SYNC,
-                   .dev_dst = self->on_dev ? self->ps.params : NULL, .stream = self->stream};
+    collect_t c0 = {.ar = 0, .lay = &self->lay, .dst = self->on_dev ? self->h_params : self->ps.params, .dt = DT_F32,
+                    .clock_all = self->clock + 1, .exact = self->opt.mode == PS_SYNC,
+                    .dev_dst = self->on_dev ? self->ps.params : NULL, .stream = self->stream};
+    /* with a window some replies came in while submitting, into the step's own collector */
+    collect_t *cp = self->win ? &self->win_c : &c0;
+    size_t left = self->win ? self->lay.nparts - self->win_got : self->lay.nparts;
     uint64_t tr = trace_t0(); /* timeline: waiting for the servers' parameters */
-    CHECK(psw_collect(self, &c, self->lay.nparts, timeout_ms));
+    CHECK(s_collect(self, cp, &left, timeout_ms, 0));
+    for (size_t i = 0; i < self->win_n; i++)
+        if (!self->win_q[i].sent)
+            return err_set(ERR_STATE, "ps worker %d: partition %zu still held by the window after every reply",
+                           self->comm->rank, self->win_q[i].k);
+    collect_t c = *cp;
     trace_x1("pull wait", tr, "parts", (int64_t)self->lay.nparts);
     if (self->on_dev) CHECK(dev_stream_wait(self->stream, deadline_left_ms(dl) > 0 ? deadline_left_ms(dl) : 1));
     CHECK(psw_drain_zc(self, dl));

@@ -665,6 +665,24 @@ Test(ps_sync, equals_reference_and_ring_adam_f16_amp_overflow, .timeout = 90)
     cr_assert_eq(run_ranks(2, s_train_rank, &a, 80000), 0);
 }
 
+/* --ps-window: pieces held until their server's window has room, replies taken while submitting. A
+ * window of 1 is the tightest (every partition waits for the one before it on its server); the
+ * parameters are the reference's and the ring's, bit for bit. */
+Test(ps_sync, window_of_one_equals_reference_and_ring, .timeout = 90)
+{
+    train_t a = {.t = {.nworkers = 2, .colocate = 1, .mode = PS_SYNC, .part_bytes = 700, .window = 1}, .n = 3001,
+                 .steps = 30, .gdt = DT_F32, .opt = OPT_SGD, .overflow_step = -1, .inv_scale = 1.0f, .vs_ring = 1};
+    cr_assert_eq(run_ranks(2, s_train_rank, &a, 80000), 0);
+}
+
+/* the same with dedicated servers, three workers (each partition split across buckets) */
+Test(ps_sync, window_three_workers_two_servers, .timeout = 90)
+{
+    train_t a = {.t = {.nworkers = 3, .mode = PS_SYNC, .part_bytes = 999, .window = 2}, .n = 2500, .steps = 30,
+                 .gdt = DT_F32, .opt = OPT_SGD, .overflow_step = -1, .inv_scale = 1.0f};
+    cr_assert_eq(run_ranks(5, s_train_rank, &a, 80000), 0);
+}
+
 Test(ps_sync, three_workers_two_servers_bf16, .timeout = 90)
 {
     train_t a = {.t = {.nworkers = 3, .mode = PS_SYNC, .part_bytes = 999}, .n = 2500, .steps = 50,

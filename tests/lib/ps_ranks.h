@@ -14,6 +14,7 @@ typedef struct {
     size_t part_bytes;
     int van;                 /* PS_VAN_* (0: auto) */
     int lane;                /* PS_LANE_* (0: auto) */
+    int window;              /* --ps-window (0: none) */
 } ps_topo_t;
 
 /* "[rank R] what: <err_trace>" on stderr (clears the error trace) */
