@@ -274,6 +274,46 @@ def queue(results_dir, summary):
     return table(["model", "device", "machines", "NIC", "layout"] + ["queue %s: ms" % q for q in qs], rows)
 
 
+FLOWS_HEAD = ["step", "skew of the workers' starts", "a worker's flows: first to last end",
+              "a partition: first to last push", "90th percentile", "last push in", "then to step end"]
+
+
+def _flows(results_dir, name, keep):
+    """scripts/ps-flows' rows in results/NAME.txt whose label keep(label) accepts: [label, 7 times]."""
+    rows = []
+    txt = os.path.join(results_dir, name + ".txt")
+    for ln in open(txt) if os.path.exists(txt) else []:
+        f = ln.split()
+        if ln.startswith("  ") and len(f) == 8 and keep(f[0]):
+            try:
+                rows.append([f[0]] + ["%.1f" % float(x) for x in f[1:]])
+            except ValueError:
+                pass
+    return rows
+
+
+def window(results_dir, summary):
+    """The PS's per-server push window (results/ps-window): each configuration's launches at each window,
+    and the K = N flows without and with one."""
+    path = os.path.join(results_dir, "ps-window.jsonl")
+    L = list(movebytes.jsonl(path)) if os.path.exists(path) else []
+    if not L:
+        return "_Not measured: run `scripts/record-results ps_window`._"
+    def wof(o):
+        w = o.get("cmdline", "").split("--ps-window ")
+        return int(w[1].split()[0]) if len(w) > 1 else 0
+    keys, cells, ws = _by_knob(L, wof)
+    ws = sorted(ws)
+    rows = [list(k) + [" / ".join("%.0f" % v for v in cells[k].get(w, [])) or "-" for w in ws] for k in keys]
+    out = [table(["model", "device", "machines", "NIC", "layout"] + ["W = %d: ms" % w if w else "no window: ms"
+                                                                      for w in ws], rows)]
+    flows = _flows(results_dir, "ps-window", lambda label: label.startswith("w"))
+    if flows:
+        out.append("K = N at 4 x 1, `scripts/ps-flows` on a timeline of each launch at W = 0 and 2 (ms, medians over "
+                   "the steps):\n\n" + table(["window"] + FLOWS_HEAD, flows))
+    return "\n\n".join(out)
+
+
 def cc(results_dir, summary):
     """TCP's congestion control on the emulated NICs (results/emulation-cc): each configuration's launches
     under each, the flows' progress that scripts/ps-flows read from a K = N timeline, and the cost model
@@ -291,26 +331,18 @@ def cc(results_dir, summary):
     rows = [list(k) + [" / ".join("%.0f" % v for v in cells[k].get(c, [])) or "-" for c in ccs] for k in keys]
     out = [table(["model", "device", "machines", "NIC", "layout"] + ["TCP %s: ms" % c for c in ccs], rows)]
     # scripts/ps-flows' lines and the model's check summaries, from the recording's text
-    flows, checks, model_cc = [], [], None
+    flows = _flows(results_dir, "emulation-cc", lambda label: label.split("/")[0] in ccs)
+    checks, model_cc = [], None
     txt = os.path.join(results_dir, "emulation-cc.txt")
     for ln in open(txt) if os.path.exists(txt) else []:
-        f = ln.split()
-        if ln.startswith("  ") and len(f) == 8 and f[0].split("/")[0] in ccs:
-            try:
-                flows.append([f[0]] + ["%.1f" % float(x) for x in f[1:]])
-            except ValueError:
-                pass
-        elif ln.startswith("$ ") and " model " in ln and "cc=" in ln:
+        if ln.startswith("$ ") and " model " in ln and "cc=" in ln:
             model_cc = ln.split("cc=", 1)[1].split()[0]
         elif ln.startswith("# mean |err|") and model_cc:
             checks.append("%s: %s" % (model_cc, ln[2:].strip()))
     if flows:
         out.append("How evenly the flows progress in the K = N runs (`scripts/ps-flows` on their timelines, "
                    "ms, medians over the steps; one row a launch; 4x4: 16 GPUs on 4 machines, 4x1: VGG-16's bytes on "
-                   "4 machines of one):\n\n" + table(
-                       ["TCP / machines", "step", "skew of the workers' starts", "a worker's flows: first to last end",
-                        "a partition: first to last push", "90th percentile", "last push in", "then to step end"],
-                       flows))
+                   "4 machines of one):\n\n" + table(["TCP / machines"] + FLOWS_HEAD, flows))
     if checks:
         out.append("The cost model with the incast slowdown fitted under each congestion control (from this file's "
                    "bench lines), against this file's runs: " + "; ".join(checks) + ".")
@@ -456,6 +488,7 @@ def section(results_dir, summary):
             "EMU_MODEL_CHECK": model_check(results_dir, summary), "EMU_HOST_WORK": host_work(results_dir, summary),
             "EMU_REPEAT": repeat(results_dir, summary), "EMU_QUEUE": queue(results_dir, summary),
             "EMU_GSO": gso(results_dir, summary), "EMU_CC": cc(results_dir, summary),
+            "EMU_WINDOW": window(results_dir, summary),
             "GPU_CHECK": device(results_dir, summary)}
 
 
