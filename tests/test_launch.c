@@ -481,7 +481,9 @@ static int s_rank_of(pid_t pid)
 Test(launch, stopped_rank_is_named_and_the_survivor_leaves_fast, .timeout = 40)
 {
     s_run_t run;
-    const char *args[] = {"bench", "--engine", "ring", "--procs", "2", "--sizes", "4K", "--iters", "1000000",
+    /* 1 MiB a round: a million rounds outlast the test on any machine (4 KiB ones, one-shot, could all be
+     * done within the 1.5 s below on a fast one, and the job was gone before its rank could be stopped) */
+    const char *args[] = {"bench", "--engine", "ring", "--procs", "2", "--sizes", "1M", "--iters", "1000000",
                           "--timeout", "3", NULL};
     s_start(&run, NULL, args);
     pid_t pids[2];
