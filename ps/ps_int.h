@@ -88,19 +88,18 @@ struct engine {
     void *ar_send, *ar_recv;  /* allreduce staging */
     size_t ar_bytes;
     void *stream;             /* host -> device copies of pulled partitions */
-    /* --ps-window (ps_step.c): this step's window (0: none), per server the partitions opened (a piece or
-     * its commit sent) and not answered, per partition whether it is open, the held pieces (FIFO, every
-     * server), this step's replies (taken while submitting too) */
+    /* --ps-window (ps_step.c): this step's window (0: none); per server the partitions opened (a piece or
+     * its commit sent) and not answered, and its held pieces' list (head, tail: indices into win_q, one
+     * allocation with win_open); per partition 0 / 1 open / 2 answered; this step's pieces (win_n of them,
+     * win_held not sent yet) and replies (taken while submitting too) */
     int win;
-    size_t *win_open;
+    size_t *win_open, *win_head, *win_tail;
     uint8_t *win_opened;
     struct psw_piece *win_q;
-    size_t win_n, win_cap, win_got;
+    size_t win_n, win_cap, win_got, win_held;
     collect_t win_c;
     ps_meta_t win_meta;
 };
-
-
 
 
 /* ps.c */

@@ -221,8 +221,8 @@ static int s_collect(engine_t *self, collect_t *c, size_t *leftp, int timeout_ms
             next_ka = now_ns() + ka_ns;
         }
         for (int s = 0; s < S; s++) items[s] = (zmq_pollitem_t){self->conns[s].sock, 0, ZMQ_POLLIN, 0};
-        int ms = once ? 1 : deadline_left_ms(dl);
-        if (ms == 0) {
+        int ms = deadline_left_ms(dl);
+        if (ms == 0 && !once) {
             size_t k = 0;
             while (k < c->lay->nparts && !self->want[k]) k++;
             int s = ps_part_owner(c->lay, k);
@@ -339,7 +339,7 @@ int psw_want(engine_t *self, size_t n)
 void psw_step_reset(engine_t *self)
 {
     self->win = 0;
-    self->win_n = self->win_got = 0;
+    self->win_n = self->win_got = self->win_held = 0;
     if (self->pushed) memset(self->pushed, 0, self->lay.nparts * sizeof *self->pushed);
     if (self->committed) memset(self->committed, 0, self->lay.nparts);
     if (self->want) memset(self->want, 0, self->nwant);
@@ -370,32 +370,40 @@ static int s_commit_now(engine_t *self, size_t k, const ps_meta_t *meta)
 /* --ps-window: a push piece or a commit held until its server's window lets it go. Every worker sends a
  * server's partitions in the same order, so the oldest open partition of every window is pushed by all
  * and answered: no worker's flow to a server runs more than W partitions ahead of the slowest's. */
+#define S_NONE ((size_t)-1)
 struct psw_piece {
-    int s, commit, sent;
+    int s, commit;
     size_t k, off, count;
+    size_t next;              /* the next held piece of the same server (S_NONE: the last) */
     const void *data;
 };
 
 /* Send what server s's window lets go: a piece (or the commit) of an open partition always, since a
  * partition split across buckets completes only with its later pieces; a partition opens, in order, while
- * fewer than W are open, and once one may not, no later one does. */
+ * fewer than W are open, and once one may not, no later one does. Sent pieces leave the server's list, so
+ * a pump walks only what that server still holds. */
 static int s_pump(engine_t *self, int s)
 {
     int full = 0;
-    for (size_t i = 0; i < self->win_n; i++) {
+    for (size_t i = self->win_head[s], prev = S_NONE; i != S_NONE;) {
         struct psw_piece *p = &self->win_q[i];
-        if (p->s != s || p->sent) continue;
+        size_t next = p->next;
         if (!self->win_opened[p->k]) {
             if (full || self->win_open[s] >= (size_t)self->win) {
                 full = 1;
+                prev = i, i = next;
                 continue;
             }
             self->win_opened[p->k] = 1;
             self->win_open[s]++;
         }
-        p->sent = 1;
+        if (prev == S_NONE) self->win_head[s] = next;
+        else self->win_q[prev].next = next;
+        if (self->win_tail[s] == i) self->win_tail[s] = prev;
+        self->win_held--;
         if (p->commit) CHECK(s_commit_now(self, p->k, &self->win_meta));
         else CHECK(s_push(self, s, 0, p->k, self->clock, p->off, p->count, self->ps.grad_dtype, &self->win_meta, p->data));
+        i = next;
     }
     return 0;
 }
@@ -411,7 +419,13 @@ static int s_hold(engine_t *self, int commit, size_t k, size_t off, size_t count
         self->win_cap = nc;
     }
     int s = ps_part_owner(&self->lay, k);
-    self->win_q[self->win_n++] = (struct psw_piece){.s = s, .commit = commit, .k = k, .off = off, .count = count, .data = data};
+    size_t i = self->win_n++;
+    self->win_q[i] = (struct psw_piece){.s = s, .commit = commit, .k = k, .off = off, .count = count, .next = S_NONE,
+                                        .data = data};
+    if (self->win_tail[s] == S_NONE) self->win_head[s] = i;
+    else self->win_q[self->win_tail[s]].next = i;
+    self->win_tail[s] = i;
+    self->win_held++;
     return s_pump(self, s);
 }
 
@@ -444,15 +458,20 @@ int psw_step_begin(engine_t *self, const step_ctx_t *ctx)
     self->win = self->opt.window > 0 && self->opt.mode == PS_SYNC && !self->on_dev && self->ps.grad_dtype == DT_F32 &&
                         ctx->inv_scale == 1.0f ? self->opt.window : 0;
     if (self->win) {
+        size_t S = (size_t)self->nservers;
         if (!self->win_opened) {
+            /* per server: open partitions, then the held list's head and tail */
             self->win_opened = calloc(self->lay.nparts, 1);
-            self->win_open = calloc((size_t)self->nservers, sizeof *self->win_open);
+            self->win_open = calloc(3 * S, sizeof *self->win_open);
             if (!self->win_opened || !self->win_open) return err_set(ERR_NOMEM, "ps: no memory for the window");
-            mem_track(&self->mem, (long long)(self->lay.nparts + (size_t)self->nservers * sizeof *self->win_open));
+            mem_track(&self->mem, (long long)(self->lay.nparts + 3 * S * sizeof *self->win_open));
+            self->win_head = self->win_open + S;
+            self->win_tail = self->win_open + 2 * S;
         }
         memset(self->win_opened, 0, self->lay.nparts);
-        memset(self->win_open, 0, (size_t)self->nservers * sizeof *self->win_open);
-        self->win_n = self->win_got = 0;
+        memset(self->win_open, 0, S * sizeof *self->win_open);
+        for (size_t s = 0; s < S; s++) self->win_head[s] = self->win_tail[s] = S_NONE;
+        self->win_n = self->win_got = self->win_held = 0;
         self->win_meta = psw_meta(self, self->ps.count);
         self->win_c = (collect_t){.ar = 0, .lay = &self->lay, .dst = self->ps.params, .dt = DT_F32,
                                   .clock_all = self->clock + 1, .exact = 1};
@@ -529,10 +548,9 @@ int psw_wait(engine_t *self, step_out_t *out, int timeout_ms)
     size_t left = self->win ? self->lay.nparts - self->win_got : self->lay.nparts;
     uint64_t tr = trace_t0(); /* timeline: waiting for the servers' parameters */
     CHECK(s_collect(self, cp, &left, timeout_ms, 0));
-    for (size_t i = 0; i < self->win_n; i++)
-        if (!self->win_q[i].sent)
-            return err_set(ERR_STATE, "ps worker %d: partition %zu still held by the window after every reply",
-                           self->comm->rank, self->win_q[i].k);
+    if (self->win_held)
+        return err_set(ERR_STATE, "ps worker %d: %zu pieces still held by the window after every reply",
+                       self->comm->rank, self->win_held);
     collect_t c = *cp;
     trace_x1("pull wait", tr, "parts", (int64_t)self->lay.nparts);
     if (self->on_dev) CHECK(dev_stream_wait(self->stream, deadline_left_ms(dl) > 0 ? deadline_left_ms(dl) : 1));
