@@ -221,6 +221,8 @@ static int s_row(const s_bench_t *B, size_t bytes, double t, uint64_t wrong)
     if (body && o->nodes > 0) /* placed on emulated machines (--nodes, --net): the layout is part of the configuration */
         h_jmerge(body, json_pack("{s:i, s:i, s:i}", "nodes", o->nodes, "gpus_per_node", o->gpus_per_node,
                                  "server_nodes", o->server_nodes));
+    uint64_t part = engine_counter(&s1, "partition_bytes"); /* a PS's partition: the unit its replies follow pushes in */
+    if (body && part) h_jmerge(body, json_pack("{s:I}", "ps_partition_bytes", (json_int_t)part));
     return h_result_write(o, B->meta, "bench", body);
 }
 

@@ -352,6 +352,7 @@ static void ps_stats(engine_t *self, engine_stats_t *out)
     engine_counter_add(out, "ps_rejected", rejected);         /* malformed or foreign messages rejected */
     engine_counter_add(out, "ps_stale_waits", self->stale_waits); /* SSP: blocked on the staleness bound */
     engine_counter_add(out, "colocate", (uint64_t)self->colocate_asked);
+    engine_counter_add(out, "partition_bytes", (uint64_t)self->opt.partition_bytes); /* the unit a reply follows */
 }
 
 int ps_server_counters(engine_t *self, uint64_t *early_replies)
