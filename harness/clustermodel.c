@@ -75,8 +75,9 @@ static void s_ps(const h_cl_net_t *net, const h_cl_engine_t *e, double n, double
         /* servers spread over K machines; each machine holds ceil or floor of S/K of the bytes */
         double per_machine = n * ceil((double)S / K) / S * P;
         /* pipelined: a server machine's in-direction takes all P workers' pushes from N machines while
-         * its out-direction sends replies (the incast slowdown: measured on this layout, else the law) */
-        if (e->pipelined) per_machine *= e->slow > 0 ? e->slow : h_cl_incast_factor(e->incast, P, N);
+         * its out-direction sends replies (the incast slowdown: measured on this layout, else the law; with
+         * K > 1 the workers' NICs each feed K of them, the fan-out term) */
+        if (e->pipelined) per_machine *= (e->slow > 0 ? e->slow : h_cl_incast_factor(e->incast, P, N)) + (K > 1 ? e->fanout : 0);
         *nic = fmax(G * n, per_machine);
         return;
     }

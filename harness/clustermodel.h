@@ -27,6 +27,9 @@ typedef struct {
     double slow;            /* ps pipelined, servers on machines of their own: the server NIC's slowdown measured on
                              * this very layout (the collective alone, `harness bench --nodes N ...`), used
                              * instead of the law; 0: the law */
+    double fanout;          /* ps pipelined, servers on K > 1 machines of their own: added to that slowdown, what a
+                             * worker NIC sharing its pushes among K server machines costs (a partition waits for
+                             * the slowest of the flows into its server; measured, harness model); 0: none */
 } h_cl_engine_t;
 
 /* The pipelined PS's incast slowdown, measured on this host's emulated NICs (harness model fits it from

@@ -2,6 +2,7 @@
  * the init methods started by hand (tcp://, file://, env://), and the clear failures users meet: bad
  * flags, unknown engines, world sizes that disagree, an unreachable master, a full disk. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -541,6 +542,76 @@ Test(harness, model_check_lists_k_servers_and_host_bound, .timeout = 60)
     unlink(js);
     cr_expect_eq(nchk, 2);
     cr_expect_eq(hb, 1);
+}
+
+/* harness model's server machines: bench lines at training's partition (ps_partition_bytes) on 4 machines
+ * of one with K = 1 and K = 3 server machines; a K = 3 bench slower than the K = 1 one raises the K = 3
+ * prediction (the fan-out term), K = 1's stays; a faster K = 3 leaves the law alone (c held at 0). One
+ * server machine's bench at the default partition sets the K = 3 servers' slowdown too. */
+static double s_fan_pred(const char *train, const char *extra, double t1, double t3, const char *engine, char *out,
+                         size_t len)
+{
+    char path[] = "/tmp/sb-fanout-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    cr_assert(f);
+    fputs(train, f);
+    fputs(extra, f);
+    const char *bench = "\"mode\":\"bench\",\"engine\":\"ps\",\"nodes\":4,\"gpus_per_node\":1,\"world\":4,"
+                        "\"net\":\"inter=781250kbit\",\"bytes\":33554432,\"ps_partition_bytes\":131072,\"wrong\":0";
+    if (t1 > 0) {
+        fprintf(f, "{%s,\"impl\":\"ps-sync-servers1\",\"servers\":1,\"server_nodes\":1,\"time_us\":%g}\n", bench, t1);
+        fprintf(f, "{%s,\"impl\":\"ps-sync-servers3\",\"servers\":3,\"server_nodes\":3,\"time_us\":%g}\n", bench, t3);
+    }
+    fclose(f);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s model --model vgg16 --device throughput=100000 --nodes 4 --gpus-per-node 1 --net "
+             "inter=25gbit %s", g_harness, path);
+    int rc = s_run(cmd, out, len, NULL);
+    unlink(path);
+    cr_assert_eq(rc, 0, "%s", out);
+    char key[32];
+    snprintf(key, sizeof key, "\n  %s ", engine);
+    const char *chk = strstr(out, "# predicted against"), *l = chk ? strstr(chk, key) : NULL;
+    cr_assert(l, "%s", out);
+    double meas = 0, pred = 0;
+    cr_assert_eq(sscanf(l + strlen(key), "%*s %*s %*d %*d %lf %lf", &meas, &pred), 2, "%.200s", l);
+    return pred;
+}
+
+Test(harness, model_fanout_from_bench_growth, .timeout = 60)
+{
+    s_find();
+    const char *common = "\"emulated\":1,\"mode\":\"train\",\"schema\":2,\"model\":\"vgg16\",\"device\":\"throughput=100000\","
+                         "\"nodes\":4,\"gpus_per_node\":1,\"world\":4,\"net\":\"inter=25gbit\",\"local_batch\":64,"
+                         "\"shrink\":32,\"dilate\":1,\"grad_dtype\":\"f32\",\"engine\":\"ps\",\"host_bound\":false";
+    char k3[512], k1[512];
+    snprintf(k3, sizeof k3, "{%s,\"impl\":\"ps-sync-servers3\",\"servers\":3,\"server_nodes\":3,\"emu_step_ms\":300}\n", common);
+    snprintf(k1, sizeof k1, "{%s,\"impl\":\"ps-sync-servers1\",\"servers\":1,\"server_nodes\":1,\"emu_step_ms\":800}\n", common);
+    static char out[1 << 16];
+    double law3 = s_fan_pred(k3, "", 0, 0, "ps-K=3", out, sizeof out);
+    cr_expect(!strstr(out, "the servers' slowdown grows"), "no bench lines, yet a fan-out term:\n%s", out);
+    /* one server: 4 x 32 MiB into one NIC; three: a third of it each, the K = 3 bench as slow as K = 1 */
+    double slow3 = s_fan_pred(k3, "", 1.6e6, 1.6e6, "ps-K=3", out, sizeof out);
+    cr_expect(strstr(out, "4x1 c = ") && !strstr(out, "4x1 c = 0.0000"), "%s", out);
+    cr_expect(slow3 > law3 * 1.1, "K = 3 at %.1f ms with a slower bench, %.1f without", slow3, law3);
+    double fast3 = s_fan_pred(k3, "", 1.6e6, 0.3e6, "ps-K=3", out, sizeof out);
+    cr_expect(strstr(out, "4x1 c = 0.0000 (K <= 3)"), "%s", out);
+    cr_expect(fabs(fast3 - law3) < 1e-6 * law3, "a faster K = 3 bench moved the law: %.3f against %.3f", fast3, law3);
+    /* K = 1 keeps its own (no fan-out to one machine) */
+    double one_law = s_fan_pred(k1, "", 0, 0, "ps-1server", out, sizeof out);
+    double one_fan = s_fan_pred(k1, "", 1.6e6, 1.6e6, "ps-1server", out, sizeof out);
+    cr_expect(fabs(one_fan - one_law) < 1e-6 * one_law, "one server machine moved: %.3f against %.3f", one_fan, one_law);
+    /* one server machine's bench at the default 4 MiB partition (16 MiB a worker; 4 x 16 MiB into one
+     * NIC at 800 Mbit/s is ~0.7 s ideal, 2 s measured): both K = 1 and K = 3 follow it */
+    const char *one = "{\"mode\":\"bench\",\"engine\":\"ps\",\"impl\":\"ps-sync-servers1\",\"servers\":1,\"server_nodes\":1,"
+                      "\"nodes\":4,\"gpus_per_node\":1,\"world\":4,\"net\":\"inter=800mbit\",\"bytes\":16777216,"
+                      "\"ps_partition_bytes\":4194304,\"wrong\":0,\"time_us\":2000000}\n";
+    double one_b = s_fan_pred(k1, one, 0, 0, "ps-1server", out, sizeof out);
+    double k3_b = s_fan_pred(k3, one, 0, 0, "ps-K=3", out, sizeof out);
+    cr_expect(one_b > one_law * 1.5, "one server machine's bench unused: %.1f against the law's %.1f", one_b, one_law);
+    cr_expect(k3_b > law3 * 1.5, "K = 3 ignores one server machine's bench: %.1f against the law's %.1f", k3_b, law3);
 }
 
 /* scripts/nic-use reads the shapers' counters of a --net run in a window of it: a ring of two ranks at
