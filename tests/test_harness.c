@@ -502,6 +502,11 @@ Test(harness, model_check_lists_k_servers_and_host_bound, .timeout = 60)
                "\"emu_step_ms\":450}\n", common);
     fprintf(f, "{%s,\"impl\":\"ps-sync-servers3\",\"servers\":3,\"server_nodes\":3,\"host_bound\":true,"
                "\"emu_step_ms\":900}\n", common);
+    /* the same K = 2 run dilated: a configuration of its own, listed (dil), never counted */
+    fprintf(f, "{\"emulated\":1,\"mode\":\"train\",\"schema\":2,\"model\":\"vgg16\",\"device\":\"throughput=100000\","
+               "\"nodes\":4,\"gpus_per_node\":1,\"world\":4,\"net\":\"inter=25gbit\",\"local_batch\":64,\"shrink\":32,"
+               "\"dilate\":3,\"grad_dtype\":\"f32\",\"engine\":\"ps\",\"impl\":\"ps-sync-servers2\",\"servers\":2,"
+               "\"server_nodes\":2,\"host_bound\":false,\"emu_step_ms\":2000}\n");
     fclose(f);
     char cmd[1024], out[1 << 16];
     snprintf(cmd, sizeof cmd, "%s model --model vgg16 --device throughput=100000 --nodes 4 --gpus-per-node 1 --net "
@@ -524,24 +529,28 @@ Test(harness, model_check_lists_k_servers_and_host_bound, .timeout = 60)
     /* 4 workers' VGG-16 bytes over 2 server machines: each server NIC takes twice a worker's bytes */
     cr_expect(meas == 450 && pred > 300 && pred < 600, "%.200s", k2);
     cr_expect(strstr(k3, " hb\n") != NULL, "the host-bound run is not marked: %.200s", k3);
+    cr_expect(strstr(check, " 2000.0 ") && strstr(strstr(check, " 2000.0 "), " dil\n"), "the dilated run is not marked: %s",
+              check);
     cr_expect(strstr(out, "over 1 configurations (1 launches)") != NULL, "a host-bound run was counted:\n%s", out);
     char *lines = NULL;
     size_t cap = 0;
-    int nchk = 0, hb = 0;
+    int nchk = 0, hb = 0, counted = 0;
     FILE *jf = fopen(js, "r");
     cr_assert(jf, "no --json file");
     while (getline(&lines, &cap, jf) > 0) {
         if (!strstr(lines, "\"kind\":\"check\"")) continue;
         nchk++;
         hb += strstr(lines, "\"host_bound\":true") != NULL;
-        if (strstr(lines, "\"engine\":\"ps-K=2\""))
+        counted += strstr(lines, "\"counted\":true") != NULL;
+        if (strstr(lines, "\"engine\":\"ps-K=2\"") && strstr(lines, "\"counted\":true"))
             cr_expect(strstr(lines, "\"server_nodes\":2") && strstr(lines, "\"measured_ms\":450"), "%s", lines);
     }
     free(lines);
     fclose(jf);
     unlink(js);
-    cr_expect_eq(nchk, 2);
+    cr_expect_eq(nchk, 3);
     cr_expect_eq(hb, 1);
+    cr_expect_eq(counted, 1);
 }
 
 /* harness model's server machines: bench lines at training's partition (ps_partition_bytes) on 4 machines
