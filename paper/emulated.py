@@ -85,21 +85,26 @@ def _med(xs):
     return xs[len(xs) // 2] if len(xs) % 2 else 0.5 * (xs[len(xs) // 2 - 1] + xs[len(xs) // 2])
 
 
+def _sweep_model(checks, o):
+    """The cost model's step (its check line) for a BytePS sweep run: n machines of one GPU at 25 Gbit/s,
+    the ring or k server machines; None without one."""
+    n = o["world"]
+    eng = "ring" if o["engine"] == "ring" else ("ps-K=N" if o.get("server_nodes") == n else
+                                                 "ps-1server" if o.get("server_nodes") == 1 else
+                                                 "ps-K=%d" % o.get("server_nodes", 0))
+    for hb in (False, True):
+        c = checks.get((o["model"], o["device"], eng, n, n, 1, 25000000000, o.get("local_batch"),
+                        o.get("overlap", True), o.get("shrink"), o.get("dilate"), hb))
+        if c:
+            return c["step_ms"]
+    return None
+
+
 def _byteps_points(results_dir):
     """The BytePS sweep (byteps-crossover and its repeat): per n, the ring's launches and the PS's per k,
     each with the cost model's step for that configuration (its check line, or None)."""
     L = lines(results_dir, "byteps-crossover") + lines(results_dir, "byteps-crossover-repeat")
     checks = _checks(results_dir)
-    def model(o, n):
-        eng = "ring" if o["engine"] == "ring" else ("ps-K=N" if o.get("server_nodes") == n else
-                                                     "ps-1server" if o.get("server_nodes") == 1 else
-                                                     "ps-K=%d" % o.get("server_nodes", 0))
-        for hb in (False, True):
-            c = checks.get((o["model"], o["device"], eng, n, n, 1, 25000000000, o.get("local_batch"),
-                            o.get("overlap", True), o.get("shrink"), o.get("dilate"), hb))
-            if c:
-                return c["step_ms"]
-        return None
     pts = {}
     for n in sorted({o["world"] for o in L}):
         ring = [o for o in L if o["world"] == n and o["engine"] == "ring"]
@@ -108,8 +113,8 @@ def _byteps_points(results_dir):
             if o["world"] == n and o["engine"] == "ps":
                 groups.setdefault(o.get("server_nodes", 0), []).append(o)
         if ring and groups:
-            pts[n] = {"ring": (ring, model(ring[0], n)),
-                      "ps": [(k, groups[k], model(groups[k][0], n)) for k in sorted(groups)]}
+            pts[n] = {"ring": (ring, _sweep_model(checks, ring[0])),
+                      "ps": [(k, groups[k], _sweep_model(checks, groups[k][0])) for k in sorted(groups)]}
     return L, pts
 
 
@@ -174,16 +179,6 @@ def byteps_host(results_dir, summary):
     checks = _checks(results_dir)
     def key(o):
         return (o["engine"], o.get("server_nodes", 0))
-    def model(o):
-        n = o["world"]
-        eng = "ring" if o["engine"] == "ring" else ("ps-K=N" if o.get("server_nodes") == n else
-                                                     "ps-K=%d" % o.get("server_nodes", 0))
-        for hb in (False, True):
-            c = checks.get((o["model"], o["device"], eng, n, n, 1, 25000000000, o.get("local_batch"),
-                            o.get("overlap", True), o.get("shrink"), o.get("dilate"), hb))
-            if c:
-                return c["step_ms"]
-        return None
     groups = {}
     for o in H:
         groups.setdefault(key(o), []).append(o)
@@ -197,7 +192,7 @@ def byteps_host(results_dir, summary):
         m = _med([o["emu_step_ms"] for o in G])
         B = [o["emu_step_ms"] for o in base if key(o) == (eng, k)]
         b_hb = any(o.get("host_bound") for o in base if key(o) == (eng, k))
-        pm = model(G[0])
+        pm = _sweep_model(checks, G[0])
         if eng == "ps" and r / m > 1 and first is None:
             first = k
         rows.append([eng, k if eng == "ps" else "-",
