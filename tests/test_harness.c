@@ -87,6 +87,9 @@ Test(harness, bench_every_engine_exact, .timeout = 120)
     cr_expect_eq(s_count_lines(json, "\"wrong\":0,"), 9, "every element exact");
     cr_expect_eq(s_count_lines(json, "\"engine\":\"ps\""), 3);
     cr_expect_eq(s_count_lines(json, "\"servers\":2,"), 3, "ps with two dedicated servers");
+    /* the PS's lines say its partition (the default 4 MiB here), the allreduce engines' do not */
+    cr_expect_eq(s_count_lines(json, "\"ps_partition_bytes\":4194304"), 3);
+    cr_expect_eq(s_count_lines(json, "\"ps_partition_bytes\""), 3);
     unlink(json);
 }
 
