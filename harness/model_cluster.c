@@ -34,7 +34,7 @@ struct s_meas {
     struct { int layout, nodes, gpn, cnt; double r[16], slow; } e[64];
     /* the fan-out term on N machines of G (s_fanout): c of c (K - 1), fitted up to K = kmax server machines */
     int nf;
-    struct { int nodes, gpn, kmax; double c; } f[16];
+    struct { int nodes, gpn, kmax; double c, r[16]; } f[16]; /* r[K - 1]: the median at K (0: none) */
 };
 
 typedef struct {
@@ -439,6 +439,9 @@ static void s_fanout(const h_opts_t *o, struct s_meas *t, int *nlines)
             if (g[b].K > kmax) kmax = g[b].K;
         }
         if (!(sxx > 0)) continue;
+        memset(t->f[t->nf].r, 0, sizeof t->f[t->nf].r);
+        for (int b = 0; b < ng; b++)
+            if (g[b].N == g[a].N && g[b].G == g[a].G && g[b].K <= 16) t->f[t->nf].r[g[b].K - 1] = med[b];
         t->f[t->nf].nodes = g[a].N, t->f[t->nf].gpn = g[a].G, t->f[t->nf].kmax = kmax;
         t->f[t->nf++].c = fmax(0, sxy / sxx);
     }
@@ -643,10 +646,12 @@ int h_model_cluster(const h_opts_t *o)
     if (meas.nf) {
         printf("# a worker NIC feeding K > 1 server machines (%d `harness bench ... --server-nodes K --ps-partition-kb P`\n"
                "# lines, K = 1 and more on the same machines): the servers' slowdown grows by c (K - 1), K held at the\n"
-               "# largest measured:", nfan);
-        for (int k = 0; k < meas.nf; k++)
-            printf("%s %dx%d c = %.4f (K <= %d)", k % 3 ? "," : "\n#  ", meas.f[k].nodes, meas.f[k].gpn, meas.f[k].c,
-                   meas.f[k].kmax);
+               "# largest measured; each from the collective alone's measured / modelled time at K = 1, 2, ...:", nfan);
+        for (int k = 0; k < meas.nf; k++) {
+            printf("\n#   %dx%d c = %.4f (K <= %d) from", meas.f[k].nodes, meas.f[k].gpn, meas.f[k].c, meas.f[k].kmax);
+            for (int K = 1; K <= meas.f[k].kmax; K++)
+                if (meas.f[k].r[K - 1] > 0) printf(" %d: %.2f", K, meas.f[k].r[K - 1]);
+        }
         printf("\n");
     }
     rc = s_extrapolate(o, &p, &meas, G, bps);
