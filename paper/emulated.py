@@ -227,6 +227,30 @@ def invariance(results_dir, summary):
     return table(["shrink", "dilate", "speedup", "step (ms, emulated)", "machine CPU busy"], rows)
 
 
+def invariance_ps(results_dir, summary):
+    """The PS against the emulation's knobs (results/emulation-invariance-ps): per layout and (shrink, dilation),
+    the launches, their median, and the median over the same layout's at shrink 32 without dilation."""
+    L = lines(results_dir, "emulation-invariance-ps")
+    if not L:
+        return "_Not measured: run `scripts/record-results emulation_invariance_ps`._"
+    groups = {}
+    for o in L:
+        groups.setdefault((o["world"], layout(o), o["model"], o["device"], o["shrink"], o["dilate"]), []).append(o)
+    rows = []
+    for key in sorted(groups, key=lambda k: (k[0], k[4], k[5])):
+        G = groups[key]
+        m = _med([o["emu_step_ms"] for o in G if not o.get("host_bound")] or [o["emu_step_ms"] for o in G])
+        ref = groups.get(key[:4] + (32.0, 1.0))
+        rm = _med([o["emu_step_ms"] for o in ref if not o.get("host_bound")] or [o["emu_step_ms"] for o in ref]) if ref else None
+        rows.append([key[1], "%d (%s)" % (key[0], NAMES.get(key[2], key[2]) + (", compute negligible" if
+                                                                                 key[3].startswith("throughput") else "")),
+                     "%g" % key[4], "%g" % key[5],
+                     " / ".join("%.1f%s" % (o["emu_step_ms"], " †" if o.get("host_bound") else "") for o in G),
+                     "%.1f" % m, "%.3f" % (m / rm) if rm else "-"])
+    return table(["layout", "GPUs (model)", "shrink", "dilate", "launches: step (ms, emulated)", "median",
+                  "over shrink 32, dilate 1"], rows) + "\n\n_† host-bound (left out of the median where another launch was not)._"
+
+
 def host_work(results_dir, summary):
     """The host's own work against the shrink (results/emulation-host-work): exposed time by layout and
     shrink, one row a configuration."""
@@ -532,7 +556,8 @@ def model_check(results_dir, summary):
 def section(results_dir, summary):
     return {"EMU_HOROVOD": horovod(results_dir, summary), "EMU_BYTEPS": byteps(results_dir, summary),
             "EMU_BYTEPS_HOST": byteps_host(results_dir, summary),
-            "EMU_INVARIANCE": invariance(results_dir, summary), "EMU_SCALING": scaling(results_dir, summary),
+            "EMU_INVARIANCE": invariance(results_dir, summary),
+            "EMU_INVARIANCE_PS": invariance_ps(results_dir, summary), "EMU_SCALING": scaling(results_dir, summary),
             "EMU_MODEL_CHECK": model_check(results_dir, summary), "EMU_HOST_WORK": host_work(results_dir, summary),
             "EMU_REPEAT": repeat(results_dir, summary), "EMU_QUEUE": queue(results_dir, summary),
             "EMU_GSO": gso(results_dir, summary), "EMU_CC": cc(results_dir, summary),
