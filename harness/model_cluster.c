@@ -643,6 +643,11 @@ int h_model_cluster(const h_opts_t *o)
         }
         printf("\n");
     }
+    if (!meas.n)
+        printf("# no `harness bench --nodes N --gpus-per-node G --net` PS lines among the files: the law for every PS layout\n");
+    if (!meas.nf)
+        printf("# no `harness bench --server-nodes K --ps-partition-kb P` PS lines at K = 1 and more among the files: no\n"
+               "# fan-out term for K > 1 server machines\n");
     if (meas.nf) {
         printf("# a worker NIC feeding K > 1 server machines (%d `harness bench ... --server-nodes K --ps-partition-kb P`\n"
                "# lines, K = 1 and more on the same machines): the servers' slowdown grows by c (K - 1), K held at the\n"

@@ -604,6 +604,8 @@ Test(harness, model_fanout_from_bench_growth, .timeout = 60)
     static char out[1 << 16];
     double law3 = s_fan_pred(k3, "", 0, 0, "ps-K=3", out, sizeof out);
     cr_expect(!strstr(out, "the servers' slowdown grows"), "no bench lines, yet a fan-out term:\n%s", out);
+    cr_expect(strstr(out, "fan-out term for K > 1 server machines") && strstr(out, "the law for every PS layout"),
+              "the model does not say it runs without benches:\n%s", out);
     /* one server: 4 x 32 MiB into one NIC; three: a third of it each, the K = 3 bench as slow as K = 1 */
     double slow3 = s_fan_pred(k3, "", 1.6e6, 1.6e6, "ps-K=3", out, sizeof out);
     cr_expect(strstr(out, "4x1 c = ") && !strstr(out, "4x1 c = 0.0000"), "%s", out);
