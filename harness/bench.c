@@ -4,6 +4,7 @@
  * 2(P-1)/P (GB = 1e9 bytes; 0 at P = 1: no bus traffic, as nccl-tests), P = the number of workers.
  * Dedicated PS servers serve meanwhile. --quiet drops progress lines only: the table always prints. */
 #include "harness/harness.h"
+#include "harness/cluster.h"
 #include "harness/traffic.h"
 #include "core/dev.h"
 #include "core/err.h"
@@ -73,6 +74,7 @@ typedef struct {
     void *dsend, *drecv;              /* with GPUs: the device copies the collective runs on */
     double *times;                    /* this size's iterations (us) */
     uint64_t *traffic;                /* with --json: this size's traffic matrix (world x world bytes) */
+    double sys_busy;                  /* rank 0: the whole machine's CPU busy share over this size (-1 unknown) */
 } s_bench_t;
 
 /* The sizes to run: MIN, MIN * factor, ... up to MAX, whole elements, no repeats; returns how many. */
@@ -200,10 +202,17 @@ static int s_row(const s_bench_t *B, size_t bytes, double t, uint64_t wrong)
     double algbw = t > 0 ? (double)bytes / (t * 1e-6) / 1e9 : 0;
     double busbw = P > 1 ? algbw * 2.0 * (P - 1) / P : 0;
     engine_stats_t s1; /* after this size's calls: the algorithm the engine chose for it (NULL: not stated) */
+    /* on emulated links (--net) a bench measures them only while the host keeps up: the whole machine's
+     * CPU over the size's iterations, every rank and server included, against train's threshold */
+    double busy_unused = 0;
+    int hb = o->net && B->sys_busy >= 0 && h_cluster_host_bound(0, 0, 1.0, 1, B->sys_busy, &busy_unused);
     B->ops->stats(B->eng, &s1);
     {
         printf("  %12zu %12zu %6s %6s %10.1f %9.3f %9.3f %8llu %8s\n", bytes, count, dt_name(o->dtype), op_name(o->op), t,
                algbw, busbw, (unsigned long long)wrong, s1.algo ? s1.algo : "-");
+        if (o->net && hb)
+            printf("# host-bound: this machine was %.0f%% busy during that size: the figure measures the host, not the\n"
+                   "# emulated links\n", B->sys_busy * 100);
         fflush(stdout);
     }
     if (!o->json) return 0;
@@ -221,6 +230,8 @@ static int s_row(const s_bench_t *B, size_t bytes, double t, uint64_t wrong)
     if (body && o->nodes > 0) /* placed on emulated machines (--nodes, --net): the layout is part of the configuration */
         h_jmerge(body, json_pack("{s:i, s:i, s:i}", "nodes", o->nodes, "gpus_per_node", o->gpus_per_node,
                                  "server_nodes", o->server_nodes));
+    if (body && o->net && B->sys_busy >= 0)
+        h_jmerge(body, json_pack("{s:f, s:b}", "system_busy", B->sys_busy, "host_bound", hb));
     uint64_t part = engine_counter(&s1, "partition_bytes"); /* a PS's partition: the unit its replies follow pushes in */
     if (body && part) h_jmerge(body, json_pack("{s:I}", "ps_partition_bytes", (json_int_t)part));
     return h_result_write(o, B->meta, "bench", body);
@@ -247,10 +258,14 @@ static int s_worker(s_bench_t *B, uint64_t *total_wrong)
         return ERR_NOMEM;
     }
     for (size_t si = 0; si < nsizes; si++) {
-        uint64_t wrong;
+        uint64_t wrong = 0;
         double t = 0;
         if (t0) h_traffic_snap(B->comm, t0, t0 + W);
+        unsigned long long sb0 = 0, st0 = 0, sb1 = 0, st1 = 0;
+        int sys_ok = B->comm->rank == 0 && h_host_cpu_sample(&sb0, &st0) == 0;
         int rc = s_time_size(B, sizes[si], &wrong);
+        sys_ok = sys_ok && h_host_cpu_sample(&sb1, &st1) == 0 && st1 > st0;
+        B->sys_busy = sys_ok ? (double)(sb1 - sb0) / (double)(st1 - st0) : -1;
         if (rc == 0 && t0) rc = h_traffic_gather_workers(B->comm, B->P, t0, t0 + W, B->traffic, B->tmo);
         if (rc < 0) {
             free(t0);

@@ -174,6 +174,15 @@ static int s_line_cc_is(const h_jobj_t *r, const char *cc)
     return n == strlen(cc) && !strncmp(t, cc, n);
 }
 
+/* Whether a bench line says the host bound it (its "host_bound", written on emulated links since the
+ * bench measures the machine's CPU): such a line measured this machine, not the links, and calibrates
+ * nothing. Lines without the field (older benches) are taken as they are. */
+static int s_bench_host_bound(const h_jobj_t *r)
+{
+    const h_jfield_t *f = h_jget(r, "host_bound");
+    return f && (f->type == HJ_BOOL || f->type == HJ_NUM) && f->num != 0;
+}
+
 static int s_link(const h_opts_t *o, double *bps, double *eff)
 {
     *bps = 25e9;
@@ -292,7 +301,7 @@ static double s_incast(const h_opts_t *o, char *from, size_t len)
         if (strcmp(h_jstr(r, "mode", ""), "bench") || strcmp(h_jstr(r, "impl", ""), "ps-sync-servers1") ||
             strncmp(net, "bw=", 3) || h_netem_parse(net, &spec, err, sizeof err) < 0 || spec.per_node || P < 2 ||
             spec.queue_ms != H_NETEM_QUEUE_MS || !s_line_cc_is(r, cc) ||
-            bytes < 2 * part || us <= 0 || h_jnum(r, "wrong", 0) != 0)
+            bytes < 2 * part || us <= 0 || h_jnum(r, "wrong", 0) != 0 || s_bench_host_bound(r))
             continue;
         /* one machine per rank, the server on a machine of its own */
         h_cl_net_t cn = {.nodes = P, .gpus_per_node = 1, .beta = S_WIRE * 8.0 / (spec.bits_per_s * spec.eff), .alpha = 0};
@@ -339,7 +348,7 @@ static void s_measured(const h_opts_t *o, struct s_meas *t, int *nlines)
         double bytes = h_jnum(r, "bytes", 0), us = h_jnum(r, "time_us", 0);
         if (strcmp(h_jstr(r, "mode", ""), "bench") || N < 1 || P < 1 || P % N || bytes < 2 * part || us <= 0 ||
             h_jnum(r, "wrong", 0) != 0 || strstr(h_jstr(r, "cmdline", ""), "--ps-partition-kb") || h_jget(r, "emulated") ||
-            (h_jget(r, "ps_partition_bytes") && h_jnum(r, "ps_partition_bytes", 0) != part))
+            (h_jget(r, "ps_partition_bytes") && h_jnum(r, "ps_partition_bytes", 0) != part) || s_bench_host_bound(r))
             continue;
         int G = P / N, l = s_layout_of(r, N);
         h_netem_spec_t spec;
@@ -399,7 +408,7 @@ static void s_fanout(const h_opts_t *o, struct s_meas *t, int *nlines)
         double bytes = h_jnum(r, "bytes", 0), us = h_jnum(r, "time_us", 0), part = h_jnum(r, "ps_partition_bytes", 0);
         if (strcmp(h_jstr(r, "mode", ""), "bench") || N < 2 || P < 1 || P % N || K < 1 || part <= 0 || us <= 0 ||
             h_jnum(r, "wrong", 0) != 0 || h_jget(r, "emulated") || (int)h_jnum(r, "servers", 0) != K ||
-            bytes / K < 2 * part)
+            bytes / K < 2 * part || s_bench_host_bound(r))
             continue;
         int G = P / N, l = s_layout_of(r, N);
         h_netem_spec_t spec;

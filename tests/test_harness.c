@@ -613,6 +613,16 @@ Test(harness, model_fanout_from_bench_growth, .timeout = 60)
     double fast3 = s_fan_pred(k3, "", 1.6e6, 0.3e6, "ps-K=3", out, sizeof out);
     cr_expect(strstr(out, "4x1 c = 0.0000 (K <= 3)"), "%s", out);
     cr_expect(fabs(fast3 - law3) < 1e-6 * law3, "a faster K = 3 bench moved the law: %.3f against %.3f", fast3, law3);
+    /* a host-bound K = 3 bench measured this machine, not the links: it calibrates nothing */
+    const char *hb3 = "{\"mode\":\"bench\",\"engine\":\"ps\",\"impl\":\"ps-sync-servers3\",\"servers\":3,\"server_nodes\":3,"
+                      "\"nodes\":4,\"gpus_per_node\":1,\"world\":4,\"net\":\"inter=781250kbit\",\"bytes\":33554432,"
+                      "\"ps_partition_bytes\":131072,\"wrong\":0,\"time_us\":1600000,\"host_bound\":true}\n"
+                      "{\"mode\":\"bench\",\"engine\":\"ps\",\"impl\":\"ps-sync-servers1\",\"servers\":1,\"server_nodes\":1,"
+                      "\"nodes\":4,\"gpus_per_node\":1,\"world\":4,\"net\":\"inter=781250kbit\",\"bytes\":33554432,"
+                      "\"ps_partition_bytes\":131072,\"wrong\":0,\"time_us\":1600000,\"host_bound\":false}\n";
+    double hb_3 = s_fan_pred(k3, hb3, 0, 0, "ps-K=3", out, sizeof out);
+    cr_expect(!strstr(out, "the servers' slowdown grows"), "a host-bound bench made a fan-out term:\n%s", out);
+    cr_expect(fabs(hb_3 - law3) < 1e-6 * law3, "a host-bound bench moved K = 3: %.3f against %.3f", hb_3, law3);
     /* K = 1 keeps its own (no fan-out to one machine) */
     double one_law = s_fan_pred(k1, "", 0, 0, "ps-1server", out, sizeof out);
     double one_fan = s_fan_pred(k1, "", 1.6e6, 1.6e6, "ps-1server", out, sizeof out);
@@ -626,6 +636,36 @@ Test(harness, model_fanout_from_bench_growth, .timeout = 60)
     double k3_b = s_fan_pred(k3, one, 0, 0, "ps-K=3", out, sizeof out);
     cr_expect(one_b > one_law * 1.5, "one server machine's bench unused: %.1f against the law's %.1f", one_b, one_law);
     cr_expect(k3_b > law3 * 1.5, "K = 3 ignores one server machine's bench: %.1f against the law's %.1f", k3_b, law3);
+}
+
+/* A bench on emulated links says whether the host kept up: each line carries the whole machine's CPU
+ * share over its size (system_busy) and the verdict train uses (host_bound: >= 0.75) (root). */
+Test(harness, bench_on_emulated_links_says_host_bound, .timeout = 90)
+{
+    s_find();
+    if (geteuid() != 0) cr_skip_test("needs root (network namespaces, tc)");
+    if (system("command -v tc >/dev/null && command -v ip >/dev/null") != 0) cr_skip_test("ip / tc (iproute2) not installed");
+    char json[] = "/tmp/sb-test-XXXXXX", cmd[1024], out[1 << 15];
+    close(mkstemp(json));
+    snprintf(cmd, sizeof cmd, "%s bench --engine ring --procs 2 --sizes 256K:1M --factor 4 --iters 3 --warmup 1 "
+             "--net bw=200mbit --json %s", g_harness, json);
+    cr_assert_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
+    FILE *f = fopen(json, "r");
+    cr_assert(f);
+    char line[1 << 14];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        const char *b = strstr(line, "\"system_busy\":"), *h = strstr(line, "\"host_bound\":");
+        cr_assert(b && h, "%s", line);
+        double busy = atof(b + strlen("\"system_busy\":"));
+        int bound = !strncmp(h + strlen("\"host_bound\":"), "true", 4);
+        cr_expect(busy >= 0 && busy <= 1, "%s", line);
+        cr_expect_eq(bound, busy >= 0.75, "%s", line);
+        n++;
+    }
+    fclose(f);
+    unlink(json);
+    cr_expect_eq(n, 2);
 }
 
 /* scripts/nic-use reads the shapers' counters of a --net run in a window of it: a ring of two ranks at
