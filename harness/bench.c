@@ -204,13 +204,12 @@ static int s_row(const s_bench_t *B, size_t bytes, double t, uint64_t wrong)
     engine_stats_t s1; /* after this size's calls: the algorithm the engine chose for it (NULL: not stated) */
     /* on emulated links (--net) a bench measures them only while the host keeps up: the whole machine's
      * CPU over the size's iterations, every rank and server included, against train's threshold */
-    double busy_unused = 0;
-    int hb = o->net && B->sys_busy >= 0 && h_cluster_host_bound(0, 0, 1.0, 1, B->sys_busy, &busy_unused);
+    int hb = o->net && B->sys_busy >= 0 && h_cluster_host_bound(0, 0, 1.0, 1, B->sys_busy, NULL);
     B->ops->stats(B->eng, &s1);
     {
         printf("  %12zu %12zu %6s %6s %10.1f %9.3f %9.3f %8llu %8s\n", bytes, count, dt_name(o->dtype), op_name(o->op), t,
                algbw, busbw, (unsigned long long)wrong, s1.algo ? s1.algo : "-");
-        if (o->net && hb)
+        if (hb)
             printf("# host-bound: this machine was %.0f%% busy during that size: the figure measures the host, not the\n"
                    "# emulated links\n", B->sys_busy * 100);
         fflush(stdout);

@@ -24,9 +24,9 @@ typedef struct {
                              * loss scaling: each partition commits with its last push), not the step's last */
     double part_bytes;      /* ps pipelined: the partition, the unit a reply can follow its pushes in (0: a bucket) */
     double incast;          /* ps pipelined: c of the shared-NIC slowdown 1 + c (f - 1) (h_cl_incast_factor; 0: none) */
-    double slow;            /* ps pipelined, servers on machines of their own: the server NIC's slowdown measured on
-                             * this very layout (the collective alone, `harness bench --nodes N ...`), used
-                             * instead of the law; 0: the law */
+    double slow;            /* ps pipelined, servers on machines of their own: a server machine's NIC slowdown
+                             * measured by the collective alone with one server machine on the same machines
+                             * (`harness bench --nodes N ... --server-nodes 1`), used instead of the law; 0: the law */
     double fanout;          /* ps pipelined, servers on K > 1 machines of their own: added to that slowdown, what a
                              * worker NIC sharing its pushes among K server machines costs (a partition waits for
                              * the slowest of the flows into its server; measured, harness model); 0: none */
