@@ -10,6 +10,7 @@
 #include "harness/clustermodel.h"
 #include "harness/jsonl.h"
 #include "harness/netem.h"
+#include "harness/stats.h"
 #include "core/err.h"
 #include "trainer/emu.h"
 #include "trainer/workload.h"
@@ -322,10 +323,26 @@ static double s_incast(const h_opts_t *o, char *from, size_t len)
     return c;
 }
 
-static int s_cmp_d(const void *a, const void *b)
+/* Whether r is a PS layout bench that can calibrate the model: `harness bench --engine ps --nodes N
+ * --gpus-per-node G ... --net inter=RATE` on machines of the modelled congestion control and the default
+ * queue, every element right, not host-bound. Sets *N, *G, *l (its s_layouts row, >= 2) and *beta (s a
+ * payload byte on one NIC direction). */
+static int s_layout_bench(const h_jobj_t *r, const char *cc, int *N, int *G, int *l, double *beta)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+    int P = (int)h_jnum(r, "world", 0);
+    *N = (int)h_jnum(r, "nodes", 0);
+    if (strcmp(h_jstr(r, "mode", ""), "bench") || *N < 1 || P < 1 || P % *N || h_jnum(r, "time_us", 0) <= 0 ||
+        h_jnum(r, "wrong", 0) != 0 || h_jget(r, "emulated") || s_bench_host_bound(r))
+        return 0;
+    *G = P / *N;
+    *l = s_layout_of(r, *N);
+    h_netem_spec_t spec;
+    char err[256];
+    if (*l < 2 || (int)h_jnum(r, "gpus_per_node", 0) != *G || h_netem_parse(h_jstr(r, "net", ""), &spec, err, sizeof err) < 0 ||
+        !spec.per_node || spec.bits_per_s <= 0 || spec.queue_ms != H_NETEM_QUEUE_MS || !s_line_cc_is(r, cc))
+        return 0;
+    *beta = S_WIRE * 8.0 / (spec.bits_per_s * spec.eff);
+    return 1;
 }
 
 /* The slowdowns measured per PS layout: `harness bench --engine ps --nodes N --gpus-per-node G
@@ -344,20 +361,14 @@ static void s_measured(const h_opts_t *o, struct s_meas *t, int *nlines)
     s_model_cc(o, cc, sizeof cc);
     for (size_t i = 0; i < n; i++) {
         const h_jobj_t *r = &objs[i];
-        int N = (int)h_jnum(r, "nodes", 0), P = (int)h_jnum(r, "world", 0);
-        double bytes = h_jnum(r, "bytes", 0), us = h_jnum(r, "time_us", 0);
-        if (strcmp(h_jstr(r, "mode", ""), "bench") || N < 1 || P < 1 || P % N || bytes < 2 * part || us <= 0 ||
-            h_jnum(r, "wrong", 0) != 0 || strstr(h_jstr(r, "cmdline", ""), "--ps-partition-kb") || h_jget(r, "emulated") ||
-            (h_jget(r, "ps_partition_bytes") && h_jnum(r, "ps_partition_bytes", 0) != part) || s_bench_host_bound(r))
+        int N, G, l;
+        double beta, bytes = h_jnum(r, "bytes", 0), us = h_jnum(r, "time_us", 0);
+        if (!s_layout_bench(r, cc, &N, &G, &l, &beta) || bytes < 2 * part ||
+            strstr(h_jstr(r, "cmdline", ""), "--ps-partition-kb") ||
+            (h_jget(r, "ps_partition_bytes") && h_jnum(r, "ps_partition_bytes", 0) != part))
             continue;
-        int G = P / N, l = s_layout_of(r, N);
-        h_netem_spec_t spec;
-        char err[256];
-        const char *net = h_jstr(r, "net", "");
-        if (l < 2 || (int)h_jnum(r, "gpus_per_node", 0) != G || h_netem_parse(net, &spec, err, sizeof err) < 0 ||
-            !spec.per_node || spec.bits_per_s <= 0 || spec.queue_ms != H_NETEM_QUEUE_MS || !s_line_cc_is(r, cc))
-            continue;
-        h_cl_net_t cn = {.nodes = N, .gpus_per_node = G, .beta = S_WIRE * 8.0 / (spec.bits_per_s * spec.eff), .alpha = 0};
+        int P = N * G;
+        h_cl_net_t cn = {.nodes = N, .gpus_per_node = G, .beta = beta, .alpha = 0};
         h_cl_engine_t e = s_layouts[l].e;
         e.pipelined = 1;
         e.part_bytes = part;
@@ -377,11 +388,7 @@ static void s_measured(const h_opts_t *o, struct s_meas *t, int *nlines)
         if (t->e[k].cnt < 16) t->e[k].r[t->e[k].cnt++] = us * 1e-6 / ideal;
         (*nlines)++;
     }
-    for (int k = 0; k < t->n; k++) {
-        qsort(t->e[k].r, (size_t)t->e[k].cnt, sizeof(double), s_cmp_d);
-        int c = t->e[k].cnt;
-        t->e[k].slow = c % 2 ? t->e[k].r[c / 2] : 0.5 * (t->e[k].r[c / 2 - 1] + t->e[k].r[c / 2]);
-    }
+    for (int k = 0; k < t->n; k++) t->e[k].slow = h_median(t->e[k].r, (size_t)t->e[k].cnt);
     h_jfree_all(&objs, &n);
 }
 
@@ -404,20 +411,13 @@ static void s_fanout(const h_opts_t *o, struct s_meas *t, int *nlines)
     s_model_cc(o, cc, sizeof cc);
     for (size_t i = 0; i < n; i++) {
         const h_jobj_t *r = &objs[i];
-        int N = (int)h_jnum(r, "nodes", 0), P = (int)h_jnum(r, "world", 0), K = (int)h_jnum(r, "server_nodes", 0);
-        double bytes = h_jnum(r, "bytes", 0), us = h_jnum(r, "time_us", 0), part = h_jnum(r, "ps_partition_bytes", 0);
-        if (strcmp(h_jstr(r, "mode", ""), "bench") || N < 2 || P < 1 || P % N || K < 1 || part <= 0 || us <= 0 ||
-            h_jnum(r, "wrong", 0) != 0 || h_jget(r, "emulated") || (int)h_jnum(r, "servers", 0) != K ||
-            bytes / K < 2 * part || s_bench_host_bound(r))
+        int N, G, l, K = (int)h_jnum(r, "server_nodes", 0);
+        double beta, bytes = h_jnum(r, "bytes", 0), us = h_jnum(r, "time_us", 0), part = h_jnum(r, "ps_partition_bytes", 0);
+        /* one server on each of K machines of its own (the one-server, K = N and K < N layouts) */
+        if (!s_layout_bench(r, cc, &N, &G, &l, &beta) || N < 2 || K < 1 || part <= 0 || (l != 2 && l != 4 && l != 6) ||
+            (int)h_jnum(r, "servers", 0) != K || bytes / K < 2 * part)
             continue;
-        int G = P / N, l = s_layout_of(r, N);
-        h_netem_spec_t spec;
-        char err[256];
-        if ((l != 2 && l != 4 && l != 6) || (int)h_jnum(r, "gpus_per_node", 0) != G ||
-            h_netem_parse(h_jstr(r, "net", ""), &spec, err, sizeof err) < 0 || !spec.per_node || spec.bits_per_s <= 0 ||
-            spec.queue_ms != H_NETEM_QUEUE_MS || !s_line_cc_is(r, cc))
-            continue;
-        h_cl_net_t cn = {.nodes = N, .gpus_per_node = G, .beta = S_WIRE * 8.0 / (spec.bits_per_s * spec.eff), .alpha = 0};
+        h_cl_net_t cn = {.nodes = N, .gpus_per_node = G, .beta = beta, .alpha = 0};
         h_cl_engine_t e = {.kind = H_CL_PS, .servers = K, .server_nodes = K, .pipelined = 1, .part_bytes = part};
         double ready = 0, ideal = h_cl_step(&cn, &e, 1, &ready, &bytes, 0, NULL);
         if (!(ideal > 0)) continue;
@@ -432,11 +432,7 @@ static void s_fanout(const h_opts_t *o, struct s_meas *t, int *nlines)
         (*nlines)++;
     }
     double med[64];
-    for (int k = 0; k < ng; k++) {
-        qsort(g[k].r, (size_t)g[k].cnt, sizeof(double), s_cmp_d);
-        int c = g[k].cnt;
-        med[k] = c % 2 ? g[k].r[c / 2] : 0.5 * (g[k].r[c / 2 - 1] + g[k].r[c / 2]);
-    }
+    for (int k = 0; k < ng; k++) med[k] = h_median(g[k].r, (size_t)g[k].cnt);
     for (int a = 0; a < ng; a++) {
         if (g[a].K != 1 || t->nf == (int)(sizeof t->f / sizeof t->f[0])) continue;
         double sxy = 0, sxx = 0;
@@ -565,8 +561,7 @@ static int s_check(const h_opts_t *o, const s_point_t *base, const struct s_meas
     s_lines_open(o, &lines);
     for (int k = 0; k < npts; k++) {
         s_check_pt_t *c = &pts[k];
-        qsort(c->ms, (size_t)c->n, sizeof *c->ms, s_cmp_d);
-        double med = c->n % 2 ? c->ms[c->n / 2] : 0.5 * (c->ms[c->n / 2 - 1] + c->ms[c->n / 2]);
+        double med = h_median(c->ms, (size_t)c->n);
         double err = (c->predicted - med) / med * 100;
         char label[24];
         if (s_layouts[c->layout].e.server_nodes == -2) snprintf(label, sizeof label, "ps-K=%d", c->K);
