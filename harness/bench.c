@@ -73,6 +73,7 @@ typedef struct {
     void *sendbuf, *recvbuf;          /* host buffers, filled and checked here */
     void *dsend, *drecv;              /* with GPUs: the device copies the collective runs on */
     double *times;                    /* this size's iterations (us) */
+    double loop_us;                   /* this size's timed loop on this worker / iterations (us) */
     uint64_t *traffic;                /* with --json: this size's traffic matrix (world x world bytes) */
     double sys_busy;                  /* rank 0: the whole machine's CPU busy share over this size (-1 unknown) */
 } s_bench_t;
@@ -148,6 +149,7 @@ static int s_time_size(s_bench_t *B, size_t bytes, uint64_t *wrong)
         CHECK(dev_memcpy(B->drecv, B->recvbuf, bytes));
     }
     for (int w = 0; w < o->warmup; w++) CHECK(B->ops->allreduce(B->eng, xsend, xrecv, count, o->dtype, o->op, B->tmo));
+    double l0 = now_us();
     for (int it = 0; it < o->iters; it++) {
         double t0 = now_us();
         uint64_t tr = trace_t0(); /* --timeline: one span per timed iteration */
@@ -155,18 +157,24 @@ static int s_time_size(s_bench_t *B, size_t bytes, uint64_t *wrong)
         B->times[it] = now_us() - t0;
         trace_x2("iteration", tr, "bytes", (int64_t)bytes, "iter", it);
     }
+    B->loop_us = (now_us() - l0) / o->iters;
     if (dev) CHECK(dev_memcpy(B->recvbuf, B->drecv, bytes));
     /* op move (the ceiling) leaves no defined result to check */
     *wrong = o->check && o->op != OP_MOVE ? s_check(B->recvbuf, count, o->dtype, B->P, o->op) : 0;
     return 0;
 }
 
-/* Per iteration the slowest worker, then the median over iterations; *wrong summed over workers.
+/* *t: per iteration the slowest worker, then the median over iterations (a descheduled iteration on a
+ * busy host moves it little); *loop: the slowest worker's loop time / iterations, each worker from its
+ * own loop start to its own end: the steady rate of back-to-back collectives, what a training step
+ * sees. The two differ where workers finish an iteration apart (a PS's unevenly served workers): the
+ * slowest of each iteration is often the one that began it first, so *t adds that spread to every
+ * iteration (about 5% on a PS on 8 machines, ps-incast-8x1). *wrong summed over workers.
  * Workers only: servers are busy serving, so this exchange goes through the worker group. */
-static int s_gather(const s_bench_t *B, double *t, uint64_t *wrong)
+static int s_gather(const s_bench_t *B, double *t, double *loop, uint64_t *wrong)
 {
     int iters = B->o->iters, P = B->P;
-    size_t per = (size_t)iters + 1;
+    size_t per = (size_t)iters + 2;
     double *mine = calloc(per, sizeof(double));
     double *all = calloc(per * (size_t)B->comm->world, sizeof(double));
     double *med = calloc((size_t)iters, sizeof(double));
@@ -174,6 +182,7 @@ static int s_gather(const s_bench_t *B, double *t, uint64_t *wrong)
     if (rc == 0) {
         memcpy(mine, B->times, (size_t)iters * sizeof(double));
         mine[iters] = (double)*wrong;
+        mine[iters + 1] = B->loop_us;
         rc = comm_allgather_group(B->comm, mine, per * sizeof(double), all, P, B->tmo);
     }
     if (rc == 0) {
@@ -183,7 +192,11 @@ static int s_gather(const s_bench_t *B, double *t, uint64_t *wrong)
             for (int r = 0; r < P; r++) m = fmax(m, all[(size_t)r * per + (size_t)it]);
             med[it] = m;
         }
-        for (int r = 0; r < P; r++) *wrong += (uint64_t)all[(size_t)r * per + (size_t)iters];
+        *loop = 0;
+        for (int r = 0; r < P; r++) {
+            *wrong += (uint64_t)all[(size_t)r * per + (size_t)iters];
+            *loop = fmax(*loop, all[(size_t)r * per + (size_t)iters + 1]);
+        }
         qsort(med, (size_t)iters, sizeof(double), s_cmp_double);
         *t = iters % 2 ? med[iters / 2] : 0.5 * (med[iters / 2 - 1] + med[iters / 2]);
     }
@@ -194,7 +207,7 @@ static int s_gather(const s_bench_t *B, double *t, uint64_t *wrong)
 }
 
 /* Rank 0: one size's row of the table and its JSON line. */
-static int s_row(const s_bench_t *B, size_t bytes, double t, uint64_t wrong)
+static int s_row(const s_bench_t *B, size_t bytes, double t, double loop, uint64_t wrong)
 {
     const h_opts_t *o = B->o;
     size_t count = bytes / dt_size(o->dtype);
@@ -226,6 +239,8 @@ static int s_row(const s_bench_t *B, size_t bytes, double t, uint64_t wrong)
         "op", op_name(o->op), "iters", o->iters, "warmup", o->warmup, "time_us", t, "algbw_gbs", algbw, "busbw_gbs", busbw,
         "wrong", (json_int_t)wrong, "algo", s1.algo, "traffic_bytes", h_jarr_text(traffic));
     free(traffic);
+    /* loop_us: the slowest worker's loop / iterations (s_gather), what harness model calibrates with */
+    if (body) h_jmerge(body, json_pack("{s:f}", "loop_us", loop));
     if (body && o->nodes > 0) /* placed on emulated machines (--nodes, --net): the layout is part of the configuration */
         h_jmerge(body, json_pack("{s:i, s:i, s:i}", "nodes", o->nodes, "gpus_per_node", o->gpus_per_node,
                                  "server_nodes", o->server_nodes));
@@ -258,7 +273,7 @@ static int s_worker(s_bench_t *B, uint64_t *total_wrong)
     }
     for (size_t si = 0; si < nsizes; si++) {
         uint64_t wrong = 0;
-        double t = 0;
+        double t = 0, loop = 0;
         if (t0) h_traffic_snap(B->comm, t0, t0 + W);
         unsigned long long sb0 = 0, st0 = 0, sb1 = 0, st1 = 0;
         int sys_ok = B->comm->rank == 0 && h_host_cpu_sample(&sb0, &st0) == 0;
@@ -270,9 +285,9 @@ static int s_worker(s_bench_t *B, uint64_t *total_wrong)
             free(t0);
             return rc;
         }
-        CHECK(s_gather(B, &t, &wrong));
+        CHECK(s_gather(B, &t, &loop, &wrong));
         *total_wrong += wrong;
-        if (B->comm->rank == 0) CHECK(s_row(B, sizes[si], t, wrong));
+        if (B->comm->rank == 0) CHECK(s_row(B, sizes[si], t, loop, wrong));
     }
     free(t0);
     return 0;

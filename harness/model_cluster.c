@@ -32,7 +32,8 @@ typedef struct {
  * median over its bench lines of measured / modelled time without any slowdown. */
 struct s_meas {
     int n;
-    struct { int layout, nodes, gpn, cnt; double r[16], slow; } e[64];
+    /* r: default-partition lines; rm: lines whose partition takes training's wire time (s_measured) */
+    struct { int layout, nodes, gpn, cnt, cntm; double r[16], rm[16], slow; } e[64];
     /* the fan-out term on N machines of G (s_fanout): c of c (K - 1), fitted up to K = kmax server machines */
     int nf;
     struct { int nodes, gpn, kmax; double c, r[16]; } f[16]; /* r[K - 1]: the median at K (0: none) */
@@ -178,6 +179,15 @@ static int s_line_cc_is(const h_jobj_t *r, const char *cc)
 /* Whether a bench line says the host bound it (its "host_bound", written on emulated links since the
  * bench measures the machine's CPU): such a line measured this machine, not the links, and calibrates
  * nothing. Lines without the field (older benches) are taken as they are. */
+/* A bench line's steady time per collective: loop_us, the slowest worker's loop / iterations, what a
+ * training step's steady rate compares with (0: a line from before bench wrote it). time_us (per iteration
+ * the slowest worker, then the median) adds the spread of the workers' finishes to every iteration:
+ * about 5% on a PS on 8 machines (ps-incast-8x1), little on a ring. */
+static double s_bench_loop_us(const h_jobj_t *r)
+{
+    return h_jnum(r, "loop_us", 0);
+}
+
 static int s_bench_host_bound(const h_jobj_t *r)
 {
     const h_jfield_t *f = h_jget(r, "host_bound");
@@ -296,7 +306,7 @@ static double s_incast(const h_opts_t *o, char *from, size_t len)
         const h_jobj_t *r = &objs[i];
         const char *net = h_jstr(r, "net", "");
         int P = (int)h_jnum(r, "world", 0);
-        double bytes = h_jnum(r, "bytes", 0), us = h_jnum(r, "time_us", 0);
+        double bytes = h_jnum(r, "bytes", 0), us = s_bench_loop_us(r);
         h_netem_spec_t spec;
         char err[256];
         if (strcmp(h_jstr(r, "mode", ""), "bench") || strcmp(h_jstr(r, "impl", ""), "ps-sync-servers1") ||
@@ -331,7 +341,7 @@ static int s_layout_bench(const h_jobj_t *r, const char *cc, int *N, int *G, int
 {
     int P = (int)h_jnum(r, "world", 0);
     *N = (int)h_jnum(r, "nodes", 0);
-    if (strcmp(h_jstr(r, "mode", ""), "bench") || *N < 1 || P < 1 || P % *N || h_jnum(r, "time_us", 0) <= 0 ||
+    if (strcmp(h_jstr(r, "mode", ""), "bench") || *N < 1 || P < 1 || P % *N || s_bench_loop_us(r) <= 0 ||
         h_jnum(r, "wrong", 0) != 0 || h_jget(r, "emulated") || s_bench_host_bound(r))
         return 0;
     *G = P / *N;
@@ -346,27 +356,38 @@ static int s_layout_bench(const h_jobj_t *r, const char *cc, int *N, int *G, int
 }
 
 /* The slowdowns measured per PS layout: `harness bench --engine ps --nodes N --gpus-per-node G
- * [--server-nodes K] --servers S --net inter=RATE` lines among the files where every server takes two or
- * more default partitions from each worker (its replies overlap its pushes, as in training), each
- * measured / modelled without a slowdown; the median per (layout, N, G). *nlines: the bench lines used. */
-static void s_measured(const h_opts_t *o, struct s_meas *t, int *nlines)
+ * [--server-nodes K] --servers S --net inter=RATE [--ps-partition-kb P]` lines among the files where every
+ * server takes two or more partitions from each worker (its replies overlap its pushes, as in training),
+ * each measured / modelled at its partition without a slowdown; the median per (layout, N, G) of the lines
+ * whose partition takes as long on their link as training's (the default 4 MiB on the modelled NIC) within
+ * 2x, else of the default-partition lines. The partition sets how a server's replies follow its pushes:
+ * four partitions a worker leave the link half idle at the start and the end, 128 keep both directions busy
+ * all along, as training does. *nlines: the bench lines used; *nold: PS lines on emulated machines left
+ * out: from before bench wrote loop_us (s_bench_loop_us). */
+static void s_measured(const h_opts_t *o, struct s_meas *t, int *nlines, int *nold)
 {
     h_jobj_t *objs = NULL;
     size_t n = 0, nbad = 0;
     memset(t, 0, sizeof *t);
-    *nlines = 0;
+    *nlines = *nold = 0;
     h_jread_files(o->nmeasured, (char **)o->measured, &objs, &n, &nbad, NULL);
-    const double part = 4.0 * 1024 * 1024; /* the PS's default partition (ps/ps_proto.h) */
+    const double dpart = 4.0 * 1024 * 1024; /* the PS's default partition (ps/ps_proto.h) */
+    double bps, eff;
+    if (s_link(o, &bps, &eff) < 0) bps = 25e9;
+    const double want = dpart * S_WIRE * 8.0 / bps; /* training's partition on the modelled NIC (s) */
     char cc[16];
     s_model_cc(o, cc, sizeof cc);
     for (size_t i = 0; i < n; i++) {
         const h_jobj_t *r = &objs[i];
         int N, G, l;
-        double beta, bytes = h_jnum(r, "bytes", 0), us = h_jnum(r, "time_us", 0);
-        if (!s_layout_bench(r, cc, &N, &G, &l, &beta) || bytes < 2 * part ||
-            strstr(h_jstr(r, "cmdline", ""), "--ps-partition-kb") ||
-            (h_jget(r, "ps_partition_bytes") && h_jnum(r, "ps_partition_bytes", 0) != part))
-            continue;
+        double beta, bytes = h_jnum(r, "bytes", 0), us = s_bench_loop_us(r);
+        double part = h_jget(r, "ps_partition_bytes") ? h_jnum(r, "ps_partition_bytes", 0) : dpart;
+        if (!strcmp(h_jstr(r, "mode", ""), "bench") && !strcmp(h_jstr(r, "engine", ""), "ps") && h_jnum(r, "nodes", 0) > 0 &&
+            s_bench_loop_us(r) <= 0)
+            (*nold)++;
+        if (!s_layout_bench(r, cc, &N, &G, &l, &beta) || part <= 0 || bytes < 2 * part) continue;
+        int matched = fabs(log(part * beta / want)) <= log(2.0);
+        if (!matched && part != dpart) continue;
         int P = N * G;
         h_cl_net_t cn = {.nodes = N, .gpus_per_node = G, .beta = beta, .alpha = 0};
         h_cl_engine_t e = s_layouts[l].e;
@@ -376,6 +397,7 @@ static void s_measured(const h_opts_t *o, struct s_meas *t, int *nlines)
         if (e.server_nodes == -1) e.server_nodes = e.servers = N;
         if (e.server_nodes == -2) e.server_nodes = e.servers = (int)h_jnum(r, "server_nodes", 0);
         if (bytes / (e.colocate ? P : e.servers > 0 ? e.servers : 1) < 2 * part) continue; /* pushes, then replies */
+        if (l == 6) continue; /* 1 < K < N server machines: the fan-out sweep's (s_fanout) */
         double ready = 0, ideal = h_cl_step(&cn, &e, 1, &ready, &bytes, 0, NULL);
         if (!(ideal > 0)) continue;
         int k = 0;
@@ -385,10 +407,12 @@ static void s_measured(const h_opts_t *o, struct s_meas *t, int *nlines)
             t->e[t->n].layout = l, t->e[t->n].nodes = N, t->e[t->n].gpn = G;
             t->n++;
         }
-        if (t->e[k].cnt < 16) t->e[k].r[t->e[k].cnt++] = us * 1e-6 / ideal;
+        if (matched && t->e[k].cntm < 16) t->e[k].rm[t->e[k].cntm++] = us * 1e-6 / ideal;
+        else if (!matched && t->e[k].cnt < 16) t->e[k].r[t->e[k].cnt++] = us * 1e-6 / ideal;
         (*nlines)++;
     }
-    for (int k = 0; k < t->n; k++) t->e[k].slow = h_median(t->e[k].r, (size_t)t->e[k].cnt);
+    for (int k = 0; k < t->n; k++)
+        t->e[k].slow = t->e[k].cntm ? h_median(t->e[k].rm, (size_t)t->e[k].cntm) : h_median(t->e[k].r, (size_t)t->e[k].cnt);
     h_jfree_all(&objs, &n);
 }
 
@@ -412,7 +436,7 @@ static void s_fanout(const h_opts_t *o, struct s_meas *t, int *nlines)
     for (size_t i = 0; i < n; i++) {
         const h_jobj_t *r = &objs[i];
         int N, G, l, K = (int)h_jnum(r, "server_nodes", 0);
-        double beta, bytes = h_jnum(r, "bytes", 0), us = h_jnum(r, "time_us", 0), part = h_jnum(r, "ps_partition_bytes", 0);
+        double beta, bytes = h_jnum(r, "bytes", 0), us = s_bench_loop_us(r), part = h_jnum(r, "ps_partition_bytes", 0);
         /* one server on each of K machines of its own (the one-server, K = N and K < N layouts) */
         if (!s_layout_bench(r, cc, &N, &G, &l, &beta) || N < 2 || K < 1 || part <= 0 || (l != 2 && l != 4 && l != 6) ||
             (int)h_jnum(r, "servers", 0) != K || bytes / K < 2 * part)
@@ -612,8 +636,8 @@ int h_model_cluster(const h_opts_t *o)
     char from[96];
     p.incast = s_incast(o, from, sizeof from);
     static struct s_meas meas;
-    int nmeas = 0, nfan = 0;
-    s_measured(o, &meas, &nmeas);
+    int nmeas = 0, nfan = 0, nold = 0;
+    s_measured(o, &meas, &nmeas, &nold);
     s_fanout(o, &meas, &nfan);
     char cc[16];
     printf("# syncbench model (emulated cluster): %s on %s (%.1f samples/s: %s), batch %zu/GPU, NIC %.4g Gbit/s "
@@ -636,17 +660,22 @@ int h_model_cluster(const h_opts_t *o)
          * server one partition (pushes, then replies), and calibrating with it made the checks worse (26 of
          * 51 and 26 of 48 within 10%, per machine and colocated) */
         printf("# the PS alone on these layouts (%d `harness bench --nodes N --gpus-per-node G --net` lines, two or more\n"
-               "# partitions a server), measured / modelled time without a slowdown, beside the law's slowdown; one\n"
-               "# server machine's (ps-1server) is used for every layout with server machines on those machines:", nmeas);
+               "# partitions a server), measured / modelled time without a slowdown, beside the law's slowdown (*: at a\n"
+               "# partition of training's wire time, %.2f ms; else at 4 MiB); one server machine's (ps-1server) is used\n"
+               "# for every layout with server machines on those machines:", nmeas, 4.0 * 1024 * 1024 * S_WIRE * 8.0 / bps * 1e3);
         for (int k = 0; k < meas.n; k++) {
             const s_layout_t *L = &s_layouts[meas.e[k].layout];
             int N = meas.e[k].nodes, Gk = meas.e[k].gpn, P = N * Gk;
             double law = L->e.colocate || (L->e.server_nodes == 0) ? h_cl_incast_factor(p.incast, P - Gk, N - 1)
                                                                     : h_cl_incast_factor(p.incast, P, N);
-            printf("%s %s %dx%d %.2f (law %.2f)", k % 3 ? "," : "\n#  ", L->label, N, Gk, meas.e[k].slow, law);
+            printf("%s %s %dx%d %.2f%s (law %.2f)", k % 3 ? "," : "\n#  ", L->label, N, Gk, meas.e[k].slow,
+                   meas.e[k].cntm ? "*" : "", law);
         }
         printf("\n");
     }
+    if (nold)
+        printf("# %d PS bench lines on emulated machines left out: recorded before bench wrote loop_us (the steady\n"
+               "# time a collective that training's step compares with); re-record them\n", nold);
     if (!meas.n)
         printf("# no `harness bench --nodes N --gpus-per-node G --net` PS lines among the files: the law for every PS layout\n");
     if (!meas.nf)

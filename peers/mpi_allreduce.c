@@ -1,6 +1,7 @@
 /* mpi_allreduce.c: the peer we measure against: OpenMPI's MPI_Allreduce timed exactly as `harness bench`
- * times ours (warm-up, per-iteration time, slowest rank per iteration, median over iterations,
- * nccl-tests' algbw/busbw, exact-result check), writing the same JSON lines. Built by `make peers`. */
+ * times ours (warm-up, per-iteration time, slowest rank per iteration, median over iterations; loop_us:
+ * the slowest rank's timed loop / iterations; nccl-tests' algbw/busbw, exact-result check), writing the
+ * same JSON lines. Built by `make peers`. */
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -54,11 +55,13 @@ int main(int argc, char **argv)
         size_t n = bytes / 4;
         for (size_t i = 0; i < n; i++) in[i] = (float)((int)((i * 7 + (size_t)rank * 13) % 9) - 4);
         for (int w = 0; w < warmup; w++) MPI_Allreduce(in, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        double l0 = MPI_Wtime(), loop, lmax = 0;
         for (int it = 0; it < iters; it++) {
             double t0 = MPI_Wtime();
             MPI_Allreduce(in, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
             t[it] = (MPI_Wtime() - t0) * 1e6;
         }
+        loop = (MPI_Wtime() - l0) * 1e6 / iters;
         long wrong = 0;
         for (size_t i = 0; i < n; i++) {
             float want = 0;
@@ -67,6 +70,7 @@ int main(int argc, char **argv)
         }
         long wsum = 0;
         MPI_Reduce(t, tmax, iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        MPI_Reduce(&loop, &lmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         MPI_Reduce(&wrong, &wsum, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
         if (rank == 0) {
             qsort(tmax, (size_t)iters, sizeof(double), cmpd);
@@ -82,8 +86,8 @@ int main(int argc, char **argv)
                 if (f) {
                     fprintf(f, "{\"mode\":\"bench\",\"engine\":\"openmpi\",\"impl\":\"%s\",\"world\":%d,\"bytes\":%zu,"
                                "\"count\":%zu,\"dtype\":\"f32\",\"op\":\"sum\",\"iters\":%d,\"warmup\":%d,\"time_us\":%.3f,"
-                               "\"algbw_gbs\":%.6f,\"busbw_gbs\":%.6f,\"wrong\":%ld,\"host\":\"%s\",\"timestamp\":\"%s\"}\n",
-                            label, P, bytes, n, iters, warmup, med, algbw, busbw, wsum, host, ts);
+                               "\"loop_us\":%.3f,\"algbw_gbs\":%.6f,\"busbw_gbs\":%.6f,\"wrong\":%ld,\"host\":\"%s\",\"timestamp\":\"%s\"}\n",
+                            label, P, bytes, n, iters, warmup, med, lmax, algbw, busbw, wsum, host, ts);
                     fclose(f);
                 }
             }

@@ -178,11 +178,13 @@ def bench(rank, world, a):
             buf.copy_(x)
             once()
         times = torch.zeros(a.iters, dtype=torch.float64)
+        l0 = time.perf_counter()
         for it in range(a.iters):
             buf.copy_(x)
             t0 = time.perf_counter()
             once()
             times[it] = (time.perf_counter() - t0) * 1e6
+        loop = (time.perf_counter() - l0) * 1e6 / a.iters  # this rank's timed loop / iterations
         exact = torch.zeros(n, dtype=torch.float64)
         for r in range(world):
             exact += (((i * 7 + r * 13) % 9) - 4).to(torch.float64)
@@ -190,14 +192,14 @@ def bench(rank, world, a):
             exact /= world
         tol = 1e-6 if dt == torch.float32 else 1e-2
         wrong = int(((buf.to(torch.float64) - exact).abs() > tol * exact.abs().clamp(min=1.0)).sum())
-        stats = torch.cat([times, torch.tensor([float(wrong)], dtype=torch.float64)])
+        stats = torch.cat([times, torch.tensor([loop], dtype=torch.float64)])
         slow = stats.clone()
-        dist.all_reduce(slow, op=dist.ReduceOp.MAX)               # per iteration the slowest rank
+        dist.all_reduce(slow, op=dist.ReduceOp.MAX)               # per iteration, and the loop, the slowest rank
         tot = torch.tensor([float(wrong)], dtype=torch.float64)
         dist.all_reduce(tot, op=dist.ReduceOp.SUM)
         if rank != 0:
             continue
-        t = statistics.median(slow[:a.iters].tolist())
+        t, loop = statistics.median(slow[:a.iters].tolist()), float(slow[a.iters])
         algbw = nbytes / (t * 1e-6) / 1e9 if t > 0 else 0.0
         busbw = algbw * 2 * (world - 1) / world  # as harness bench and nccl-tests: 0 on one rank (nothing crosses a link)
         nwrong = int(tot.item())
@@ -206,7 +208,7 @@ def bench(rank, world, a):
             sys.stdout.flush()
         emit(a, dict(mode="bench", engine="torch-gloo", impl="torch %s gloo" % torch.__version__, peer=True,
                      world=world, servers=0, colocate=0, transport="gloo-tcp", bytes=nbytes, count=n, dtype=a.dtype,
-                     op=a.op, iters=a.iters, warmup=a.warmup, time_us=round(t, 3), algbw_gbs=round(algbw, 6),
+                     op=a.op, iters=a.iters, warmup=a.warmup, time_us=round(t, 3), loop_us=round(loop, 3), algbw_gbs=round(algbw, 6),
                      busbw_gbs=round(busbw, 6), wrong=nwrong, topology="", net="", **m))
     return 0
 
