@@ -176,9 +176,6 @@ static int s_line_cc_is(const h_jobj_t *r, const char *cc)
     return n == strlen(cc) && !strncmp(t, cc, n);
 }
 
-/* Whether a bench line says the host bound it (its "host_bound", written on emulated links since the
- * bench measures the machine's CPU): such a line measured this machine, not the links, and calibrates
- * nothing. Lines without the field (older benches) are taken as they are. */
 /* A bench line's steady time per collective: loop_us, the slowest worker's loop / iterations, what a
  * training step's steady rate compares with (0: a line from before bench wrote it). time_us (per iteration
  * the slowest worker, then the median) adds the spread of the workers' finishes to every iteration:
@@ -188,6 +185,9 @@ static double s_bench_loop_us(const h_jobj_t *r)
     return h_jnum(r, "loop_us", 0);
 }
 
+/* Whether a bench line says the host bound it (its "host_bound", written on emulated links since the
+ * bench measures the machine's CPU): such a line measured this machine, not the links, and calibrates
+ * nothing. Lines without the field (older benches) are taken as they are. */
 static int s_bench_host_bound(const h_jobj_t *r)
 {
     const h_jfield_t *f = h_jget(r, "host_bound");
@@ -289,17 +289,28 @@ static int s_layout_of(const h_jobj_t *r, int N)
     return S == N ? 3 : (S == 1 && N == 1 ? 3 : -1);
 }
 
+/* Whether a bench's partition (bytes; beta: s a byte on its NIC) takes training's partition time within 2x:
+ * the default 4 MiB on the modelled NIC (128 KiB at 781 Mbit/s for 4 MiB at 25 Gbit/s, shrink 32). */
+static int s_train_part(const h_opts_t *o, double part, double beta)
+{
+    double bps, eff;
+    if (s_link(o, &bps, &eff) < 0) bps = 25e9;
+    double want = 4.0 * 1024 * 1024 * S_WIRE * 8.0 / bps;
+    return part > 0 && beta > 0 && fabs(log(part * beta / want)) <= log(2.0);
+}
+
 /* c of the incast slowdown: fitted to the shaped PS bench lines in the measured files (one server, one
- * namespace per rank: `harness bench --net bw=RATE --engine ps --servers 1 --sizes 16M`, sizes of two or
- * more partitions, where replies overlap pushes), each against the same pipelined model without it;
- * else H_CL_INCAST_DEFAULT (that fit to results/net-bench.jsonl). *from says which. */
+ * namespace per rank: `harness bench --net bw=RATE --engine ps --servers 1 --ps-partition-kb P --sizes 16M`,
+ * a partition of training's wire time (s_train_part), sizes of two or more partitions, where replies
+ * overlap pushes), each against the same pipelined model without it; else H_CL_INCAST_DEFAULT (that fit
+ * to results/ps-incast.jsonl). *from says which. */
 static double s_incast(const h_opts_t *o, char *from, size_t len)
 {
     h_jobj_t *objs = NULL;
     size_t n = 0, nbad = 0;
     h_jread_files(o->nmeasured, (char **)o->measured, &objs, &n, &nbad, NULL);
     int *f = n ? calloc(n, sizeof *f) : NULL, k = 0;
-    double *ratio = n ? calloc(n, sizeof *ratio) : NULL, part = 4.0 * 1024 * 1024;
+    double *ratio = n ? calloc(n, sizeof *ratio) : NULL;
     char cc[16];
     s_model_cc(o, cc, sizeof cc);
     for (size_t i = 0; f && ratio && i < n; i++) {
@@ -307,12 +318,14 @@ static double s_incast(const h_opts_t *o, char *from, size_t len)
         const char *net = h_jstr(r, "net", "");
         int P = (int)h_jnum(r, "world", 0);
         double bytes = h_jnum(r, "bytes", 0), us = s_bench_loop_us(r);
+        double part = h_jget(r, "ps_partition_bytes") ? h_jnum(r, "ps_partition_bytes", 0) : 4.0 * 1024 * 1024;
         h_netem_spec_t spec;
         char err[256];
         if (strcmp(h_jstr(r, "mode", ""), "bench") || strcmp(h_jstr(r, "impl", ""), "ps-sync-servers1") ||
             strncmp(net, "bw=", 3) || h_netem_parse(net, &spec, err, sizeof err) < 0 || spec.per_node || P < 2 ||
             spec.queue_ms != H_NETEM_QUEUE_MS || !s_line_cc_is(r, cc) ||
-            bytes < 2 * part || us <= 0 || h_jnum(r, "wrong", 0) != 0 || s_bench_host_bound(r))
+            bytes < 2 * part || us <= 0 || h_jnum(r, "wrong", 0) != 0 || s_bench_host_bound(r) ||
+            !s_train_part(o, part, S_WIRE * 8.0 / (spec.bits_per_s * spec.eff)))
             continue;
         /* one machine per rank, the server on a machine of its own */
         h_cl_net_t cn = {.nodes = P, .gpus_per_node = 1, .beta = S_WIRE * 8.0 / (spec.bits_per_s * spec.eff), .alpha = 0};
@@ -325,7 +338,7 @@ static double s_incast(const h_opts_t *o, char *from, size_t len)
     if (isfinite(c) && c >= 0) snprintf(from, len, "fitted to %d shaped PS bench lines in the files", k);
     else {
         c = H_CL_INCAST_DEFAULT;
-        snprintf(from, len, "the fit to results/net-bench.jsonl");
+        snprintf(from, len, "the fit to results/ps-incast.jsonl");
     }
     free(f);
     free(ratio);
@@ -372,9 +385,6 @@ static void s_measured(const h_opts_t *o, struct s_meas *t, int *nlines, int *no
     *nlines = *nold = 0;
     h_jread_files(o->nmeasured, (char **)o->measured, &objs, &n, &nbad, NULL);
     const double dpart = 4.0 * 1024 * 1024; /* the PS's default partition (ps/ps_proto.h) */
-    double bps, eff;
-    if (s_link(o, &bps, &eff) < 0) bps = 25e9;
-    const double want = dpart * S_WIRE * 8.0 / bps; /* training's partition on the modelled NIC (s) */
     char cc[16];
     s_model_cc(o, cc, sizeof cc);
     for (size_t i = 0; i < n; i++) {
@@ -386,7 +396,7 @@ static void s_measured(const h_opts_t *o, struct s_meas *t, int *nlines, int *no
             s_bench_loop_us(r) <= 0)
             (*nold)++;
         if (!s_layout_bench(r, cc, &N, &G, &l, &beta) || part <= 0 || bytes < 2 * part) continue;
-        int matched = fabs(log(part * beta / want)) <= log(2.0);
+        int matched = s_train_part(o, part, beta);
         if (!matched && part != dpart) continue;
         int P = N * G;
         h_cl_net_t cn = {.nodes = N, .gpus_per_node = G, .beta = beta, .alpha = 0};
@@ -418,10 +428,11 @@ static void s_measured(const h_opts_t *o, struct s_meas *t, int *nlines, int *no
 
 /* The fan-out term, from `harness bench --engine ps --nodes N --gpus-per-node G --server-nodes K --servers K
  * --ps-partition-kb P --net inter=RATE` lines (their ps_partition_bytes field) at K = 1 and K > 1 on the same
- * N, G: each measured / modelled at its partition (a server taking two or more partitions from each
- * worker), the median per K, and c fitted (least squares through 0) to r(K) - r(1) against K - 1: what K
- * server machines cost beyond one fed by the same workers. A negative fit is held at 0 (the law stays).
- * *nlines: the bench lines used. */
+ * N, G whose partition takes training's wire time (s_train_part; the 4 MiB K = N bench, two partitions a
+ * server, is another pattern): each measured / modelled at its partition (a server taking two or more
+ * partitions from each worker), the median per K, and c fitted (least squares through 0) to r(K) - r(1)
+ * against K - 1: what K server machines cost beyond one fed by the same workers. A negative fit is held at
+ * 0 (the law stays). *nlines: the bench lines used. */
 static void s_fanout(const h_opts_t *o, struct s_meas *t, int *nlines)
 {
     h_jobj_t *objs = NULL;
@@ -439,7 +450,7 @@ static void s_fanout(const h_opts_t *o, struct s_meas *t, int *nlines)
         double beta, bytes = h_jnum(r, "bytes", 0), us = s_bench_loop_us(r), part = h_jnum(r, "ps_partition_bytes", 0);
         /* one server on each of K machines of its own (the one-server, K = N and K < N layouts) */
         if (!s_layout_bench(r, cc, &N, &G, &l, &beta) || N < 2 || K < 1 || part <= 0 || (l != 2 && l != 4 && l != 6) ||
-            (int)h_jnum(r, "servers", 0) != K || bytes / K < 2 * part)
+            (int)h_jnum(r, "servers", 0) != K || bytes / K < 2 * part || !s_train_part(o, part, beta))
             continue;
         h_cl_net_t cn = {.nodes = N, .gpus_per_node = G, .beta = beta, .alpha = 0};
         h_cl_engine_t e = {.kind = H_CL_PS, .servers = K, .server_nodes = K, .pipelined = 1, .part_bytes = part};

@@ -675,11 +675,62 @@ Test(harness, model_fanout_from_bench_growth, .timeout = 60)
     double k3_b = s_fan_pred(k3, one, 0, 0, "ps-K=3", out, sizeof out);
     cr_expect(one_b > one_law * 1.5, "one server machine's bench unused: %.1f against the law's %.1f", one_b, one_law);
     cr_expect(k3_b > law3 * 1.5, "K = 3 ignores one server machine's bench: %.1f against the law's %.1f", k3_b, law3);
+    /* K = 3 at the 4 MiB partition (two partitions a server: pushes, then replies) is not the fan-out */
+    const char *k3_4m = "{\"mode\":\"bench\",\"engine\":\"ps\",\"impl\":\"ps-sync-servers3\",\"servers\":3,\"server_nodes\":3,"
+                        "\"nodes\":4,\"gpus_per_node\":1,\"world\":4,\"net\":\"inter=800mbit\",\"bytes\":25165824,"
+                        "\"ps_partition_bytes\":4194304,\"wrong\":0,\"loop_us\":2000000,\"time_us\":2000000}\n";
     char both[1024];
+    snprintf(both, sizeof both, "%s%s", one, k3_4m);
+    double k3_4 = s_fan_pred(k3, both, 0, 0, "ps-K=3", out, sizeof out);
+    cr_expect(!strstr(out, "the servers' slowdown grows"), "a 4 MiB K = 3 bench made a fan-out term:\n%s", out);
+    cr_expect(fabs(k3_4 - k3_b) < 1e-6 * k3_b, "a 4 MiB K = 3 bench moved K = 3: %.1f against %.1f", k3_4, k3_b);
     snprintf(both, sizeof both, "%s%s", one, one16);
     double one_both = s_fan_pred(k1, both, 0, 0, "ps-1server", out, sizeof out);
     cr_expect(fabs(one_both - one_base) < 1e-6 * one_base, "the 4 MiB bench beat training's partition: %.1f, not %.1f",
               one_both, one_base);
+}
+
+/* harness model's incast law: c is fitted to one-server bench lines on one machine per rank (--net
+ * bw=RATE) whose partition takes training's wire time and that carry loop_us; 4 MiB lines and lines
+ * without loop_us are left to the built-in fit, and the model says which it used. */
+Test(harness, model_incast_fit_at_training_partition, .timeout = 60)
+{
+    s_find();
+    static char out[1 << 16];
+    const char *kinds[] = {"131072,\"loop_us\":%g", "4194304,\"loop_us\":%g", "131072,\"x\":%g"};
+    for (int kind = 0; kind < 3; kind++) {
+        char path[] = "/tmp/sb-incast-XXXXXX";
+        int fd = mkstemp(path);
+        cr_assert(fd >= 0);
+        FILE *f = fdopen(fd, "w");
+        cr_assert(f);
+        /* f = 2, 4, 8 workers push 16 MiB each into one server at 1 Gbit/s: ~0.27 s per worker ideal; the
+         * times grow faster than the bytes (the incast) */
+        int fs[] = {2, 4, 8};
+        double secs[] = {0.30, 0.70, 1.90};
+        for (int i = 0; i < 3; i++) {
+            char tail[128];
+            snprintf(tail, sizeof tail, kinds[kind], secs[i] * 1e6);
+            fprintf(f, "{\"mode\":\"bench\",\"engine\":\"ps\",\"impl\":\"ps-sync-servers1\",\"servers\":1,\"world\":%d,"
+                       "\"net\":\"bw=1gbit\",\"bytes\":16777216,\"wrong\":0,\"time_us\":%g,\"ps_partition_bytes\":%s}\n",
+                    fs[i], secs[i] * 1e6, tail);
+        }
+        fclose(f);
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "%s model --model vgg16 --device throughput=100000 --nodes 4 --gpus-per-node 1 --net "
+                 "inter=25gbit %s", g_harness, path);
+        int rc = s_run(cmd, out, sizeof out, NULL);
+        unlink(path);
+        cr_assert_eq(rc, 0, "%s", out);
+        const char *c = strstr(out, "c = ");
+        cr_assert(c, "%s", out);
+        if (kind == 0) {
+            cr_expect(strstr(out, "fitted to 3 shaped PS bench lines"), "kind %d:\n%.600s", kind, out);
+            cr_expect(atof(c + 4) > 0.05, "the incast fit is %.4f for a steep growth", atof(c + 4));
+        } else {
+            cr_expect(strstr(out, "the fit to results/ps-incast.jsonl"), "kind %d used its lines:\n%.600s", kind, out);
+        }
+    }
 }
 
 /* A bench on emulated links says whether the host kept up: each line carries the whole machine's CPU
