@@ -33,12 +33,13 @@ typedef struct {
 } h_cl_engine_t;
 
 /* The pipelined PS's incast slowdown, measured on this host's emulated NICs (harness model fits it from
- * `harness bench --net bw=RATE --engine ps --servers 1` lines; see docs/emulation.md): a NIC direction that
- * receives the pushes of f workers from two or more other machines while its other direction carries
- * replies delivers its bytes 1 + c (f - 1) times slower than the line rate (tc tbf queues filling behind
- * a remote bottleneck; TCP flows losing their share unevenly and the sync server waiting, per partition,
- * for the slowest worker). H_CL_INCAST_DEFAULT is the fit to results/net-bench.jsonl. */
-#define H_CL_INCAST_DEFAULT 0.0368
+ * `harness bench --net bw=RATE --engine ps --servers 1 --ps-partition-kb P` lines at training's partition
+ * wire time, their loop_us; see docs/emulation.md): a NIC direction that receives the pushes of f workers
+ * from two or more other machines while its other direction carries replies delivers its bytes
+ * 1 + c (f - 1) times slower than the line rate (tc tbf queues filling behind a remote bottleneck; TCP
+ * flows losing their share unevenly and the sync server waiting, per partition, for the slowest worker).
+ * H_CL_INCAST_DEFAULT is the fit to results/ps-incast.jsonl's 128 KiB lines. */
+#define H_CL_INCAST_DEFAULT 0.0322
 /* The most pushing workers the slowdown was measured with (bench --scaling 2,4,8,16); f is held there beyond. */
 #define H_CL_INCAST_FMAX 16
 /* 1 + c (min(f, H_CL_INCAST_FMAX) - 1) for f pushing workers on `machines` remote machines (1 below two

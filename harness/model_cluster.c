@@ -374,8 +374,8 @@ static int s_layout_bench(const h_jobj_t *r, const char *cc, int *N, int *G, int
  * each measured / modelled at its partition without a slowdown; the median per (layout, N, G) of the lines
  * whose partition takes as long on their link as training's (the default 4 MiB on the modelled NIC) within
  * 2x, else of the default-partition lines. The partition sets how a server's replies follow its pushes:
- * four partitions a worker leave the link half idle at the start and the end, 128 keep both directions busy
- * all along, as training does. *nlines: the bench lines used; *nold: PS lines on emulated machines left
+ * with four partitions a worker one direction idles for a partition at each end, with 128 both stay busy
+ * all along, as in training. *nlines: the bench lines used; *nold: PS lines on emulated machines left
  * out: from before bench wrote loop_us (s_bench_loop_us). */
 static void s_measured(const h_opts_t *o, struct s_meas *t, int *nlines, int *nold)
 {
