@@ -101,9 +101,11 @@ def _sweep_model(checks, o):
 
 
 def _byteps_points(results_dir):
-    """The BytePS sweep (byteps-crossover and its repeat): per n, the ring's launches and the PS's per k,
-    each with the cost model's step for that configuration (its check line, or None)."""
-    L = lines(results_dir, "byteps-crossover") + lines(results_dir, "byteps-crossover-repeat")
+    """The BytePS sweep (byteps-crossover, its repeat, and ps-incast-8x1's launches of n = 8, k = 1..5, which
+    the model's check pools too): per n, the ring's launches and the PS's per k, each with the cost model's
+    step for that configuration (its check line, or None)."""
+    L = lines(results_dir, "byteps-crossover") + lines(results_dir, "byteps-crossover-repeat") + \
+        lines(results_dir, "ps-incast-8x1")
     checks = _checks(results_dir)
     pts = {}
     for n in sorted({o["world"] for o in L}):
