@@ -98,7 +98,7 @@ static double s_rep_median(const double *rep, size_t nrep)
  * run's label, fields added later...) is, so runs that differ in any of them never share a median. */
 static const char *const s_not_config[] = { /* bytes: the point within a bench configuration */
     "schema", "mode", "engine_label", "host", "git_sha", "timestamp", "cmdline", "topology", "topo", "cpu", "versions",
-    "bytes", "time_us", "algbw_gbs", "busbw_gbs", "wrong", "count", "samples_per_s", "compute_samples_per_s", "step_ms_p50",
+    "bytes", "time_us", "loop_us", "algbw_gbs", "busbw_gbs", "wrong", "count", "samples_per_s", "compute_samples_per_s", "step_ms_p50",
     "step_ms_p99", "compute_ms_p50", "comm_ms_p50", "wait_ms_p50", "data_ms_p50", "sync_ms_p50", "loss_first",
     "loss_last", "acc_last", "skipped_steps", "bytes_sent", "mem_imbalance", "mem_dev_imbalance", "compute_tflops",
     "mem_engine_imbalance", "nbuckets", "params", "emu_samples_per_s", "speedup", "scaling_efficiency", "emu_step_ms",
