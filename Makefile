@@ -136,6 +136,8 @@ clean:
 	rm -rf $(BUILD)
 
 -include $(LIB_OBJ:.o=.d) $(HARNESS_OBJ:.o=.d) $(TEST_LIB_OBJ:.o=.d)
+# the tests' own (several #include harness/*.c: a change there rebuilds them)
+-include $(TESTS:=.d)
 
 # The peers we compare against, built only on request: OpenMPI's MPI_Allreduce alone, and PyTorch
 # (DDP over gloo) in a virtual environment, peers/.venv, from the Python package index.
