@@ -570,6 +570,17 @@ Test(harness, model_check_lists_k_servers_and_host_bound, .timeout = 60)
     cr_expect_eq(counted, 1);
 }
 
+/* One `harness bench --engine ps` line on 4 machines of one with K server machines: bytes a worker, its
+ * partition and time (loop_us and time_us alike; loop < 0: no loop_us, as before bench wrote it), host_bound. */
+static void s_ps_bench(char *buf, size_t len, int K, const char *net, long bytes, long part, double us, int loop, int hb)
+{
+    char lp[64] = "";
+    if (loop) snprintf(lp, sizeof lp, "\"loop_us\":%g,", us);
+    snprintf(buf, len, "{\"mode\":\"bench\",\"engine\":\"ps\",\"impl\":\"ps-sync-servers%d\",\"servers\":%d,\"server_nodes\":%d,"
+             "\"nodes\":4,\"gpus_per_node\":1,\"world\":4,\"net\":\"%s\",\"bytes\":%ld,\"ps_partition_bytes\":%ld,"
+             "\"wrong\":0,%s\"time_us\":%g,\"host_bound\":%s}\n", K, K, K, net, bytes, part, lp, us, hb ? "true" : "false");
+}
+
 /* harness model's server machines: bench lines at training's partition (ps_partition_bytes: 128 KiB at
  * 781 Mbit/s takes 4 MiB's time at 25 Gbit/s) on 4 machines of one with K = 1 and K = 3 server machines.
  * One server machine's bench sets the servers' slowdown of K = 1 and K = 3 alike (the base); a K = 3 bench
@@ -586,13 +597,12 @@ static double s_fan_pred(const char *train, const char *extra, double t1, double
     cr_assert(f);
     fputs(train, f);
     fputs(extra, f);
-    const char *bench = "\"mode\":\"bench\",\"engine\":\"ps\",\"nodes\":4,\"gpus_per_node\":1,\"world\":4,"
-                        "\"net\":\"inter=781250kbit\",\"bytes\":33554432,\"ps_partition_bytes\":131072,\"wrong\":0";
     if (t1 > 0) {
-        fprintf(f, "{%s,\"impl\":\"ps-sync-servers1\",\"servers\":1,\"server_nodes\":1,\"time_us\":%g,\"loop_us\":%g}\n", bench,
-                t1, t1);
-        fprintf(f, "{%s,\"impl\":\"ps-sync-servers3\",\"servers\":3,\"server_nodes\":3,\"time_us\":%g,\"loop_us\":%g}\n", bench,
-                t3, t3);
+        char l[512];
+        s_ps_bench(l, sizeof l, 1, "inter=781250kbit", 33554432, 131072, t1, 1, 0);
+        fputs(l, f);
+        s_ps_bench(l, sizeof l, 3, "inter=781250kbit", 33554432, 131072, t3, 1, 0);
+        fputs(l, f);
     }
     fclose(f);
     char cmd[1024];
@@ -620,13 +630,11 @@ Test(harness, model_fanout_from_bench_growth, .timeout = 60)
     snprintf(k3, sizeof k3, "{%s,\"impl\":\"ps-sync-servers3\",\"servers\":3,\"server_nodes\":3,\"emu_step_ms\":300}\n", common);
     snprintf(k1, sizeof k1, "{%s,\"impl\":\"ps-sync-servers1\",\"servers\":1,\"server_nodes\":1,\"emu_step_ms\":800}\n", common);
     /* one server machine's bench alone at training's partition: 4 x 32 MiB into one NIC, 1.6 s or 2.4 s */
-    char one16[512], one24[512], old24[512];
-    const char *b1 = "\"mode\":\"bench\",\"engine\":\"ps\",\"impl\":\"ps-sync-servers1\",\"servers\":1,\"server_nodes\":1,"
-                     "\"nodes\":4,\"gpus_per_node\":1,\"world\":4,\"net\":\"inter=781250kbit\",\"bytes\":33554432,"
-                     "\"ps_partition_bytes\":131072,\"wrong\":0";
-    snprintf(one16, sizeof one16, "{%s,\"loop_us\":1600000,\"time_us\":1600000}\n", b1);
-    snprintf(one24, sizeof one24, "{%s,\"loop_us\":2400000,\"time_us\":2400000}\n", b1);
-    snprintf(old24, sizeof old24, "{%s,\"time_us\":2400000}\n", b1);
+    char one16[512], one24[512], old24[512], hb3[512], one[512], k3_4m[512];
+    const char *fast = "inter=781250kbit";
+    s_ps_bench(one16, sizeof one16, 1, fast, 33554432, 131072, 1.6e6, 1, 0);
+    s_ps_bench(one24, sizeof one24, 1, fast, 33554432, 131072, 2.4e6, 1, 0);
+    s_ps_bench(old24, sizeof old24, 1, fast, 33554432, 131072, 2.4e6, 0, 0);
     static char out[1 << 16];
     double law3 = s_fan_pred(k3, "", 0, 0, "ps-K=3", out, sizeof out);
     cr_expect(!strstr(out, "the servers' slowdown grows"), "no bench lines, yet a fan-out term:\n%s", out);
@@ -654,9 +662,7 @@ Test(harness, model_fanout_from_bench_growth, .timeout = 60)
     cr_expect(strstr(out, "4x1 c = 0.0000 (K <= 3)"), "%s", out);
     cr_expect(fabs(fast3 - one16_3) < 1e-6 * one16_3, "a faster K = 3 bench moved the base: %.3f against %.3f", fast3, one16_3);
     /* a host-bound K = 3 bench measured this machine, not the links: it calibrates nothing */
-    const char *hb3 = "{\"mode\":\"bench\",\"engine\":\"ps\",\"impl\":\"ps-sync-servers3\",\"servers\":3,\"server_nodes\":3,"
-                      "\"nodes\":4,\"gpus_per_node\":1,\"world\":4,\"net\":\"inter=781250kbit\",\"bytes\":33554432,"
-                      "\"ps_partition_bytes\":131072,\"wrong\":0,\"loop_us\":1600000,\"time_us\":1600000,\"host_bound\":true}\n";
+    s_ps_bench(hb3, sizeof hb3, 3, fast, 33554432, 131072, 1.6e6, 1, 1);
     char hb[1024];
     snprintf(hb, sizeof hb, "%s%s", hb3, one16);
     double hb_3 = s_fan_pred(k3, hb, 0, 0, "ps-K=3", out, sizeof out);
@@ -668,17 +674,13 @@ Test(harness, model_fanout_from_bench_growth, .timeout = 60)
     cr_expect(fabs(one_fan - one_base) < 1e-6 * one_base, "one server machine moved: %.3f against %.3f", one_fan, one_base);
     /* one server machine's bench at the default 4 MiB partition (16 MiB a worker; 4 x 16 MiB into one
      * NIC at 800 Mbit/s is ~0.7 s ideal, 2 s measured): the base where nothing took training's partition */
-    const char *one = "{\"mode\":\"bench\",\"engine\":\"ps\",\"impl\":\"ps-sync-servers1\",\"servers\":1,\"server_nodes\":1,"
-                      "\"nodes\":4,\"gpus_per_node\":1,\"world\":4,\"net\":\"inter=800mbit\",\"bytes\":16777216,"
-                      "\"ps_partition_bytes\":4194304,\"wrong\":0,\"loop_us\":2000000,\"time_us\":2000000}\n";
+    s_ps_bench(one, sizeof one, 1, "inter=800mbit", 16777216, 4194304, 2e6, 1, 0);
     double one_b = s_fan_pred(k1, one, 0, 0, "ps-1server", out, sizeof out);
     double k3_b = s_fan_pred(k3, one, 0, 0, "ps-K=3", out, sizeof out);
     cr_expect(one_b > one_law * 1.5, "one server machine's bench unused: %.1f against the law's %.1f", one_b, one_law);
     cr_expect(k3_b > law3 * 1.5, "K = 3 ignores one server machine's bench: %.1f against the law's %.1f", k3_b, law3);
     /* K = 3 at the 4 MiB partition (two partitions a server: pushes, then replies) is not the fan-out */
-    const char *k3_4m = "{\"mode\":\"bench\",\"engine\":\"ps\",\"impl\":\"ps-sync-servers3\",\"servers\":3,\"server_nodes\":3,"
-                        "\"nodes\":4,\"gpus_per_node\":1,\"world\":4,\"net\":\"inter=800mbit\",\"bytes\":25165824,"
-                        "\"ps_partition_bytes\":4194304,\"wrong\":0,\"loop_us\":2000000,\"time_us\":2000000}\n";
+    s_ps_bench(k3_4m, sizeof k3_4m, 3, "inter=800mbit", 25165824, 4194304, 2e6, 1, 0);
     char both[1024];
     snprintf(both, sizeof both, "%s%s", one, k3_4m);
     double k3_4 = s_fan_pred(k3, both, 0, 0, "ps-K=3", out, sizeof out);
