@@ -176,14 +176,9 @@ static int s_line_cc_is(const h_jobj_t *r, const char *cc)
     return n == strlen(cc) && !strncmp(t, cc, n);
 }
 
-/* A bench line's steady time per collective: loop_us, the slowest worker's loop / iterations, what a
- * training step's steady rate compares with (0: a line from before bench wrote it). time_us (per iteration
- * the slowest worker, then the median) adds the spread of the workers' finishes to every iteration:
- * about 5% on a PS on 8 machines (ps-incast-8x1), little on a ring. */
-static double s_bench_loop_us(const h_jobj_t *r)
-{
-    return h_jnum(r, "loop_us", 0);
-}
+/* A bench line's steady time per collective: loop_us, the slowest worker's loop / iterations, what a training
+ * step compares with (0: from before bench wrote it). time_us adds the workers' finish spread of a PS. */
+#define S_LOOP_US(r) h_jnum((r), "loop_us", 0)
 
 /* Whether a bench line says the host bound it (its "host_bound", written on emulated links since the
  * bench measures the machine's CPU): such a line measured this machine, not the links, and calibrates
@@ -293,10 +288,8 @@ static int s_layout_of(const h_jobj_t *r, int N)
  * the default 4 MiB on the modelled NIC (128 KiB at 781 Mbit/s for 4 MiB at 25 Gbit/s, shrink 32). */
 static int s_train_part(const h_opts_t *o, double part, double beta)
 {
-    double bps, eff;
-    if (s_link(o, &bps, &eff) < 0) bps = 25e9;
-    double want = 4.0 * 1024 * 1024 * S_WIRE * 8.0 / bps;
-    return part > 0 && beta > 0 && fabs(log(part * beta / want)) <= log(2.0);
+    double bps, eff, want = s_link(o, &bps, &eff) < 0 ? 0 : 4.0 * 1024 * 1024 * S_WIRE * 8.0 / bps;
+    return part > 0 && beta > 0 && want > 0 && fabs(log(part * beta / want)) <= log(2.0);
 }
 
 /* c of the incast slowdown: fitted to the shaped PS bench lines in the measured files (one server, one
@@ -317,7 +310,7 @@ static double s_incast(const h_opts_t *o, char *from, size_t len)
         const h_jobj_t *r = &objs[i];
         const char *net = h_jstr(r, "net", "");
         int P = (int)h_jnum(r, "world", 0);
-        double bytes = h_jnum(r, "bytes", 0), us = s_bench_loop_us(r);
+        double bytes = h_jnum(r, "bytes", 0), us = S_LOOP_US(r);
         double part = h_jget(r, "ps_partition_bytes") ? h_jnum(r, "ps_partition_bytes", 0) : 4.0 * 1024 * 1024;
         h_netem_spec_t spec;
         char err[256];
@@ -354,7 +347,7 @@ static int s_layout_bench(const h_jobj_t *r, const char *cc, int *N, int *G, int
 {
     int P = (int)h_jnum(r, "world", 0);
     *N = (int)h_jnum(r, "nodes", 0);
-    if (strcmp(h_jstr(r, "mode", ""), "bench") || *N < 1 || P < 1 || P % *N || s_bench_loop_us(r) <= 0 ||
+    if (strcmp(h_jstr(r, "mode", ""), "bench") || *N < 1 || P < 1 || P % *N || S_LOOP_US(r) <= 0 ||
         h_jnum(r, "wrong", 0) != 0 || h_jget(r, "emulated") || s_bench_host_bound(r))
         return 0;
     *G = P / *N;
@@ -373,10 +366,8 @@ static int s_layout_bench(const h_jobj_t *r, const char *cc, int *N, int *G, int
  * server takes two or more partitions from each worker (its replies overlap its pushes, as in training),
  * each measured / modelled at its partition without a slowdown; the median per (layout, N, G) of the lines
  * whose partition takes as long on their link as training's (the default 4 MiB on the modelled NIC) within
- * 2x, else of the default-partition lines. The partition sets how a server's replies follow its pushes:
- * with four partitions a worker one direction idles for a partition at each end, with 128 both stay busy
- * all along, as in training. *nlines: the bench lines used; *nold: PS lines on emulated machines left
- * out: from before bench wrote loop_us (s_bench_loop_us). */
+ * 2x (as in training, both directions stay busy), else of the 4 MiB lines. *nlines: the bench lines used;
+ * *nold: PS lines on emulated machines without loop_us, left out. */
 static void s_measured(const h_opts_t *o, struct s_meas *t, int *nlines, int *nold)
 {
     h_jobj_t *objs = NULL;
@@ -390,10 +381,10 @@ static void s_measured(const h_opts_t *o, struct s_meas *t, int *nlines, int *no
     for (size_t i = 0; i < n; i++) {
         const h_jobj_t *r = &objs[i];
         int N, G, l;
-        double beta, bytes = h_jnum(r, "bytes", 0), us = s_bench_loop_us(r);
+        double beta, bytes = h_jnum(r, "bytes", 0), us = S_LOOP_US(r);
         double part = h_jget(r, "ps_partition_bytes") ? h_jnum(r, "ps_partition_bytes", 0) : dpart;
         if (!strcmp(h_jstr(r, "mode", ""), "bench") && !strcmp(h_jstr(r, "engine", ""), "ps") && h_jnum(r, "nodes", 0) > 0 &&
-            s_bench_loop_us(r) <= 0)
+            S_LOOP_US(r) <= 0)
             (*nold)++;
         if (!s_layout_bench(r, cc, &N, &G, &l, &beta) || part <= 0 || bytes < 2 * part) continue;
         int matched = s_train_part(o, part, beta);
@@ -428,11 +419,9 @@ static void s_measured(const h_opts_t *o, struct s_meas *t, int *nlines, int *no
 
 /* The fan-out term, from `harness bench --engine ps --nodes N --gpus-per-node G --server-nodes K --servers K
  * --ps-partition-kb P --net inter=RATE` lines (their ps_partition_bytes field) at K = 1 and K > 1 on the same
- * N, G whose partition takes training's wire time (s_train_part; the 4 MiB K = N bench, two partitions a
- * server, is another pattern): each measured / modelled at its partition (a server taking two or more
- * partitions from each worker), the median per K, and c fitted (least squares through 0) to r(K) - r(1)
- * against K - 1: what K server machines cost beyond one fed by the same workers. A negative fit is held at
- * 0 (the law stays). *nlines: the bench lines used. */
+ * N, G at training's partition wire time (s_train_part): each measured / modelled at its partition, the
+ * median per K, and c fitted (least squares through 0) to r(K) - r(1) against K - 1: what K server
+ * machines cost beyond one fed by the same workers. A negative fit is held at 0. *nlines: lines used. */
 static void s_fanout(const h_opts_t *o, struct s_meas *t, int *nlines)
 {
     h_jobj_t *objs = NULL;
@@ -447,7 +436,7 @@ static void s_fanout(const h_opts_t *o, struct s_meas *t, int *nlines)
     for (size_t i = 0; i < n; i++) {
         const h_jobj_t *r = &objs[i];
         int N, G, l, K = (int)h_jnum(r, "server_nodes", 0);
-        double beta, bytes = h_jnum(r, "bytes", 0), us = s_bench_loop_us(r), part = h_jnum(r, "ps_partition_bytes", 0);
+        double beta, bytes = h_jnum(r, "bytes", 0), us = S_LOOP_US(r), part = h_jnum(r, "ps_partition_bytes", 0);
         /* one server on each of K machines of its own (the one-server, K = N and K < N layouts) */
         if (!s_layout_bench(r, cc, &N, &G, &l, &beta) || N < 2 || K < 1 || part <= 0 || (l != 2 && l != 4 && l != 6) ||
             (int)h_jnum(r, "servers", 0) != K || bytes / K < 2 * part || !s_train_part(o, part, beta))
