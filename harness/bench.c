@@ -169,7 +169,8 @@ static int s_time_size(s_bench_t *B, size_t bytes, uint64_t *wrong)
  * own loop start to its own end: the steady rate of back-to-back collectives, what a training step
  * sees. The two differ where workers finish an iteration apart (a PS's unevenly served workers): the
  * slowest of each iteration is often the one that began it first, so *t adds that spread to every
- * iteration (about 5% on a PS on 8 machines, ps-incast-8x1). *wrong summed over workers.
+ * iteration (2-6% on a PS on 8 machines: scripts/server-nic-use results/ps-incast-8x1.jsonl). *wrong
+ * summed over workers.
  * Workers only: servers are busy serving, so this exchange goes through the worker group. */
 static int s_gather(const s_bench_t *B, double *t, double *loop, uint64_t *wrong)
 {

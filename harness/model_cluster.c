@@ -12,6 +12,7 @@
 #include "harness/netem.h"
 #include "harness/stats.h"
 #include "core/err.h"
+#include "ps/ps_proto.h"
 #include "trainer/emu.h"
 #include "trainer/workload.h"
 #include <math.h>
@@ -20,6 +21,9 @@
 #include <string.h>
 
 #define S_WIRE (1514.0 / 1448.0)
+/* The PS's default partition; a bench line's own (lines from before the field had the default). */
+#define S_PART ((double)PS_DEFAULT_PART_BYTES)
+#define S_LINE_PART(r) (h_jget((r), "ps_partition_bytes") ? h_jnum((r), "ps_partition_bytes", 0) : S_PART)
 
 /* One engine layout of the model's rows. */
 typedef struct {
@@ -140,7 +144,7 @@ static double s_step(const s_point_t *p, const struct s_meas *t, int l, int N, i
     h_cl_net_t net = {.nodes = N, .gpus_per_node = G, .beta = S_WIRE * 8.0 / bps, .alpha = 0};
     h_cl_engine_t e = L->e;
     e.pipelined = p->ps_pipelined;
-    e.part_bytes = 4.0 * 1024 * 1024; /* the PS's default partition (ps/ps_proto.h), in unshrunk bytes */
+    e.part_bytes = S_PART; /* in unshrunk bytes */
     e.incast = p->incast;
     e.slow = s_slow(t, l, N, G);
     if (e.kind == H_CL_PS && !e.colocate && e.server_nodes == 0 && e.servers == 0) e.servers = N; /* one per machine */
@@ -288,15 +292,13 @@ static int s_layout_of(const h_jobj_t *r, int N)
  * the default 4 MiB on the modelled NIC (128 KiB at 781 Mbit/s for 4 MiB at 25 Gbit/s, shrink 32). */
 static int s_train_part(const h_opts_t *o, double part, double beta)
 {
-    double bps, eff, want = s_link(o, &bps, &eff) < 0 ? 0 : 4.0 * 1024 * 1024 * S_WIRE * 8.0 / bps;
+    double bps, eff, want = s_link(o, &bps, &eff) < 0 ? 0 : S_PART * S_WIRE * 8.0 / bps;
     return part > 0 && beta > 0 && want > 0 && fabs(log(part * beta / want)) <= log(2.0);
 }
 
-/* c of the incast slowdown: fitted to the shaped PS bench lines in the measured files (one server, one
- * namespace per rank: `harness bench --net bw=RATE --engine ps --servers 1 --ps-partition-kb P --sizes 16M`,
- * a partition of training's wire time (s_train_part), sizes of two or more partitions, where replies
- * overlap pushes), each against the same pipelined model without it; else H_CL_INCAST_DEFAULT (that fit
- * to results/ps-incast.jsonl). *from says which. */
+/* c of the incast slowdown: fitted to the shaped PS bench lines in the files (`harness bench --net bw=RATE
+ * --engine ps --servers 1 --ps-partition-kb P`, one namespace per rank, at training's partition wire time,
+ * two or more partitions) against the pipelined model without it; else H_CL_INCAST_DEFAULT. *from: which. */
 static double s_incast(const h_opts_t *o, char *from, size_t len)
 {
     h_jobj_t *objs = NULL;
@@ -311,7 +313,7 @@ static double s_incast(const h_opts_t *o, char *from, size_t len)
         const char *net = h_jstr(r, "net", "");
         int P = (int)h_jnum(r, "world", 0);
         double bytes = h_jnum(r, "bytes", 0), us = S_LOOP_US(r);
-        double part = h_jget(r, "ps_partition_bytes") ? h_jnum(r, "ps_partition_bytes", 0) : 4.0 * 1024 * 1024;
+        double part = S_LINE_PART(r);
         h_netem_spec_t spec;
         char err[256];
         if (strcmp(h_jstr(r, "mode", ""), "bench") || strcmp(h_jstr(r, "impl", ""), "ps-sync-servers1") ||
@@ -375,20 +377,19 @@ static void s_measured(const h_opts_t *o, struct s_meas *t, int *nlines, int *no
     memset(t, 0, sizeof *t);
     *nlines = *nold = 0;
     h_jread_files(o->nmeasured, (char **)o->measured, &objs, &n, &nbad, NULL);
-    const double dpart = 4.0 * 1024 * 1024; /* the PS's default partition (ps/ps_proto.h) */
     char cc[16];
     s_model_cc(o, cc, sizeof cc);
     for (size_t i = 0; i < n; i++) {
         const h_jobj_t *r = &objs[i];
         int N, G, l;
         double beta, bytes = h_jnum(r, "bytes", 0), us = S_LOOP_US(r);
-        double part = h_jget(r, "ps_partition_bytes") ? h_jnum(r, "ps_partition_bytes", 0) : dpart;
+        double part = S_LINE_PART(r);
         if (!strcmp(h_jstr(r, "mode", ""), "bench") && !strcmp(h_jstr(r, "engine", ""), "ps") && h_jnum(r, "nodes", 0) > 0 &&
             S_LOOP_US(r) <= 0)
             (*nold)++;
         if (!s_layout_bench(r, cc, &N, &G, &l, &beta) || part <= 0 || bytes < 2 * part) continue;
         int matched = s_train_part(o, part, beta);
-        if (!matched && part != dpart) continue;
+        if (!matched && part != S_PART) continue;
         int P = N * G;
         h_cl_net_t cn = {.nodes = N, .gpus_per_node = G, .beta = beta, .alpha = 0};
         h_cl_engine_t e = s_layouts[l].e;
@@ -418,8 +419,7 @@ static void s_measured(const h_opts_t *o, struct s_meas *t, int *nlines, int *no
 }
 
 /* The fan-out term, from `harness bench --engine ps --nodes N --gpus-per-node G --server-nodes K --servers K
- * --ps-partition-kb P --net inter=RATE` lines (their ps_partition_bytes field) at K = 1 and K > 1 on the same
- * N, G at training's partition wire time (s_train_part): each measured / modelled at its partition, the
+ * --ps-partition-kb P --net inter=RATE` lines at K = 1 and K > 1 on the same N, G at training's partition: each measured / modelled at its partition, the
  * median per K, and c fitted (least squares through 0) to r(K) - r(1) against K - 1: what K server
  * machines cost beyond one fed by the same workers. A negative fit is held at 0. *nlines: lines used. */
 static void s_fanout(const h_opts_t *o, struct s_meas *t, int *nlines)
@@ -436,7 +436,7 @@ static void s_fanout(const h_opts_t *o, struct s_meas *t, int *nlines)
     for (size_t i = 0; i < n; i++) {
         const h_jobj_t *r = &objs[i];
         int N, G, l, K = (int)h_jnum(r, "server_nodes", 0);
-        double beta, bytes = h_jnum(r, "bytes", 0), us = S_LOOP_US(r), part = h_jnum(r, "ps_partition_bytes", 0);
+        double beta, bytes = h_jnum(r, "bytes", 0), us = S_LOOP_US(r), part = S_LINE_PART(r);
         /* one server on each of K machines of its own (the one-server, K = N and K < N layouts) */
         if (!s_layout_bench(r, cc, &N, &G, &l, &beta) || N < 2 || K < 1 || part <= 0 || (l != 2 && l != 4 && l != 6) ||
             (int)h_jnum(r, "servers", 0) != K || bytes / K < 2 * part || !s_train_part(o, part, beta))
@@ -662,7 +662,7 @@ int h_model_cluster(const h_opts_t *o)
         printf("# the PS alone on these layouts (%d `harness bench --nodes N --gpus-per-node G --net` lines, two or more\n"
                "# partitions a server), measured / modelled time without a slowdown, beside the law's slowdown (*: at a\n"
                "# partition of training's wire time, %.2f ms; else at 4 MiB); one server machine's (ps-1server) is used\n"
-               "# for every layout with server machines on those machines:", nmeas, 4.0 * 1024 * 1024 * S_WIRE * 8.0 / bps * 1e3);
+               "# for every layout with server machines on those machines:", nmeas, S_PART * S_WIRE * 8.0 / bps * 1e3);
         for (int k = 0; k < meas.n; k++) {
             const s_layout_t *L = &s_layouts[meas.e[k].layout];
             int N = meas.e[k].nodes, Gk = meas.e[k].gpn, P = N * Gk;
