@@ -190,6 +190,20 @@ int h_result_write(const h_opts_t *o, const h_meta_t *m, const char *mode, json_
 /* The same line, not written: malloc'd text ending in '\n' (*len its length), or NULL (ERR_NOMEM, err_set);
  * for a mode that appends several lines in one write (model). */
 char *h_result_line(const h_opts_t *o, const h_meta_t *m, const char *mode, json_t *body, size_t *len);
+/* Several result lines appended in one write at the end, whole or not at all (model's tables):
+ * h_lines_open (no --json: add and close do nothing), h_lines_add each body (stolen), h_lines_close:
+ * 0, or the error of making one line (ERR_NOMEM: nothing written, `what` names them) or of the write. */
+typedef struct {
+    const h_opts_t *o;
+    const char *mode;
+    h_meta_t meta;
+    char *buf;
+    size_t len, cap;
+    int bad;
+} h_lines_t;
+void h_lines_open(h_lines_t *L, const h_opts_t *o, const char *mode);
+void h_lines_add(h_lines_t *L, json_t *body);
+int h_lines_close(h_lines_t *L, const char *what);
 /* dst += part's fields (part stolen; NULL part: -1); 0 or -1 */
 int h_jmerge(json_t *dst, json_t *part);
 /* JSON arrays of n integers / doubles, or parsed from JSON text (h_traffic_json's); NULL: no memory */

@@ -131,6 +131,41 @@ int h_result_write(const h_opts_t *o, const h_meta_t *m, const char *mode, json_
     return rc;
 }
 
+void h_lines_open(h_lines_t *L, const h_opts_t *o, const char *mode)
+{
+    memset(L, 0, sizeof *L);
+    L->o = o;
+    L->mode = mode;
+    if (o->json) h_meta_fill(&L->meta, o->argc, o->argv);
+}
+
+void h_lines_add(h_lines_t *L, json_t *body)
+{
+    if (!L->o->json || L->bad) { json_decref(body); return; }
+    size_t n = 0;
+    char *line = h_result_line(L->o, &L->meta, L->mode, body, &n);
+    if (line && L->len + n > L->cap) {
+        size_t cap = (L->cap + n) * 2;
+        char *b = realloc(L->buf, cap);
+        if (b) L->buf = b, L->cap = cap;
+    }
+    if (!line || L->len + n > L->cap) L->bad = 1;
+    else memcpy(L->buf + L->len, line, n), L->len += n;
+    free(line);
+}
+
+int h_lines_close(h_lines_t *L, const char *what)
+{
+    int rc = 0;
+    if (L->o->json && L->bad)
+        rc = err_set(ERR_NOMEM, "%s: out of memory making %s (nothing of them written to %s)", L->mode, what, L->o->json);
+    else if (L->o->json && L->len) rc = h_json_append(L->o->json, L->buf, L->len);
+    free(L->buf);
+    L->buf = NULL;
+    L->len = L->cap = 0;
+    return rc;
+}
+
 json_t *h_jarr_u64(const uint64_t *v, size_t n)
 {
     json_t *a = json_array();

@@ -159,31 +159,11 @@ static double s_predict(const h_cm_t *m, const s_eng_t *e, int P, double n)
 typedef struct {
     const char *probe;
     const h_opts_t *o;
-    h_meta_t meta;
-    char *buf;                 /* "mode":"model" lines for --json, appended in one write */
-    size_t len, cap;
-    int oom;                   /* a line could not be made: nothing is written */
+    h_lines_t lines;           /* "mode":"model" lines for --json, appended in one write */
     s_eng_t engs[32];
     double big[32];            /* each engine's largest measured size */
     int neng;
 } s_ctx_t;
-
-/* body (stolen) as one whole result line (schema, metadata) onto the lines to append */
-static void s_line(s_ctx_t *x, json_t *body)
-{
-    if (!x->o->json || x->oom) { json_decref(body); return; }
-    size_t n = 0;
-    char *line = h_result_line(x->o, &x->meta, "model", body, &n);
-    if (line && x->len + n > x->cap) {
-        size_t cap = (x->cap + n) * 2;
-        char *b = realloc(x->buf, cap);
-        if (b) x->buf = b, x->cap = cap;
-    }
-    if (!line || x->len + n > x->cap) { x->oom = 1; free(line); return; }
-    memcpy(x->buf + x->len, line, n);
-    x->len += n;
-    free(line);
-}
 
 /* meas_s <= 0: predicted only ("meas_us" and "err_pct" null) */
 static void s_model_line(s_ctx_t *x, const s_eng_t *e, const char *what, int P, double n, double pred_s, double meas_s,
@@ -198,7 +178,7 @@ static void s_model_line(s_ctx_t *x, const s_eng_t *e, const char *what, int P, 
                               meas, "err_pct", err, "alpha_us", m->alpha * 1e6, "beta_ns_per_byte", m->beta * 1e9,
                               "gamma_ns_per_byte", m->gamma * 1e9, "probe", x->probe)) != 0)
         json_decref(b), b = NULL;
-    s_line(x, b);
+    h_lines_add(&x->lines, b);
 }
 
 static void s_fmt_bytes(double b, char *out, size_t len)
@@ -223,7 +203,7 @@ static void s_print_fit(s_ctx_t *x, const h_cm_t *m, const double *t)
         double f = m->alpha + m->beta * (double)s_sizes[i];
         printf("  %10s %12.2f %12.2f %+8.1f\n", sz, t[i] * 1e6, f * 1e6, 100 * (f - t[i]) / t[i]);
     }
-    s_line(x, json_pack("{s:s, s:i, s:s, s:f, s:f, s:f, s:I, s:f, s:f, s:i}", "what", "fit", "world", 2, "probe", x->probe,
+    h_lines_add(&x->lines, json_pack("{s:s, s:i, s:s, s:f, s:f, s:f, s:I, s:f, s:f, s:i}", "what", "fit", "world", 2, "probe", x->probe,
                         "alpha_us", m->alpha * 1e6, "beta_ns_per_byte", m->beta * 1e9, "gamma_ns_per_byte", m->gamma * 1e9,
                         "burst_bytes", (json_int_t)llround(m->burst), "kappa_ns_per_byte", m->kappa * 1e9, "mu_ns_per_byte", m->mu * 1e9,
                         "cores", m->cores));
@@ -353,7 +333,7 @@ static int s_report(const h_opts_t *o, const comm_t *comm, const h_cm_t *m, cons
     memset(x, 0, sizeof *x);
     x->probe = tp_kind(comm->tp, 1);
     x->o = o;
-    h_meta_fill(&x->meta, o->argc, o->argv);
+    h_lines_open(&x->lines, o, "model");
     s_print_fit(x, m, t);
     h_jobj_t *objs = NULL;
     size_t n = 0, nbad = 0;
@@ -362,11 +342,7 @@ static int s_report(const h_opts_t *o, const comm_t *comm, const h_cm_t *m, cons
     if (!x->neng) s_default_engines(x);
     s_print_extrapolation(x, m);
     fflush(stdout);
-    int rc = 0;
-    if (x->oom) rc = err_set(ERR_NOMEM, "model: out of memory making the result lines (nothing written to %s)", o->json);
-    else if (o->json && x->len) rc = h_json_append(o->json, x->buf, x->len);
-    free(x->buf);
-    x->buf = NULL;
+    int rc = h_lines_close(&x->lines, "the result lines");
     h_jfree_all(&objs, &n);
     return rc;
 }

@@ -206,52 +206,11 @@ static int s_link(const h_opts_t *o, double *bps, double *eff)
     return 0;
 }
 
-/* One table's --json lines: gathered in memory, appended in one write at the end (whole or not at all). */
-typedef struct {
-    h_meta_t meta;
-    char    *buf;
-    size_t   len;
-    FILE    *f;   /* NULL: no --json */
-    int      bad; /* a line could not be made: nothing is written */
-} s_lines_t;
-
-static void s_lines_open(const h_opts_t *o, s_lines_t *L)
-{
-    memset(L, 0, sizeof *L);
-    if (!o->json) return;
-    h_meta_fill(&L->meta, o->argc, o->argv);
-    L->bad = !(L->f = open_memstream(&L->buf, &L->len));
-}
-
-/* Adds one result line of the fields in obj (h_result_line takes obj). */
-static void s_lines_add(const h_opts_t *o, s_lines_t *L, json_t *obj)
-{
-    if (!L->f || L->bad) {
-        json_decref(obj);
-        return;
-    }
-    size_t n = 0;
-    char *line = h_result_line(o, &L->meta, "model", obj, &n);
-    L->bad = !line || fwrite(line, 1, n, L->f) != n;
-    free(line);
-}
-
-/* Appends the lines to --json; what names them in the error. */
-static int s_lines_close(const h_opts_t *o, s_lines_t *L, const char *what)
-{
-    if (!o->json) return 0;
-    L->bad = (L->f && fclose(L->f) != 0) || L->bad;
-    int rc = L->bad ? err_set(ERR_NOMEM, "model: out of memory making %s (nothing of them written to %s)", what, o->json)
-                    : h_json_append(o->json, L->buf, L->len);
-    free(L->buf);
-    return rc;
-}
-
 /* Prints the table; with --json appends its lines ("kind":"cluster") in one write, whole or not at all. */
 static int s_extrapolate(const h_opts_t *o, const s_point_t *p, const struct s_meas *t, int G, double bps)
 {
-    s_lines_t lines;
-    s_lines_open(o, &lines);
+    h_lines_t lines;
+    h_lines_open(&lines, o, "model");
     printf("# predicted speedup over one device (GPUs = machines x %d)\n# %-14s", G, "engine");
     for (int P = 1; P <= 1024; P *= 2) printf(" %7d", P);
     printf("\n");
@@ -263,8 +222,8 @@ static int s_extrapolate(const h_opts_t *o, const s_point_t *p, const struct s_m
             double step = s_step(p, t, l, N, g, 0, bps, NULL);
             double sp = (double)P * (double)p->local_batch / step / p->dev.samples_per_s;
             printf(" %7.2f", sp);
-            if (lines.f)
-                s_lines_add(o, &lines, json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:I, s:f, s:f}", "kind",
+            if (o->json)
+                h_lines_add(&lines, json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:I, s:f, s:f}", "kind",
                                                  "cluster", "model", p->wl->name, "device", p->dev.name, "engine",
                                                  s_layouts[l].label, "gpus", P, "nodes", N, "gpus_per_node", g,
                                                  "net_bps", (json_int_t)llround(bps), "local_batch",
@@ -272,7 +231,7 @@ static int s_extrapolate(const h_opts_t *o, const s_point_t *p, const struct s_m
         }
         printf("\n");
     }
-    return s_lines_close(o, &lines, "the result lines");
+    return h_lines_close(&lines, "the result lines");
 }
 
 /* The layout a measured line ran: engine, impl, servers and server machines. */
@@ -581,8 +540,8 @@ static int s_check(const h_opts_t *o, const s_point_t *base, const struct s_meas
            "predicted", "err%");
     double sum = 0;
     int within = 0, launches = 0, launches_within = 0, counted = 0;
-    s_lines_t lines;
-    s_lines_open(o, &lines);
+    h_lines_t lines;
+    h_lines_open(&lines, o, "model");
     for (int k = 0; k < npts; k++) {
         s_check_pt_t *c = &pts[k];
         double med = h_median(c->ms, (size_t)c->n);
@@ -592,8 +551,8 @@ static int s_check(const h_opts_t *o, const s_point_t *base, const struct s_meas
         else snprintf(label, sizeof label, "%s", s_layouts[c->layout].label);
         printf("  %-12s %-10s %-12s %5d %8d %9.1f %9.1f %+7.1f%s\n", label, c->model, c->device, c->P, c->n, med,
                c->predicted, err, c->hb ? " hb" : c->dilate != 1 ? " dil" : "");
-        if (lines.f)
-            s_lines_add(o, &lines, json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:i, s:b, s:f, s:f, s:i, s:f, s:f, s:f, s:b, s:b}",
+        if (o->json)
+            h_lines_add(&lines, json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:i, s:b, s:f, s:f, s:i, s:f, s:f, s:f, s:b, s:b}",
                                              "kind", "check", "model", c->model, "device", c->device, "engine", label,
                                              "gpus", c->P, "nodes", c->N, "gpus_per_node", c->G, "server_nodes", c->K,
                                              "net_bps", (json_int_t)llround(c->bps), "local_batch", c->local_batch,
@@ -616,7 +575,7 @@ static int s_check(const h_opts_t *o, const s_point_t *base, const struct s_meas
         printf("# no emulated train runs (that were not host-bound or dilated) in the files\n");
     free(pts);
     h_jfree_all(&objs, &n);
-    return s_lines_close(o, &lines, "the check's lines");
+    return h_lines_close(&lines, "the check's lines");
 }
 
 int h_model_cluster(const h_opts_t *o)
