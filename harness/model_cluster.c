@@ -36,8 +36,9 @@ typedef struct {
  * median over its bench lines of measured / modelled time without any slowdown. */
 struct s_meas {
     int n;
-    /* r: default-partition lines; rm: lines whose partition takes training's wire time (s_measured) */
-    struct { int layout, nodes, gpn, cnt, cntm; double r[16], rm[16], slow; } e[64];
+    /* r: default-partition lines; rm: lines whose partition takes training's wire time (s_measured), wm
+     * the wire time (s) of the bytes a worker pushed in each */
+    struct { int layout, nodes, gpn, cnt, cntm; double r[16], rm[32], wm[32], slow; } e[64];
     /* the fan-out term on N machines of G (s_fanout): c of c (K - 1), fitted up to K = kmax server machines */
     int nf;
     struct { int nodes, gpn, kmax; double c, r[16]; } f[16]; /* r[K - 1]: the median at K (0: none) */
@@ -113,15 +114,22 @@ static const s_layout_t s_layouts[] = {
 
 /* The slowdown of a server machine fed by the workers of N machines of G GPUs, where measured: the
  * one-server layout's bench on those machines (s_measured), for every layout with server machines of
- * their own. Each of K server machines takes the same P pushes from the same N machines as one does,
+ * their own; the median of its lines whose worker's bytes take wire (s, a worker's step's) within 2x,
+ * else of all (the slowdown falls with size where a step's last flows leave a fixed tail: ps-sizes). Each of K server machines takes the same P pushes from the same N machines as one does,
  * K times fewer bytes; what K > 1 adds is the fan-out term (s_fan). 0: none measured (the law). The K = N
  * layout's own bench (8 MiB a server, two partitions) is listed, not used: it measured 1.54 to 2.10, and
  * using it made the K = N training checks 20-25% pessimistic. */
-static double s_slow(const struct s_meas *t, int l, int N, int G)
+static double s_slow(const struct s_meas *t, int l, int N, int G, double wire)
 {
     if (!t || s_layouts[l].e.kind != H_CL_PS || s_layouts[l].e.server_nodes == 0) return 0;
-    for (int k = 0; k < t->n; k++)
-        if (s_layouts[t->e[k].layout].e.server_nodes == 1 && t->e[k].nodes == N && t->e[k].gpn == G) return t->e[k].slow;
+    for (int k = 0; k < t->n; k++) {
+        if (s_layouts[t->e[k].layout].e.server_nodes != 1 || t->e[k].nodes != N || t->e[k].gpn != G) continue;
+        double near[32];
+        int m = 0;
+        for (int i = 0; i < t->e[k].cntm; i++)
+            if (fabs(log(t->e[k].wm[i] / wire)) <= log(2.0)) near[m++] = t->e[k].rm[i];
+        return m ? h_median(near, (size_t)m) : t->e[k].slow;
+    }
     return 0;
 }
 
@@ -146,7 +154,9 @@ static double s_step(const s_point_t *p, const struct s_meas *t, int l, int N, i
     e.pipelined = p->ps_pipelined;
     e.part_bytes = S_PART; /* in unshrunk bytes */
     e.incast = p->incast;
-    e.slow = s_slow(t, l, N, G);
+    double wire = 0;
+    for (int b = 0; b < p->nb; b++) wire += p->bytes[b] * net.beta;
+    e.slow = s_slow(t, l, N, G, wire);
     if (e.kind == H_CL_PS && !e.colocate && e.server_nodes == 0 && e.servers == 0) e.servers = N; /* one per machine */
     if (e.kind == H_CL_PS && e.server_nodes == -1) e.server_nodes = e.servers = N;                /* K = N */
     if (e.kind == H_CL_PS && e.server_nodes == -2) e.server_nodes = e.servers = K;                /* K < N */
@@ -368,12 +378,18 @@ static void s_measured(const h_opts_t *o, struct s_meas *t, int *nlines, int *no
             t->e[t->n].layout = l, t->e[t->n].nodes = N, t->e[t->n].gpn = G;
             t->n++;
         }
-        if (matched && t->e[k].cntm < 16) t->e[k].rm[t->e[k].cntm++] = us * 1e-6 / ideal;
+        if (matched && t->e[k].cntm < 32) {
+            t->e[k].wm[t->e[k].cntm] = bytes * beta;
+            t->e[k].rm[t->e[k].cntm++] = us * 1e-6 / ideal;
+        }
         else if (!matched && t->e[k].cnt < 16) t->e[k].r[t->e[k].cnt++] = us * 1e-6 / ideal;
         (*nlines)++;
     }
-    for (int k = 0; k < t->n; k++)
-        t->e[k].slow = t->e[k].cntm ? h_median(t->e[k].rm, (size_t)t->e[k].cntm) : h_median(t->e[k].r, (size_t)t->e[k].cnt);
+    for (int k = 0; k < t->n; k++) {
+        double all[32]; /* h_median sorts: rm stays paired with wm */
+        memcpy(all, t->e[k].rm, sizeof all);
+        t->e[k].slow = t->e[k].cntm ? h_median(all, (size_t)t->e[k].cntm) : h_median(t->e[k].r, (size_t)t->e[k].cnt);
+    }
     h_jfree_all(&objs, &n);
 }
 
@@ -385,7 +401,7 @@ static void s_fanout(const h_opts_t *o, struct s_meas *t, int *nlines)
 {
     h_jobj_t *objs = NULL;
     size_t n = 0, nbad = 0;
-    struct { int N, G, K, cnt; double r[16]; } g[64];
+    struct { int N, G, K, cnt; double w, r[16]; } g[128]; /* w: wire time (s) of a worker's bytes */
     int ng = 0;
     t->nf = 0;
     *nlines = 0;
@@ -405,31 +421,37 @@ static void s_fanout(const h_opts_t *o, struct s_meas *t, int *nlines)
         double ready = 0, ideal = h_cl_step(&cn, &e, 1, &ready, &bytes, 0, NULL);
         if (!(ideal > 0)) continue;
         int k = 0;
-        while (k < ng && !(g[k].N == N && g[k].G == G && g[k].K == K)) k++;
+        while (k < ng && !(g[k].N == N && g[k].G == G && g[k].K == K && fabs(log(bytes * beta / g[k].w)) <= log(1.05))) k++;
         if (k == ng) {
             if (ng == (int)(sizeof g / sizeof g[0])) continue;
-            g[ng].N = N, g[ng].G = G, g[ng].K = K, g[ng].cnt = 0;
+            g[ng].N = N, g[ng].G = G, g[ng].K = K, g[ng].cnt = 0, g[ng].w = bytes * beta;
             ng++;
         }
         if (g[k].cnt < 16) g[k].r[g[k].cnt++] = us * 1e-6 / ideal;
         (*nlines)++;
     }
-    double med[64];
+    double med[128];
     for (int k = 0; k < ng; k++) med[k] = h_median(g[k].r, (size_t)g[k].cnt);
+    /* per (N, G): each K > 1 median against the K = 1 median at the same bytes (wire time within 5%) */
     for (int a = 0; a < ng; a++) {
-        if (g[a].K != 1 || t->nf == (int)(sizeof t->f / sizeof t->f[0])) continue;
-        double sxy = 0, sxx = 0;
+        int first = 1;
+        for (int k = 0; k < t->nf; k++) first &= !(t->f[k].nodes == g[a].N && t->f[k].gpn == g[a].G);
+        if (g[a].K != 1 || !first || t->nf == (int)(sizeof t->f / sizeof t->f[0])) continue;
+        double sxy = 0, sxx = 0, *r = t->f[t->nf].r;
         int kmax = 1;
-        for (int b = 0; b < ng; b++) {
-            if (g[b].N != g[a].N || g[b].G != g[a].G || g[b].K < 2) continue;
-            sxy += (g[b].K - 1) * (med[b] - med[a]);
-            sxx += (double)(g[b].K - 1) * (g[b].K - 1);
-            if (g[b].K > kmax) kmax = g[b].K;
+        memset(t->f[t->nf].r, 0, sizeof t->f[t->nf].r);
+        for (int one = a; one < ng; one++) {
+            if (g[one].N != g[a].N || g[one].G != g[a].G || g[one].K != 1) continue;
+            for (int b = 0; b < ng; b++) {
+                if (g[b].N != g[a].N || g[b].G != g[a].G || g[b].K < 2 || fabs(log(g[b].w / g[one].w)) > log(1.05)) continue;
+                sxy += (g[b].K - 1) * (med[b] - med[one]);
+                sxx += (double)(g[b].K - 1) * (g[b].K - 1);
+                if (g[b].K > kmax) kmax = g[b].K;
+                r[0] = med[one];
+                if (g[b].K <= 16) r[g[b].K - 1] = med[b];
+            }
         }
         if (!(sxx > 0)) continue;
-        memset(t->f[t->nf].r, 0, sizeof t->f[t->nf].r);
-        for (int b = 0; b < ng; b++)
-            if (g[b].N == g[a].N && g[b].G == g[a].G && g[b].K <= 16) t->f[t->nf].r[g[b].K - 1] = med[b];
         t->f[t->nf].nodes = g[a].N, t->f[t->nf].gpn = g[a].G, t->f[t->nf].kmax = kmax;
         t->f[t->nf++].c = fmax(0, sxy / sxx);
     }

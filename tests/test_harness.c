@@ -692,6 +692,40 @@ Test(harness, model_fanout_from_bench_growth, .timeout = 60)
               one_both, one_base);
 }
 
+/* harness model's server machine slowdown is taken at the training's bytes: a one-server bench whose
+ * worker's bytes take the training's wire time within 2x sets it, one at a size far from it does not
+ * (there a step's fixed tail weighs differently: ps-sizes), unless no other was measured; and the
+ * fan-out term compares K > 1 with K = 1 at the same bytes, not with K = 1 at every size. */
+Test(harness, model_slowdown_at_training_bytes, .timeout = 60)
+{
+    s_find();
+    const char *common = "\"emulated\":1,\"mode\":\"train\",\"schema\":2,\"model\":\"vgg16\",\"device\":\"throughput=100000\","
+                         "\"nodes\":4,\"gpus_per_node\":1,\"world\":4,\"net\":\"inter=25gbit\",\"local_batch\":64,"
+                         "\"shrink\":32,\"dilate\":1,\"grad_dtype\":\"f32\",\"engine\":\"ps\",\"host_bound\":false";
+    char k1[512], k3[512], at16[512], at2[512], fast2[512], both[1024];
+    snprintf(k1, sizeof k1, "{%s,\"impl\":\"ps-sync-servers1\",\"servers\":1,\"server_nodes\":1,\"emu_step_ms\":800}\n", common);
+    snprintf(k3, sizeof k3, "{%s,\"impl\":\"ps-sync-servers3\",\"servers\":3,\"server_nodes\":3,\"emu_step_ms\":300}\n", common);
+    const char *fast = "inter=781250kbit";
+    /* VGG-16's 553 MB a worker at 25 Gbit/s: 0.185 s; 16 MiB at 781 Mbit/s: 0.18 s; 2 MiB: 0.022 s */
+    s_ps_bench(at16, sizeof at16, 1, fast, 16777216, 131072, 0.9e6, 1, 0);  /* ~1.25x the line rate */
+    s_ps_bench(at2, sizeof at2, 1, fast, 2097152, 131072, 0.2e6, 1, 0);     /* ~2.2x */
+    s_ps_bench(fast2, sizeof fast2, 1, fast, 2097152, 131072, 0.02e6, 1, 0); /* faster than the line: a test's */
+    static char out[1 << 16];
+    double p16 = s_fan_pred(k1, at16, 0, 0, "ps-1server", out, sizeof out);
+    double p2 = s_fan_pred(k1, at2, 0, 0, "ps-1server", out, sizeof out);
+    snprintf(both, sizeof both, "%s%s", at16, at2);
+    double pboth = s_fan_pred(k1, both, 0, 0, "ps-1server", out, sizeof out);
+    cr_expect(p2 > p16 * 1.3, "a slower bench at another size, alone, was not used: %.1f against %.1f", p2, p16);
+    cr_expect(fabs(pboth - p16) < 1e-6 * p16, "the bench far from the training's bytes moved it: %.1f against %.1f", pboth,
+              p16);
+    /* the fan-out: K = 3 faster than K = 1 at 32 MiB gives c = 0; a K = 1 line at 2 MiB, however fast, is
+     * not what K = 3 at 32 MiB is compared with */
+    s_fan_pred(k3, "", 1.6e6, 0.5e6, "ps-K=3", out, sizeof out);
+    cr_expect(strstr(out, "4x1 c = 0.0000 (K <= 3)"), "%s", out);
+    s_fan_pred(k3, fast2, 1.6e6, 0.5e6, "ps-K=3", out, sizeof out);
+    cr_expect(strstr(out, "4x1 c = 0.0000 (K <= 3)"), "a K = 1 bench at another size moved the fan-out:\n%s", out);
+}
+
 /* harness model's incast law: c is fitted to one-server bench lines on one machine per rank (--net
  * bw=RATE) whose partition takes training's wire time and that carry loop_us; 4 MiB lines and lines
  * without loop_us are left to the built-in fit, and the model says which it used. */
