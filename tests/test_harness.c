@@ -726,6 +726,39 @@ Test(harness, model_slowdown_at_training_bytes, .timeout = 60)
     cr_expect(strstr(out, "4x1 c = 0.0000 (K <= 3)"), "a K = 1 bench at another size moved the fan-out:\n%s", out);
 }
 
+/* scripts/slowdown-by-size prints, per size a worker pushed, the slowdown harness model takes from that
+ * size's one-server bench lines alone: two sizes on 4 machines of one, the smaller one slower. */
+Test(harness, slowdown_by_size_reads_the_model, .timeout = 60)
+{
+    s_find();
+    if (system("command -v python3 >/dev/null") != 0) cr_skip_test("python3 not installed");
+    char script[PATH_MAX + 32];
+    cr_assert(test_script(g_harness, "slowdown-by-size", script, sizeof script) == 0, "no scripts/slowdown-by-size (%s)",
+              script);
+    char path[] = "/tmp/sb-sizes-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    cr_assert(f);
+    char l[512];
+    s_ps_bench(l, sizeof l, 1, "inter=781250kbit", 2097152, 131072, 0.2e6, 1, 0);
+    fputs(l, f);
+    s_ps_bench(l, sizeof l, 1, "inter=781250kbit", 16777216, 131072, 0.9e6, 1, 0);
+    fputs(l, f);
+    fclose(f);
+    char cmd[PATH_MAX * 2 + 256], out[1 << 14];
+    snprintf(cmd, sizeof cmd, "HARNESS=%s %s %s", g_harness, script, path);
+    int rc = s_run(cmd, out, sizeof out, NULL);
+    unlink(path);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_assert(strstr(out, "4x1"), "%s", out);
+    double r2 = 0, r16 = 0;
+    const char *a = strstr(out, "\n    2 "), *b = strstr(out, "\n   16 ");
+    cr_assert(a && b, "%s", out);
+    cr_assert(sscanf(a, " 2 %lf", &r2) == 1 && sscanf(b, " 16 %lf", &r16) == 1, "%s", out);
+    cr_expect(r2 > 1.5 && r16 > 1.0 && r16 < 1.5, "2 MiB %.2f, 16 MiB %.2f:\n%s", r2, r16, out);
+}
+
 /* harness model's incast law: c is fitted to one-server bench lines on one machine per rank (--net
  * bw=RATE) whose partition takes training's wire time and that carry loop_us; 4 MiB lines and lines
  * without loop_us are left to the built-in fit, and the model says which it used. */
