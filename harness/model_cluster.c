@@ -115,8 +115,9 @@ static const s_layout_t s_layouts[] = {
 /* The slowdown of a server machine fed by the workers of N machines of G GPUs, where measured: the
  * one-server layout's bench on those machines (s_measured), for every layout with server machines of
  * their own; the median of its lines whose worker's bytes take wire (s, a worker's step's) within 2x,
- * else of all (the slowdown falls with size where a step's last flows leave a fixed tail: ps-sizes). Each of K server machines takes the same P pushes from the same N machines as one does,
- * K times fewer bytes; what K > 1 adds is the fan-out term (s_fan). 0: none measured (the law). The K = N
+ * else of all (the slowdown falls with size where a step's last flows leave a fixed tail: ps-sizes).
+ * Each of K server machines takes the same P pushes from the same N machines as one does, K times fewer
+ * bytes; what K > 1 adds is the fan-out term (s_fan). 0: none measured (the law). The K = N
  * layout's own bench (8 MiB a server, two partitions) is listed, not used: it measured 1.54 to 2.10, and
  * using it made the K = N training checks 20-25% pessimistic. */
 static double s_slow(const struct s_meas *t, int l, int N, int G, double wire)
@@ -127,7 +128,7 @@ static double s_slow(const struct s_meas *t, int l, int N, int G, double wire)
         double near[32];
         int m = 0;
         for (int i = 0; i < t->e[k].cntm; i++)
-            if (fabs(log(t->e[k].wm[i] / wire)) <= log(2.0)) near[m++] = t->e[k].rm[i];
+            if (wire > 0 && fabs(log(t->e[k].wm[i] / wire)) <= log(2.0)) near[m++] = t->e[k].rm[i];
         return m ? h_median(near, (size_t)m) : t->e[k].slow;
     }
     return 0;
