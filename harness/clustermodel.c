@@ -102,7 +102,8 @@ double h_cl_ps_duplex_bytes(const h_cl_net_t *net, const h_cl_engine_t *e, doubl
      * their replies lag by the incast slowdown (a partition is answered after its slowest push), while the
      * pushes sharing the direction keep it busy meanwhile, so only the replies' bytes are slowed */
     double slow = e->pipelined ? h_cl_incast_factor(e->incast, P - G, N - 1) : 1;
-    if (e->colocate) return G * n * (double)(P - G) / P * (1 + slow); /* push out + reply out, the same per machine */
+    /* push out + reply out, the same per machine; a measured slowdown stretches the direction as a whole */
+    if (e->colocate) return G * n * (double)(P - G) / P * (e->slow > 0 ? 2 * e->slow : 1 + slow);
     int S = e->servers > 0 ? e->servers : 1;
     if (e->server_nodes > 0) {
         double nic, msgs;

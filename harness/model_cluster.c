@@ -122,9 +122,11 @@ static const s_layout_t s_layouts[] = {
  * using it made the K = N training checks 20-25% pessimistic. */
 static double s_slow(const struct s_meas *t, int l, int N, int G, double wire)
 {
-    if (!t || s_layouts[l].e.kind != H_CL_PS || s_layouts[l].e.server_nodes == 0) return 0;
+    int coloc = s_layouts[l].e.colocate;
+    if (!t || s_layouts[l].e.kind != H_CL_PS || (s_layouts[l].e.server_nodes == 0 && !coloc)) return 0;
     for (int k = 0; k < t->n; k++) {
-        if (s_layouts[t->e[k].layout].e.server_nodes != 1 || t->e[k].nodes != N || t->e[k].gpn != G) continue;
+        if (t->e[k].nodes != N || t->e[k].gpn != G) continue;
+        if (coloc ? t->e[k].layout != l || !t->e[k].cntm : s_layouts[t->e[k].layout].e.server_nodes != 1) continue;
         double near[32];
         int m = 0;
         for (int i = 0; i < t->e[k].cntm; i++)
