@@ -102,8 +102,8 @@ double h_cl_ps_duplex_bytes(const h_cl_net_t *net, const h_cl_engine_t *e, doubl
      * their replies lag by the incast slowdown (a partition is answered after its slowest push), while the
      * pushes sharing the direction keep it busy meanwhile, so only the replies' bytes are slowed */
     double slow = e->pipelined ? h_cl_incast_factor(e->incast, P - G, N - 1) : 1;
-    /* push out + reply out, the same per machine; a measured slowdown stretches the direction as a whole */
-    if (e->colocate) return G * n * (double)(P - G) / P * (e->slow > 0 ? 2 * e->slow : 1 + slow);
+    /* a measured slowdown (e->slow) stretches the direction as a whole, pushes and replies together */
+    if (e->colocate) /* push out + reply out, the same per machine */ return G * n * (double)(P - G) / P * (e->slow > 0 ? 2 * e->slow : 1 + slow);
     int S = e->servers > 0 ? e->servers : 1;
     if (e->server_nodes > 0) {
         double nic, msgs;
@@ -116,7 +116,8 @@ double h_cl_ps_duplex_bytes(const h_cl_net_t *net, const h_cl_engine_t *e, doubl
         for (int s = 0; s < S; s++) sm += s % N == m;
         double h = (double)sm / S;
         /* out: its workers' pushes to remote servers + its servers' replies to remote workers (in mirrors) */
-        worst = fmax(worst, G * n * (1 - h) + h * n * (P - G) * slow);
+        worst = fmax(worst, e->slow > 0 ? (G * n * (1 - h) + h * n * (P - G)) * e->slow
+                                        : G * n * (1 - h) + h * n * (P - G) * slow);
     }
     return worst;
 }

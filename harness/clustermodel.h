@@ -26,9 +26,9 @@ typedef struct {
     double incast;          /* ps pipelined: c of the shared-NIC slowdown 1 + c (f - 1) (h_cl_incast_factor; 0: none) */
     double slow;            /* ps pipelined, servers on machines of their own: a server machine's NIC slowdown
                              * measured by the collective alone with one server machine on the same machines
-                             * (`harness bench --nodes N ... --server-nodes 1`), used instead of the law; colocated:
-                             * a NIC direction's (pushes and replies together) measured by the colocated collective
-                             * alone on the same machines; 0: the law */
+                             * (`harness bench --nodes N ... --server-nodes 1`), used instead of the law; servers on
+                             * the GPU machines (per machine, colocated): a NIC direction's (pushes and replies
+                             * together) measured by the layout's collective alone on the same machines; 0: the law */
     double fanout;          /* ps pipelined, servers on K > 1 machines of their own: added to that slowdown, what a
                              * worker NIC sharing its pushes among K server machines costs (a partition waits for
                              * the slowest of the flows into its server; measured, harness model); 0: none */

@@ -117,16 +117,19 @@ static const s_layout_t s_layouts[] = {
  * their own; the median of its lines whose worker's bytes take wire (s, a worker's step's) within 2x,
  * else of all (the slowdown falls with size where a step's last flows leave a fixed tail: ps-sizes).
  * Each of K server machines takes the same P pushes from the same N machines as one does, K times fewer
- * bytes; what K > 1 adds is the fan-out term (s_fan). 0: none measured (the law). The K = N
- * layout's own bench (8 MiB a server, two partitions) is listed, not used: it measured 1.54 to 2.10, and
- * using it made the K = N training checks 20-25% pessimistic. */
+ * bytes; what K > 1 adds is the fan-out term (s_fan). The K = N layout's own bench (8 MiB a server, two
+ * partitions) is listed, not used: it measured 1.54 to 2.10, and using it made the K = N training checks
+ * 20-25% pessimistic. Servers on the GPU machines (one per machine, colocated) take their own layout's
+ * bench, only its lines at training's partition (ps-sizes-colocated: on 4 machines of 4 the colocated
+ * collective alone takes 1.3 to 1.8 of its link time at 2 to 8 MiB a worker and 1.1 to 1.2 from 16 MiB,
+ * where the law says 1.18 at every size). 0: none measured (the law). */
 static double s_slow(const struct s_meas *t, int l, int N, int G, double wire)
 {
-    int coloc = s_layouts[l].e.colocate;
-    if (!t || s_layouts[l].e.kind != H_CL_PS || (s_layouts[l].e.server_nodes == 0 && !coloc)) return 0;
+    int own = s_layouts[l].e.colocate || s_layouts[l].e.server_nodes == 0; /* servers on the GPU machines */
+    if (!t || s_layouts[l].e.kind != H_CL_PS) return 0;
     for (int k = 0; k < t->n; k++) {
         if (t->e[k].nodes != N || t->e[k].gpn != G) continue;
-        if (coloc ? t->e[k].layout != l || !t->e[k].cntm : s_layouts[t->e[k].layout].e.server_nodes != 1) continue;
+        if (own ? t->e[k].layout != l || !t->e[k].cntm : s_layouts[t->e[k].layout].e.server_nodes != 1) continue;
         double near[32];
         int m = 0;
         for (int i = 0; i < t->e[k].cntm; i++)
@@ -640,13 +643,15 @@ int h_model_cluster(const h_opts_t *o)
     if (meas.n) {
         /* one server machine's: there the bench's pattern is training's (pushes in, replies out, a
          * partition's replies after its pushes) and the two agree; it is used for K > 1 server machines too,
-         * with the fan-out term (s_slow). Where servers share the GPU machines the 16 MiB bench gives every
-         * server one partition (pushes, then replies), and calibrating with it made the checks worse (26 of
-         * 51 and 26 of 48 within 10%, per machine and colocated) */
+         * with the fan-out term (s_slow). Where servers share the GPU machines only the lines at training's
+         * partition count: the 16 MiB bench at 4 MiB gives every server one partition (pushes, then
+         * replies), and calibrating with it made the checks worse (26 of 51 and 26 of 48 within 10%, per
+         * machine and colocated) */
         printf("# the PS alone on these layouts (%d `harness bench --nodes N --gpus-per-node G --net` lines, two or more\n"
                "# partitions a server), measured / modelled time without a slowdown, beside the law's slowdown (*: at a\n"
                "# partition of training's wire time, %.2f ms; else at 4 MiB); one server machine's (ps-1server) is used\n"
-               "# for every layout with server machines on those machines:", nmeas, S_PART * S_WIRE * 8.0 / bps * 1e3);
+               "# for every layout with server machines on those machines, a layout with servers on the GPU machines\n"
+               "# takes its own (*-lines only); at a step, the lines within 2x of its wire time:", nmeas, S_PART * S_WIRE * 8.0 / bps * 1e3);
         for (int k = 0; k < meas.n; k++) {
             const s_layout_t *L = &s_layouts[meas.e[k].layout];
             int N = meas.e[k].nodes, Gk = meas.e[k].gpn, P = N * Gk;

@@ -726,6 +726,79 @@ Test(harness, model_slowdown_at_training_bytes, .timeout = 60)
     cr_expect(strstr(out, "4x1 c = 0.0000 (K <= 3)"), "a K = 1 bench at another size moved the fan-out:\n%s", out);
 }
 
+/* A PS bench line on 2 machines of 4 GPUs with the servers on the GPU machines: colocated (a server in
+ * every worker) or one server per machine (impl ps-sync-servers2). */
+static void s_gpu_machine_bench(char *buf, size_t len, int coloc, long bytes, long part, double us)
+{
+    snprintf(buf, len, "{\"mode\":\"bench\",\"engine\":\"ps\",\"impl\":\"%s\",\"servers\":%d,\"server_nodes\":0,"
+             "\"nodes\":2,\"gpus_per_node\":4,\"world\":8,\"net\":\"inter=781250kbit\",\"bytes\":%ld,"
+             "\"ps_partition_bytes\":%ld,\"wrong\":0,\"loop_us\":%g,\"time_us\":%g,\"host_bound\":false}\n",
+             coloc ? "ps-sync-colocated" : "ps-sync-servers2", coloc ? 0 : 2, bytes, part, us, us);
+}
+
+/* The predicted step of the training line train with the bench lines extra, for engine's row. */
+static double s_model_pred(const char *train, const char *extra, const char *engine, char *out, size_t len)
+{
+    char path[] = "/tmp/sb-gpum-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    cr_assert(f);
+    fputs(train, f);
+    fputs(extra, f);
+    fclose(f);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s model --model vgg16 --device throughput=100000 --nodes 2 --gpus-per-node 4 --net "
+             "inter=25gbit %s", g_harness, path);
+    int rc = s_run(cmd, out, len, NULL);
+    unlink(path);
+    cr_assert_eq(rc, 0, "%s", out);
+    char key[32];
+    snprintf(key, sizeof key, "\n  %s ", engine);
+    const char *chk = strstr(out, "# predicted against"), *l = chk ? strstr(chk, key) : NULL;
+    cr_assert(l, "%s", out);
+    double meas = 0, pred = 0;
+    cr_assert_eq(sscanf(l + strlen(key), "%*s %*s %*d %*d %lf %lf", &meas, &pred), 2, "%.200s", l);
+    return pred;
+}
+
+/* harness model's servers on the GPU machines: each such layout takes its own collective-alone bench at
+ * training's partition and the training's bytes (in place of the law), never another layout's, and not a
+ * bench at the default 4 MiB partition (there each server takes its partitions one at a time). */
+Test(harness, model_gpu_machine_servers_take_their_own_bench, .timeout = 60)
+{
+    s_find();
+    const char *common = "\"emulated\":1,\"mode\":\"train\",\"schema\":2,\"model\":\"vgg16\",\"device\":\"throughput=100000\","
+                         "\"nodes\":2,\"gpus_per_node\":4,\"world\":8,\"net\":\"inter=25gbit\",\"local_batch\":64,"
+                         "\"shrink\":32,\"dilate\":1,\"grad_dtype\":\"f32\",\"engine\":\"ps\",\"host_bound\":false,"
+                         "\"server_nodes\":0";
+    char co[512], pn[512], co16[512], co2[512], co4m[512], pn16[512], both[1024];
+    snprintf(co, sizeof co, "{%s,\"impl\":\"ps-sync-colocated\",\"servers\":0,\"emu_step_ms\":400}\n", common);
+    snprintf(pn, sizeof pn, "{%s,\"impl\":\"ps-sync-servers2\",\"servers\":2,\"emu_step_ms\":400}\n", common);
+    /* VGG-16's bytes at 25 Gbit/s take 16 MiB's wire time at 781 Mbit/s (0.18 s); 2 x 4 colocated moves
+     * 4 x 16 MiB x 4 / 8 each way twice over a NIC: ~0.7 s at the line rate, 1.0 s here */
+    s_gpu_machine_bench(co16, sizeof co16, 1, 16777216, 131072, 1.0e6);
+    s_gpu_machine_bench(co2, sizeof co2, 1, 2097152, 131072, 0.3e6);      /* ~3.5x, far from the training's bytes */
+    s_gpu_machine_bench(co4m, sizeof co4m, 1, 67108864, 4194304, 5.0e6);  /* the default partition */
+    s_gpu_machine_bench(pn16, sizeof pn16, 0, 16777216, 131072, 1.0e6);
+    static char out[1 << 16];
+    double law = s_model_pred(co, "", "ps-colocated", out, sizeof out);
+    double own = s_model_pred(co, co16, "ps-colocated", out, sizeof out);
+    cr_expect(own > law * 1.2, "the colocated bench left colocated at the law: %.1f against %.1f", own, law);
+    cr_expect(strstr(out, "ps-colocated 2x4 ") && strstr(strstr(out, "ps-colocated 2x4 "), "* (law"), "%s", out);
+    snprintf(both, sizeof both, "%s%s", co16, co2);
+    double near = s_model_pred(co, both, "ps-colocated", out, sizeof out);
+    cr_expect(fabs(near - own) < 1e-6 * own, "a bench far from the training's bytes moved it: %.1f against %.1f", near, own);
+    double part4 = s_model_pred(co, co4m, "ps-colocated", out, sizeof out);
+    cr_expect(fabs(part4 - law) < 1e-6 * law, "a 4 MiB-partition bench moved it: %.1f against %.1f", part4, law);
+    double other = s_model_pred(co, pn16, "ps-colocated", out, sizeof out);
+    cr_expect(fabs(other - law) < 1e-6 * law, "one server per machine's bench moved colocated: %.1f against %.1f", other,
+              law);
+    double pn_law = s_model_pred(pn, co16, "ps-per-node", out, sizeof out);
+    double pn_own = s_model_pred(pn, pn16, "ps-per-node", out, sizeof out);
+    cr_expect(pn_own > pn_law * 1.2, "one server per machine ignores its own bench: %.1f against %.1f", pn_own, pn_law);
+}
+
 /* scripts/slowdown-by-size prints, per size a worker pushed, the slowdown harness model takes from that
  * size's one-server bench lines alone: two sizes on 4 machines of one, the smaller one slower. */
 Test(harness, slowdown_by_size_reads_the_model, .timeout = 60)
