@@ -655,7 +655,8 @@ int h_model_cluster(const h_opts_t *o)
         for (int k = 0; k < meas.n; k++) {
             const s_layout_t *L = &s_layouts[meas.e[k].layout];
             int N = meas.e[k].nodes, Gk = meas.e[k].gpn, P = N * Gk;
-            double law = L->e.colocate || (L->e.server_nodes == 0) ? h_cl_incast_factor(p.incast, P - Gk, N - 1)
+            /* servers on the GPU machines: the law slows the replies, half a direction's bytes */
+            double law = L->e.colocate || (L->e.server_nodes == 0) ? (1 + h_cl_incast_factor(p.incast, P - Gk, N - 1)) / 2
                                                                     : h_cl_incast_factor(p.incast, P, N);
             printf("%s %s %dx%d %.2f%s (law %.2f)", k % 3 ? "," : "\n#  ", L->label, N, Gk, meas.e[k].slow,
                    meas.e[k].cntm ? "*" : "", law);
