@@ -581,33 +581,22 @@ static void s_ps_bench(char *buf, size_t len, int K, const char *net, long bytes
              "\"wrong\":0,%s\"time_us\":%g,\"host_bound\":%s}\n", K, K, K, net, bytes, part, lp, us, hb ? "true" : "false");
 }
 
-/* harness model's server machines: bench lines at training's partition (ps_partition_bytes: 128 KiB at
- * 781 Mbit/s takes 4 MiB's time at 25 Gbit/s) on 4 machines of one with K = 1 and K = 3 server machines.
- * One server machine's bench sets the servers' slowdown of K = 1 and K = 3 alike (the base); a K = 3 bench
- * slower than that adds the fan-out term to K = 3 only; a faster one adds nothing (c held at 0). A bench
- * at the default 4 MiB partition is the base only where none took training's partition time, and lines
- * without loop_us (recorded before bench wrote it) calibrate nothing. */
-static double s_fan_pred(const char *train, const char *extra, double t1, double t3, const char *engine, char *out,
-                         size_t len)
+/* The predicted step of the training line train with the bench lines extra, for engine's row; layout: the
+ * model's --nodes and --gpus-per-node. */
+static double s_model_pred(const char *train, const char *extra, const char *layout, const char *engine, char *out,
+                           size_t len)
 {
-    char path[] = "/tmp/sb-fanout-XXXXXX";
+    char path[] = "/tmp/sb-model-XXXXXX";
     int fd = mkstemp(path);
     cr_assert(fd >= 0);
     FILE *f = fdopen(fd, "w");
     cr_assert(f);
     fputs(train, f);
     fputs(extra, f);
-    if (t1 > 0) {
-        char l[512];
-        s_ps_bench(l, sizeof l, 1, "inter=781250kbit", 33554432, 131072, t1, 1, 0);
-        fputs(l, f);
-        s_ps_bench(l, sizeof l, 3, "inter=781250kbit", 33554432, 131072, t3, 1, 0);
-        fputs(l, f);
-    }
     fclose(f);
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s model --model vgg16 --device throughput=100000 --nodes 4 --gpus-per-node 1 --net "
-             "inter=25gbit %s", g_harness, path);
+    snprintf(cmd, sizeof cmd, "%s model --model vgg16 --device throughput=100000 %s --net inter=25gbit %s", g_harness,
+             layout, path);
     int rc = s_run(cmd, out, len, NULL);
     unlink(path);
     cr_assert_eq(rc, 0, "%s", out);
@@ -618,6 +607,24 @@ static double s_fan_pred(const char *train, const char *extra, double t1, double
     double meas = 0, pred = 0;
     cr_assert_eq(sscanf(l + strlen(key), "%*s %*s %*d %*d %lf %lf", &meas, &pred), 2, "%.200s", l);
     return pred;
+}
+
+/* harness model's server machines: bench lines at training's partition (ps_partition_bytes: 128 KiB at
+ * 781 Mbit/s takes 4 MiB's time at 25 Gbit/s) on 4 machines of one with K = 1 and K = 3 server machines.
+ * One server machine's bench sets the servers' slowdown of K = 1 and K = 3 alike (the base); a K = 3 bench
+ * slower than that adds the fan-out term to K = 3 only; a faster one adds nothing (c held at 0). A bench
+ * at the default 4 MiB partition is the base only where none took training's partition time, and lines
+ * without loop_us (recorded before bench wrote it) calibrate nothing. */
+static double s_fan_pred(const char *train, const char *extra, double t1, double t3, const char *engine, char *out,
+                         size_t len)
+{
+    char lines[2048] = "", l1[512] = "", l3[512] = "";
+    if (t1 > 0) {
+        s_ps_bench(l1, sizeof l1, 1, "inter=781250kbit", 33554432, 131072, t1, 1, 0);
+        s_ps_bench(l3, sizeof l3, 3, "inter=781250kbit", 33554432, 131072, t3, 1, 0);
+    }
+    snprintf(lines, sizeof lines, "%s%s%s", extra, l1, l3);
+    return s_model_pred(train, lines, "--nodes 4 --gpus-per-node 1", engine, out, len);
 }
 
 Test(harness, model_fanout_from_bench_growth, .timeout = 60)
@@ -728,38 +735,13 @@ Test(harness, model_slowdown_at_training_bytes, .timeout = 60)
 
 /* A PS bench line on 2 machines of 4 GPUs with the servers on the GPU machines: colocated (a server in
  * every worker) or one server per machine (impl ps-sync-servers2). */
+#define S_GPU_MACHINES "--nodes 2 --gpus-per-node 4" /* the model's layout for them */
 static void s_gpu_machine_bench(char *buf, size_t len, int coloc, long bytes, long part, double us)
 {
     snprintf(buf, len, "{\"mode\":\"bench\",\"engine\":\"ps\",\"impl\":\"%s\",\"servers\":%d,\"server_nodes\":0,"
              "\"nodes\":2,\"gpus_per_node\":4,\"world\":8,\"net\":\"inter=781250kbit\",\"bytes\":%ld,"
              "\"ps_partition_bytes\":%ld,\"wrong\":0,\"loop_us\":%g,\"time_us\":%g,\"host_bound\":false}\n",
              coloc ? "ps-sync-colocated" : "ps-sync-servers2", coloc ? 0 : 2, bytes, part, us, us);
-}
-
-/* The predicted step of the training line train with the bench lines extra, for engine's row. */
-static double s_model_pred(const char *train, const char *extra, const char *engine, char *out, size_t len)
-{
-    char path[] = "/tmp/sb-gpum-XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert(fd >= 0);
-    FILE *f = fdopen(fd, "w");
-    cr_assert(f);
-    fputs(train, f);
-    fputs(extra, f);
-    fclose(f);
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s model --model vgg16 --device throughput=100000 --nodes 2 --gpus-per-node 4 --net "
-             "inter=25gbit %s", g_harness, path);
-    int rc = s_run(cmd, out, len, NULL);
-    unlink(path);
-    cr_assert_eq(rc, 0, "%s", out);
-    char key[32];
-    snprintf(key, sizeof key, "\n  %s ", engine);
-    const char *chk = strstr(out, "# predicted against"), *l = chk ? strstr(chk, key) : NULL;
-    cr_assert(l, "%s", out);
-    double meas = 0, pred = 0;
-    cr_assert_eq(sscanf(l + strlen(key), "%*s %*s %*d %*d %lf %lf", &meas, &pred), 2, "%.200s", l);
-    return pred;
 }
 
 /* harness model's servers on the GPU machines: each such layout takes its own collective-alone bench at
@@ -782,20 +764,20 @@ Test(harness, model_gpu_machine_servers_take_their_own_bench, .timeout = 60)
     s_gpu_machine_bench(co4m, sizeof co4m, 1, 67108864, 4194304, 5.0e6);  /* the default partition */
     s_gpu_machine_bench(pn16, sizeof pn16, 0, 16777216, 131072, 1.0e6);
     static char out[1 << 16];
-    double law = s_model_pred(co, "", "ps-colocated", out, sizeof out);
-    double own = s_model_pred(co, co16, "ps-colocated", out, sizeof out);
+    double law = s_model_pred(co, "", S_GPU_MACHINES, "ps-colocated", out, sizeof out);
+    double own = s_model_pred(co, co16, S_GPU_MACHINES, "ps-colocated", out, sizeof out);
     cr_expect(own > law * 1.2, "the colocated bench left colocated at the law: %.1f against %.1f", own, law);
     cr_expect(strstr(out, "ps-colocated 2x4 ") && strstr(strstr(out, "ps-colocated 2x4 "), "* (law"), "%s", out);
     snprintf(both, sizeof both, "%s%s", co16, co2);
-    double near = s_model_pred(co, both, "ps-colocated", out, sizeof out);
+    double near = s_model_pred(co, both, S_GPU_MACHINES, "ps-colocated", out, sizeof out);
     cr_expect(fabs(near - own) < 1e-6 * own, "a bench far from the training's bytes moved it: %.1f against %.1f", near, own);
-    double part4 = s_model_pred(co, co4m, "ps-colocated", out, sizeof out);
+    double part4 = s_model_pred(co, co4m, S_GPU_MACHINES, "ps-colocated", out, sizeof out);
     cr_expect(fabs(part4 - law) < 1e-6 * law, "a 4 MiB-partition bench moved it: %.1f against %.1f", part4, law);
-    double other = s_model_pred(co, pn16, "ps-colocated", out, sizeof out);
+    double other = s_model_pred(co, pn16, S_GPU_MACHINES, "ps-colocated", out, sizeof out);
     cr_expect(fabs(other - law) < 1e-6 * law, "one server per machine's bench moved colocated: %.1f against %.1f", other,
               law);
-    double pn_law = s_model_pred(pn, co16, "ps-per-node", out, sizeof out);
-    double pn_own = s_model_pred(pn, pn16, "ps-per-node", out, sizeof out);
+    double pn_law = s_model_pred(pn, co16, S_GPU_MACHINES, "ps-per-node", out, sizeof out);
+    double pn_own = s_model_pred(pn, pn16, S_GPU_MACHINES, "ps-per-node", out, sizeof out);
     cr_expect(pn_own > pn_law * 1.2, "one server per machine ignores its own bench: %.1f against %.1f", pn_own, pn_law);
 }
 
