@@ -103,7 +103,8 @@ double h_cl_ps_duplex_bytes(const h_cl_net_t *net, const h_cl_engine_t *e, doubl
      * pushes sharing the direction keep it busy meanwhile, so only the replies' bytes are slowed */
     double slow = e->pipelined ? h_cl_incast_factor(e->incast, P - G, N - 1) : 1;
     /* a measured slowdown (e->slow) stretches the direction as a whole, pushes and replies together */
-    if (e->colocate) /* push out + reply out, the same per machine */ return G * n * (double)(P - G) / P * (e->slow > 0 ? 2 * e->slow : 1 + slow);
+    if (e->colocate) /* push out + reply out, the same per machine */
+        return G * n * (double)(P - G) / P * (e->slow > 0 ? 2 * e->slow : 1 + slow);
     int S = e->servers > 0 ? e->servers : 1;
     if (e->server_nodes > 0) {
         double nic, msgs;

@@ -120,9 +120,9 @@ static const s_layout_t s_layouts[] = {
  * bytes; what K > 1 adds is the fan-out term (s_fan). The K = N layout's own bench (8 MiB a server, two
  * partitions) is listed, not used: it measured 1.54 to 2.10, and using it made the K = N training checks
  * 20-25% pessimistic. Servers on the GPU machines (one per machine, colocated) take their own layout's
- * bench, only its lines at training's partition (ps-sizes-colocated: on 4 machines of 4 the colocated
- * collective alone takes 1.3 to 1.8 of its link time at 2 to 8 MiB a worker and 1.1 to 1.2 from 16 MiB,
- * where the law says 1.18 at every size). 0: none measured (the law). */
+ * bench, only its lines at training's partition (ps-sizes-table: on 4 machines of 4 the colocated
+ * collective alone takes 1.30 to 1.51 of its modelled time at 2 to 8 MiB a worker and 1.09 to 1.13 from
+ * 16 MiB, where the law says 1.18 at every size). 0: none measured (the law). */
 static double s_slow(const struct s_meas *t, int l, int N, int G, double wire)
 {
     int own = s_layouts[l].e.colocate || s_layouts[l].e.server_nodes == 0; /* servers on the GPU machines */
@@ -651,13 +651,14 @@ int h_model_cluster(const h_opts_t *o)
                "# partitions a server), measured / modelled time without a slowdown, beside the law's slowdown (*: at a\n"
                "# partition of training's wire time, %.2f ms; else at 4 MiB); one server machine's (ps-1server) is used\n"
                "# for every layout with server machines on those machines, a layout with servers on the GPU machines\n"
-               "# takes its own (*-lines only); at a step, the lines within 2x of its wire time:", nmeas, S_PART * S_WIRE * 8.0 / bps * 1e3);
+               "# takes its own (*-lines only); at a step, the lines within 2x of its wire time:",
+               nmeas, S_PART * S_WIRE * 8.0 / bps * 1e3);
         for (int k = 0; k < meas.n; k++) {
             const s_layout_t *L = &s_layouts[meas.e[k].layout];
             int N = meas.e[k].nodes, Gk = meas.e[k].gpn, P = N * Gk;
             /* servers on the GPU machines: the law slows the replies, half a direction's bytes */
-            double law = L->e.colocate || (L->e.server_nodes == 0) ? (1 + h_cl_incast_factor(p.incast, P - Gk, N - 1)) / 2
-                                                                    : h_cl_incast_factor(p.incast, P, N);
+            double law = L->e.colocate || L->e.server_nodes == 0 ? (1 + h_cl_incast_factor(p.incast, P - Gk, N - 1)) / 2
+                                                                  : h_cl_incast_factor(p.incast, P, N);
             printf("%s %s %dx%d %.2f%s (law %.2f)", k % 3 ? "," : "\n#  ", L->label, N, Gk, meas.e[k].slow,
                    meas.e[k].cntm ? "*" : "", law);
         }
