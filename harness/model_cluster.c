@@ -125,7 +125,7 @@ static const s_layout_t s_layouts[] = {
  * 16 MiB, where the law says 1.18 at every size). 0: none measured (the law). */
 static double s_slow(const struct s_meas *t, int l, int N, int G, double wire)
 {
-    int own = s_layouts[l].e.colocate || s_layouts[l].e.server_nodes == 0; /* servers on the GPU machines */
+    int own = s_layouts[l].e.server_nodes == 0; /* servers on the GPU machines (per machine, colocated) */
     if (!t || s_layouts[l].e.kind != H_CL_PS) return 0;
     for (int k = 0; k < t->n; k++) {
         if (t->e[k].nodes != N || t->e[k].gpn != G) continue;
