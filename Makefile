@@ -37,7 +37,12 @@ endif
 LIB_C    := $(filter-out $(VARIANT_SKIP),$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
 LIB_CU   := $(if $(filter 1,$(CUDA)),$(foreach d,$(LIB_DIRS) core/cuda,$(wildcard $(d)/*.cu)))
 LIB_OBJ  := $(LIB_C:%.c=$(BUILD)/obj/%.o) $(LIB_CU:%.cu=$(BUILD)/obj/%.cu.o)
-HARNESS_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard harness/*.c))
+# harness/ is in rooms (cli/ launch/ modes/ emulate/ model/ report/ record/ registry/, docs/ARCHITECTURE.md):
+# all of it but main.c is libharness.a, which the harness program and the tests link.
+HARNESS_C := $(wildcard harness/*/*.c)
+HARNESS_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(HARNESS_C))
+HARNESS_MAIN := $(BUILD)/obj/harness/main.o
+HLIB := $(BUILD)/libharness.a
 TEST_LIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/lib/*.c))
 TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 LIB := $(BUILD)/libsyncbench.a
@@ -56,7 +61,7 @@ check-libs:
 	@scripts/check-libs $(PKGS) -- $(PKGS_DEB)
 check-criterion:
 	@scripts/check-libs criterion -- $(PKGS_DEB)
-$(LIB_OBJ) $(HARNESS_OBJ) $(TEST_LIB_OBJ): | check-libs
+$(LIB_OBJ) $(HARNESS_OBJ) $(HARNESS_MAIN) $(TEST_LIB_OBJ): | check-libs
 $(TESTS): | check-criterion
 
 # make install PREFIX=DIR (default /usr/local; DESTDIR for packaging): harness on PATH with a syncbench
@@ -92,12 +97,16 @@ $(LIB): $(LIB_OBJ)
 	@mkdir -p $(@D)
 	$(AR) rcs $@ $^
 
-$(BUILD)/harness: $(HARNESS_OBJ) $(LIB)
-	$(CC) $(CFLAGS) -o $@ $(HARNESS_OBJ) $(LIB) $(LDLIBS)
-
-$(BUILD)/tests/%: tests/%.c $(TEST_LIB_OBJ) $(LIB)
+$(HLIB): $(HARNESS_OBJ)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -o $@ $< $(TEST_LIB_OBJ) $(LIB) $(shell pkg-config --libs criterion 2>/dev/null) $(LDLIBS)
+	$(AR) rcs $@ $^
+
+$(BUILD)/harness: $(HARNESS_MAIN) $(HLIB) $(LIB)
+	$(CC) $(CFLAGS) -o $@ $(HARNESS_MAIN) $(HLIB) $(LIB) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(TEST_LIB_OBJ) $(HLIB) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(TEST_LIB_OBJ) $(HLIB) $(LIB) $(shell pkg-config --libs criterion 2>/dev/null) $(LDLIBS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
@@ -111,8 +120,7 @@ FORCE:
 $(SB_VERSION_H): FORCE
 	@mkdir -p $(@D)
 	@scripts/gen-version $@
-# (tests/test_report.c includes harness/meta.c itself)
-$(BUILD)/obj/harness/meta.o $(BUILD)/tests/test_report: $(SB_VERSION_H)
+$(BUILD)/obj/harness/record/result.o: $(SB_VERSION_H)
 CFLAGS += -I$(BUILD)/gen
 
 $(BUILD)/obj/%.cu.o: %.cu
@@ -135,8 +143,7 @@ paper:
 clean:
 	rm -rf $(BUILD)
 
--include $(LIB_OBJ:.o=.d) $(HARNESS_OBJ:.o=.d) $(TEST_LIB_OBJ:.o=.d)
-# the tests' own (several #include harness/*.c: a change there rebuilds them)
+-include $(LIB_OBJ:.o=.d) $(HARNESS_OBJ:.o=.d) $(HARNESS_MAIN:.o=.d) $(TEST_LIB_OBJ:.o=.d)
 -include $(TESTS:=.d)
 
 # The peers we compare against, built only on request: OpenMPI's MPI_Allreduce alone, and PyTorch
@@ -170,7 +177,7 @@ FUZZ_SAN += '-D__builtin_cpu_supports(f)=0'
 FUZZ_CFLAGS = -std=c11 -O1 -g -Wall -Wextra -Werror -D_GNU_SOURCE -I. $(shell pkg-config --cflags $(PKGS) 2>/dev/null) \
               -pthread $(FUZZ_SAN) -MMD -MP
 FUZZ_LDLIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm -lrt
-FUZZ_LIB_C := $(filter-out %_cuda.c mpi/%,$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))) harness/jsonl.c
+FUZZ_LIB_C := $(filter-out %_cuda.c mpi/%,$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))) harness/record/jsonl.c
 FUZZ_LIB := $(FUZZ_BUILD)/libsyncbench-fuzz.a
 FUZZ_OK = $(shell printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' | \
             $(FUZZ_CC) -fsanitize=fuzzer -x c - -o /dev/null >/dev/null 2>&1 && echo 1)

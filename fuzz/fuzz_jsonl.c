@@ -2,7 +2,7 @@
  * input as one line (from an exactly sized buffer, so a read past its end is caught), then
  * h_jread_files on the input as a whole file; what is accepted must hold the invariants of h_jobj_t. */
 #include "fuzz/fuzz.h"
-#include "harness/jsonl.h"
+#include "harness/record/jsonl.h"
 #include "core/err.h"
 #include <math.h>
 

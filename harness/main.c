@@ -1,17 +1,19 @@
-/* main.c: the harness program: parses the command line (opts.c), then either drives launches (with
- * --procs, --gpus or --nnodes: drive.c) or, inside a rank (started by our launcher, torchrun-style env,
+/* main.c: the harness program: parses the command line (cli/opts.c), then either drives launches (with
+ * --procs, --gpus or --nnodes: launch/drive.c) or, inside a rank (started by our launcher, torchrun-style env,
  * srun or mpirun), joins the job and runs the mode. The only place that turns the harness's err.h
  * codes into exit codes: 0 ok or help; 2 usage errors; 3 wrong bench results; 128 + signal when
  * interrupted; 1 any other failure, with "harness: <err_detail()>" on stderr. */
-#include "harness/harness.h"
-#include "harness/model_cluster.h"
+#include "harness/cli/modecfg.h"
+#include "harness/launch/drive.h"
+#include "harness/record/result.h"
+#include "harness/model/cluster.h"
 #include "trainer/workload.h"
-#include "harness/gemmbench.h"
-#include "harness/launch.h"
-#include "harness/model.h"
-#include "harness/report.h"
-#include "harness/explain.h"
-#include "harness/timeline.h"
+#include "harness/modes/gemm.h"
+#include "harness/launch/launch.h"
+#include "harness/model/host.h"
+#include "harness/report/report.h"
+#include "harness/modes/explain.h"
+#include "harness/record/timeline.h"
 #include "core/dev.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -106,15 +108,27 @@ static int s_rank_mode(h_opts_t *o, comm_t *comm)
 {
     char msg[1024];
     int wrong = 0;
-    int rc = h_timeline_begin(o, comm); /* --timeline: every rank records, rank 0 writes the file at the end */
+    h_timeline_cfg_t tl;
+    h_timeline_cfg_of(o, &tl);
+    int rc = h_timeline_begin(&tl, comm); /* --timeline: every rank records, rank 0 writes the file at the end */
     if (rc < 0) {}
-    else if (!strcmp(o->mode, "bench")) rc = h_bench(o, comm, &wrong);
-    else if (!strcmp(o->mode, "model")) rc = h_model(o, comm, o->nmeasured, o->measured);
-    else rc = h_train(o, comm);
+    else if (!strcmp(o->mode, "bench")) {
+        h_bench_cfg_t c;
+        h_bench_cfg_of(o, &c);
+        rc = h_bench(&c, comm, &wrong);
+    } else if (!strcmp(o->mode, "model")) {
+        h_model_cfg_t c;
+        h_model_cfg_of(o, &c);
+        rc = h_model(&c, comm);
+    } else {
+        h_train_cfg_t c;
+        h_train_cfg_of(o, &c);
+        rc = h_train(&c, comm);
+    }
     if (rc < 0) return s_rank_fail(rc, "rank %d: %s failed: %s", comm->rank, o->mode, err_trace(rc, msg, sizeof msg));
     char wmsg[512];
     snprintf(wmsg, sizeof wmsg, "%s", wrong ? err_detail() : "");
-    if (h_timeline_end(o, comm) < 0 && rc == 0 && !wrong) {
+    if (h_timeline_end(&tl, comm) < 0 && rc == 0 && !wrong) {
         err_clear(); /* h_timeline_end said why */
         return ERR_IO;
     }
@@ -207,7 +221,9 @@ static int s_run(h_opts_t *o)
     int rounds = o->rounds > 0 ? o->rounds : 3;
     printf("# syncbench run: bench then train, engines %s; %d CPU ranks; %d round%s, the engines' order alternating; "
            "results in %s\n", names, o->procs, rounds, rounds == 1 ? "" : "s", o->json);
-    h_run_load_check(o, stdout);
+    h_run_cfg_t rc_cfg;
+    h_run_cfg_of(o, &rc_cfg);
+    h_run_load_check(&rc_cfg, stdout);
     fflush(stdout);
     const char *order[H_MAX_ENGINES];
     int n = o->nengines, a = 0, b = 0;
@@ -230,7 +246,7 @@ static int s_run(h_opts_t *o)
         fflush(stdout);
         h_report(1, files, NULL, "text");
         h_run_summary(o->json, stdout);
-        if (h_run_load_check(o, stdout)) printf("# (the warning above holds at the end of the run too)\n");
+        if (h_run_load_check(&rc_cfg, stdout)) printf("# (the warning above holds at the end of the run too)\n");
     }
     return a ? a : b;
 }
@@ -253,14 +269,24 @@ int main(int argc, char **argv)
     if (h_opts_check_mode(&o) < 0) return s_exit(ERR_INVAL, 2);
     if (s_check_writable("--json", o.json) < 0) return s_exit(ERR_INVAL, 2);
     if (!strcmp(o.mode, "report")) return s_report(&o);
-    if (!strcmp(o.mode, "explain")) return s_exit(h_explain(&o, stdout, NULL, NULL), 2);
+    if (!strcmp(o.mode, "explain")) {
+        h_explain_cfg_t c;
+        h_explain_cfg_of(&o, &c);
+        return s_exit(h_explain(&c, stdout, NULL, NULL), 2);
+    }
     if (!strcmp(o.mode, "gemm")) {
-        int rc = h_gemm_bench(&o);
+        h_gemm_cfg_t c;
+        h_gemm_cfg_of(&o, &c);
+        int rc = h_gemm_bench(&c);
         char m[512];
         if (rc < 0) fprintf(stderr, "harness: gemm: %s\n", err_trace(rc, m, sizeof m));
         return rc < 0 ? 1 : 0;
     }
-    if (!strcmp(o.mode, "model") && workload_is_known(o.model)) return s_exit(h_model_cluster(&o), 2);
+    if (!strcmp(o.mode, "model") && workload_is_known(o.model)) {
+        h_model_cluster_cfg_t c;
+        h_model_cluster_cfg_of(&o, &c);
+        return s_exit(h_model_cluster(&c), 2);
+    }
     if (!strcmp(o.mode, "model")) {
         /* one launch of the probe world (2 ranks by default), whatever --engine / --scaling say */
         if (!o.procs && !o.gpus && !o.nnodes) o.procs = 2;

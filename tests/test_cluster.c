@@ -10,8 +10,8 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "harness/cluster.c"
-#include "harness/clustermodel.c"
+#include "harness/emulate/cluster.h"
+#include "harness/model/cluster_cost.h"
 #include "tests/lib/ranks.h"
 
 Test(cluster, placement_of_workers_and_servers)

@@ -5,8 +5,9 @@
 #include <criterion/criterion.h>
 #include <math.h>
 
-#include "harness/costmodel.c"
-#include "harness/clustermodel.c"
+#include "allreduce-tree/tree.h"
+#include "harness/model/host_cost.h"
+#include "harness/model/cluster_cost.h"
 
 #define NEAR(a, b) (fabs((double)(a) - (double)(b)) <= 1e-9 * fmax(1e-12, fabs((double)(b))))
 

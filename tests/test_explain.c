@@ -10,8 +10,8 @@
 #include <unistd.h>
 #include "tests/lib/ranks.h"
 #include "tests/lib/tmpdir.h"
-#include "harness/jsonl.c"
-#include "harness/traffic.c"
+#include "harness/record/jsonl.h"
+#include "harness/record/traffic.h"
 
 static char g_harness[512];
 

@@ -8,7 +8,11 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "harness/netem.c"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "harness/launch/netem.h"
 
 Test(netem, parse)
 {
@@ -50,7 +54,7 @@ Test(netem, parse)
 static int s_ns_exists(const char *name)
 {
     char p[512];
-    snprintf(p, sizeof p, S_NETNS_DIR "/%s", name);
+    snprintf(p, sizeof p, H_NETNS_DIR "/%s", name);
     return access(p, F_OK) == 0;
 }
 
@@ -64,7 +68,7 @@ static double s_now(void)
 Test(netem, setup_shaping_cleanup, .timeout = 60)
 {
     if (geteuid() != 0) cr_skip_test("needs root (network namespaces, veth, tc)");
-    if (!s_have("ip") || !s_have("tc")) cr_skip_test("ip / tc (iproute2) not installed");
+    if (!h_netem_have("ip") || !h_netem_have("tc")) cr_skip_test("ip / tc (iproute2) not installed");
     h_netem_spec_t spec;
     char err[512];
     cr_assert_eq(h_netem_parse("bw=100mbit,queue=20ms,gso=off", &spec, err, sizeof err), 0);
@@ -75,7 +79,7 @@ Test(netem, setup_shaping_cleanup, .timeout = 60)
         snprintf(names[r], sizeof names[r], "%s", h_netem_ns(net, r));
         cr_assert(s_ns_exists(names[r]), "%s missing", names[r]);
     }
-    snprintf(names[3], sizeof names[3], "%s", net->brns);
+    snprintf(names[3], sizeof names[3], "%s", h_netem_bridge_ns(net));
     cr_assert(s_ns_exists(names[3]));
     cr_assert_str_eq(h_netem_addr(net, 0), "10.231.0.1");
     cr_assert_str_eq(h_netem_addr(net, 2), "10.231.0.3");
@@ -173,7 +177,7 @@ static void s_ns_cc_of(h_netem_t *net, int rank, char *out, size_t len)
 Test(netem, congestion_control_pinned, .timeout = 60)
 {
     if (geteuid() != 0) cr_skip_test("needs root (network namespaces, veth, tc)");
-    if (!s_have("ip") || !s_have("tc")) cr_skip_test("ip / tc (iproute2) not installed");
+    if (!h_netem_have("ip") || !h_netem_have("tc")) cr_skip_test("ip / tc (iproute2) not installed");
     FILE *f = fopen("/proc/sys/net/ipv4/tcp_available_congestion_control", "r");
     char avail[256] = "";
     if (f) {
@@ -200,7 +204,7 @@ Test(netem, congestion_control_pinned, .timeout = 60)
     cr_assert_str_eq(got, H_NETEM_CC_DEFAULT);
     cr_assert_str_eq(h_netem_cc(net), H_NETEM_CC_DEFAULT);
     char br[64];
-    snprintf(br, sizeof br, "%s", net->brns);
+    snprintf(br, sizeof br, "%s", h_netem_bridge_ns(net));
     h_netem_destroy(&net);
     cr_assert(!s_ns_exists(br));
     cr_assert_eq(h_netem_parse("bw=100mbit,cc=nosuchcc", &spec, err, sizeof err), 0);
@@ -212,7 +216,7 @@ Test(netem, congestion_control_pinned, .timeout = 60)
 Test(netem, per_node_groups, .timeout = 30)
 {
     if (geteuid() != 0) cr_skip_test("needs root (network namespaces, veth, tc)");
-    if (!s_have("ip") || !s_have("tc")) cr_skip_test("ip / tc (iproute2) not installed");
+    if (!h_netem_have("ip") || !h_netem_have("tc")) cr_skip_test("ip / tc (iproute2) not installed");
     h_netem_spec_t spec;
     char err[512];
     cr_assert_eq(h_netem_parse("bw=1gbit,per=node,nodes=2", &spec, err, sizeof err), 0);

@@ -12,15 +12,14 @@
 #include <sys/wait.h>
 
 /* the harness is a program, not a library: compile the files under test into this test */
-#include "harness/jsonl.c"
-#include "harness/meta.c"
-#include "harness/plot.c"
-#include "harness/report.c"
-#include "harness/report_fmt.c"
-#include "harness/report_ceil.c"
-#include "harness/engines.c"
-#include "harness/stats.c"
-#include "harness/traffic.c"
+#include "core/err.h"
+#include "harness/record/jsonl.h"
+#include "harness/record/result.h"
+#include "harness/report/plot.h"
+#include "harness/report/report.h"
+#include "harness/registry/engines.h"
+#include "harness/record/stats.h"
+#include "harness/record/traffic.h"
 
 static int s_parse(const char *line, h_jobj_t *o, char *err, size_t errlen)
 {
@@ -224,7 +223,7 @@ Test(report, tables_and_malformed_lines, .timeout = 60)
 
 Test(report, figures, .timeout = 120)
 {
-    if (!s_gnuplot()) cr_skip_test("gnuplot is not installed (apt-get install gnuplot-nox)");
+    if (!h_plot_gnuplot()) cr_skip_test("gnuplot is not installed (apt-get install gnuplot-nox)");
     char path[512], dir[] = "/tmp/sb-report-XXXXXX";
     s_sample(path, sizeof path);
     cr_assert(mkdtemp(dir));
@@ -246,7 +245,7 @@ Test(report, figures, .timeout = 120)
 /* A results path holding a quote and a gnuplot system() payload: refused, and nothing runs. */
 Test(report, quoted_path_runs_nothing, .timeout = 60)
 {
-    if (!s_gnuplot()) cr_skip_test("gnuplot is not installed (apt-get install gnuplot-nox)");
+    if (!h_plot_gnuplot()) cr_skip_test("gnuplot is not installed (apt-get install gnuplot-nox)");
     char src[512], top[] = "/tmp/sb-report-q-XXXXXX", dir[1024], path[1200], mark[1100], cmd[3000];
     s_sample(src, sizeof src);
     cr_assert(mkdtemp(top));
@@ -469,12 +468,12 @@ Test(report, traffic_and_memory, .timeout = 120)
     fclose(f);
     static char out[65536], err[65536];
     char *files[] = {path};
-    int rc = s_report_capture(1, files, s_gnuplot() ? dir : NULL, out, sizeof out, err, sizeof err);
+    int rc = s_report_capture(1, files, h_plot_gnuplot() ? dir : NULL, out, sizeof out, err, sizeof err);
     cr_assert_eq(rc, 0, "rc %d\n%s\n%s", rc, out, err);
     cr_assert(strstr(out, "# traffic:"), "%s", out);
     /* the server carries 3 x 20 bytes of 4 ranks' 120: max rank / mean rank = 60 / 30 = 2 */
     cr_assert(strstr(out, "2.00"), "%s", out);
-    if (s_gnuplot()) {
+    if (h_plot_gnuplot()) {
         cr_assert(s_nonempty(dir, "traffic_0.png") && s_nonempty(dir, "traffic_1.svg"), "%s", out);
         char mem[700], buf[4096];
         snprintf(mem, sizeof mem, "%s/train_memory.dat", dir);

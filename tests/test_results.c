@@ -11,15 +11,14 @@
 #include "tests/lib/ranks.h"
 
 /* the harness is a program, not a library: compile the files under test into this test */
-#include "harness/jsonl.c"
-#include "harness/meta.c"
-#include "harness/plot.c"
-#include "harness/report.c"
-#include "harness/report_fmt.c"
-#include "harness/report_ceil.c"
-#include "harness/engines.c"
-#include "harness/stats.c"
-#include "harness/traffic.c"
+#include "core/err.h"
+#include "harness/record/jsonl.h"
+#include "harness/record/result.h"
+#include "harness/report/plot.h"
+#include "harness/report/report.h"
+#include "harness/registry/engines.h"
+#include "harness/record/stats.h"
+#include "harness/record/traffic.h"
 
 Test(results, engine_label_one_name)
 {
@@ -60,7 +59,7 @@ Test(results, round_trip_no_length_limit)
     char *argv[] = {"harness", "bench", "--json", big, "say \"hi\"\n\xc3\xa9", NULL};
     h_meta_t m;
     h_meta_fill(&m, 5, argv);
-    h_opts_t o = {.json = path, .label = "run \"1\""};
+    h_out_t o = {.json = path, .label = "run \"1\""};
     json_t *body = json_pack("{s:s, s:i, s:f, s:o}", "engine", "ring", "world", 2, "busbw_gbs", 0.1,
                              "traffic_bytes", h_jarr_u64((uint64_t[]){1, 2, 3, 18446744073709551ull}, 4));
     cr_assert_eq(h_result_write(&o, &m, "bench", body), 0, "%s", err_detail());
@@ -90,7 +89,7 @@ Test(results, unwritable_results_fail_whole)
     h_meta_t m;
     char *argv[] = {"harness", NULL};
     h_meta_fill(&m, 1, argv);
-    h_opts_t o = {.json = "/nonexistent-dir/r.jsonl"};
+    h_out_t o = {.json = "/nonexistent-dir/r.jsonl"};
     cr_expect_eq(h_result_write(&o, &m, "bench", json_pack("{s:i}", "world", 2)), ERR_IO);
     cr_expect(strstr(err_detail(), "/nonexistent-dir/r.jsonl"), "%s", err_detail());
     cr_expect_eq(h_result_write(&o, &m, "bench", NULL), ERR_NOMEM); /* a body that could not be built */

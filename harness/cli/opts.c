@@ -1,0 +1,381 @@
+/* opts.c: the harness command line: one table of options (name, argument kind, where the value goes,
+ * help text) from which getopt_long's option array, the parser and `harness --help` are all made;
+ * each engine's own options are added from the engine table (engines.c). */
+#include "harness/cli/opts_int.h"
+#include "harness/launch/peers.h"
+#include "core/err.h"
+#include "trainer/workload.h"
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#define S_NOPTS h_opt_count
+#define S_ENGOPT 1024 /* getopt value S_ENGOPT + k: engine option k (h_engine_opt); table entry i is 256 + i */
+
+static void s_usage_aliases(FILE *f);
+
+void h_opts_usage(FILE *f)
+{
+    fprintf(f,
+"usage: harness [MODE] [options]\n"
+"\n"
+"Modes:\n"
+"  train (default)   train the same model with each engine; throughput, step times, memory balance\n"
+"  bench             the collective alone, nccl-tests style (size, count, algbw, busbw, #wrong)\n"
+"  run               the default CPU comparison: bench + train, every engine, 4 ranks\n"
+"  gemm              the bare BLAS GEMMs of one training step (the trainer's compute ceiling)\n"
+"  selftest          launcher self-test (SYNCBENCH_SELFTEST_FAIL/HANG/SLEEP_MS)\n"
+"  report FILE...    engines side by side from results files, plus PNG/SVG plots (--plots DIR)\n"
+"  model [FILE...]   fit alpha/beta/gamma on this setup (2 ranks), predict each engine beside the\n"
+"                    measured results in FILE... (or --measured FILE), extrapolate to P = 1024\n"
+"  explain           an engine's allreduce schedule step by step for a small world (--engine ring|tree|ps,\n"
+"                    --procs N, --servers S, --sizes BYTES; --plots DIR: an SVG per step) and its bytes per link\n");
+    for (size_t i = 0; i < S_NOPTS; i++) {
+        if (h_opt_table[i].help_fn) h_opt_table[i].help_fn(f);
+        else if (h_opt_table[i].help) fputs(h_opt_table[i].help, f);
+    }
+    s_usage_aliases(f);
+    fprintf(f, "\n  -h, --help            this text (harness MODE --help: that mode's options and defaults)\n"
+               "  --version             the git sha this binary was built from\n");
+}
+
+/* Other tools' spellings of the table's options: torchrun (--nproc-per-node, --node_rank, ...), nccl-tests'
+ * long forms (--minbytes, --stepfactor, ...) and their short options (-b -e -f -n -w -c -d -o, -h); mpirun's
+ * -np N is read as --procs N (h_opts_parse). An alias takes its option's getopt value, so the two never
+ * make a prefix ambiguous. */
+static const struct { const char *alias, *name; } s_aliases[] = {
+    {"nproc-per-node", "procs"}, {"nproc_per_node", "procs"}, {"node_rank", "node-rank"},
+    {"master_addr", "master-addr"}, {"master_port", "master-port"}, {"stepfactor", "factor"},
+    {"warmup_iters", "warmup"}, {"datatype", "dtype"},
+};
+#define S_NALIASES (sizeof s_aliases / sizeof s_aliases[0])
+static const struct { char c; const char *name; } s_shorts[] = {
+    {'b', "minbytes"}, {'e', "maxbytes"}, {'f', "factor"}, {'n', "iters"}, {'w', "warmup"},
+    {'c', "check"},    {'d', "dtype"},    {'o', "op"},     {'h', "help"},
+};
+#define S_NSHORTS (sizeof s_shorts / sizeof s_shorts[0])
+#define S_SHORTOPTS ":b:e:f:n:w:c:d:o:h"
+
+static int s_index_of(const char *name)
+{
+    for (size_t i = 0; i < S_NOPTS; i++)
+        if (h_opt_table[i].name && !strcmp(h_opt_table[i].name, name)) return (int)i;
+    return -1;
+}
+
+/* the table's options, their aliases, then every engine's own options (S_ENGOPT + k), NULL-terminated */
+static const struct option *s_longopts(void)
+{
+    static struct option all[H_OPT_MAX + S_NALIASES + 64];
+    size_t n = 0;
+    for (size_t i = 0; i < S_NOPTS; i++)
+        if (h_opt_table[i].name) {
+            int has_arg = h_opt_table[i].kind != K_FLAG && h_opt_table[i].kind != K_NONE && h_opt_table[i].kind != K_HELP;
+            all[n++] = (struct option){h_opt_table[i].name, has_arg, 0, 256 + (int)i};
+        }
+    for (size_t a = 0; a < S_NALIASES; a++) {
+        int i = s_index_of(s_aliases[a].name);
+        if (i >= 0) all[n++] = (struct option){s_aliases[a].alias, 1, 0, 256 + i};
+    }
+    const engine_opt_t *eo;
+    for (int k = 0; (eo = h_engine_opt(k, NULL)) && n + 1 < sizeof all / sizeof all[0]; k++)
+        all[n++] = (struct option){eo->name, eo->has_value ? 1 : 0, 0, S_ENGOPT + k};
+    all[n] = (struct option){0, 0, 0, 0};
+    return all;
+}
+
+/* getopt_long's '?' for the long option arg ("--warm" or "--warm=3"): ambiguous (naming the options it
+ * could be) or unknown. */
+static int s_bad_long(const char *arg)
+{
+    char name[128];
+    snprintf(name, sizeof name, "%s", arg + 2);
+    name[strcspn(name, "=")] = '\0';
+    size_t len = strlen(name);
+    char cands[512] = "";
+    size_t off = 0;
+    int n = 0, vals[16];
+    for (const struct option *lo = s_longopts(); lo->name && len; lo++) {
+        if (strncmp(lo->name, name, len)) continue;
+        int seen = 0;
+        for (int j = 0; j < n && j < 16; j++) seen |= vals[j] == lo->val;
+        if (seen) continue;
+        if (n < 16) vals[n] = lo->val;
+        n++;
+        if (off < sizeof cands)
+            off += (size_t)snprintf(cands + off, sizeof cands - off, "%s--%s", off ? ", " : "", lo->name);
+    }
+    if (n > 1) return err_set(ERR_INVAL, "--%s is ambiguous: %s", name, cands);
+    return err_set(ERR_INVAL, "unknown option '--%s'; see harness --help", name);
+}
+
+static void s_usage_aliases(FILE *f)
+{
+    fprintf(f, "\nOther tools' spellings (torchrun, nccl-tests, mpirun):\n  ");
+    for (size_t a = 0; a < S_NALIASES; a++) fprintf(f, "--%s = --%s%s", s_aliases[a].alias, s_aliases[a].name,
+                                                    a % 3 == 2 || a + 1 == S_NALIASES ? "\n  " : ", ");
+    for (size_t k = 0; k < S_NSHORTS; k++) fprintf(f, "-%c = --%s%s", s_shorts[k].c, s_shorts[k].name, k % 5 == 4 ? "\n  " : ", ");
+    fprintf(f, "-np N = --procs N; -d also takes float|half|bfloat16\n");
+}
+
+
+static void s_defaults(h_opts_t *o, int argc, char **argv);
+
+/* Whether option d concerns the mode in key (" MODE "): its own modes when it names them, else its
+ * section's (sec). */
+static int s_concerns(const h_opt_t *d, const char *sec, const char *key)
+{
+    const char *m = d->kind != K_SECTION && d->modes ? d->modes : sec;
+    return m && strstr(m, key) != NULL;
+}
+
+void h_opts_usage_mode(FILE *f, const char *mode)
+{
+    char key[32];
+    snprintf(key, sizeof key, " %s ", mode);
+    h_opts_t o;
+    s_defaults(&o, 0, NULL);
+    fprintf(f, "usage: harness %s [options]   (every mode and option: harness --help)\n", mode);
+    const char *sec = NULL;
+    for (size_t i = 0; i < S_NOPTS; i++) {
+        if (h_opt_table[i].kind == K_SECTION) sec = h_opt_table[i].modes;
+        if (!s_concerns(&h_opt_table[i], sec, key)) continue;
+        if (h_opt_table[i].help_fn) h_opt_table[i].help_fn(f);
+        else if (h_opt_table[i].help) fputs(h_opt_table[i].help, f);
+    }
+    fprintf(f, "\nDefaults of `harness %s`%s:\n", mode, !strcmp(mode, "run") ? " (run: every engine, --procs 4)" : "");
+    size_t col = 0;
+    sec = NULL;
+    for (size_t i = 0; i < S_NOPTS; i++) {
+        if (h_opt_table[i].kind == K_SECTION) sec = h_opt_table[i].modes;
+        if (h_opt_table[i].kind == K_HELP) break; /* the driver's own options follow */
+        if (!s_concerns(&h_opt_table[i], sec, key) || !h_opt_table[i].name || h_opt_no_default(&h_opt_table[i])) continue;
+        int same = 0; /* --tree-impl, --ring-impl: --impl's */
+        for (size_t j = 0; j < i; j++) same |= h_opt_table[j].name && h_opt_table[j].off == h_opt_table[i].off && h_opt_table[j].kind == h_opt_table[i].kind;
+        if (same) continue;
+        char v[64], item[128];
+        h_opt_default_of(&o, &h_opt_table[i], v, sizeof v);
+        int n = snprintf(item, sizeof item, "--%s %s", h_opt_table[i].name, v);
+        if (col && col + (size_t)n + 3 > 100) fputc('\n', f), col = 0;
+        fprintf(f, "%s%s", col ? "   " : "  ", item);
+        col += (size_t)n + 3;
+    }
+    fprintf(f, "\n(-: unset)\n");
+    if (strstr(" train bench run ", key)) s_usage_aliases(f);
+}
+
+int h_opts_given(const h_opts_t *o, const char *name)
+{
+    int i = s_index_of(name);
+    return i >= 0 && (size_t)i < 64 * sizeof o->given / sizeof o->given[0] && (o->given[i / 64] >> (i % 64) & 1);
+}
+
+int h_opts_check_mode(const h_opts_t *o)
+{
+    if (h_opts_given(o, "scaling") && h_opts_given(o, "procs"))
+        return err_set(ERR_INVAL, "--scaling sets the world sizes: --procs would be ignored; give one of them "
+                       "(e.g. --scaling 1,2,4 alone)");
+    if (!strcmp(o->mode, "run") && h_opts_given(o, "scaling"))
+        return err_set(ERR_INVAL, "run is one world of --procs ranks (default 4): --scaling is for bench or train");
+    char key[32];
+    snprintf(key, sizeof key, " %s ", o->mode);
+    const char *sec = NULL;
+    for (size_t i = 0; i < S_NOPTS; i++) {
+        if (h_opt_table[i].kind == K_SECTION) sec = h_opt_table[i].modes;
+        if (h_opt_table[i].kind == K_HELP) break;
+        int unused = (h_opt_table[i].modes || sec) && !s_concerns(&h_opt_table[i], sec, key);
+        /* model (the probe): one launch of the default engine, whatever --engine and --scaling say */
+        if (!strcmp(o->mode, "model") && !workload_is_known(o->model) &&
+            (!strcmp(h_opt_table[i].name ? h_opt_table[i].name : "", "engine") || !strcmp(h_opt_table[i].name ? h_opt_table[i].name : "", "scaling")))
+            unused = 1;
+        if (h_opt_table[i].off == F(model) && h_opt_table[i].kind == K_STR && workload_is_known(o->model) &&
+            strstr(" train model bench run gemm ", key))
+            unused = 0; /* the emulated cluster's model: bench on its machines too */
+        if (unused && h_opt_table[i].name && h_opts_given(o, h_opt_table[i].name) && !o->quiet)
+            fprintf(stderr, "harness: warning: --%s does nothing in %s mode (ignored); see harness %s --help\n",
+                    h_opt_table[i].name, o->mode, o->mode);
+    }
+    return 0;
+}
+
+/* whether v is one of the '|'-separated words of choices */
+static int h_opt_is_choice(const char *choices, const char *v)
+{
+    size_t n = strlen(v);
+    for (const char *p = choices; p; p = strchr(p, '|') ? strchr(p, '|') + 1 : NULL)
+        if (!strncmp(p, v, n) && (p[n] == '|' || p[n] == '\0')) return 1;
+    return 0;
+}
+
+/* Apply table entry d to its value v (NULL for flags). */
+static int s_apply(h_opts_t *o, const h_opt_t *d, const char *v)
+{
+    size_t i = (size_t)(d - h_opt_table);
+    if (i < 64 * sizeof o->given / sizeof o->given[0]) o->given[i / 64] |= 1ull << (i % 64);
+    char *at = (char *)o + d->off;
+    char flag[64];
+    snprintf(flag, sizeof flag, "--%s", d->name);
+    switch (d->kind) {
+    case K_FLAG: *(int *)at = 1; return 0;
+    case K_STR: *(const char **)at = v; return 0;
+    case K_INT: return h_opt_parse_int(v, d->lo, d->hi, (int *)at) ? h_opt_bad(flag, v, d->want) : 0;
+    case K_CHOICE:
+        if (!h_opt_is_choice(d->arg, v)) return h_opt_bad(flag, v, d->want);
+        *(const char **)at = v;
+        return 0;
+    case K_FN: return d->fn(o, d, v);
+    case K_HELP: *(strcmp(d->name, "version") ? &o->help : &o->version) = 1; return 0;
+    default: return 0;
+    }
+}
+
+static void s_defaults(h_opts_t *o, int argc, char **argv)
+{
+    memset(o, 0, sizeof *o);
+    o->mode = "train";
+    o->engines[0] = h_engine_at(0)->name;
+    o->nengines = 1;
+    o->timeout_s = 60;
+    o->size_min = 4096;
+    o->size_max = 64u << 20;
+    o->factor = 2;
+    o->iters = 20;
+    o->warmup = 5;
+    o->dtype = DT_F32;
+    o->op = OP_SUM;
+    o->check = 1;
+    o->model = "mlp:784-1024-1024-10";
+    o->data = "synthetic";
+    o->batch = 256;
+    o->steps = 50;
+    o->warmup_steps = 5;
+    o->optim = "sgd";
+    o->grad_dtype = DT_F32;
+    o->bucket_mb = 25;
+    o->check_every = 100;
+    o->seed = 42;
+    o->dilate = 1;
+    o->bind = "auto";
+    o->transport = "auto";
+    o->argc = argc;
+    o->argv = argv;
+}
+
+/* The emulated cluster's options go together (a real --model; --nodes instead of --procs or --gpus);
+ * fills the nodes / gpus_per_node defaults. 0 or ERR_INVAL (err_detail says why). */
+static int h_opts_check_cluster(h_opts_t *o)
+{
+    int emulated = workload_is_known(o->model);
+    /* bench places its ranks on machines too (a collective's cost with G ranks behind each NIC) */
+    int bench_machines = !emulated && o->mode && !strcmp(o->mode, "bench") && o->net && !o->emu_device && !o->shrink &&
+                         o->dilate == 1;
+    if (bench_machines && (o->nodes || o->gpus_per_node || o->server_nodes)) {
+        if (o->gpus || o->procs) return err_set(ERR_INVAL, "--nodes N --gpus-per-node G place the bench's ranks: not with --procs or --gpus");
+        if (o->server_nodes && !o->nodes) return err_set(ERR_INVAL, "--server-nodes needs --nodes");
+        if (!o->nodes) o->nodes = 1;
+        if (!o->gpus_per_node) o->gpus_per_node = 1;
+        return 0;
+    }
+    if (!emulated && (o->emu_device || o->nodes || o->gpus_per_node || o->server_nodes || o->shrink || o->dilate != 1))
+        return err_set(ERR_INVAL, "--device, --nodes, --gpus-per-node, --server-nodes, --shrink and --dilate emulate a "
+                       "real model: give --model %s", workload_names());
+    if (!emulated) return 0;
+    if (o->gpus) return err_set(ERR_INVAL, "--model %s is emulated: it runs on CPU ranks (--nodes/--procs), not --gpus", o->model);
+    if (o->nodes && o->procs)
+        return err_set(ERR_INVAL, "--nodes N --gpus-per-node G and --procs are exclusive (world = N x G)");
+    if (o->server_nodes && !o->nodes) return err_set(ERR_INVAL, "--server-nodes needs --nodes");
+    if (o->gpus_per_node && !o->nodes) o->nodes = 1;
+    if (o->nodes && !o->gpus_per_node) o->gpus_per_node = 1;
+    if (o->net && !o->nodes && !o->procs) return err_set(ERR_INVAL, "--net with an emulated model needs --nodes N --gpus-per-node G");
+    return 0;
+}
+
+
+/* After the options: positional arguments and the checks across options. */
+static int s_finish(h_opts_t *o, int argc, char **argv, int next)
+{
+    if (next < argc) {
+        o->pos = argv + next;
+        o->npos = argc - next;
+        if (strcmp(o->mode, "report") && strcmp(o->mode, "model"))
+            return err_set(ERR_INVAL, "unexpected argument '%s'; see harness --help", argv[next]);
+        /* results files; --measured files come after them */
+        for (int i = 0; i < o->npos && o->nmeasured < H_MAX_FILES; i++) o->measured[o->nmeasured++] = o->pos[i];
+    }
+    if (o->master_addr || o->master_port) {
+        static char master[300];
+        int port;
+        if (o->master) return err_set(ERR_INVAL, "--master HOST:PORT and --master-addr/--master-port are two spellings: give one");
+        if (!o->master_addr) return err_set(ERR_INVAL, "--master-port needs --master-addr (the address of node 0)");
+        if (o->master_port && h_opt_parse_int(o->master_port, 1, 65535, &port))
+            return h_opt_bad("--master-port", o->master_port, "a port in [1, 65535]");
+        snprintf(master, sizeof master, "%s:%s", o->master_addr, o->master_port ? o->master_port : "29500");
+        o->master = master;
+    }
+    if (o->size_min > o->size_max)
+        return err_set(ERR_INVAL, "the smallest size (%zu bytes, --sizes or -b) is above the largest (%zu, -e)", o->size_min,
+                       o->size_max);
+    if (o->ranks_per_gpu && !o->gpus) return err_set(ERR_INVAL, "--ranks-per-gpu needs --gpus N");
+    if (o->gpus && o->procs)
+        return err_set(ERR_INVAL, "--gpus and --procs are exclusive (one rank per GPU, or N CPU ranks)");
+    if ((o->nnodes > 1 || o->node_rank) && !o->master)
+        return err_set(ERR_INVAL, "--nnodes needs --master HOST:PORT (the address of node 0)");
+    if (o->nnodes && o->node_rank >= o->nnodes)
+        return err_set(ERR_INVAL, "--node-rank %d must be < --nnodes %d", o->node_rank, o->nnodes);
+    CHECK(h_opts_check_cluster(o));
+    return h_engine_opts_check(o->eopts) < 0 ? ERR_INVAL : 0; /* the engine's detail stays */
+}
+
+int h_opts_parse(h_opts_t *o, int argc, char **argv)
+{
+    s_defaults(o, argc, argv);
+    if (h_engine_opts_init(o->eopts) < 0) return err_set(ERR_NOMEM, "out of memory");
+    int first = 1;
+    if (argc > 1 && argv[1][0] != '-') {
+        o->mode = argv[1];
+        first = 2;
+    }
+    /* a rank's command line: the user's, then --as-rank and what the driver chose for this launch;
+     * result metadata records the user's part */
+    for (int i = first; i < argc; i++)
+        if (!strcmp(argv[i], "--as-rank")) {
+            o->argc = i;
+            break;
+        }
+    if (!h_opt_known_mode(o->mode))
+        return err_set(ERR_INVAL, "unknown mode '%s' (train, bench, run, selftest, report, model, gemm, explain); see harness --help",
+                       o->mode);
+    /* mpirun's -np N: --procs N */
+    for (int i = first; i < o->argc; i++)
+        if (!strcmp(argv[i], "-np")) argv[i] = "--procs";
+    optind = first;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, S_SHORTOPTS, s_longopts(), NULL)) != -1) {
+        const char *v = optarg;
+        for (size_t k = 0; k < S_NSHORTS; k++)
+            if (c == s_shorts[k].c) c = 256 + s_index_of(s_shorts[k].name);
+        if (c >= 256 && c < 256 + (int)S_NOPTS) {
+            int rc = s_apply(o, &h_opt_table[c - 256], v);
+            if (rc < 0 || o->help || o->version) return rc;
+        } else if (c >= S_ENGOPT && h_engine_opt(c - S_ENGOPT, NULL)) {
+            const engine_opt_t *eo = h_engine_opt(c - S_ENGOPT, NULL);
+            char flag[64];
+            snprintf(flag, sizeof flag, "--%s", eo->name);
+            if (h_engine_opt_set(o->eopts, c - S_ENGOPT, v) < 0) return h_opt_bad(flag, v ? v : "", eo->want ? eo->want : "a valid value");
+        } else if (c == ':') {
+            if (optopt && optopt < 256) return err_set(ERR_INVAL, "-%c needs a value", optopt);
+            return err_set(ERR_INVAL, "%s needs a value", argv[optind - 1]);
+        } else if (optopt) {
+            /* a short option: getopt is inside argv[optind] (or just past it) */
+            return err_set(ERR_INVAL, "unknown option '-%c'%s; see harness --help", optopt,
+                           optopt == 'p' ? " (mpirun's -np N is understood alone: -np 4)" : "");
+        } else {
+            return s_bad_long(argv[optind - 1]);
+        }
+    }
+    return s_finish(o, argc, argv, optind);
+}

@@ -1,0 +1,379 @@
+/* opts_table.c: the harness option table (name, argument kind, where the value goes, help text) and
+ * the value parsers it names; opts.c makes getopt_long's array, the parser and the help from it. */
+#include "harness/cli/opts_int.h"
+#include "harness/launch/netem.h"
+#include "harness/launch/peers.h"
+#include "core/err.h"
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------- value parsers ---------- */
+
+int h_opt_parse_size(const char *s, size_t *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || !isfinite(v) || v < 0) return -1;
+    double m = 1;
+    if (*end == 'K' || *end == 'k') m = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm') m = 1024.0 * 1024, end++;
+    else if (*end == 'G' || *end == 'g') m = 1024.0 * 1024 * 1024, end++;
+    if (*end == 'B' || *end == 'b') end++;
+    if (*end || v * m >= 0x1p62) return -1;
+    *out = (size_t)(v * m);
+    return 0;
+}
+
+int h_opt_parse_int(const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+int h_opt_bad(const char *flag, const char *val, const char *want)
+{
+    return err_set(ERR_INVAL, "bad value '%s' for %s: expected %s", val, flag, want);
+}
+
+/* The modes (first argument) */
+static const char *const s_modes[] = {"train", "bench", "run", "selftest", "report", "model", "gemm", "explain", NULL};
+int h_opt_known_mode(const char *m)
+{
+    for (int i = 0; s_modes[i]; i++)
+        if (!strcmp(m, s_modes[i])) return 1;
+    return 0;
+}
+
+/* ---------- the option table ---------- */
+
+#define SECTION(text, m) {.kind = K_SECTION, .help = text, .modes = m}
+#define FLAG(n, field, h) {.name = n, .kind = K_FLAG, .off = F(field), .help = h}
+#define STR(n, field, h) {.name = n, .kind = K_STR, .off = F(field), .help = h}
+#define INT(n, field, l, u, w, h) {.name = n, .kind = K_INT, .off = F(field), .lo = l, .hi = u, .want = w, .help = h}
+#define CHOICE(n, field, c, w, h) {.name = n, .kind = K_CHOICE, .off = F(field), .arg = c, .want = w, .help = h}
+#define FN(n, f, field, w, h) {.name = n, .kind = K_FN, .fn = f, .off = F(field), .want = w, .help = h}
+
+static int s_scaling(h_opts_t *o, const h_opt_t *d, const char *v)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", v);
+    o->nscaling = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (o->nscaling >= H_MAX_SCALING || h_opt_parse_int(t, 1, 1 << 20, &o->scaling[o->nscaling]) < 0)
+            return h_opt_bad("--scaling", v, d->want);
+        o->nscaling++;
+    }
+    return o->nscaling ? 0 : h_opt_bad("--scaling", v, d->want);
+}
+
+static int s_engine(h_opts_t *o, const h_opt_t *d, const char *v)
+{
+    static char engbuf[256];
+    (void)d;
+    snprintf(engbuf, sizeof engbuf, "%s", v);
+    o->nengines = 0;
+    for (char *save = NULL, *t = strtok_r(engbuf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (h_engine_unbuilt(t)) return err_set(ERR_INVAL, "--engine %s: %s", t, h_engine_unbuilt(t));
+        if (!h_engine_find(t)) return err_set(ERR_INVAL, "unknown engine '%s' (known: %s)", t, h_engine_names());
+        if (o->nengines >= H_MAX_ENGINES) return h_opt_bad("--engine", v, "at most 8 engines");
+        o->engines[o->nengines++] = t;
+    }
+    return o->nengines ? 0 : h_opt_bad("--engine", v, h_engine_names());
+}
+
+static int s_seg(h_opts_t *o, const h_opt_t *d, const char *v)
+{
+    int kb;
+    if (h_opt_parse_int(v, 1, 1 << 20, &kb)) return h_opt_bad("--seg-kb", v, d->want);
+    o->seg_bytes = (size_t)kb * 1024;
+    return 0;
+}
+
+static int s_sizes(h_opts_t *o, const h_opt_t *d, const char *v)
+{
+    char b[128];
+    snprintf(b, sizeof b, "%s", v);
+    char *colon = strchr(b, ':');
+    if (colon) *colon = '\0';
+    if (h_opt_parse_size(b, &o->size_min) || (colon ? h_opt_parse_size(colon + 1, &o->size_max) : (o->size_max = o->size_min, 0)) ||
+        o->size_min > o->size_max || o->size_min == 0)
+        return h_opt_bad("--sizes", v, d->want);
+    return 0;
+}
+
+/* --size B: one size, as --sizes B:B */
+static int s_size(h_opts_t *o, const h_opt_t *d, const char *v)
+{
+    size_t x;
+    if (h_opt_parse_size(v, &x) || x == 0) return h_opt_bad("--size", v, d->want);
+    o->size_min = o->size_max = x;
+    return 0;
+}
+
+/* nccl-tests' -b/--minbytes and -e/--maxbytes: one end of --sizes (MIN <= MAX is checked at the end) */
+static int s_bytes(h_opts_t *o, const h_opt_t *d, const char *v)
+{
+    size_t *p = (size_t *)((char *)o + d->off), x;
+    char flag[64];
+    snprintf(flag, sizeof flag, "--%s", d->name);
+    if (h_opt_parse_size(v, &x) || x == 0) return h_opt_bad(flag, v, d->want);
+    *p = x;
+    return 0;
+}
+
+/* a double > 1 (--factor) or > 0 (--bucket-mb) */
+static int s_double(h_opts_t *o, const h_opt_t *d, const char *v)
+{
+    char *e;
+    double *p = (double *)((char *)o + d->off), x = strtod(v, &e);
+    *p = x;
+    int over_one = d->off == F(factor);
+    if (*e || e == v || !isfinite(x) || (over_one ? x <= 1.0 : x <= 0)) {
+        char flag[64];
+        snprintf(flag, sizeof flag, "--%s", d->name);
+        return h_opt_bad(flag, v, d->want);
+    }
+    return 0;
+}
+
+/* --shrink S|auto (auto: 0) and --dilate K: factors >= 1 */
+static int s_factor(h_opts_t *o, const h_opt_t *d, const char *v)
+{
+    double *p = (double *)((char *)o + d->off);
+    char flag[64];
+    snprintf(flag, sizeof flag, "--%s", d->name);
+    if (d->off == F(shrink) && !strcmp(v, "auto")) {
+        *p = 0;
+        return 0;
+    }
+    char *e;
+    double x = strtod(v, &e);
+    if (*e || e == v || !(x >= 1) || x > 1e6) return h_opt_bad(flag, v, d->want);
+    *p = x;
+    return 0;
+}
+
+static int s_dtype(h_opts_t *o, const h_opt_t *d, const char *v)
+{
+    char flag[64];
+    snprintf(flag, sizeof flag, "--%s", d->name);
+    /* nccl-tests' spellings (-d float|half|bfloat16) too */
+    const char *t = !strcmp(v, "float") || !strcmp(v, "float32") ? "f32" : !strcmp(v, "half") || !strcmp(v, "float16") ? "f16"
+                  : !strcmp(v, "bfloat16") ? "bf16" : v;
+    return dt_parse(t, (dtype_t *)((char *)o + d->off)) ? h_opt_bad(flag, v, d->want) : 0;
+}
+
+static int s_op(h_opts_t *o, const h_opt_t *d, const char *v)
+{
+    return op_parse(v, &o->op) ? h_opt_bad("--op", v, d->want) : 0;
+}
+
+static int s_seed(h_opts_t *o, const h_opt_t *d, const char *v)
+{
+    char *e;
+    o->seed = strtoull(v, &e, 10);
+    return *e ? h_opt_bad("--seed", v, d->want) : 0;
+}
+
+static int s_measured(h_opts_t *o, const h_opt_t *d, const char *v)
+{
+    if (o->nmeasured >= H_MAX_FILES) return h_opt_bad("--measured", v, d->want);
+    o->measured[o->nmeasured++] = (char *)v;
+    return 0;
+}
+
+static int s_mode(h_opts_t *o, const h_opt_t *d, const char *v)
+{
+    if (!h_opt_known_mode(v)) return h_opt_bad("--mode", v, d->want);
+    o->mode = v;
+    return 0;
+}
+
+static void s_help_engine(FILE *f)
+{
+    fprintf(f, "  --engine LIST         comma list of: %s (default %s)\n", h_engine_names(), h_engine_at(0)->name);
+}
+
+/* --impl NAME and each engine's own options, from the engine table */
+static void s_help_impl(FILE *f)
+{
+    char impls[256] = "";
+    size_t off = 0;
+    for (int i = 0; i < h_engine_count() && off < sizeof impls; i++)
+        if (h_engine_at(i)->impls)
+            off += (size_t)snprintf(impls + off, sizeof impls - off, "%s%s: %s", off ? "; " : "", h_engine_at(i)->name,
+                                    h_engine_at(i)->impls);
+    fprintf(f, "  %-20s  engine implementation (%s)\n", "--impl NAME", impls);
+    const engine_opt_t *eo;
+    for (int k = 0; (eo = h_engine_opt(k, NULL)); k++) {
+        char flag[64];
+        snprintf(flag, sizeof flag, "--%s%s%s", eo->name, eo->metavar ? " " : "", eo->metavar ? eo->metavar : "");
+        fprintf(f, "  %-20s  %s\n", flag, eo->help);
+    }
+}
+
+const h_opt_t h_opt_table[] = {
+    SECTION("\nRanks:\n", " train bench run model selftest gemm explain "),
+    INT("procs", procs, 1, 4096, "a rank count >= 1",
+        "  --procs N             start N local CPU worker ranks (plus --servers for ps)\n"),
+    INT("gpus", gpus, 1, 1024, "a GPU count >= 1", "  --gpus N              one rank per GPU\n"),
+    INT("ranks-per-gpu", ranks_per_gpu, 1, 64, "a count in [1, 64]",
+        "  --ranks-per-gpu K     with --gpus: K ranks share each GPU (world = N x K; e.g. the IPC tree or\n"
+        "                        several PS workers on one GPU; NCCL refuses two ranks on one GPU)\n"),
+    FLAG("tf32", tf32, "  --tf32                train --gpus: cuBLAS may use TF32 tensor cores (f32 otherwise)\n"),
+    FN("scaling", s_scaling, nscaling, "a comma list of world sizes, e.g. 1,2,4",
+       "  --scaling 1,2,4       repeat for each world size (with --procs)\n"),
+    {.name = "rounds", .kind = K_INT, .off = F(rounds), .lo = 1, .hi = 100, .want = "a round count in [1, 100]",
+     .modes = " run ", /* the other modes warn that it does nothing */
+     .help = "  --rounds N            run: repeat the comparison N times, engines alternating (default 3)\n"},
+    INT("nnodes", nnodes, 1, 100000, "a node count >= 1",
+        "  --nnodes N --node-rank R --master HOST:PORT   multi-node: each node starts its --procs ranks\n"),
+    INT("node-rank", node_rank, 0, 100000, "a node index >= 0", NULL),
+    STR("master", master, NULL),
+    STR("master-addr", master_addr,
+        "  --master-addr A --master-port P   torchrun's spelling of --master A:P (port default 29500)\n"),
+    STR("master-port", master_port, NULL),
+    STR("init-method", init_method,
+        "  --init-method M       tcp://HOST:PORT | env:// | file:///path (inside ranks; default env://,\n"
+        "                        which reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, or\n"
+        "                        Slurm's SLURM_PROCID/SLURM_NTASKS or OpenMPI's OMPI_COMM_WORLD_*)\n"),
+    STR("ifname", ifname, "  --ifname IF           network interface for peer traffic (or SYNCBENCH_SOCKET_IFNAME)\n"),
+    CHOICE("transport", transport, "auto|shm|tcp|zmq", "auto, shm, tcp or zmq",
+           "  --transport T         auto (shm within a node, tcp across) | shm | tcp | zmq\n"),
+    CHOICE("bind", bind, "core|block|numa|none|auto", "auto, core, block, numa or none",
+           "  --bind auto|core|numa|none   bind ranks with hwloc (auto: bench binds local rank i to core i mod cores, "
+           "train does not bind)\n"),
+    INT("timeout", timeout_s, 1, 86400, "seconds >= 1",
+        "  --timeout S           every blocking step gives up after S seconds (default 60)\n"),
+    FLAG("require-auth", require_auth,
+         "  --require-auth        refuse to run without a job secret (SYNCBENCH_JOB_SECRET or _FILE; the launcher\n"
+         "                        makes one for a single node, --nnodes needs the same one on every node)\n"),
+    SECTION("\nEngines:\n", " train bench run explain "),
+    {.name = "engine", .kind = K_FN, .fn = s_engine, .help_fn = s_help_engine},
+    {.name = "impl", .kind = K_STR, .off = F(impl), .help_fn = s_help_impl},
+    STR("tree-impl", impl, NULL),
+    STR("ring-impl", impl, NULL),
+    FN("seg-kb", s_seg, seg_bytes, "KiB >= 1", "  --seg-kb KB           pipelining segment of ring/tree (default 256)\n"),
+    SECTION("\nBench:\n", " bench run gemm explain "),
+    FN("sizes", s_sizes, size_min, "MIN:MAX in bytes with K/M/G suffixes, 0 < MIN <= MAX (e.g. 4K:64M)",
+       "  --sizes MIN:MAX       bytes, K/M/G suffixes are powers of 1024 (default 4K:64M); one size works\n"),
+    FN("size", s_size, size_min, "bytes > 0 with K/M/G suffixes (e.g. 64K)",
+       "  --size B              one message size (the same as --sizes B:B)\n"),
+    FN("factor", s_double, factor, "a number > 1", "  --factor F            size multiplier (default 2)\n"),
+    INT("iters", iters, 1, 1000000, "an integer >= 1",
+        "  --iters N --warmup N  timed and warm-up iterations (default 20, 5)\n"),
+    INT("warmup", warmup, 0, 1000000, "an integer >= 0", NULL),
+    FN("dtype", s_dtype, dtype, "f32, f16 or bf16", "  --dtype f32|f16|bf16  element type (default f32)\n"),
+    FN("op", s_op, op, "sum or avg", "  --op sum|avg          reduction (default sum)\n"),
+    INT("check", check, 0, 1, "0 or 1", "  --check 0|1           check every result exactly (default 1)\n"),
+    FN("minbytes", s_bytes, size_min, "bytes > 0 with K/M/G suffixes", NULL),
+    FN("maxbytes", s_bytes, size_max, "bytes > 0 with K/M/G suffixes", NULL),
+    SECTION("\nTrain:\n", " train run gemm model "),
+    STR("model", model,
+        "  --model mlp:784-1024-1024-10   --data synthetic|PATH   --batch B (global)   --steps N\n"
+        "  --warmup-steps N  --optim sgd:lr=0.05,momentum=0.9 | adam:lr=1e-3   --grad-dtype f32|f16|bf16\n"
+        "  --bucket-mb MB  --no-overlap  --check-every N  --save PATH  --resume PATH  --drop-last  --seed N\n"
+        "  --straggler RANK:MS\n"),
+    STR("data", data, NULL),
+    INT("batch", batch, 1, 1 << 24, "a batch size >= 1", NULL),
+    INT("steps", steps, 1, 1 << 30, "an integer >= 1", NULL),
+    INT("warmup-steps", warmup_steps, 0, 1 << 30, "an integer >= 0", NULL),
+    STR("optim", optim, NULL),
+    FN("grad-dtype", s_dtype, grad_dtype, "f32, f16 or bf16", NULL),
+    FN("bucket-mb", s_double, bucket_mb, "MiB > 0", NULL),
+    FLAG("no-overlap", no_overlap, NULL),
+    INT("check-every", check_every, 0, 1 << 30, "steps >= 0", NULL),
+    STR("save", save, NULL),
+    STR("resume", resume, NULL),
+    FLAG("drop-last", drop_last, NULL),
+    FN("seed", s_seed, seed, "an integer", NULL),
+    STR("straggler", straggler, NULL),
+    SECTION("\nEmulated GPU cluster (train --model resnet50|resnet101|vgg16|inception3|bert-base|bert-large|gpt2):\n",
+            " train model bench "),
+    STR("device", emu_device,
+        "  --device D            emulated device: pascal, v100, v100-amp, a100, a100-amp (published throughputs),\n"
+        "                        throughput=SAMPLES_PER_S or tflops=X (default v100)\n"),
+    INT("nodes", nodes, 1, 4096, "a machine count >= 1",
+        "  --nodes N --gpus-per-node G   N machines of G emulated GPUs (one rank each); with --net inter=RATE\n"
+        "                        every machine gets one shaped NIC (root), ranks of a machine share memory\n"),
+    INT("gpus-per-node", gpus_per_node, 1, 1024, "a GPU count >= 1", NULL),
+    INT("server-nodes", server_nodes, 0, 4096, "a machine count >= 0",
+        "  --server-nodes K      dedicated PS servers on K CPU-only machines (the BytePS layout)\n"),
+    FN("shrink", s_factor, shrink, "a factor >= 1 or auto",
+       "  --shrink S|auto       divide every tensor and link rate by S (transfer times unchanged, host load / S;\n"
+       "                        default auto: as much as this host needs)\n"),
+    FN("dilate", s_factor, dilate, "a factor >= 1",
+       "  --dilate K            compute times x K, link rates / K, reported times / K (default 1)\n"),
+    SECTION("\nOutput:\n", " train bench run model report gemm explain "),
+    STR("net", net,
+        "  --net bw=RATE[,per=rank|node][,nodes=K][,queue=MS][,gso=off][,cc=NAME]   emulated network (root):\n"
+        "                        one namespace per rank (or per node group), veth + bridge, tc tbf at RATE both\n"
+        "                        ways (e.g. bw=1gbit), a packet waiting at most queue= ms (default 100) before\n"
+        "                        a drop; gso=off: one MTU frame per packet, a 1 ms token bucket at any rate;\n"
+        "                        ranks talk TCP with congestion control cc= (default " H_NETEM_CC_DEFAULT ", not the host's)\n"),
+    STR("json", json, "  --json FILE           append one JSON object per line per result ('-' = stdout)\n"),
+    STR("label", label,
+        "  --label NAME          name this run: written into every JSON line (\"label\"), shown by report;\n"
+        "                        report --label NAME keeps only that run's lines\n"),
+    STR("timeline", timeline,
+        "  --timeline FILE       train/bench: Chrome trace JSON of every rank (compute, buckets, collectives,\n"
+        "                        segments, waits) for chrome://tracing or ui.perfetto.dev\n"),
+    STR("plots", plots_dir, "  --plots DIR           report: where figures go (default: plots/ next to the first file)\n"),
+    CHOICE("format", format, "text|json|md|csv", "text, json, md or csv",
+           "  --format F            report: text (default), json, md or csv tables on stdout\n"),
+    FN("measured", s_measured, nmeasured, "at most 64 files",
+       "  --measured FILE       model: a results file to compare against (as a positional FILE)\n"),
+    {.name = "no-check", .kind = K_FLAG, .off = F(no_check), .modes = " model ",
+     .help = "  --no-check            model: the files calibrate the model (incast fit, layout benches) but no check\n"
+             "                        against their runs is printed or written\n"},
+    FLAG("quiet", quiet, "  --quiet               no progress lines\n"),
+    FLAG("peers", peers,
+         "  --peers               bench/train/run: also the peers, in the same rounds: --engine mpi (MPI_Allreduce,\n"
+         "                        through mpirun) and PyTorch DDP / all_reduce over gloo (peers/torch_ddp.py)\n"),
+    {.name = "help", .kind = K_HELP},
+    {.name = "version", .kind = K_HELP},
+    /* set by the driver on a rank's command line (not in --help) */
+    {.name = "as-rank", .kind = K_NONE},
+    FN("mode", s_mode, mode, "a mode", NULL),
+    STR("timeline-tag", timeline_tag, NULL),
+};
+const size_t h_opt_count = sizeof h_opt_table / sizeof h_opt_table[0];
+_Static_assert(sizeof h_opt_table / sizeof h_opt_table[0] <= H_OPT_MAX, "H_OPT_MAX too small for the option table");
+
+/* The default of table entry d (o: the defaults), for `harness MODE --help`. */
+void h_opt_default_of(const h_opts_t *o, const h_opt_t *d, char *buf, size_t len)
+{
+    const char *at = (const char *)o + d->off;
+    snprintf(buf, len, "-");
+    switch (d->kind) {
+    case K_FLAG: snprintf(buf, len, "off"); return;
+    case K_INT: if (*(const int *)at) snprintf(buf, len, "%d", *(const int *)at); return;
+    case K_STR:
+    case K_CHOICE: if (*(const char *const *)at) snprintf(buf, len, "%s", *(const char *const *)at); return;
+    case K_FN: break;
+    default: return;
+    }
+    if (d->fn == s_engine) snprintf(buf, len, "%s", o->engines[0]);
+    else if (d->fn == s_double || (d->fn == s_factor && d->off == F(dilate))) snprintf(buf, len, "%g", *(const double *)at);
+    else if (d->fn == s_factor) snprintf(buf, len, "auto");
+    else if (d->fn == s_dtype) snprintf(buf, len, "%s", dt_name(*(const dtype_t *)at));
+    else if (d->fn == s_op) snprintf(buf, len, "%s", op_name(o->op));
+    else if (d->fn == s_sizes) snprintf(buf, len, "%zuK:%zuM", o->size_min >> 10, o->size_max >> 20);
+    else if (d->fn == s_bytes || d->fn == s_size) snprintf(buf, len, "%zu", *(const size_t *)at);
+    else if (d->fn == s_seed) snprintf(buf, len, "%llu", o->seed);
+    else if (d->fn == s_seg) snprintf(buf, len, "256");
+}
+
+int h_opt_no_default(const h_opt_t *d)
+{
+    return d->fn == s_bytes; /* -b/-e: the ends of --sizes, whose default is shown */
+}

@@ -1,0 +1,205 @@
+/* clustermodel.c: per-NIC traffic of ring, double binary tree and parameter server on machines of G
+ * GPUs, and the overlapped step (clustermodel.h).
+ *
+ * Ranks are numbered machine by machine (rank r on machine r / G), as the launcher places them.
+ *  - ring: one flat ring over P = N G ranks; N of its edges cross machines, one leaving and one
+ *    entering every NIC; each of its 2(P-1) lock-step steps moves n/P over every edge, so a NIC
+ *    carries 2(P-1)/P n each way and the steps are paced by it.
+ *  - tree: the engine's two binary trees (tree_shape), each carrying one half of the buffer up and
+ *    down every edge; pipelined, so the time is the busiest NIC direction's bytes (every tree edge
+ *    that crosses machines adds n/2 to the child's out and the parent's in for the reduce, and the
+ *    reverse for the broadcast), plus the depth's messages.
+ *  - ps: workers push n (split over the servers by bytes) and pull n. Dedicated servers on K
+ *    machines of their own: a worker machine's NIC carries G n each way, a server machine's P n / K.
+ *    Servers on the GPU machines (s on machine s mod N): in the push phase a machine's NIC sends its
+ *    workers' pushes to the other machines' servers and receives the other machines' pushes to its
+ *    servers; the reply phase mirrors it.
+ *    Colocated (a server in every worker): each worker sends (P-1)/P n as a worker and as a server,
+ *    the part bound for other machines crossing the NIC. With loss scaling (AMP) the engine sends the
+ *    pulls only after the step's last push (the optimizer needs every worker's overflow flag): a step
+ *    is the pushes, bucket by bucket as backward produces them, then the replies for the whole model.
+ *    Pipelined (f32 gradients, no loss scaling): a bucket's replies follow its own pushes. With servers
+ *    on machines of their own, pushes and replies travel opposite directions of every NIC (worker out /
+ *    server in, then back), so the replies run one bucket behind the pushes; with servers on the GPU
+ *    machines (per machine, colocated) a NIC direction carries its workers' pushes and its servers'
+ *    replies at once, so a bucket costs both phases' bytes on that direction. */
+#include "harness/model/cluster_cost.h"
+#include "allreduce-tree/tree.h"
+#include <math.h>
+#include <stdlib.h>
+
+static int s_machine(const h_cl_net_t *net, int r) { return r / (net->gpus_per_node > 0 ? net->gpus_per_node : 1); }
+
+static void s_tree(const h_cl_net_t *net, double n, double *nic, double *msgs)
+{
+    int P = net->nodes * net->gpus_per_node, N = net->nodes;
+    double *out = calloc((size_t)N, sizeof *out), *in = calloc((size_t)N, sizeof *in);
+    if (!out || !in) { free(out); free(in); *nic = NAN; return; }
+    int depth = 0;
+    for (int t = 0; t < 2; t++)
+        for (int r = 0; r < P; r++) {
+            int parent, ch[2], d = 0;
+            tree_shape(P, t, r, &parent, ch);
+            for (int q = r, p = parent; p >= 0; d++) {
+                q = p;
+                int c2[2];
+                tree_shape(P, t, q, &p, c2);
+            }
+            if (d > depth) depth = d;
+            if (parent < 0 || s_machine(net, r) == s_machine(net, parent)) continue;
+            int mc = s_machine(net, r), mp = s_machine(net, parent);
+            out[mc] += n / 2; in[mp] += n / 2;   /* reduce: child to parent */
+            out[mp] += n / 2; in[mc] += n / 2;   /* broadcast: parent to child */
+        }
+    double worst = 0;
+    for (int m = 0; m < N; m++) worst = fmax(worst, fmax(out[m], in[m]));
+    free(out);
+    free(in);
+    *nic = worst;
+    *msgs = 2.0 * depth;
+}
+
+static void s_ps(const h_cl_net_t *net, const h_cl_engine_t *e, double n, double *nic, double *msgs)
+{
+    int N = net->nodes, G = net->gpus_per_node, P = N * G;
+    *msgs = 2;
+    if (e->colocate) {
+        /* one direction of one phase: a machine's G workers push n/P to each of the P - G remote servers
+         * (the replies, the other phase, carry as much the other way) */
+        *nic = N > 1 ? (double)G * n * (double)(P - G) / P : 0;
+        return;
+    }
+    int S = e->servers > 0 ? e->servers : 1;
+    if (e->server_nodes > 0) {
+        int K = e->server_nodes;
+        /* servers spread over K machines; each machine holds ceil or floor of S/K of the bytes */
+        double per_machine = n * ceil((double)S / K) / S * P;
+        /* pipelined: a server machine's in-direction takes all P workers' pushes from N machines while
+         * its out-direction sends replies (the incast slowdown: measured on this layout, else the law; with
+         * K > 1 the workers' NICs each feed K of them, the fan-out term) */
+        if (e->pipelined) per_machine *= (e->slow > 0 ? e->slow : h_cl_incast_factor(e->incast, P, N)) + (K > 1 ? e->fanout : 0);
+        *nic = fmax(G * n, per_machine);
+        return;
+    }
+    /* server s on GPU machine s mod N: machine m holds the share h_m of the parameters */
+    double worst = 0;
+    for (int m = 0; m < N; m++) {
+        int sm = 0;
+        for (int s = 0; s < S; s++) sm += s % N == m;
+        double h = (double)sm / S;
+        /* push phase: out = its workers' pushes to remote servers, in = remote workers' pushes to its
+         * servers (the reply phase mirrors both) */
+        worst = fmax(worst, fmax(G * n * (1 - h), h * n * (P - G)));
+    }
+    *nic = N > 1 ? worst : 0;
+}
+
+double h_cl_ps_duplex_bytes(const h_cl_net_t *net, const h_cl_engine_t *e, double n)
+{
+    int N = net->nodes, G = net->gpus_per_node, P = N * G;
+    if (N <= 1) return 0;
+    /* a machine's servers take the pushes of the P - G workers on the other N - 1 machines while replying:
+     * their replies lag by the incast slowdown (a partition is answered after its slowest push), while the
+     * pushes sharing the direction keep it busy meanwhile, so only the replies' bytes are slowed */
+    double slow = e->pipelined ? h_cl_incast_factor(e->incast, P - G, N - 1) : 1;
+    /* a measured slowdown (e->slow) stretches the direction as a whole, pushes and replies together */
+    if (e->colocate) /* push out + reply out, the same per machine */
+        return G * n * (double)(P - G) / P * (e->slow > 0 ? 2 * e->slow : 1 + slow);
+    int S = e->servers > 0 ? e->servers : 1;
+    if (e->server_nodes > 0) {
+        double nic, msgs;
+        s_ps(net, e, n, &nic, &msgs);
+        return nic; /* workers: pushes out, replies in; servers: the reverse */
+    }
+    double worst = 0;
+    for (int m = 0; m < N; m++) {
+        int sm = 0;
+        for (int s = 0; s < S; s++) sm += s % N == m;
+        double h = (double)sm / S;
+        /* out: its workers' pushes to remote servers + its servers' replies to remote workers (in mirrors) */
+        worst = fmax(worst, e->slow > 0 ? (G * n * (1 - h) + h * n * (P - G)) * e->slow
+                                        : G * n * (1 - h) + h * n * (P - G) * slow);
+    }
+    return worst;
+}
+
+double h_cl_incast_factor(double c, int f, int machines)
+{
+    if (f > H_CL_INCAST_FMAX) f = H_CL_INCAST_FMAX; /* measured up to there; held beyond */
+    return c > 0 && f > 1 && machines > 1 ? 1 + c * (f - 1) : 1;
+}
+
+double h_cl_incast_fit(int n, const int *f, const double *ratio)
+{
+    double sxy = 0, sxx = 0;
+    for (int i = 0; i < n; i++) {
+        double x = f[i] - 1;
+        sxy += x * (ratio[i] - 1);
+        sxx += x * x;
+    }
+    return sxx > 0 ? sxy / sxx : NAN;
+}
+
+void h_cl_traffic(const h_cl_net_t *net, const h_cl_engine_t *e, double n, double *nic_bytes, double *messages)
+{
+    int N = net->nodes > 0 ? net->nodes : 1, P = N * (net->gpus_per_node > 0 ? net->gpus_per_node : 1);
+    *nic_bytes = 0;
+    *messages = 0;
+    if (e->kind == H_CL_RING) {
+        if (P > 1) *messages = 2.0 * (P - 1);
+        if (N > 1) *nic_bytes = 2.0 * (P - 1) / P * n;
+    } else if (e->kind == H_CL_TREE) {
+        if (P > 1) s_tree(net, n, nic_bytes, messages);
+    } else {
+        s_ps(net, e, n, nic_bytes, messages);
+    }
+}
+
+double h_cl_collective(const h_cl_net_t *net, const h_cl_engine_t *e, double n)
+{
+    double bytes, msgs;
+    h_cl_traffic(net, e, n, &bytes, &msgs);
+    return msgs * net->alpha + bytes * net->beta;
+}
+
+double h_cl_step(const h_cl_net_t *net, const h_cl_engine_t *e, int nb, const double *ready, const double *bytes,
+                 double compute_s, double *exposed)
+{
+    double end = 0, total = 0;
+    if (e->kind == H_CL_PS && e->pipelined) {
+        /* pushes bucket by bucket; a bucket's replies follow its pushes. Opposite directions (servers on
+         * machines of their own): a second pipeline one bucket behind; shared directions: each bucket
+         * carries both phases' bytes on the busiest direction. */
+        double push = 0, reply = 0;
+        for (int b = 0; b < nb; b++) {
+            /* a bucket travels as partitions: the unit whose replies can follow its pushes */
+            for (double left = bytes[b]; left > 0;) {
+                double c = e->part_bytes > 0 && left > e->part_bytes ? e->part_bytes : left, msgs, one;
+                left -= c;
+                h_cl_traffic(net, e, c, &one, &msgs);
+                double both = h_cl_ps_duplex_bytes(net, e, c);
+                if (both > one * 1.000001) {
+                    push = fmax(push, ready[b]) + msgs * net->alpha + both * net->beta;
+                    reply = push;
+                } else {
+                    push = fmax(push, ready[b]) + h_cl_collective(net, e, c);
+                    reply = fmax(reply, push) + h_cl_collective(net, e, c);
+                }
+            }
+        }
+        double step = fmax(reply, compute_s);
+        if (exposed) *exposed = step - compute_s;
+        return step;
+    }
+    for (int b = 0; b < nb; b++) {
+        end = fmax(end, ready[b]) + h_cl_collective(net, e, bytes[b]);
+        total += bytes[b];
+    }
+    double step = fmax(end, compute_s);
+    /* the parameter server in sync mode: a bucket's pushes travel as it is submitted, but the servers
+     * answer the pulls only once the step's last push is in (the optimizer waits for every worker's
+     * overflow flag), so the replies of the whole model follow: the same bytes the other way */
+    if (e->kind == H_CL_PS) step += h_cl_collective(net, e, total);
+    if (exposed) *exposed = step - compute_s;
+    return step;
+}

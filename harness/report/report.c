@@ -1,0 +1,659 @@
+/* report.c: `harness report FILE...`: reads JSON-lines results (bench, train and model lines) into
+ * rows (bench: the median of repeated runs of one point; train: the latest line of one configuration;
+ * model: every prediction) and prints them side by side: as text (bench: busbw per size per engine
+ * and world; train: samples/s, step times, memory balance and scaling efficiency; model: predicted
+ * against measured), or as JSON, Markdown or CSV tables of the same rows. Figures: plot.c. Malformed
+ * lines are reported with file:line and skipped; without gnuplot the tables are still printed. */
+#include "harness/report/report.h"
+#include "harness/registry/engines.h"
+#include "harness/record/result.h"
+#include "harness/record/jsonl.h"
+#include "harness/launch/peers.h"
+#include "harness/report/plot.h"
+#include "harness/record/stats.h"
+#include "harness/record/traffic.h"
+#include "core/err.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Label of a result line: h_engine_label, after its run's name ("label": harness --label) when it has
+ * one; kept safe inside gnuplot strings and file names. */
+static void s_label(const h_jobj_t *o, char *out, size_t len)
+{
+    const char *lab = h_jstr(o, "label", NULL);
+    const h_jfield_t *c = h_jget(o, "colocate");
+    int coloc = c && (c->type == HJ_NUM || c->type == HJ_BOOL) && c->num != 0;
+    /* peers (another project's collective: MPI, torch/gloo) are rows of the same tables, marked */
+    const h_jfield_t *pf = h_jget(o, "peer");
+    const char *engine = h_jstr(o, "engine", "?");
+    int peer = (pf && (pf->type == HJ_NUM || pf->type == HJ_BOOL) && pf->num != 0) || h_engine_is_peer(engine);
+    /* a named run (--label NAME): "NAME:engine" */
+    size_t k0 = lab ? (size_t)snprintf(out, len, "%s:", lab) : 0;
+    if (k0 >= len) k0 = len - 1;
+    if (peer) snprintf(out + k0, len - k0, "%s", engine); /* its library and version are in impl */
+    else h_engine_label(out + k0, len - k0, engine, h_jstr(o, "impl", ""), (int)h_jnum(o, "servers", 0), coloc);
+    const h_jfield_t *emu = h_jget(o, "emulated");
+    if (emu && emu->num != 0) {
+        /* an emulated cluster's run: the model, the device and the link decide it as much as the engine */
+        size_t k = strlen(out);
+        const char *net = h_jstr(o, "net", ""), *rate = strstr(net, "inter=");
+        int K = (int)h_jnum(o, "server_nodes", 0);
+        char knodes[24] = "";
+        if (K > 0) snprintf(knodes, sizeof knodes, "-K%d", K);
+        snprintf(out + k, len - k, "%s/%s/%s/%.*s", knodes, h_jstr(o, "model", "?"), h_jstr(o, "device", "?"),
+                 rate ? (int)strcspn(rate + 6, ",") : 4, rate ? rate + 6 : "none");
+    }
+    for (char *p = out; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("-_./=+:", *p)))
+            *p = '_';
+    size_t n = strlen(out);
+    if (peer && n + 7 < len) snprintf(out + n, len - n, "(peer)");
+}
+
+static int s_cmp_bench(const void *a, const void *b)
+{
+    const h_rbench_t *x = a, *y = b;
+    int c = strcmp(x->label, y->label);
+    if (c) return c;
+    if (x->world != y->world) return x->world < y->world ? -1 : 1;
+    if (x->bytes != y->bytes) return (x->bytes > y->bytes) - (x->bytes < y->bytes);
+    return strcmp(x->cfg, y->cfg);
+}
+
+static int s_cmp_train(const void *a, const void *b)
+{
+    const h_rtrain_t *x = a, *y = b;
+    int c = strcmp(x->label, y->label);
+    if (c) return c;
+    if (x->world != y->world) return (x->world > y->world) - (x->world < y->world);
+    return strcmp(x->cfg, y->cfg);
+}
+
+static int s_cmp_model(const void *a, const void *b)
+{
+    const h_rmodel_t *x = a, *y = b;
+    int c = strcmp(x->what, y->what);
+    if (c) return c;
+    c = strcmp(x->label, y->label);
+    if (c) return c;
+    if (x->bytes != y->bytes) return x->bytes < y->bytes ? -1 : 1;
+    return (x->world > y->world) - (x->world < y->world);
+}
+
+/* Median of the kept runs of one point; NAN when one of them has no value. */
+static double s_rep_median(const double *rep, size_t nrep)
+{
+    size_t nr = nrep < H_REPS ? nrep : H_REPS;
+    double v[H_REPS];
+    for (size_t i = 0; i < nr; i++) {
+        if (isnan(rep[i])) return NAN;
+        v[i] = rep[i];
+    }
+    return h_median(v, nr);
+}
+
+/* Fields that are not part of a configuration: what was measured, and the run's metadata. Every other
+ * field (engine, impl, servers, transport, dtype, op, world, net, model, device, nodes, shrink, the
+ * run's label, fields added later...) is, so runs that differ in any of them never share a median. */
+static const char *const s_not_config[] = { /* bytes: the point within a bench configuration */
+    "schema", "mode", "engine_label", "host", "git_sha", "timestamp", "cmdline", "topology", "topo", "cpu", "versions",
+    "bytes", "time_us", "loop_us", "algbw_gbs", "busbw_gbs", "wrong", "count", "samples_per_s", "compute_samples_per_s", "step_ms_p50",
+    "step_ms_p99", "compute_ms_p50", "comm_ms_p50", "wait_ms_p50", "data_ms_p50", "sync_ms_p50", "loss_first",
+    "loss_last", "acc_last", "skipped_steps", "bytes_sent", "mem_imbalance", "mem_dev_imbalance", "compute_tflops",
+    "mem_engine_imbalance", "nbuckets", "params", "emu_samples_per_s", "speedup", "scaling_efficiency", "emu_step_ms",
+    "emu_compute_ms", "exposed_comm_ms", "host_busy", "host_cpu_max", "system_busy", "host_bound",
+    "device_samples_per_s",
+    "algo", /* the algorithm an engine chose for a size (the ring's one-shot below its threshold): an outcome */
+    NULL};
+
+static int s_is_config(const h_jfield_t *f)
+{
+    if (f->type == HJ_ARR) return 0; /* per-rank figures and traffic matrices: measured */
+    for (int i = 0; s_not_config[i]; i++)
+        if (!strcmp(f->key, s_not_config[i])) return 0;
+    return 1;
+}
+
+/* "k=v" of a configuration field into buf ("net" of "none" and "" are the same) */
+static void s_kv(const h_jfield_t *f, char *buf, size_t len)
+{
+    if (f->type == HJ_STR) snprintf(buf, len, "%s=%s", f->key, !strcmp(f->key, "net") && !strcmp(f->str, "none") ? "" : f->str);
+    else if (f->type == HJ_NUM || f->type == HJ_BOOL) snprintf(buf, len, "%s=%.17g", f->key, f->num);
+    else snprintf(buf, len, "%s=null", f->key);
+}
+
+static int s_cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The configuration key of a line: its configuration fields "k=v", sorted, joined by '\n' (malloc'd). */
+static char *s_cfg_key(const h_jobj_t *o)
+{
+    char **kv = calloc(o->n + 1, sizeof *kv);
+    size_t n = 0, total = 1;
+    for (size_t i = 0; kv && i < o->n; i++) {
+        if (!s_is_config(&o->f[i])) continue;
+        char buf[600];
+        s_kv(&o->f[i], buf, sizeof buf);
+        if (!(kv[n] = strdup(buf))) break;
+        total += strlen(kv[n++]) + 1;
+    }
+    char *key = kv ? malloc(total) : NULL;
+    if (key) {
+        qsort(kv, n, sizeof *kv, s_cmp_str);
+        size_t off = 0;
+        for (size_t i = 0; i < n; i++) off += (size_t)sprintf(key + off, "%s\n", kv[i]);
+        key[off] = '\0';
+    }
+    for (size_t i = 0; kv && i < n; i++) free(kv[i]);
+    free(kv);
+    return key;
+}
+
+/* 1 if the configuration key cfg holds the line "k=v" p (l bytes) */
+static int s_cfg_has(const char *cfg, const char *p, size_t l)
+{
+    while (*cfg) {
+        size_t m = strcspn(cfg, "\n");
+        if (m == l && !memcmp(cfg, p, l)) return 1;
+        cfg += m + (cfg[m] ? 1 : 0);
+    }
+    return 0;
+}
+
+/* Adds to set ("k1\nk2\n...") the keys of the lines of a that b lacks. */
+static void s_diff_keys(const char *a, const char *b, char *set, size_t len)
+{
+    while (*a) {
+        size_t l = strcspn(a, "\n"), kl = strcspn(a, "=");
+        if (kl > l) kl = l;
+        char key[128];
+        snprintf(key, sizeof key, "%.*s\n", (int)kl, a);
+        int have = !strncmp(set, key, strlen(key));
+        for (const char *q = strchr(set, '\n'); q && !have; q = strchr(q + 1, '\n')) have = !strncmp(q + 1, key, strlen(key));
+        if (!s_cfg_has(b, a, l) && !have && strlen(set) + strlen(key) < len) strcat(set, key);
+        a += l + (a[l] ? 1 : 0);
+    }
+}
+
+/* Rows of one base label whose configurations differ at the same world would read alike: every row of
+ * that label (at every world, so a series stays one series) gets "+k=v" for each key that told two of
+ * them apart ("ring+transport=shm", "ring+transport=tcp"). */
+static int s_unique_labels(h_rdata_t *d)
+{
+    size_t n = d->nb > d->nt ? d->nb : d->nt;
+    char (*sets)[512] = calloc(n + 1, sizeof *sets);
+    if (!sets) return err_set(ERR_NOMEM, "report: out of memory");
+    for (int kind = 0; kind < 2; kind++) {
+        size_t m = kind ? d->nt : d->nb;
+#define S_LAB(i) (kind ? d->t[i].label : d->b[i].label)
+#define S_CFG(i) (kind ? d->t[i].cfg : d->b[i].cfg)
+#define S_WORLD(i) (kind ? d->t[i].world : d->b[i].world)
+        memset(sets, 0, (n + 1) * sizeof *sets);
+        for (size_t i = 0; i < m; i++) {
+            size_t g = 0; /* the label's group: its first row */
+            while (strcmp(S_LAB(g), S_LAB(i))) g++;
+            for (size_t j = i + 1; j < m; j++)
+                if (S_WORLD(j) == S_WORLD(i) && !strcmp(S_LAB(j), S_LAB(i)) && strcmp(S_CFG(j), S_CFG(i))) {
+                    s_diff_keys(S_CFG(i), S_CFG(j), sets[g], sizeof sets[g]);
+                    s_diff_keys(S_CFG(j), S_CFG(i), sets[g], sizeof sets[g]);
+                }
+        }
+        /* the new labels apart, then copied: the group lookups need the old ones */
+        char (*ext)[H_LABEL] = calloc(m + 1, sizeof *ext);
+        if (!ext) { free(sets); return err_set(ERR_NOMEM, "report: out of memory"); }
+        for (size_t i = 0; i < m; i++) {
+            size_t g = 0;
+            while (strcmp(S_LAB(g), S_LAB(i))) g++;
+            snprintf(ext[i], H_LABEL, "%s", S_LAB(i));
+            for (const char *k = sets[g]; *k;) {
+                size_t kl = strcspn(k, "\n"), at = strlen(ext[i]);
+                const char *v = S_CFG(i);
+                while (*v && !(strncmp(v, k, kl) == 0 && v[kl] == '=')) v += strcspn(v, "\n") + (v[strcspn(v, "\n")] ? 1 : 0);
+                if (*v) snprintf(ext[i] + at, H_LABEL - at, "+%.*s", (int)strcspn(v, "\n"), v);
+                else snprintf(ext[i] + at, H_LABEL - at, "+%.*s=-", (int)kl, k);
+                k += kl + (k[kl] ? 1 : 0);
+            }
+            for (char *c = ext[i] + strlen(S_LAB(i)); *c; c++) /* the added part (the label is safe already) */
+                if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || strchr("-_./=+:", *c)))
+                    *c = '_';
+        }
+        for (size_t i = 0; i < m; i++) snprintf(S_LAB(i), H_LABEL, "%s", ext[i]);
+        free(ext);
+#undef S_LAB
+#undef S_CFG
+#undef S_WORLD
+    }
+    free(sets);
+    return 0;
+}
+
+/* A bench line joins its point (label, world, bytes): the point's values are the medians of its runs
+ * (this VM's run-to-run spread is wide). */
+static void s_add_bench(h_rdata_t *d, const h_jobj_t *o, const char *label, int world, char *cfg, FILE *diag)
+{
+    double bytes = h_jnum(o, "bytes", NAN), busbw = h_jnum(o, "busbw_gbs", NAN);
+    if (world < 1 || !(bytes >= 0) || !(busbw >= 0)) {
+        fprintf(diag, "%s: bench line without world, bytes or busbw_gbs: skipped\n", o->src);
+        free(cfg);
+        return;
+    }
+    size_t k = 0;
+    while (k < d->nb && !(d->b[k].bytes == bytes && !strcmp(d->b[k].cfg, cfg))) k++;
+    if (k == d->nb) d->nb++;
+    h_rbench_t *b = &d->b[k];
+    if (b->cfg) free(cfg);
+    else b->cfg = cfg;
+    b->obj = o;
+    snprintf(b->label, sizeof b->label, "%s", label);
+    snprintf(b->net, sizeof b->net, "%s", h_jstr(o, "net", ""));
+    if (!strcmp(b->net, "none")) b->net[0] = '\0';
+    b->world = world;
+    b->bytes = bytes;
+    b->servers = (int)h_jnum(o, "servers", 0);
+    b->wrong += h_jnum(o, "wrong", 0);
+    size_t slot = b->nrep % H_REPS;      /* beyond H_REPS the latest H_REPS count */
+    b->rep_t[slot] = h_jnum(o, "time_us", NAN);
+    b->rep_bw[slot] = busbw;
+    b->rep_ag[slot] = h_jnum(o, "algbw_gbs", NAN);
+    b->nrep++;
+    b->time_us = s_rep_median(b->rep_t, b->nrep);
+    b->busbw = s_rep_median(b->rep_bw, b->nrep);
+    b->algbw = s_rep_median(b->rep_ag, b->nrep);
+    const h_jfield_t *tr = h_jget(o, "traffic_bytes");
+    b->traffic = tr && tr->type == HJ_ARR && tr->n ? tr->arr : NULL;
+    b->ntraffic = b->traffic ? tr->n : 0;
+    b->steps = h_jnum(o, "iters", 0) + h_jnum(o, "warmup", 0);
+}
+
+/* A train line replaces an earlier one of the same (label, world). */
+static void s_add_train(h_rdata_t *d, const h_jobj_t *o, const char *label, int world, char *cfg, FILE *diag)
+{
+    double sps = h_jnum(o, "samples_per_s", NAN);
+    if (world < 1 || !(sps >= 0)) {
+        fprintf(diag, "%s: train line without world or samples_per_s: skipped\n", o->src);
+        free(cfg);
+        return;
+    }
+    size_t k = 0;
+    while (k < d->nt && strcmp(d->t[k].cfg, cfg)) k++;
+    if (k == d->nt) d->nt++;
+    h_rtrain_t *t = &d->t[k];
+    if (t->cfg) free(cfg);
+    else t->cfg = cfg;
+    t->obj = o;
+    snprintf(t->label, sizeof t->label, "%s", label);
+    snprintf(t->src, sizeof t->src, "%s", o->src);
+    t->world = world;
+    t->servers = (int)h_jnum(o, "servers", 0);
+    t->rep_sps[t->nrep % H_REPS] = sps;   /* beyond H_REPS the latest H_REPS count */
+    size_t nr = t->nrep + 1 < H_REPS ? t->nrep + 1 : H_REPS;
+    t->sps = s_rep_median(t->rep_sps, t->nrep + 1);
+    t->sps_min = t->sps_max = t->rep_sps[0];
+    for (size_t r = 1; r < nr; r++) {
+        t->sps_min = fmin(t->sps_min, t->rep_sps[r]);
+        t->sps_max = fmax(t->sps_max, t->rep_sps[r]);
+    }
+    t->step50 = h_jnum(o, "step_ms_p50", NAN);
+    t->step99 = h_jnum(o, "step_ms_p99", NAN);
+    t->comm50 = h_jnum(o, "comm_ms_p50", NAN);
+    t->wait50 = h_jnum(o, "wait_ms_p50", NAN);
+    t->imb = h_jnum(o, "mem_imbalance", NAN);
+    t->eimb = h_jnum(o, "mem_engine_imbalance", NAN);
+    t->speedup = h_jnum(o, "speedup", NAN);
+    const h_jfield_t *m = h_jget(o, "mem_peak_bytes");
+    t->mem = m && m->type == HJ_ARR ? m->arr : NULL;
+    t->nmem = m && m->type == HJ_ARR ? m->n : 0;
+    const h_jfield_t *em = h_jget(o, "mem_engine_bytes"), *tr = h_jget(o, "traffic_bytes");
+    t->emem = em && em->type == HJ_ARR && em->n ? em->arr : NULL;
+    t->nemem = t->emem ? em->n : 0;
+    t->traffic = tr && tr->type == HJ_ARR && tr->n ? tr->arr : NULL;
+    t->ntraffic = t->traffic ? tr->n : 0;
+    t->steps = h_jnum(o, "steps", 0) + h_jnum(o, "warmup_steps", 0);
+    t->nrep++;
+}
+
+static void s_add_model(h_rdata_t *d, const h_jobj_t *o, const char *label, int world, FILE *diag)
+{
+    if (!strcmp(h_jstr(o, "what", ""), "fit")) return;   /* the probe's parameters: no point */
+    if (!strcmp(h_jstr(o, "kind", ""), "cluster")) return; /* `harness model --model`'s extrapolation: the paper
+                                                             * plots it (paper/emulated.py); no table row here */
+    double pred = h_jnum(o, "pred_us", NAN);
+    if (world < 1 || !(pred >= 0)) {
+        fprintf(diag, "%s: model line without world or pred_us: skipped\n", o->src);
+        return;
+    }
+    h_rmodel_t *m = &d->m[d->nm++];
+    snprintf(m->label, sizeof m->label, "%s", label);
+    snprintf(m->what, sizeof m->what, "%s", h_jstr(o, "what", "bench"));
+    m->world = world;
+    m->bytes = h_jnum(o, "bytes", 0);
+    m->pred_us = pred;
+    m->meas_us = h_jnum(o, "meas_us", -1);
+}
+
+/* Every line into its kind's rows, then each kind sorted. Other modes (future ones) are ignored. */
+static int s_collect(h_jobj_t *objs, size_t n, h_rdata_t *d, const char *run_label, FILE *diag)
+{
+    d->b = calloc(n ? n : 1, sizeof *d->b);
+    d->t = calloc(n ? n : 1, sizeof *d->t);
+    d->m = calloc(n ? n : 1, sizeof *d->m);
+    if (!d->b || !d->t || !d->m) return err_set(ERR_NOMEM, "report: out of memory for %zu results", n);
+    for (size_t i = 0; i < n; i++) {
+        const h_jobj_t *o = &objs[i];
+        const char *mode = h_jstr(o, "mode", "");
+        if (run_label && strcmp(h_jstr(o, "label", ""), run_label)) continue;
+        char label[H_LABEL];
+        s_label(o, label, sizeof label);
+        int world = (int)h_jnum(o, "world", 0);
+        int bench = !strcmp(mode, "bench"), train = !strcmp(mode, "train");
+        char *cfg = bench || train ? s_cfg_key(o) : NULL;
+        if ((bench || train) && !cfg) return err_set(ERR_NOMEM, "report: out of memory");
+        if (bench) s_add_bench(d, o, label, world, cfg, diag);
+        else if (train) s_add_train(d, o, label, world, cfg, diag);
+        else if (!strcmp(mode, "model")) s_add_model(d, o, label, world, diag);
+    }
+    CHECK(s_unique_labels(d));
+    qsort(d->b, d->nb, sizeof *d->b, s_cmp_bench);
+    qsort(d->t, d->nt, sizeof *d->t, s_cmp_train);
+    qsort(d->m, d->nm, sizeof *d->m, s_cmp_model);
+    return 0;
+}
+
+double h_report_efficiency(const h_rdata_t *d, size_t i, int *base)
+{
+    const h_rtrain_t *t = &d->t[i];
+    const h_rtrain_t *ref = NULL;
+    for (size_t k = 0; k < d->nt; k++)
+        if (!strcmp(d->t[k].label, t->label) && (!ref || d->t[k].world < ref->world)) ref = &d->t[k];
+    *base = ref ? ref->world : 0;
+    if (!ref || ref == t || ref->sps <= 0) return ref == t ? 1.0 : NAN;
+    return (t->sps / t->world) / (ref->sps / ref->world);
+}
+
+/* ---- text ---------------------------------------------------------------------------------------- */
+
+static void s_fmt_bytes(double b, char *out, size_t len)
+{
+    if (b >= 1073741824.0 && fmod(b, 1073741824.0) == 0) snprintf(out, len, "%.0fG", b / 1073741824.0);
+    else if (b >= 1048576.0 && fmod(b, 1048576.0) == 0) snprintf(out, len, "%.0fM", b / 1048576.0);
+    else if (b >= 1024.0 && fmod(b, 1024.0) == 0) snprintf(out, len, "%.0fK", b / 1024.0);
+    else snprintf(out, len, "%.0f", b);
+}
+
+static const h_rbench_t *s_bench_find(const h_rdata_t *d, const char *label, int world, double bytes)
+{
+    for (size_t i = 0; i < d->nb; i++)
+        if (d->b[i].world == world && d->b[i].bytes == bytes && !strcmp(d->b[i].label, label)) return &d->b[i];
+    return NULL;
+}
+
+/* The distinct sizes of the bench rows, ascending, into sizes[] (room for nb); returns how many. */
+static size_t s_bench_sizes(const h_rdata_t *d, double *sizes)
+{
+    for (size_t i = 0; i < d->nb; i++) sizes[i] = d->b[i].bytes;
+    qsort(sizes, d->nb, sizeof *sizes, h_cmp_double);
+    size_t u = 0;
+    for (size_t i = 0; i < d->nb; i++)
+        if (!u || sizes[u - 1] != sizes[i]) sizes[u++] = sizes[i];
+    return u;
+}
+
+/* The text tables' label column: as wide as the widest row label (at least 14), set by s_text. */
+static int s_lwid = 14;
+
+static int s_lw(const h_rdata_t *d)
+{
+    size_t w = 14;
+    for (size_t i = 0; i < d->nb; i++) w = strlen(d->b[i].label) > w ? strlen(d->b[i].label) : w;
+    for (size_t i = 0; i < d->nt; i++) w = strlen(d->t[i].label) > w ? strlen(d->t[i].label) : w;
+    for (size_t i = 0; i < d->nm; i++) w = strlen(d->m[i].label) > w ? strlen(d->m[i].label) : w;
+    return (int)w;
+}
+
+/* busbw by size, one column per distinct (label, world) of the sorted rows */
+static int s_text_bench(FILE *out, const h_rdata_t *d)
+{
+    const h_rbench_t **cols = calloc(d->nb, sizeof *cols);
+    double *sizes = calloc(d->nb, sizeof *sizes);
+    if (!cols || !sizes) {
+        free(cols);
+        free(sizes);
+        return err_set(ERR_NOMEM, "report: out of memory");
+    }
+    size_t nc = 0, ns = s_bench_sizes(d, sizes);
+    for (size_t i = 0; i < d->nb; i++)
+        if (!nc || cols[nc - 1]->world != d->b[i].world || strcmp(cols[nc - 1]->label, d->b[i].label)) cols[nc++] = &d->b[i];
+    int cw = 12; /* every column as wide as the widest engine@world */
+    for (size_t c = 0; c < nc; c++) {
+        int l = (int)strlen(cols[c]->label) + snprintf(NULL, 0, "@%d", cols[c]->world);
+        cw = l > cw ? l : cw;
+    }
+    fprintf(out, "#\n# bench: busbw (GB/s) by message size; one column per engine@world\n# %10s", "size");
+    for (size_t c = 0; c < nc; c++) {
+        char h[H_LABEL + 16];
+        snprintf(h, sizeof h, "%s@%d", cols[c]->label, cols[c]->world);
+        fprintf(out, " %*s", cw, h);
+    }
+    fprintf(out, "\n");
+    for (size_t s = 0; s < ns; s++) {
+        char sz[32];
+        s_fmt_bytes(sizes[s], sz, sizeof sz);
+        fprintf(out, "  %10s", sz);
+        for (size_t c = 0; c < nc; c++) {
+            const h_rbench_t *b = s_bench_find(d, cols[c]->label, cols[c]->world, sizes[s]);
+            if (b) fprintf(out, " %*.3f", cw, b->busbw);
+            else fprintf(out, " %*s", cw, "-");
+        }
+        fprintf(out, "\n");
+    }
+    free(cols);
+    free(sizes);
+    return 0;
+}
+
+static void s_text_train(FILE *out, const h_rdata_t *d)
+{
+    int several = 0, approx = 0;
+    for (size_t i = 1; i < d->nt; i++) several |= !strcmp(d->t[i].label, d->t[0].label) || d->t[i].world != d->t[0].world;
+    fprintf(out, "#\n# train: throughput, step time, memory balance%s\n", several ? ", scaling efficiency sps(P)/(P*sps(base))" : "");
+    fprintf(out, "# %-*s %5s %11s %19s %9s %9s %9s %9s %8s %8s %10s %8s\n", s_lwid, "engine", "world", "samples/s", "runs: min - max", "step p50", "step p99",
+            "comm p50", "wait p50", "rss imb", "eng imb", "scaling", "speedup");
+    fprintf(out, "# %-*s %5s %11s %19s %9s %9s %9s %9s %8s %8s %10s %8s\n", s_lwid, "", "", "(median)", "", "(ms)", "(ms)", "(ms)", "(ms)", "max/mean",
+            "max/mean", "eff", "(emul.)");
+    for (size_t i = 0; i < d->nt; i++) {
+        const h_rtrain_t *t = &d->t[i];
+        int base;
+        double eff = h_report_efficiency(d, i, &base);
+        char effs[32], eimb[16];
+        if (isnan(eff)) snprintf(effs, sizeof effs, "-");
+        else snprintf(effs, sizeof effs, "%.3f%s", eff, base > 1 ? "*" : "");
+        approx |= !isnan(eff) && base > 1;
+        if (isnan(t->eimb)) snprintf(eimb, sizeof eimb, "-");
+        else snprintf(eimb, sizeof eimb, "%.3f", t->eimb);
+        char sp[16] = "-", range[48] = "1";
+        if (!isnan(t->speedup)) snprintf(sp, sizeof sp, "%.2f", t->speedup);
+        if (t->nrep > 1) snprintf(range, sizeof range, "%zu: %.0f - %.0f", t->nrep, t->sps_min, t->sps_max);
+        fprintf(out, "  %-*s %5d %11.1f %19s %9.2f %9.2f %9.2f %9.2f %8.3f %8s %10s %8s\n", s_lwid, t->label, t->world, t->sps, range, t->step50,
+                t->step99, t->comm50, t->wait50, t->imb, eimb, effs, sp);
+    }
+    if (approx) fprintf(out, "# * no world-1 run for that engine: efficiency relative to its smallest world\n");
+}
+
+static int s_model_same(const h_rmodel_t *a, const h_rmodel_t *b)
+{
+    return !strcmp(a->label, b->label) && !strcmp(a->what, b->what) && a->bytes == b->bytes;
+}
+
+/* predictions without a measurement: the extrapolation in P, one row per engine and size */
+static void s_text_extrapolation(FILE *out, const h_rdata_t *d)
+{
+    fprintf(out, "#\n# model: extrapolated allreduce time (ms) against P\n# %-*s %10s", s_lwid, "engine", "size");
+    int worlds[32], nw = 0;
+    for (size_t i = 0; i < d->nm; i++) {
+        if (d->m[i].meas_us > 0) continue;
+        int k = 0;
+        while (k < nw && worlds[k] != d->m[i].world) k++;
+        if (k == nw && nw < 32) worlds[nw++] = d->m[i].world;
+    }
+    for (int a = 1; a < nw; a++)
+        for (int b = a; b > 0 && worlds[b - 1] > worlds[b]; b--) { int t = worlds[b]; worlds[b] = worlds[b - 1]; worlds[b - 1] = t; }
+    for (int k = 0; k < nw; k++) fprintf(out, " %8d", worlds[k]);
+    fprintf(out, "\n");
+    for (size_t i = 0; i < d->nm; i++) {
+        const h_rmodel_t *m = &d->m[i];
+        int first = m->meas_us <= 0;
+        for (size_t j = 0; j < i && first; j++) first = !(d->m[j].meas_us <= 0 && s_model_same(&d->m[j], m));
+        if (!first) continue;
+        char sz[32];
+        s_fmt_bytes(m->bytes, sz, sizeof sz);
+        fprintf(out, "  %-*s %10s", s_lwid, m->label, sz);
+        for (int k = 0; k < nw; k++) {
+            double v = -1;
+            for (size_t j = i; j < d->nm; j++)
+                if (d->m[j].meas_us <= 0 && d->m[j].world == worlds[k] && s_model_same(&d->m[j], m)) v = d->m[j].pred_us;
+            if (v >= 0) fprintf(out, " %8.2f", v / 1e3);
+            else fprintf(out, " %8s", "-");
+        }
+        fprintf(out, "\n");
+    }
+}
+
+static void s_text_model(FILE *out, const h_rdata_t *d)
+{
+    fprintf(out, "#\n# model: predicted against measured (time in us; err = (pred - meas) / meas)\n");
+    fprintf(out, "# %-6s %-*s %5s %10s %12s %12s %8s\n", "what", s_lwid, "engine", "world", "size", "pred(us)", "meas(us)", "err%");
+    double sum = 0;
+    int n = 0, nextra = 0;
+    for (size_t i = 0; i < d->nm; i++) {
+        const h_rmodel_t *m = &d->m[i];
+        char sz[32];
+        s_fmt_bytes(m->bytes, sz, sizeof sz);
+        if (m->meas_us > 0) {
+            double e = 100.0 * (m->pred_us - m->meas_us) / m->meas_us;
+            sum += fabs(e);
+            n++;
+            fprintf(out, "  %-6s %-*s %5d %10s %12.1f %12.1f %+8.1f\n", m->what, s_lwid, m->label, m->world, sz, m->pred_us, m->meas_us, e);
+        } else {
+            nextra++;
+        }
+    }
+    if (n) fprintf(out, "# mean |err| over %d measured points: %.1f%%\n", n, sum / n);
+    if (nextra) s_text_extrapolation(out, d);
+}
+
+/* One traffic row, per step (traffic.c: the busiest and mean link, and rank = its NIC, bytes in + out). */
+static void s_traffic_row(FILE *out, const char *what, const char *label, int world, double bytes, const double *m,
+                          size_t nm, double steps)
+{
+    h_traffic_stats_t st;
+    if (h_traffic_stats(m, nm, steps >= 1 ? steps : 1, &st) < 0) return;
+    char sz[32] = "-", lm[32], la[32], rm[32];
+    if (bytes > 0) s_fmt_bytes(bytes, sz, sizeof sz);
+    s_fmt_bytes(st.link_max, lm, sizeof lm);
+    s_fmt_bytes(st.link_mean, la, sizeof la);
+    s_fmt_bytes(st.nic_max, rm, sizeof rm);
+    fprintf(out, "  %-6s %-*s %5d %5d %8s %6zu %10s %10s %8.2f %10s %8.2f\n", what, s_lwid, label, world, st.ranks, sz, st.links, lm, la,
+            h_traffic_ratio(st.link_max, st.link_mean), rm, h_traffic_ratio(st.nic_max, st.nic_mean));
+}
+
+/* Traffic matrices: per train run, and per bench engine@world its largest size. */
+static void s_text_traffic(FILE *out, const h_rdata_t *d)
+{
+    int any = 0;
+    for (size_t i = 0; i < d->nb && !any; i++) any = d->b[i].traffic != NULL;
+    for (size_t i = 0; i < d->nt && !any; i++) any = d->t[i].traffic != NULL;
+    if (!any) return;
+    fprintf(out, "#\n# traffic: per step (run / its allreduces or steps, warm-up included): link = one direction of a pair of "
+                 "ranks; rank = its NIC, bytes in + out\n");
+    fprintf(out, "# %-6s %-*s %5s %5s %8s %6s %10s %10s %8s %10s %8s\n", "mode", s_lwid, "engine", "world", "ranks", "size", "links",
+            "max link", "mean link", "max/mean", "max rank", "max/mean");
+    for (size_t i = 0; i < d->nb; i++) {
+        const h_rbench_t *b = &d->b[i];
+        int last = i + 1 == d->nb || strcmp(d->b[i + 1].label, b->label) || d->b[i + 1].world != b->world;
+        if (last && b->traffic) s_traffic_row(out, "bench", b->label, b->world, b->bytes, b->traffic, b->ntraffic, b->steps);
+    }
+    for (size_t i = 0; i < d->nt; i++)
+        if (d->t[i].traffic) s_traffic_row(out, "train", d->t[i].label, d->t[i].world, 0, d->t[i].traffic, d->t[i].ntraffic, d->t[i].steps);
+}
+
+static int s_text(FILE *out, const h_rdata_t *d)
+{
+    s_lwid = s_lw(d);
+    if (d->nb) CHECK(s_text_bench(out, d));
+    if (d->nt) s_text_train(out, d);
+    s_text_traffic(out, d);
+    h_report_ceilings(out, d, s_lwid);
+    if (d->nm) s_text_model(out, d);
+    return 0;
+}
+
+/* ---- h_report ------------------------------------------------------------------------------------ */
+
+/* Figures into outdir (NULL: plots/ next to the first file); their notes on `note`. */
+static int s_figures(const h_rdata_t *d, char **files, const char *outdir, FILE *note)
+{
+    char dir[4096];
+    if (outdir) {
+        snprintf(dir, sizeof dir, "%s", outdir);
+    } else {
+        const char *slash = strrchr(files[0], '/');
+        if (slash) snprintf(dir, sizeof dir, "%.*s/plots", (int)(slash - files[0]), files[0]);
+        else snprintf(dir, sizeof dir, "plots");
+    }
+    int nfig = 0;
+    fflush(stdout);
+    int rc = h_plot_report(d, dir, note, &nfig);
+    if (nfig) fprintf(note, "# plots: %d figure%s (PNG + SVG) in %s/\n", nfig, nfig == 1 ? "" : "s", dir);
+    return rc;
+}
+
+/* The tables in format fmt on stdout, then the figures (text: always; others: when outdir is given). */
+static int s_output(const h_rdata_t *d, const char *fmt, int nfiles, char **files, const char *outdir, size_t n, size_t nbad)
+{
+    int text = !strcmp(fmt, "text"), any = d->nb || d->nt || d->nm;
+    if (text) {
+        printf("# syncbench report: %d file%s, %zu results (bench %zu, train %zu, model %zu)", nfiles, nfiles == 1 ? "" : "s",
+               n, d->nb, d->nt, d->nm);
+        if (nbad) printf(", %zu malformed line%s skipped (listed on stderr)", nbad, nbad == 1 ? "" : "s");
+        printf("\n");
+        if (!any) printf("# nothing to report\n");
+        else CHECK(s_text(stdout, d));
+    } else if (!strcmp(fmt, "json")) {
+        h_report_json(stdout, d, nfiles, files, n, nbad);
+    } else if (!strcmp(fmt, "md")) {
+        h_report_md(stdout, d);
+    } else {
+        h_report_csv(stdout, d);
+    }
+    if (!any || (!text && !outdir)) return 0;
+    return s_figures(d, files, outdir, text ? stdout : stderr);
+}
+
+int h_report(int nfiles, char **files, const char *outdir, const char *format)
+{
+    return h_report_run(nfiles, files, outdir, format, NULL);
+}
+
+int h_report_run(int nfiles, char **files, const char *outdir, const char *format, const char *run_label)
+{
+    if (strcmp(format, "text") && strcmp(format, "json") && strcmp(format, "md") && strcmp(format, "csv"))
+        return err_set(ERR_INVAL, "report: unknown --format %s (text, json, md or csv)", format);
+    if (nfiles < 1)
+        return err_set(ERR_INVAL, "report needs at least one results file (JSON lines, e.g. results/run-latest.jsonl)");
+    h_jobj_t *objs = NULL;
+    size_t n = 0, nbad = 0;
+    int rrc = h_jread_files(nfiles, files, &objs, &n, &nbad, stderr);
+    h_rdata_t d = {0};
+    int rc = s_collect(objs, n, &d, run_label, stderr);
+    if (rc == 0) rc = s_output(&d, format, nfiles, files, outdir, n, nbad);
+    fflush(stdout);
+    if (rc == 0 && rrc < 0) rc = err_set(ERR_IO, "report: a results file could not be read (see above)");
+    for (size_t i = 0; d.b && i < d.nb; i++) free(d.b[i].cfg);
+    for (size_t i = 0; d.t && i < d.nt; i++) free(d.t[i].cfg);
+    free(d.b);
+    free(d.t);
+    free(d.m);
+    h_jfree_all(&objs, &n);
+    return rc;
+}
