@@ -26,6 +26,27 @@ static int s_parse(const char *line, h_jobj_t *o, char *err, size_t errlen)
     return h_jparse(line, strlen(line), o, err, errlen);
 }
 
+/* One reading of a flag for every reader (report, both models): true/false, or a number as older lines
+ * wrote them; anything else, or no field, is the caller's default. */
+Test(jsonl, flags)
+{
+    h_jobj_t o = {0};
+    char err[256];
+    const char *line = "{\"t\": true, \"f\": false, \"one\": 1, \"zero\": 0, \"s\": \"yes\", \"n\": null}";
+    cr_assert_eq(h_jparse(line, strlen(line), &o, err, sizeof err), 0, "%s", err);
+    cr_assert(h_jis_flag(&o, "t") && h_jis_flag(&o, "f") && h_jis_flag(&o, "one") && h_jis_flag(&o, "zero"));
+    cr_assert(!h_jis_flag(&o, "s") && !h_jis_flag(&o, "n") && !h_jis_flag(&o, "absent"));
+    cr_assert_eq(h_jflag(&o, "t", 0), 1);
+    cr_assert_eq(h_jflag(&o, "f", 1), 0);
+    cr_assert_eq(h_jflag(&o, "one", 0), 1);
+    cr_assert_eq(h_jflag(&o, "zero", 1), 0);
+    cr_assert_eq(h_jflag(&o, "s", 1), 1);
+    cr_assert_eq(h_jflag(&o, "s", 0), 0);
+    cr_assert_eq(h_jflag(&o, "n", 1), 1);
+    cr_assert_eq(h_jflag(&o, "absent", 0), 0);
+    h_jfree(&o);
+}
+
 Test(jsonl, values)
 {
     h_jobj_t o = {0};

@@ -207,8 +207,7 @@ static int s_line_cc_is(const h_jobj_t *r, const char *cc)
  * nothing. Lines without the field (older benches) are taken as they are. */
 static int s_bench_host_bound(const h_jobj_t *r)
 {
-    const h_jfield_t *f = h_jget(r, "host_bound");
-    return f && (f->type == HJ_BOOL || f->type == HJ_NUM) && f->num != 0;
+    return h_jflag(r, "host_bound", 0);
 }
 
 static int s_link(const h_model_cluster_cfg_t *o, double *bps, double *eff)
@@ -512,7 +511,7 @@ static int s_check(const h_model_cluster_cfg_t *o, const s_point_t *base, const 
     for (size_t i = 0; i < n; i++) {
         const h_jobj_t *r = &objs[i];
         if (!h_jget(r, "emulated") || strcmp(h_jstr(r, "mode", ""), "train") || h_jget(r, "host_bound") == NULL) continue;
-        int hb = h_jget(r, "host_bound")->num != 0; /* a host-bound run measured this machine */
+        int hb = h_jflag(r, "host_bound", 0); /* a host-bound run measured this machine */
         int P = (int)h_jnum(r, "world", 0), N = (int)h_jnum(r, "nodes", 1), G = (int)h_jnum(r, "gpus_per_node", 1);
         int l = s_layout_of(r, N);
         double meas = h_jnum(r, "emu_step_ms", 0);
@@ -527,8 +526,7 @@ static int s_check(const h_model_cluster_cfg_t *o, const s_point_t *base, const 
             !s_line_cc_is(r, cc))
             continue;
         double bps = ns.bits_per_s * ns.eff, eff = ns.eff;
-        const h_jfield_t *ov = h_jget(r, "overlap");
-        int no_overlap = ov && (ov->type == HJ_BOOL || ov->type == HJ_NUM) && ov->num == 0;
+        int no_overlap = !h_jflag(r, "overlap", 1);
         /* sync PS rounds commit per partition with f32 gradients since results schema 2 (the same release);
          * older lines, and half-precision gradients, waited for the step's last push */
         int pipelined = !strcmp(h_jstr(r, "grad_dtype", "f32"), "f32") && h_jnum(r, "schema", 1) >= 2;

@@ -126,9 +126,8 @@ static void s_eng_of(const h_jobj_t *o, s_eng_t *e)
     snprintf(e->engine, sizeof e->engine, "%s", h_jstr(o, "engine", "?"));
     snprintf(e->impl, sizeof e->impl, "%s", h_jstr(o, "impl", "default"));
     e->servers = (int)h_jnum(o, "servers", 0);
-    const h_jfield_t *c = h_jget(o, "colocate");
-    e->has_coloc = c && (c->type == HJ_NUM || c->type == HJ_BOOL);
-    e->colocate = e->has_coloc ? c->num != 0 : (h_engine_pattern(e->engine) == H_PATTERN_PS && e->servers == 0);
+    e->has_coloc = h_jis_flag(o, "colocate");
+    e->colocate = e->has_coloc ? h_jflag(o, "colocate", 0) : (h_engine_pattern(e->engine) == H_PATTERN_PS && e->servers == 0);
 }
 
 static int s_eng_same(const s_eng_t *a, const s_eng_t *b)

@@ -167,6 +167,17 @@ double h_jnum(const h_jobj_t *obj, const char *key, double dflt)
     return f && f->type == HJ_NUM ? f->num : dflt;
 }
 
+int h_jis_flag(const h_jobj_t *obj, const char *key)
+{
+    const h_jfield_t *f = h_jget(obj, key);
+    return f && (f->type == HJ_BOOL || f->type == HJ_NUM);
+}
+
+int h_jflag(const h_jobj_t *obj, const char *key, int dflt)
+{
+    return h_jis_flag(obj, key) ? h_jget(obj, key)->num != 0 : dflt;
+}
+
 const char *h_jstr(const h_jobj_t *obj, const char *key, const char *dflt)
 {
     const h_jfield_t *f = h_jget(obj, key);

@@ -34,6 +34,10 @@ void h_jfree(h_jobj_t *obj);
 const h_jfield_t *h_jget(const h_jobj_t *obj, const char *key);
 /* Number of key, or dflt when absent or not a number. */
 double      h_jnum(const h_jobj_t *obj, const char *key, double dflt);
+/* Whether key holds a flag (true/false, or a number as older lines wrote them); the flag (1 for true
+ * or a non-zero number, 0 for false or zero), or dflt when absent or not a flag. */
+int         h_jis_flag(const h_jobj_t *obj, const char *key);
+int         h_jflag(const h_jobj_t *obj, const char *key, int dflt);
 /* String of key, or dflt when absent or not a string. */
 const char *h_jstr(const h_jobj_t *obj, const char *key, const char *dflt);
 

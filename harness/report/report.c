@@ -23,12 +23,10 @@
 static void s_label(const h_jobj_t *o, char *out, size_t len)
 {
     const char *lab = h_jstr(o, "label", NULL);
-    const h_jfield_t *c = h_jget(o, "colocate");
-    int coloc = c && (c->type == HJ_NUM || c->type == HJ_BOOL) && c->num != 0;
+    int coloc = h_jflag(o, "colocate", 0);
     /* peers (another project's collective: MPI, torch/gloo) are rows of the same tables, marked */
-    const h_jfield_t *pf = h_jget(o, "peer");
     const char *engine = h_jstr(o, "engine", "?");
-    int peer = (pf && (pf->type == HJ_NUM || pf->type == HJ_BOOL) && pf->num != 0) || h_engine_is_peer(engine);
+    int peer = h_jflag(o, "peer", 0) || h_engine_is_peer(engine);
     /* a named run (--label NAME): "NAME:engine" */
     size_t k0 = lab ? (size_t)snprintf(out, len, "%s:", lab) : 0;
     if (k0 >= len) k0 = len - 1;
