@@ -1,4 +1,4 @@
-/* test_netem.c: --net's emulated network (harness/netem.c): spec parsing (delay= refused with the
+/* test_netem.c: --net's emulated network (harness/launch/netem.c, harness/emulate/netspec.c): spec parsing (delay= refused with the
  * reason), and, as root, namespace set-up (addresses, tbf on both veth ends, TCP between two
  * namespaces at about the shaped rate) and clean-up (nothing left in /var/run/netns). */
 #include <criterion/criterion.h>

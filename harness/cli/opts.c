@@ -2,7 +2,6 @@
  * help text) from which getopt_long's option array, the parser and `harness --help` are all made;
  * each engine's own options are added from the engine table (engines.c). */
 #include "harness/cli/opts_int.h"
-#include "harness/launch/peers.h"
 #include "core/err.h"
 #include "trainer/workload.h"
 #include <errno.h>

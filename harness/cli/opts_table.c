@@ -1,8 +1,7 @@
 /* opts_table.c: the harness option table (name, argument kind, where the value goes, help text) and
  * the value parsers it names; opts.c makes getopt_long's array, the parser and the help from it. */
 #include "harness/cli/opts_int.h"
-#include "harness/launch/netem.h"
-#include "harness/launch/peers.h"
+#include "harness/emulate/netspec.h"
 #include "core/err.h"
 #include <errno.h>
 #include <math.h>

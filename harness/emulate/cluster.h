@@ -1,7 +1,7 @@
 /* cluster.h: the emulated GPU cluster of `--nodes N --gpus-per-node G [--server-nodes K]
  * --net inter=RATE`: which emulated machine each rank sits on, the rate the shaped links get after
  * --shrink and --dilate, the automatic choice of the shrink factor, and the host-bound verdict. The
- * namespaces and shaping themselves are harness/netem.c's. */
+ * namespaces and shaping themselves are launch/netem.c's. */
 #ifndef SB_HARNESS_CLUSTER_H
 #define SB_HARNESS_CLUSTER_H
 #include <stddef.h>

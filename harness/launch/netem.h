@@ -11,33 +11,9 @@
 #define SB_HARNESS_NETEM_H
 #include <stddef.h>
 #include "harness/launch/launch.h"
-
-typedef struct {
-    double bits_per_s;       /* bw= */
-    char   rate[32];         /* the rate as tc takes it ("1000000000bit") */
-    int    per_node;         /* per=node */
-    int    nodes;            /* nodes=K (per=node), default 2 */
-    double eff;              /* eff=E (0 < E <= 1, default 1): the share of the line rate the emulated cluster's
-                              * transport protocol reaches (inter= only; the shaper runs at E x the rate) */
-    double queue_ms;         /* queue=MS (default 100): how long a packet may wait in a shaper (tbf latency), the
-                              * emulated switch port's buffer in time, so the same at any --shrink */
-    int    gso_off;          /* gso=off: veths send one MTU segment per packet (gso_max_segs 1), so the token bucket
-                              * can be 1 ms at the rate however slow (default on: 64 KiB GSO packets, a 128 KiB floor) */
-    char   cc[16];           /* cc=NAME: TCP congestion control in every namespace; "" = H_NETEM_CC_DEFAULT */
-} h_netem_spec_t;
-
-#define H_NETEM_QUEUE_MS 100.0 /* queue= when not given */
-/* cc= when not given: the congestion control every emulated result in results/ ran with. It sets how TCP
- * flows share a shaped NIC, and with it what a parameter server loses to its slowest flow (emulation-cc),
- * so it is pinned rather than inherited from the host. */
-#define H_NETEM_CC_DEFAULT "bbr"
-/* The congestion control a spec asks for (its cc=, else the default). */
-const char *h_netem_spec_cc(const h_netem_spec_t *spec);
+#include "harness/emulate/netspec.h"
 
 typedef struct h_netem h_netem_t;
-
-/* Parse a --net spec; 0, or -1 with the reason in err. */
-int h_netem_parse(const char *spec, h_netem_spec_t *out, char *err, size_t errlen);
 
 /* Create the namespaces, bridge, veths, addresses and shaping for nranks ranks. Removes namespaces
  * left by harness processes that no longer exist first. On failure everything created is removed and
@@ -48,10 +24,6 @@ int  h_netem_new(h_netem_t **self_p, const h_netem_spec_t *spec, int nranks, cha
 const char *h_netem_cc(const h_netem_t *self);
 /* Remove every namespace (and with them the veths, bridge and qdiscs); safe twice and on NULL. */
 void h_netem_destroy(h_netem_t **self_p);
-
-/* The tbf burst (bytes, on the wire) every shaped link gets: 1 ms at the rate, at least a whole 64 KiB GSO
- * packet (128 KiB), which tbf would otherwise segment in software; with gso=off at least 4 full frames. */
-double h_netem_burst(const h_netem_spec_t *spec);
 
 /* The IPv4 address of rank r's namespace ("10.231.0.1"). */
 const char *h_netem_addr(const h_netem_t *self, int rank);

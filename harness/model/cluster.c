@@ -1,4 +1,4 @@
-/* model_cluster.c: `harness model` for emulated real models (model_cluster.h).
+/* cluster.c (harness/model): `harness model` for emulated real models (harness/model/cluster.h).
  *
  * What the model knows: the device's step time split over layers by FLOPs (the emulator's own
  * schedule, wl_schedule), the buckets (wl_buckets: DDP's rule with the run's cap), the device's
@@ -11,7 +11,7 @@
 #include "harness/model/cluster.h"
 #include "harness/model/cluster_cost.h"
 #include "harness/record/jsonl.h"
-#include "harness/launch/netem.h"
+#include "harness/emulate/netspec.h"
 #include "harness/record/stats.h"
 #include "core/err.h"
 #include "ps/ps_proto.h"

@@ -1,4 +1,4 @@
-/* cluster.h: `harness model --model NAME [--device D --nodes N --gpus-per-node G --net inter=RATE
+/* cluster.h (harness/model): `harness model --model NAME [--device D --nodes N --gpus-per-node G --net inter=RATE
  * ...] [FILE...]`: the cost model of the emulated GPU cluster (model/cluster_cost.h) from the workload's
  * per-layer timing, its buckets and the cluster's links; every engine's predicted speedup from 1 to
  * 1024 GPUs, and predicted against measured for the emulated runs in FILE... Runs in one process. */

@@ -1,5 +1,5 @@
-/* clustermodel.c: per-NIC traffic of ring, double binary tree and parameter server on machines of G
- * GPUs, and the overlapped step (clustermodel.h).
+/* cluster_cost.c: per-NIC traffic of ring, double binary tree and parameter server on machines of G
+ * GPUs, and the overlapped step (cluster_cost.h).
  *
  * Ranks are numbered machine by machine (rank r on machine r / G), as the launcher places them.
  *  - ring: one flat ring over P = N G ranks; N of its edges cross machines, one leaving and one

@@ -1,4 +1,4 @@
-/* clustermodel.h: the cost model of a data-parallel step on the emulated GPU cluster (pure functions,
+/* cluster_cost.h: the cost model of a data-parallel step on the emulated GPU cluster (pure functions,
  * no I/O): each bucket's collective time from the bytes the busiest NIC carries for each engine's
  * pattern (machines of G GPUs sharing one full-duplex NIC; traffic within a machine is free), and the
  * step from the buckets' ready times (overlap with backward, one collective at a time, as DDP and
@@ -65,7 +65,7 @@ double h_cl_collective(const h_cl_net_t *net, const h_cl_engine_t *e, double n);
 /* A step: bucket b (bytes[b]) is ready at ready[b] (s from the step's start, non-decreasing); buckets
  * are reduced one at a time in order; the step ends when backward (compute_s) and the last collective
  * are done; for the parameter server (sync) the pulls of the whole model follow the last push, or,
- * pipelined, each bucket's replies follow its pushes (see clustermodel.c). *exposed (may be NULL) gets step - compute_s. */
+ * pipelined, each bucket's replies follow its pushes (see cluster_cost.c). *exposed (may be NULL) gets step - compute_s. */
 double h_cl_step(const h_cl_net_t *net, const h_cl_engine_t *e, int nb, const double *ready, const double *bytes,
                  double compute_s, double *exposed);
 

@@ -1,4 +1,4 @@
-/* model.c: `harness model`: fits the cost model (costmodel.h) on the current setup and puts its
+/* host.c: `harness model`: fits the host cost model (host_cost.h) on the current setup and puts its
  * predictions beside measured results.
  *
  * Probe: ranks 0 and 1 ping-pong over the transport the engines use (core/tp.h: shm, tcp, or tcp
@@ -18,7 +18,7 @@
 #include "harness/model/host.h"
 #include "harness/model/host_cost.h"
 #include "harness/record/jsonl.h"
-#include "harness/launch/netem.h"
+#include "harness/emulate/netspec.h"
 #include "harness/report/report.h"
 #include "harness/record/stats.h"
 #include "core/err.h"

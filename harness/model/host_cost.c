@@ -1,4 +1,4 @@
-/* costmodel.c: the alpha-beta-gamma formulas of costmodel.h and the least-squares fits.
+/* host_cost.c: the alpha-beta-gamma formulas of host_cost.h and the least-squares fits.
  *
  * Derivations (n bytes per rank, P ranks, one full-duplex link per rank):
  *  - ring: each of the 2(P-1) steps moves one chunk n/P over every link at once and starts with one
@@ -11,7 +11,7 @@
  *    So the pipeline's fill and drain cost what they carry (at P = 2 a link carries one segment in the
  *    first and last step, two in between), not k segments each. In the steady state an interior rank
  *    (P >= 4) moves 4 segments a step: about 2 n beta, against the ring's 2 (P-1)/P n beta.
- *  - ps: see costmodel.h.
+ *  - ps: see host_cost.h.
  *
  * The token bucket (--net's tc tbf: rate r, burst b; h_cm_t.burst is b in payload bytes, beta the
  * fitted time per payload byte, which includes the headers). A bucket holds at most b tokens and

@@ -1,14 +1,14 @@
-/* costmodel.h: the alpha-beta-gamma cost model of the three engines' allreduce (pure functions, no
+/* host_cost.h: the alpha-beta-gamma cost model of the three engines' allreduce (pure functions, no
  * I/O): alpha = latency per message (s), beta = transfer time per byte on one link (s/B), gamma =
  * reduction time per byte (s/B, one add of two buffers). Links are full duplex; every rank has its own
- * link (what --net gives: one shaped veth per rank). See costmodel.c for each formula's derivation. */
+ * link (what --net gives: one shaped veth per rank). See host_cost.c for each formula's derivation. */
 #ifndef SB_HARNESS_COSTMODEL_H
 #define SB_HARNESS_COSTMODEL_H
 #include <stddef.h>
 
 /* burst: a token-bucket shaper's allowance (tc tbf burst, in payload bytes; 0: no shaper). Every
  * link direction holds up to burst tokens, refilled at 1/beta bytes per second whether busy or idle;
- * a message of B bytes finding tok tokens takes alpha + max(0, B - tok) beta (see costmodel.c).
+ * a message of B bytes finding tok tokens takes alpha + max(0, B - tok) beta (see host_cost.c).
  * kappa: CPU time per byte a rank puts on or takes off the transport (s/B, send and receive each);
  * mu: CPU time per byte of a memcpy (s/B); cores: cores the ranks share (0: every rank has its own,
  * no CPU term). With procs > cores an allreduce takes at least (CPU work of all procs) / cores. */

@@ -1,4 +1,4 @@
-/* gemmbench.c: `harness gemm`: what the BLAS alone reaches on the trainer's GEMM shapes, to put the
+/* gemm.c: `harness gemm`: what the BLAS alone reaches on the trainer's GEMM shapes, to put the
  * trainer's compute rate (harness train's "compute samples/s") in proportion. Each of --procs forked
  * processes allocates the model's matrices for its per-worker batch and times the step's sgemm calls
  * back to back (no bias, activation, loss, data or communication); the median iteration gives the

@@ -1,4 +1,4 @@
-/* meta.c: result metadata (host, the git sha baked in at build time, time, command line, topology,
+/* result.c: result metadata (host, the git sha baked in at build time, time, command line, topology,
  * versions) and whole-line, all-or-nothing appends to JSON-lines results files. */
 #include "harness/record/result.h"
 #include "core/err.h"

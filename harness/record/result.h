@@ -48,7 +48,7 @@ char *h_meta_cmdline_json(const h_meta_t *m);
 char *h_json_u64_list(const uint64_t *v, size_t n);
 char *h_json_f64_list(const double *v, size_t n, int decimals);
 
-/* Result lines (meta.c, with jansson; jsonl.h reads them back). Every line is one flat object:
+/* Result lines (record/result.c, with jansson; jsonl.h reads them back). Every line is one flat object:
  * {"schema": H_RESULT_SCHEMA, "mode": MODE, "label": --label (when given), the body's fields, then the
  * metadata "host", "git_sha", "timestamp", "cmdline" (whole), "topology", "cpu", "versions", "net"}.
  * Schema 2: written by jansson, "topology" in every mode (schema 1, unversioned: train said "topo"). */

@@ -33,7 +33,7 @@ _Static_assert(sizeof s_patterns / sizeof s_patterns[0] == sizeof s_engines / si
                "one pattern per engine");
 _Static_assert(S_NENGINES <= H_MAX_ENGINES, "H_MAX_ENGINES too small for the engine table");
 
-/* declared in harness.h: the one label of an engine configuration */
+/* declared in engines.h: the one label of an engine configuration */
 void h_engine_label(char *out, size_t len, const char *engine, const char *impl, int servers, int coloc)
 {
     if (!impl) impl = "";

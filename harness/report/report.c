@@ -8,7 +8,6 @@
 #include "harness/registry/engines.h"
 #include "harness/record/result.h"
 #include "harness/record/jsonl.h"
-#include "harness/launch/peers.h"
 #include "harness/report/plot.h"
 #include "harness/record/stats.h"
 #include "harness/record/traffic.h"

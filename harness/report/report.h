@@ -76,7 +76,7 @@ int h_report(int nfiles, char **files, const char *outdir, const char *format);
 /* The same, keeping only the lines whose "label" (harness --label) is run_label (NULL: every line). */
 int h_report_run(int nfiles, char **files, const char *outdir, const char *format, const char *run_label);
 
-/* Engine labels: h_engine_label (harness.h, engines.c). */
+/* Engine labels: h_engine_label (registry/engines.h). */
 
 /* Scaling efficiency of train row i: sps(n) / (n sps(base)) against the smallest world of the same
  * label (*base: that world; > 1 means approximate). 1 for the base itself, NAN when not computable. */
