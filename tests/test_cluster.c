@@ -78,27 +78,27 @@ Test(clustermodel, traffic_hand_computed)
 {
     h_cl_net_t net = {.nodes = 2, .gpus_per_node = 2, .beta = 1e-9, .alpha = 1e-5};
     double b, m;
-    h_cl_engine_t ring = {.kind = H_CL_RING};
+    h_cl_engine_t ring = {.kind = H_PATTERN_RING};
     h_cl_traffic(&net, &ring, 1e6, &b, &m);
     cr_expect_float_eq(b, 1.5e6, 1e-6, "ring: 2(P-1)/P n = 1.5 n at P = 4");
     cr_expect_float_eq(m, 6, 1e-12);
     cr_expect_float_eq(h_cl_collective(&net, &ring, 1e6), 6e-5 + 1.5e-3, 1e-12);
-    h_cl_engine_t ps1 = {.kind = H_CL_PS, .servers = 1, .server_nodes = 1};
+    h_cl_engine_t ps1 = {.kind = H_PATTERN_PS, .servers = 1, .server_nodes = 1};
     h_cl_traffic(&net, &ps1, 1e6, &b, &m);
     cr_expect_float_eq(b, 4e6, 1e-6, "one server machine takes all 4 workers' n");
-    h_cl_engine_t ps4 = {.kind = H_CL_PS, .servers = 4, .server_nodes = 4};
+    h_cl_engine_t ps4 = {.kind = H_PATTERN_PS, .servers = 4, .server_nodes = 4};
     h_cl_traffic(&net, &ps4, 1e6, &b, &m);
     cr_expect_float_eq(b, 2e6, 1e-6, "four server machines: a GPU machine's G n is the bound");
-    h_cl_engine_t tf = {.kind = H_CL_PS, .servers = 2};
+    h_cl_engine_t tf = {.kind = H_PATTERN_PS, .servers = 2};
     h_cl_traffic(&net, &tf, 1e6, &b, &m);
     /* one phase: machine 0 holds half; its 2 workers push 0.5 n out, the 2 remote workers push 0.5 n in */
     cr_expect_float_eq(b, 1e6, 1e-6);
-    h_cl_engine_t col = {.kind = H_CL_PS, .colocate = 1};
+    h_cl_engine_t col = {.kind = H_PATTERN_PS, .colocate = 1};
     h_cl_traffic(&net, &col, 1e6, &b, &m);
     cr_expect_float_eq(b, 1e6, 1e-6, "colocated, one phase: G n (P - G) / P");
     net.nodes = 1;
     net.gpus_per_node = 4;
-    h_cl_engine_t tree = {.kind = H_CL_TREE};
+    h_cl_engine_t tree = {.kind = H_PATTERN_TREE};
     h_cl_traffic(&net, &tree, 1e6, &b, &m);
     cr_expect_float_eq(b, 0, 1e-12, "one machine: nothing crosses a NIC");
 }
@@ -106,7 +106,7 @@ Test(clustermodel, traffic_hand_computed)
 Test(clustermodel, ps_replies_follow_the_last_push)
 {
     h_cl_net_t net = {.nodes = 2, .gpus_per_node = 1, .beta = 1e-3, .alpha = 0};
-    h_cl_engine_t ps = {.kind = H_CL_PS, .servers = 1, .server_nodes = 1};
+    h_cl_engine_t ps = {.kind = H_PATTERN_PS, .servers = 1, .server_nodes = 1};
     /* one server machine, 2 workers: a push phase moves 2 n into it. Pushes: 10 B at 10 ms (20 ms), 5 B
      * at 20 ms (10 ms) -> 40 ms; then the replies of all 15 B: 30 ms -> 70 ms */
     double ready[2] = {0.010, 0.020}, bytes[2] = {10, 5};
@@ -118,13 +118,13 @@ Test(clustermodel, ps_pipelined_replies_follow_their_bucket)
     h_cl_net_t net = {.nodes = 2, .gpus_per_node = 1, .beta = 1e-3, .alpha = 0};
     /* servers on a machine of their own: pushes into it, replies out of it, opposite directions. Pushes:
      * 10 B at 10 ms -> 30 ms, 5 B at 30 ms -> 40 ms; replies: bucket 0 30 -> 50 ms, bucket 1 50 -> 60 ms */
-    h_cl_engine_t ded = {.kind = H_CL_PS, .servers = 1, .server_nodes = 1, .pipelined = 1};
+    h_cl_engine_t ded = {.kind = H_PATTERN_PS, .servers = 1, .server_nodes = 1, .pipelined = 1};
     double ready[2] = {0.010, 0.020}, bytes[2] = {10, 5};
     cr_expect_float_eq(h_cl_step(&net, &ded, 2, ready, bytes, 0.030, NULL), 0.060, 1e-12);
     /* a server on each of the 2 GPU machines: each NIC direction carries its worker's half-push to the
      * other server (n/2) and its server's reply to the other worker (n/2) at once: n per bucket.
      * 10 B: 10 -> 20 ms; 5 B: 20 -> 25 ms */
-    h_cl_engine_t per = {.kind = H_CL_PS, .servers = 2, .pipelined = 1};
+    h_cl_engine_t per = {.kind = H_PATTERN_PS, .servers = 2, .pipelined = 1};
     cr_expect_float_eq(h_cl_ps_duplex_bytes(&net, &per, 10), 10, 1e-12);
     cr_expect_float_eq(h_cl_step(&net, &per, 2, ready, bytes, 0.010, NULL), 0.025, 1e-12);
 }
@@ -132,7 +132,7 @@ Test(clustermodel, ps_pipelined_replies_follow_their_bucket)
 Test(clustermodel, step_overlaps_backward)
 {
     h_cl_net_t net = {.nodes = 2, .gpus_per_node = 1, .beta = 1e-3, .alpha = 0};
-    h_cl_engine_t ring = {.kind = H_CL_RING};
+    h_cl_engine_t ring = {.kind = H_PATTERN_RING};
     /* P = 2: a bucket of n bytes costs n ms. Buckets ready at 10, 20, 30 ms (10, 5, 20 bytes), compute 30 ms:
      * 10 -> 20 ms, then 20 -> 25 ms, then 30 -> 50 ms */
     double ready[3] = {0.010, 0.020, 0.030}, bytes[3] = {10, 5, 20}, exposed;
@@ -214,7 +214,7 @@ Test(cluster_run, two_machines_shaped_links_match_the_schedule, .timeout = 180)
     cr_expect_float_eq(comp, 200.0, 1e-6, "compute from the device: %s", line);
     /* the schedule: the big bucket ready at 100 ms, the small one at 200 ms; TCP/IP headers ~3-6% on the wire */
     h_cl_net_t net = {.nodes = 2, .gpus_per_node = 2, .beta = 8.0 / 200e6 * 1.05, .alpha = 0};
-    h_cl_engine_t ring = {.kind = H_CL_RING};
+    h_cl_engine_t ring = {.kind = H_PATTERN_RING};
     double ready[2] = {0.100, 0.200}, bytes[2] = {4e6, 4e3};
     double want = h_cl_step(&net, &ring, 2, ready, bytes, 0.200, NULL) * 1e3;
     cr_expect(step > want * 0.85 && step < want * 1.25, "step %.1f ms, the schedule says %.1f ms:\n%s", step, want, out);

@@ -102,15 +102,15 @@ static int s_point(s_point_t *p, const char *model, const char *device, size_t l
 }
 
 static const s_layout_t s_layouts[] = {
-    {"ring", {.kind = H_CL_RING}, 1},
-    {"tree", {.kind = H_CL_TREE}, 1},
-    {"ps-1server", {.kind = H_CL_PS, .servers = 1, .server_nodes = 1}, 0},
-    {"ps-per-node", {.kind = H_CL_PS}, 0},              /* one server on every GPU machine (TensorFlow) */
-    {"ps-K=N", {.kind = H_CL_PS, .server_nodes = -1}, 0}, /* N CPU-only server machines (BytePS) */
-    {"ps-colocated", {.kind = H_CL_PS, .colocate = 1}, 0},
+    {"ring", {.kind = H_PATTERN_RING}, 1},
+    {"tree", {.kind = H_PATTERN_TREE}, 1},
+    {"ps-1server", {.kind = H_PATTERN_PS, .servers = 1, .server_nodes = 1}, 0},
+    {"ps-per-node", {.kind = H_PATTERN_PS}, 0},              /* one server on every GPU machine (TensorFlow) */
+    {"ps-K=N", {.kind = H_PATTERN_PS, .server_nodes = -1}, 0}, /* N CPU-only server machines (BytePS) */
+    {"ps-colocated", {.kind = H_PATTERN_PS, .colocate = 1}, 0},
     /* K CPU-only server machines, one server each, 1 < K < N (the BytePS sweep): checked against the runs
      * that have them, not extrapolated (K is the run's) */
-    {"ps-K<N", {.kind = H_CL_PS, .server_nodes = -2}, 0},
+    {"ps-K<N", {.kind = H_PATTERN_PS, .server_nodes = -2}, 0},
 };
 #define S_NLAYOUTS (int)(sizeof s_layouts / sizeof s_layouts[0])
 
@@ -128,7 +128,7 @@ static const s_layout_t s_layouts[] = {
 static double s_slow(const struct s_meas *t, int l, int N, int G, double wire)
 {
     int own = s_layouts[l].e.server_nodes == 0; /* servers on the GPU machines (per machine, colocated) */
-    if (!t || s_layouts[l].e.kind != H_CL_PS) return 0;
+    if (!t || s_layouts[l].e.kind != H_PATTERN_PS) return 0;
     for (int k = 0; k < t->n; k++) {
         if (t->e[k].nodes != N || t->e[k].gpn != G) continue;
         if (own ? t->e[k].layout != l || !t->e[k].cntm : s_layouts[t->e[k].layout].e.server_nodes != 1) continue;
@@ -165,10 +165,10 @@ static double s_step(const s_point_t *p, const struct s_meas *t, int l, int N, i
     double wire = 0;
     for (int b = 0; b < p->nb; b++) wire += p->bytes[b] * net.beta;
     e.slow = s_slow(t, l, N, G, wire);
-    if (e.kind == H_CL_PS && !e.colocate && e.server_nodes == 0 && e.servers == 0) e.servers = N; /* one per machine */
-    if (e.kind == H_CL_PS && e.server_nodes == -1) e.server_nodes = e.servers = N;                /* K = N */
-    if (e.kind == H_CL_PS && e.server_nodes == -2) e.server_nodes = e.servers = K;                /* K < N */
-    if (e.kind == H_CL_PS) e.fanout = s_fan(t, N, G, e.server_nodes);
+    if (e.kind == H_PATTERN_PS && !e.colocate && e.server_nodes == 0 && e.servers == 0) e.servers = N; /* one per machine */
+    if (e.kind == H_PATTERN_PS && e.server_nodes == -1) e.server_nodes = e.servers = N;                /* K = N */
+    if (e.kind == H_PATTERN_PS && e.server_nodes == -2) e.server_nodes = e.servers = K;                /* K < N */
+    if (e.kind == H_PATTERN_PS) e.fanout = s_fan(t, N, G, e.server_nodes);
     double total = (double)p->local_batch / p->dev.samples_per_s;
     double step = N * G > 1 ? h_cl_step(&net, &e, p->nb, p->ready, p->bytes, total, exposed) : total;
     if (L->update_on_worker || N * G == 1) step += p->update_s;
@@ -300,7 +300,7 @@ static double s_incast(const h_model_cluster_cfg_t *o, char *from, size_t len)
             continue;
         /* one machine per rank, the server on a machine of its own */
         h_cl_net_t cn = {.nodes = P, .gpus_per_node = 1, .beta = S_WIRE * 8.0 / (spec.bits_per_s * spec.eff), .alpha = 0};
-        h_cl_engine_t e = {.kind = H_CL_PS, .servers = 1, .server_nodes = 1, .pipelined = 1, .part_bytes = part};
+        h_cl_engine_t e = {.kind = H_PATTERN_PS, .servers = 1, .server_nodes = 1, .pipelined = 1, .part_bytes = part};
         double ready = 0, ideal = h_cl_step(&cn, &e, 1, &ready, &bytes, 0, NULL);
         f[k] = P;
         ratio[k++] = us * 1e-6 / ideal;
@@ -424,7 +424,7 @@ static void s_fanout(const h_model_cluster_cfg_t *o, struct s_meas *t, int *nlin
             (int)h_jnum(r, "servers", 0) != K || bytes / K < 2 * part || !s_train_part(o, part, beta))
             continue;
         h_cl_net_t cn = {.nodes = N, .gpus_per_node = G, .beta = beta, .alpha = 0};
-        h_cl_engine_t e = {.kind = H_CL_PS, .servers = K, .server_nodes = K, .pipelined = 1, .part_bytes = part};
+        h_cl_engine_t e = {.kind = H_PATTERN_PS, .servers = K, .server_nodes = K, .pipelined = 1, .part_bytes = part};
         double ready = 0, ideal = h_cl_step(&cn, &e, 1, &ready, &bytes, 0, NULL);
         if (!(ideal > 0)) continue;
         int k = 0;

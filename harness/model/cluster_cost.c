@@ -145,10 +145,10 @@ void h_cl_traffic(const h_cl_net_t *net, const h_cl_engine_t *e, double n, doubl
     int N = net->nodes > 0 ? net->nodes : 1, P = N * (net->gpus_per_node > 0 ? net->gpus_per_node : 1);
     *nic_bytes = 0;
     *messages = 0;
-    if (e->kind == H_CL_RING) {
+    if (e->kind == H_PATTERN_RING) {
         if (P > 1) *messages = 2.0 * (P - 1);
         if (N > 1) *nic_bytes = 2.0 * (P - 1) / P * n;
-    } else if (e->kind == H_CL_TREE) {
+    } else if (e->kind == H_PATTERN_TREE) {
         if (P > 1) s_tree(net, n, nic_bytes, messages);
     } else {
         s_ps(net, e, n, nic_bytes, messages);
@@ -166,7 +166,7 @@ double h_cl_step(const h_cl_net_t *net, const h_cl_engine_t *e, int nb, const do
                  double compute_s, double *exposed)
 {
     double end = 0, total = 0;
-    if (e->kind == H_CL_PS && e->pipelined) {
+    if (e->kind == H_PATTERN_PS && e->pipelined) {
         /* pushes bucket by bucket; a bucket's replies follow its pushes. Opposite directions (servers on
          * machines of their own): a second pipeline one bucket behind; shared directions: each bucket
          * carries both phases' bytes on the busiest direction. */
@@ -199,7 +199,7 @@ double h_cl_step(const h_cl_net_t *net, const h_cl_engine_t *e, int nb, const do
     /* the parameter server in sync mode: a bucket's pushes travel as it is submitted, but the servers
      * answer the pulls only once the step's last push is in (the optimizer waits for every worker's
      * overflow flag), so the replies of the whole model follow: the same bytes the other way */
-    if (e->kind == H_CL_PS) step += h_cl_collective(net, e, total);
+    if (e->kind == H_PATTERN_PS) step += h_cl_collective(net, e, total);
     if (exposed) *exposed = step - compute_s;
     return step;
 }

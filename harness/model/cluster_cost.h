@@ -3,9 +3,10 @@
  * pattern (machines of G GPUs sharing one full-duplex NIC; traffic within a machine is free), and the
  * step from the buckets' ready times (overlap with backward, one collective at a time, as DDP and
  * Horovod run them). `harness model --model M --nodes N ...` fits the link and predicts with it. */
-#ifndef SB_HARNESS_CLUSTERMODEL_H
-#define SB_HARNESS_CLUSTERMODEL_H
+#ifndef SB_HARNESS_MODEL_CLUSTER_COST_H
+#define SB_HARNESS_MODEL_CLUSTER_COST_H
 #include <stddef.h>
+#include "harness/registry/engines.h"
 
 typedef struct {
     int    nodes, gpus_per_node;
@@ -13,10 +14,10 @@ typedef struct {
     double alpha;           /* s per message (latency and per-message overhead) */
 } h_cl_net_t;
 
-typedef enum { H_CL_RING = 0, H_CL_TREE = 1, H_CL_PS = 2 } h_cl_kind_t;
+/* kind: the engine's communication pattern, the registry's h_pattern_t (ring, tree, ps) */
 
 typedef struct {
-    h_cl_kind_t kind;
+    h_pattern_t kind;
     int servers;            /* ps: dedicated servers (0 with colocate) */
     int server_nodes;       /* ps: servers on CPU machines of their own (K); 0: server s on GPU machine s mod N */
     int colocate;           /* ps: one server inside every worker */
