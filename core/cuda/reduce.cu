@@ -40,52 +40,39 @@ template <> struct Elt<DT_F32> {
                           __float_as_uint(f[3]));
     }
 };
-template <> struct Elt<DT_F16> {
+/* f16 and bf16 share the 8-per-uint4 packing; C gives the two conversions (h2f widens a 16-bit
+ * pattern to f32, f2h rounds to nearest even). */
+template <class C> struct Half16 {
     static constexpr int V = 8;
+    __device__ static float load(const void *p, size_t i) { return C::h2f(static_cast<const unsigned short *>(p)[i]); }
+    __device__ static void store(void *p, size_t i, float v) { static_cast<unsigned short *>(p)[i] = C::f2h(v); }
+    __device__ static void unpack(const uint4 &u, float *f)
+    {
+        const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            f[2 * k] = C::h2f((unsigned short)(w[k] & 0xffffu));
+            f[2 * k + 1] = C::h2f((unsigned short)(w[k] >> 16));
+        }
+    }
+    __device__ static uint4 pack(const float *f)
+    {
+        unsigned w[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) w[k] = (unsigned)C::f2h(f[2 * k]) | ((unsigned)C::f2h(f[2 * k + 1]) << 16);
+        return make_uint4(w[0], w[1], w[2], w[3]);
+    }
+};
+struct F16Conv {
     __device__ static float h2f(unsigned short h) { return __half2float(__ushort_as_half(h)); }
     __device__ static unsigned short f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }
-    __device__ static float load(const void *p, size_t i) { return h2f(static_cast<const unsigned short *>(p)[i]); }
-    __device__ static void store(void *p, size_t i, float v) { static_cast<unsigned short *>(p)[i] = f2h(v); }
-    __device__ static void unpack(const uint4 &u, float *f)
-    {
-        const unsigned w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            f[2 * k] = h2f((unsigned short)(w[k] & 0xffffu));
-            f[2 * k + 1] = h2f((unsigned short)(w[k] >> 16));
-        }
-    }
-    __device__ static uint4 pack(const float *f)
-    {
-        unsigned w[4];
-#pragma unroll
-        for (int k = 0; k < 4; k++) w[k] = (unsigned)f2h(f[2 * k]) | ((unsigned)f2h(f[2 * k + 1]) << 16);
-        return make_uint4(w[0], w[1], w[2], w[3]);
-    }
 };
-template <> struct Elt<DT_BF16> {
-    static constexpr int V = 8;
+struct BF16Conv {
     __device__ static float h2f(unsigned short h) { return __uint_as_float((unsigned)h << 16); }
     __device__ static unsigned short f2h(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
-    __device__ static float load(const void *p, size_t i) { return h2f(static_cast<const unsigned short *>(p)[i]); }
-    __device__ static void store(void *p, size_t i, float v) { static_cast<unsigned short *>(p)[i] = f2h(v); }
-    __device__ static void unpack(const uint4 &u, float *f)
-    {
-        const unsigned w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            f[2 * k] = h2f((unsigned short)(w[k] & 0xffffu));
-            f[2 * k + 1] = h2f((unsigned short)(w[k] >> 16));
-        }
-    }
-    __device__ static uint4 pack(const float *f)
-    {
-        unsigned w[4];
-#pragma unroll
-        for (int k = 0; k < 4; k++) w[k] = (unsigned)f2h(f[2 * k]) | ((unsigned)f2h(f[2 * k + 1]) << 16);
-        return make_uint4(w[0], w[1], w[2], w[3]);
-    }
 };
+template <> struct Elt<DT_F16> : Half16<F16Conv> {};
+template <> struct Elt<DT_BF16> : Half16<BF16Conv> {};
 
 constexpr int kThreads = 256;
 constexpr int kUnroll = 4;
