@@ -444,6 +444,7 @@ fail:
 
 ARSTEP_FORWARDERS(step)
 
+/* not ARSTEP_FORWARD_ALLREDUCE: a timeout <= 0 here means the engine's own */
 static int s_allreduce(engine_t *self, const void *sendbuf, void *recvbuf, size_t count, dtype_t dt,
                        redop_t op, int timeout_ms)
 {
@@ -468,14 +469,5 @@ static void s_stats(engine_t *self, engine_stats_t *out)
 const engine_ops_t tree_engine = {
     .name = "tree",
     .impls = "host|gpu|nccl",
-    .create = s_create,
-    .attach = s_attach,
-    .step_begin = s_step_begin,
-    .submit = s_submit,
-    .wait = s_wait,
-    .allreduce = s_allreduce,
-    .serve = NULL,
-    .stats = s_stats,
-    .optim_state = s_optim_state,
-    .destroy = s_destroy,
+    ARSTEP_ENGINE_OPS,
 };

@@ -1,4 +1,4 @@
-/* arstep.h: the step machinery shared by every allreduce engine (ring, tree): buckets submitted
+/* arstep.h: the step machinery shared by every allreduce engine (ring, tree, mpi): buckets submitted
  * during backward are queued to a communication thread that allreduces each one (average) as soon
  * as it arrives and applies the shared optimizer to its range, so communication overlaps backward;
  * wait() blocks until every bucket of the step is done. Engines supply only the collective. */
@@ -38,5 +38,17 @@ int  arstep_optim_state(arstep_t *self, float **bufs, int *nbuf, size_t *count);
     {                                                                                                 \
         return arstep_optim_state(self->m, bufs, nbuf, count);                                        \
     }
+/* The allreduce entry for an engine that passes the caller's timeout through unchanged: static s_allreduce. */
+#define ARSTEP_FORWARD_ALLREDUCE(m)                                                                   \
+    static int s_allreduce(engine_t *self, const void *s, void *r, size_t n, dtype_t dt, redop_t op, int t) \
+    {                                                                                                 \
+        return arstep_allreduce(self->m, s, r, n, dt, op, t);                                         \
+    }
+/* The vtable entries of an arstep-based engine (engine_ops_t designated initializers), naming the
+ * forwarders above and the engine's own s_create, s_allreduce, s_stats and s_destroy. */
+#define ARSTEP_ENGINE_OPS                                                                             \
+    .create = s_create, .attach = s_attach, .step_begin = s_step_begin, .submit = s_submit,          \
+    .wait = s_wait, .allreduce = s_allreduce, .serve = NULL, .stats = s_stats,                        \
+    .optim_state = s_optim_state, .destroy = s_destroy
 
 #endif

@@ -194,11 +194,7 @@ static int s_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
 }
 
 ARSTEP_FORWARDERS(step)
-
-static int s_allreduce(engine_t *self, const void *s, void *r, size_t n, dtype_t dt, redop_t op, int t)
-{
-    return arstep_allreduce(self->step, s, r, n, dt, op, t);
-}
+ARSTEP_FORWARD_ALLREDUCE(step)
 
 static void s_stats(engine_t *self, engine_stats_t *out)
 {
@@ -234,14 +230,5 @@ static void s_destroy(engine_t **self_p)
 const engine_ops_t mpi_engine = {
     .name = "mpi",
     .impls = "host",
-    .create = s_create,
-    .attach = s_attach,
-    .step_begin = s_step_begin,
-    .submit = s_submit,
-    .wait = s_wait,
-    .allreduce = s_allreduce,
-    .serve = NULL,
-    .stats = s_stats,
-    .optim_state = s_optim_state,
-    .destroy = s_destroy,
+    ARSTEP_ENGINE_OPS,
 };
