@@ -1,13 +1,12 @@
 /* model.c: the MLP's forward and backward through cblas_sgemm.
  *
- * Layout: row-major batches; W_l is [out x in] (PyTorch). Per layer l with input H (n x in):
+ * Layout: row-major batches; W_l is [out x in] (PyTorch). The layer loops are trainer/mlp_pass.c's;
+ * the CPU's pieces, per layer l with input H (n x in):
  *   forward   Z = H W^T (sgemm N,T) then one fused pass adds b and applies ReLU (not on the last layer)
  *   backward  dW = dZ^T H (sgemm T,N, written straight into the gradient arena, beta = 0)
  *             db = column sums of dZ (one pass)
  *             dH = dZ W     (sgemm N,N; skipped for layer 0) then dZ_prev = dH * (H > 0) in place
- * A layer is reported done only after dH is computed, because an engine may update W_l as soon as its
- * gradient bucket is submitted. Activations (post-ReLU) are kept per layer; dZ ping-pongs between two
- * scratch buffers. No per-element function calls in the loops. */
+ * and the softmax cross-entropy after forward. No per-element function calls in the loops. */
 #include "trainer/model.h"
 #include <cblas.h>
 #include <errno.h>
@@ -16,17 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/err.h"
+#include "trainer/mlp_pass.h"
 #include "trainer/rng.h"
 
 struct mlp {
-    mlp_shape_t s;
-    size_t max_batch;
-    size_t n;                   /* rows of the last forward */
-    float *params, *grads;
-    float *x;                   /* input, max_batch x dims[0] */
-    float *act[MLP_MAX_LAYERS]; /* act[l]: output of layer l (post-ReLU; logits for the last) */
-    float *dz[2];               /* max_batch x max width */
-    int    dz_cur;              /* which dz holds d(loss)/d(logits) after forward */
+    mlp_bufs_t b;               /* host buffers */
 };
 
 static void *s_alloc(size_t bytes)
@@ -92,8 +85,9 @@ double mlp_flops_per_sample(const mlp_shape_t *s)
 int mlp_new(mlp_t **self_p, const mlp_shape_t *shape, size_t max_batch)
 {
     if (!self_p || !shape || shape->nlayers < 1 || max_batch == 0) return err_set(ERR_INVAL, "mlp_new: bad arguments");
-    mlp_t *m = calloc(1, sizeof *m);
-    if (!m) return ERR_NOMEM;
+    mlp_t *self = calloc(1, sizeof *self);
+    if (!self) return ERR_NOMEM;
+    mlp_bufs_t *m = &self->b;
     m->s = *shape;
     m->max_batch = max_batch;
     size_t wmax = 0;
@@ -103,7 +97,7 @@ int mlp_new(mlp_t **self_p, const mlp_shape_t *shape, size_t max_batch)
              (m->dz[0] = s_alloc(max_batch * wmax * sizeof(float))) && (m->dz[1] = s_alloc(max_batch * wmax * sizeof(float)));
     for (int l = 0; ok && l < shape->nlayers; l++)
         ok = (m->act[l] = s_alloc(max_batch * shape->dims[l + 1] * sizeof(float))) != NULL;
-    *self_p = m;
+    *self_p = self;
     if (!ok) {
         mlp_destroy(self_p);
         return err_set(ERR_NOMEM, "model: cannot allocate %zu parameters for batch %zu", shape->count, max_batch);
@@ -114,10 +108,10 @@ int mlp_new(mlp_t **self_p, const mlp_shape_t *shape, size_t max_batch)
 void mlp_destroy(mlp_t **self_p)
 {
     if (!self_p || !*self_p) return;
-    mlp_t *m = *self_p;
+    mlp_bufs_t *m = &(*self_p)->b;
     free(m->params); free(m->grads); free(m->x); free(m->dz[0]); free(m->dz[1]);
     for (int l = 0; l < m->s.nlayers; l++) free(m->act[l]);
-    free(m);
+    free(*self_p);
     *self_p = NULL;
 }
 
@@ -125,23 +119,40 @@ void mlp_init(mlp_t *self, uint64_t seed)
 {
     rng_t r;
     rng_seed(&r, seed, 0x6d6c70 /* "mlp" */);
-    for (int l = 0; l < self->s.nlayers; l++) {
-        float bound = 1.0f / sqrtf((float)self->s.dims[l]);
-        size_t nw = self->s.dims[l] * self->s.dims[l + 1];
-        float *w = self->params + self->s.w_off[l], *b = self->params + self->s.b_off[l];
+    const mlp_shape_t *s = &self->b.s;
+    for (int l = 0; l < s->nlayers; l++) {
+        float bound = 1.0f / sqrtf((float)s->dims[l]);
+        size_t nw = s->dims[l] * s->dims[l + 1];
+        float *w = self->b.params + s->w_off[l], *b = self->b.params + s->b_off[l];
         for (size_t i = 0; i < nw; i++) w[i] = (2.0f * rng_uniform(&r) - 1.0f) * bound;
-        for (size_t i = 0; i < self->s.dims[l + 1]; i++) b[i] = (2.0f * rng_uniform(&r) - 1.0f) * bound;
+        for (size_t i = 0; i < s->dims[l + 1]; i++) b[i] = (2.0f * rng_uniform(&r) - 1.0f) * bound;
     }
 }
 
-const mlp_shape_t *mlp_shape(const mlp_t *self) { return &self->s; }
-float *mlp_params(mlp_t *self) { return self->params; }
-float *mlp_grads(mlp_t *self) { return self->grads; }
-float *mlp_input(mlp_t *self) { return self->x; }
+const mlp_shape_t *mlp_shape(const mlp_t *self) { return &self->b.s; }
+float *mlp_params(mlp_t *self) { return self->b.params; }
+float *mlp_grads(mlp_t *self) { return self->b.grads; }
+float *mlp_input(mlp_t *self) { return self->b.x; }
+
+/* Row-major C[M x N] = op(A) op(B) (beta = 0: overwrites C). */
+static void s_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, size_t M, size_t N, size_t K, const float *A, size_t lda,
+                   const float *B, size_t ldb, float *C, size_t ldc)
+{
+    cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B, (int)ldb, 0.0f, C, (int)ldc);
+}
+
+/* Z = H W^T: sgemm N,T. */
+static int s_gemm_fwd(void *ctx, size_t n, size_t in, size_t out, const float *h, const float *w, float *z)
+{
+    (void)ctx;
+    s_gemm(CblasNoTrans, CblasTrans, n, out, in, h, in, w, in, z, out);
+    return 0;
+}
 
 /* y[i][j] = max(0, y[i][j] + b[j]) (relu) or y[i][j] + b[j]. */
-static void s_bias_act(float *restrict y, const float *restrict b, size_t n, size_t d, int relu)
+static int s_bias_act(void *ctx, float *restrict y, const float *restrict b, size_t n, size_t d, int relu)
 {
+    (void)ctx;
     for (size_t i = 0; i < n; i++) {
         float *restrict row = y + i * d;
         if (relu)
@@ -152,27 +163,63 @@ static void s_bias_act(float *restrict y, const float *restrict b, size_t n, siz
         else
             for (size_t j = 0; j < d; j++) row[j] += b[j];
     }
+    return 0;
 }
+
+/* dW = dZ^T H: sgemm T,N. */
+static int s_gemm_wgrad(void *ctx, size_t n, size_t in, size_t out, const float *dz, const float *h, float *gw)
+{
+    (void)ctx;
+    s_gemm(CblasTrans, CblasNoTrans, out, in, n, dz, out, h, in, gw, in);
+    return 0;
+}
+
+/* db = column sums of dZ, rows in order. */
+static int s_bias_grad(void *ctx, float *gb, const float *dz, size_t n, size_t out)
+{
+    (void)ctx;
+    memcpy(gb, dz, out * sizeof(float));
+    for (size_t i = 1; i < n; i++) {
+        const float *restrict row = dz + i * out;
+        float *restrict acc = gb;
+        for (size_t j = 0; j < out; j++) acc[j] += row[j];
+    }
+    return 0;
+}
+
+/* dH = dZ W: sgemm N,N. */
+static int s_gemm_dgrad(void *ctx, size_t n, size_t in, size_t out, const float *dz, const float *w, float *dh)
+{
+    (void)ctx;
+    s_gemm(CblasNoTrans, CblasNoTrans, n, in, out, dz, out, w, in, dh, in);
+    return 0;
+}
+
+static int s_relu_bwd(void *ctx, float *dh, const float *restrict a, size_t count)
+{
+    (void)ctx;
+    for (size_t i = 0; i < count; i++) dh[i] = a[i] > 0.0f ? dh[i] : 0.0f;
+    return 0;
+}
+
+static const mlp_kernels_t s_cpu = {
+    .gemm_fwd = s_gemm_fwd, .bias_act = s_bias_act, .gemm_wgrad = s_gemm_wgrad, .bias_grad = s_bias_grad,
+    .gemm_dgrad = s_gemm_dgrad, .relu_bwd = s_relu_bwd, .sync = NULL,
+};
 
 int mlp_forward(mlp_t *self, size_t n, const int32_t *labels, float loss_scale, double *loss, size_t *correct)
 {
-    if (n == 0 || n > self->max_batch) return err_set(ERR_INVAL, "forward: batch %zu outside [1, %zu]", n, self->max_batch);
-    const mlp_shape_t *s = &self->s;
+    int rc = mlp_pass_check_batch(&self->b, n);
+    if (rc) return rc;
+    const mlp_shape_t *s = &self->b.s;
     int L = s->nlayers;
-    self->n = n;
-    const float *h = self->x;
-    for (int l = 0; l < L; l++) {
-        size_t in = s->dims[l], out = s->dims[l + 1];
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)out, (int)in, 1.0f, h, (int)in,
-                    self->params + s->w_off[l], (int)in, 0.0f, self->act[l], (int)out);
-        s_bias_act(self->act[l], self->params + s->b_off[l], n, out, l < L - 1);
-        h = self->act[l];
-    }
+    self->b.n = n;
+    CHECK(mlp_pass_forward(&self->b, &s_cpu, self));
     /* softmax cross-entropy, mean over n; dlogits = (p - onehot) * loss_scale / n */
     size_t C = s->dims[L];
-    const float *logits = self->act[L - 1];
-    float *dz = self->dz[0];
-    self->dz_cur = 0;
+    const float *logits = self->b.act[L - 1];
+    float *dz = self->b.dz[0];
+    self->b.dz_cur = 0;
     double sum = 0;
     size_t ok = 0;
     float g = loss_scale / (float)n;
@@ -203,36 +250,5 @@ int mlp_forward(mlp_t *self, size_t n, const int32_t *labels, float loss_scale, 
 
 int mlp_backward(mlp_t *self, mlp_layer_done_fn done, void *ctx)
 {
-    const mlp_shape_t *s = &self->s;
-    size_t n = self->n;
-    if (n == 0) return err_set(ERR_STATE, "backward before forward");
-    int cur = self->dz_cur;
-    for (int l = s->nlayers - 1; l >= 0; l--) {
-        size_t in = s->dims[l], out = s->dims[l + 1];
-        const float *dz = self->dz[cur];
-        const float *h = l > 0 ? self->act[l - 1] : self->x;
-        float *gw = self->grads + s->w_off[l], *gb = self->grads + s->b_off[l];
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)n, 1.0f, dz, (int)out, h,
-                    (int)in, 0.0f, gw, (int)in);
-        memcpy(gb, dz, out * sizeof(float));
-        for (size_t i = 1; i < n; i++) {
-            const float *restrict row = dz + i * out;
-            float *restrict acc = gb;
-            for (size_t j = 0; j < out; j++) acc[j] += row[j];
-        }
-        if (l > 0) {
-            float *dh = self->dz[cur ^ 1];
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)in, (int)out, 1.0f, dz, (int)out,
-                        self->params + s->w_off[l], (int)in, 0.0f, dh, (int)in);
-            size_t tot = n * in;
-            const float *restrict a = self->act[l - 1];
-            for (size_t i = 0; i < tot; i++) dh[i] = a[i] > 0.0f ? dh[i] : 0.0f;
-            cur ^= 1;
-        }
-        if (done) {
-            int rc = done(ctx, l);
-            if (rc) return rc < 0 ? rc : ERR_INTERRUPT;
-        }
-    }
-    return 0;
+    return mlp_pass_backward(&self->b, &s_cpu, self, done, ctx);
 }

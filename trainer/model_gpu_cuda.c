@@ -6,9 +6,10 @@
  *   dW        dW^T = H^T dZ        sgemm(N, T, in, out, n,  H (ld in),  dZ (ld out), dW (ld in))
  *   dH        dH^T = W^T dZ^T      sgemm(N, N, in, n, out,  W (ld in),  dZ (ld out), dH (ld in))
  * then bias + ReLU, bias-gradient column sums, ReLU backward and softmax cross-entropy as small
- * kernels (trainer/mlp_kernels.h), everything on one non-blocking stream of the model. A layer is
- * reported done only after its dH is computed and the stream has drained (an engine may update W_l
- * then). In flight: at most one layer's work while backward runs; forward waits for the loss. */
+ * kernels (trainer/mlp_kernels.h), everything on one non-blocking stream of the model; the layer
+ * loops are trainer/mlp_pass.c's, shared with the CPU model. A layer is reported done only after its
+ * dH is computed and the stream has drained (an engine may update W_l then). In flight: at most one
+ * layer's work while backward runs; forward waits for the loss. */
 #include "trainer/model_gpu.h"
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -19,18 +20,13 @@
 #include "core/err.h"
 #include "core/timer.h"
 #include "trainer/mlp_kernels.h"
+#include "trainer/mlp_pass.h"
 
 struct mlp_gpu {
-    mlp_shape_t s;
-    size_t max_batch, n;
+    mlp_bufs_t b;                       /* device arenas, input, activations and dz */
     int tf32, timeout_ms;
     cublasHandle_t blas;
     void *stream;
-    float *params, *grads;              /* device arenas */
-    float *x;                           /* device input, max_batch x dims[0] */
-    float *act[MLP_MAX_LAYERS];         /* device activations (post-ReLU; logits last) */
-    float *dz[2];                       /* device, max_batch x max width */
-    int dz_cur;
     int32_t *labels_d, *correct_d;
     float *loss_d;
     float *x_h;                         /* pinned staging */
@@ -59,8 +55,8 @@ int mlp_gpu_new(mlp_gpu_t **self_p, const mlp_shape_t *shape, size_t max_batch, 
     CHECK(s_check_dims(shape, max_batch));
     mlp_gpu_t *m = calloc(1, sizeof *m);
     if (!m) return ERR_NOMEM;
-    m->s = *shape;
-    m->max_batch = max_batch;
+    m->b.s = *shape;
+    m->b.max_batch = max_batch;
     m->tf32 = tf32;
     m->timeout_ms = timeout_ms > 0 ? timeout_ms : 60000;
     int rc;
@@ -72,14 +68,14 @@ int mlp_gpu_new(mlp_gpu_t **self_p, const mlp_shape_t *shape, size_t max_batch, 
     size_t wmax = 0;
     for (int l = 0; l <= shape->nlayers; l++) wmax = shape->dims[l] > wmax ? shape->dims[l] : wmax;
     size_t cnt = shape->count, B = max_batch;
-    CHECK_GOTO(rc, dev_malloc((void **)&m->params, cnt * sizeof(float)), fail);
-    CHECK_GOTO(rc, dev_malloc((void **)&m->grads, cnt * sizeof(float)), fail);
-    CHECK_GOTO(rc, dev_memset(m->params, 0, cnt * sizeof(float)), fail);
-    CHECK_GOTO(rc, dev_memset(m->grads, 0, cnt * sizeof(float)), fail);
-    CHECK_GOTO(rc, dev_malloc((void **)&m->x, B * shape->dims[0] * sizeof(float)), fail);
-    for (int k = 0; k < 2; k++) CHECK_GOTO(rc, dev_malloc((void **)&m->dz[k], B * wmax * sizeof(float)), fail);
+    CHECK_GOTO(rc, dev_malloc((void **)&m->b.params, cnt * sizeof(float)), fail);
+    CHECK_GOTO(rc, dev_malloc((void **)&m->b.grads, cnt * sizeof(float)), fail);
+    CHECK_GOTO(rc, dev_memset(m->b.params, 0, cnt * sizeof(float)), fail);
+    CHECK_GOTO(rc, dev_memset(m->b.grads, 0, cnt * sizeof(float)), fail);
+    CHECK_GOTO(rc, dev_malloc((void **)&m->b.x, B * shape->dims[0] * sizeof(float)), fail);
+    for (int k = 0; k < 2; k++) CHECK_GOTO(rc, dev_malloc((void **)&m->b.dz[k], B * wmax * sizeof(float)), fail);
     for (int l = 0; l < shape->nlayers; l++)
-        CHECK_GOTO(rc, dev_malloc((void **)&m->act[l], B * shape->dims[l + 1] * sizeof(float)), fail);
+        CHECK_GOTO(rc, dev_malloc((void **)&m->b.act[l], B * shape->dims[l + 1] * sizeof(float)), fail);
     CHECK_GOTO(rc, dev_malloc((void **)&m->labels_d, B * sizeof(int32_t)), fail);
     CHECK_GOTO(rc, dev_malloc((void **)&m->correct_d, B * sizeof(int32_t)), fail);
     CHECK_GOTO(rc, dev_malloc((void **)&m->loss_d, B * sizeof(float)), fail);
@@ -100,11 +96,11 @@ void mlp_gpu_destroy(mlp_gpu_t **self_p)
     if (!self_p || !*self_p) return;
     mlp_gpu_t *m = *self_p;
     if (m->stream) (void)dev_stream_wait(m->stream, m->timeout_ms);
-    dev_free((void **)&m->params);
-    dev_free((void **)&m->grads);
-    dev_free((void **)&m->x);
-    for (int k = 0; k < 2; k++) dev_free((void **)&m->dz[k]);
-    for (int l = 0; l < MLP_MAX_LAYERS; l++) dev_free((void **)&m->act[l]);
+    dev_free((void **)&m->b.params);
+    dev_free((void **)&m->b.grads);
+    dev_free((void **)&m->b.x);
+    for (int k = 0; k < 2; k++) dev_free((void **)&m->b.dz[k]);
+    for (int l = 0; l < MLP_MAX_LAYERS; l++) dev_free((void **)&m->b.act[l]);
     dev_free((void **)&m->labels_d);
     dev_free((void **)&m->correct_d);
     dev_free((void **)&m->loss_d);
@@ -118,9 +114,9 @@ void mlp_gpu_destroy(mlp_gpu_t **self_p)
     *self_p = NULL;
 }
 
-const mlp_shape_t *mlp_gpu_shape(const mlp_gpu_t *self) { return &self->s; }
-float *mlp_gpu_params(mlp_gpu_t *self) { return self->params; }
-float *mlp_gpu_grads(mlp_gpu_t *self) { return self->grads; }
+const mlp_shape_t *mlp_gpu_shape(const mlp_gpu_t *self) { return &self->b.s; }
+float *mlp_gpu_params(mlp_gpu_t *self) { return self->b.params; }
+float *mlp_gpu_grads(mlp_gpu_t *self) { return self->b.grads; }
 float *mlp_gpu_input(mlp_gpu_t *self) { return self->x_h; }
 const char *mlp_gpu_desc(const mlp_gpu_t *self) { return self->tf32 ? "cuBLAS TF32" : "cuBLAS f32"; }
 
@@ -129,19 +125,19 @@ int mlp_gpu_set_params(mlp_gpu_t *self, const float *host)
     /* the model's stream is idle before, and dev_memcpy is complete after (dev.h): the next forward's
      * first GEMM on that stream reads the uploaded parameters */
     CHECK(dev_stream_wait(self->stream, self->timeout_ms));
-    return dev_memcpy(self->params, host, self->s.count * sizeof(float));
+    return dev_memcpy(self->b.params, host, self->b.s.count * sizeof(float));
 }
 
 int mlp_gpu_get_params(mlp_gpu_t *self, float *host)
 {
     CHECK(dev_stream_wait(self->stream, self->timeout_ms));
-    return dev_memcpy(host, self->params, self->s.count * sizeof(float));
+    return dev_memcpy(host, self->b.params, self->b.s.count * sizeof(float));
 }
 
 int mlp_gpu_get_grads(mlp_gpu_t *self, float *host)
 {
     CHECK(dev_stream_wait(self->stream, self->timeout_ms));
-    return dev_memcpy(host, self->grads, self->s.count * sizeof(float));
+    return dev_memcpy(host, self->b.grads, self->b.s.count * sizeof(float));
 }
 
 /* Row-major C[r x c] = op(A) op(B) in the three shapes above, as one column-major sgemm. */
@@ -153,29 +149,61 @@ static int s_gemm(mlp_gpu_t *m, cublasOperation_t ta, cublasOperation_t tb, size
                               (int)ldc), "cublasSgemm");
 }
 
+/* The pieces behind trainer/mlp_pass.h: the GEMMs in the three shapes above, the small kernels, all
+ * on the model's stream; sync drains it. */
+static int s_gemm_fwd(void *ctx, size_t n, size_t in, size_t out, const float *h, const float *w, float *z)
+{
+    return s_gemm(ctx, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, w, in, h, in, z, out);
+}
+static int s_bias_act(void *ctx, float *y, const float *b, size_t n, size_t d, int relu)
+{
+    return mlpk_bias_act(y, b, n, d, relu, ((mlp_gpu_t *)ctx)->stream);
+}
+static int s_gemm_wgrad(void *ctx, size_t n, size_t in, size_t out, const float *dz, const float *h, float *gw)
+{
+    return s_gemm(ctx, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, h, in, dz, out, gw, in);
+}
+static int s_bias_grad(void *ctx, float *gb, const float *dz, size_t n, size_t out)
+{
+    return mlpk_bias_grad(gb, dz, n, out, ((mlp_gpu_t *)ctx)->stream);
+}
+static int s_gemm_dgrad(void *ctx, size_t n, size_t in, size_t out, const float *dz, const float *w, float *dh)
+{
+    return s_gemm(ctx, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, w, in, dz, out, dh, in);
+}
+static int s_relu_bwd(void *ctx, float *dh, const float *a, size_t count)
+{
+    return mlpk_relu_bwd(dh, a, count, ((mlp_gpu_t *)ctx)->stream);
+}
+static int s_sync(void *ctx)
+{
+    mlp_gpu_t *m = ctx;
+    return dev_stream_wait(m->stream, m->timeout_ms);
+}
+
+static const mlp_kernels_t s_gpu = {
+    .gemm_fwd = s_gemm_fwd, .bias_act = s_bias_act, .gemm_wgrad = s_gemm_wgrad, .bias_grad = s_bias_grad,
+    .gemm_dgrad = s_gemm_dgrad, .relu_bwd = s_relu_bwd, .sync = s_sync,
+};
+
 int mlp_gpu_forward(mlp_gpu_t *self, size_t n, const int32_t *labels, float loss_scale, double *loss, size_t *correct)
 {
-    if (n == 0 || n > self->max_batch) return err_set(ERR_INVAL, "forward: batch %zu outside [1, %zu]", n, self->max_batch);
-    const mlp_shape_t *s = &self->s;
+    int rc = mlp_pass_check_batch(&self->b, n);
+    if (rc) return rc;
+    const mlp_shape_t *s = &self->b.s;
     int L = s->nlayers;
     size_t C = s->dims[L];
     for (size_t i = 0; i < n; i++)
         if (labels[i] < 0 || (size_t)labels[i] >= C)
             return err_set(ERR_INVAL, "forward: label %d outside [0, %zu)", (int)labels[i], C);
-    self->n = n;
+    self->b.n = n;
     void *st = self->stream;
     if (labels != self->labels_h) memcpy(self->labels_h, labels, n * sizeof(int32_t));
-    CHECK(dev_memcpy_async(self->x, self->x_h, n * s->dims[0] * sizeof(float), st));
+    CHECK(dev_memcpy_async(self->b.x, self->x_h, n * s->dims[0] * sizeof(float), st));
     CHECK(dev_memcpy_async(self->labels_d, self->labels_h, n * sizeof(int32_t), st));
-    const float *h = self->x;
-    for (int l = 0; l < L; l++) {
-        size_t in = s->dims[l], out = s->dims[l + 1];
-        CHECK(s_gemm(self, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, self->params + s->w_off[l], in, h, in, self->act[l], out));
-        CHECK(mlpk_bias_act(self->act[l], self->params + s->b_off[l], n, out, l < L - 1, st));
-        h = self->act[l];
-    }
-    self->dz_cur = 0;
-    CHECK(mlpk_softmax_xent(self->act[L - 1], self->labels_d, self->dz[0], self->loss_d, self->correct_d, n, C,
+    CHECK(mlp_pass_forward(&self->b, &s_gpu, self));
+    self->b.dz_cur = 0;
+    CHECK(mlpk_softmax_xent(self->b.act[L - 1], self->labels_d, self->b.dz[0], self->loss_d, self->correct_d, n, C,
                             loss_scale / (float)n, st));
     CHECK(dev_memcpy_async(self->loss_h, self->loss_d, n * sizeof(float), st));
     CHECK(dev_memcpy_async(self->correct_h, self->correct_d, n * sizeof(int32_t), st));
@@ -193,31 +221,7 @@ int mlp_gpu_forward(mlp_gpu_t *self, size_t n, const int32_t *labels, float loss
 
 int mlp_gpu_backward(mlp_gpu_t *self, mlp_layer_done_fn done, void *ctx)
 {
-    const mlp_shape_t *s = &self->s;
-    size_t n = self->n;
-    if (n == 0) return err_set(ERR_STATE, "backward before forward");
-    void *st = self->stream;
-    int cur = self->dz_cur;
-    for (int l = s->nlayers - 1; l >= 0; l--) {
-        size_t in = s->dims[l], out = s->dims[l + 1];
-        const float *dz = self->dz[cur];
-        const float *h = l > 0 ? self->act[l - 1] : self->x;
-        float *gw = self->grads + s->w_off[l], *gb = self->grads + s->b_off[l];
-        CHECK(s_gemm(self, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, h, in, dz, out, gw, in));
-        CHECK(mlpk_bias_grad(gb, dz, n, out, st));
-        if (l > 0) {
-            float *dh = self->dz[cur ^ 1];
-            CHECK(s_gemm(self, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, self->params + s->w_off[l], in, dz, out, dh, in));
-            CHECK(mlpk_relu_bwd(dh, self->act[l - 1], n * in, st));
-            cur ^= 1;
-        }
-        if (done) {
-            CHECK(dev_stream_wait(st, self->timeout_ms));
-            int rc = done(ctx, l);
-            if (rc) return rc < 0 ? rc : ERR_INTERRUPT;
-        }
-    }
-    return dev_stream_wait(st, self->timeout_ms);
+    return mlp_pass_backward(&self->b, &s_gpu, self, done, ctx);
 }
 
 static int s_cmp_d(const void *a, const void *b)
@@ -232,7 +236,7 @@ int mlp_gpu_gemm_bench(const mlp_shape_t *shape, size_t b, int tf32, int warmup,
     if (!shape || b == 0 || iters < 1) return err_set(ERR_INVAL, "gemm: bad arguments");
     mlp_gpu_t *m = NULL;
     CHECK(mlp_gpu_new(&m, shape, b, tf32, 60000));
-    const mlp_shape_t *s = &m->s;
+    const mlp_shape_t *s = &m->b.s;
     int L = s->nlayers, rc = 0;
     double *t = calloc((size_t)iters, sizeof(double));
     cudaEvent_t ev[MLP_MAX_LAYERS * 3 + 2];
@@ -242,27 +246,27 @@ int mlp_gpu_gemm_bench(const mlp_shape_t *shape, size_t b, int tf32, int warmup,
         if (cudaEventCreate(&ev[nev]) != cudaSuccess) { rc = err_set(ERR_CUDA, "cudaEventCreate"); goto out; }
     if (layer_ms) memset(layer_ms, 0, sizeof(double) * MLP_MAX_LAYERS * 3);
     /* inputs: small values so nothing overflows (the numbers do not matter for timing) */
-    CHECK_GOTO(rc, dev_memset(m->params, 0, s->count * sizeof(float)), out);
-    CHECK_GOTO(rc, dev_memset(m->x, 0, b * s->dims[0] * sizeof(float)), out);
+    CHECK_GOTO(rc, dev_memset(m->b.params, 0, s->count * sizeof(float)), out);
+    CHECK_GOTO(rc, dev_memset(m->b.x, 0, b * s->dims[0] * sizeof(float)), out);
     for (int it = -warmup; it < iters; it++) {
         cudaStream_t st = (cudaStream_t)m->stream;
         int e = 0;
         cudaEventRecord(ev[e++], st);
-        const float *h = m->x;
+        const float *h = m->b.x;
         for (int l = 0; l < L; l++) {
             size_t in = s->dims[l], out = s->dims[l + 1];
-            CHECK_GOTO(rc, s_gemm(m, CUBLAS_OP_T, CUBLAS_OP_N, out, b, in, m->params + s->w_off[l], in, h, in, m->act[l], out), out);
+            CHECK_GOTO(rc, s_gemm(m, CUBLAS_OP_T, CUBLAS_OP_N, out, b, in, m->b.params + s->w_off[l], in, h, in, m->b.act[l], out), out);
             cudaEventRecord(ev[e++], st);
-            h = m->act[l];
+            h = m->b.act[l];
         }
         for (int l = L - 1; l >= 0; l--) {
             size_t in = s->dims[l], out = s->dims[l + 1];
-            const float *hh = l > 0 ? m->act[l - 1] : m->x;
-            CHECK_GOTO(rc, s_gemm(m, CUBLAS_OP_N, CUBLAS_OP_T, in, out, b, hh, in, m->dz[0], out, m->grads + s->w_off[l], in), out);
+            const float *hh = l > 0 ? m->b.act[l - 1] : m->b.x;
+            CHECK_GOTO(rc, s_gemm(m, CUBLAS_OP_N, CUBLAS_OP_T, in, out, b, hh, in, m->b.dz[0], out, m->b.grads + s->w_off[l], in), out);
             cudaEventRecord(ev[e++], st);
             if (l > 0)
-                CHECK_GOTO(rc, s_gemm(m, CUBLAS_OP_N, CUBLAS_OP_N, in, b, out, m->params + s->w_off[l], in, m->dz[0], out,
-                                      m->dz[1], in), out);
+                CHECK_GOTO(rc, s_gemm(m, CUBLAS_OP_N, CUBLAS_OP_N, in, b, out, m->b.params + s->w_off[l], in, m->b.dz[0], out,
+                                      m->b.dz[1], in), out);
             cudaEventRecord(ev[e++], st);
         }
         CHECK_GOTO(rc, dev_stream_wait(m->stream, 60000), out);
