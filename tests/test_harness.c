@@ -22,38 +22,6 @@ static void s_find(void)
     cr_assert(harness_path(g_harness, sizeof g_harness) == 0, "build the harness first (make)");
 }
 
-/* Run a shell command line, capture stdout+stderr into out; returns the exit status. */
-static int s_run(const char *cmd, char *out, size_t len, double *secs)
-{
-    char full[4096];
-    snprintf(full, sizeof full, "%s 2>&1", cmd);
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    FILE *p = popen(full, "r");
-    cr_assert(p);
-    size_t o = 0, r;
-    while (o + 1 < len && (r = fread(out + o, 1, len - 1 - o, p)) > 0) o += r;
-    out[o] = '\0';
-    char sink[4096];
-    while (fread(sink, 1, sizeof sink, p) > 0) {}
-    int st = pclose(p);
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    if (secs) *secs = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-static int s_count_lines(const char *path, const char *needle)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    char line[8192];
-    int n = 0;
-    while (fgets(line, sizeof line, f))
-        if (!needle || strstr(line, needle)) n++;
-    fclose(f);
-    return n;
-}
-
 Test(harness, bench_ring_json, .timeout = 90)
 {
     s_find();
@@ -62,17 +30,17 @@ Test(harness, bench_ring_json, .timeout = 90)
     close(fd);
     snprintf(cmd, sizeof cmd, "%s bench --engine ring --procs 3 --sizes 4K:64K --iters 5 --warmup 1 --json %s",
              g_harness, json);
-    int rc = s_run(cmd, out, sizeof out, NULL);
+    int rc = run_cmd(cmd, out, sizeof out);
     cr_assert_eq(rc, 0, "harness bench failed:\n%s", out);
     cr_expect(strstr(out, "busbw") != NULL, "no table header:\n%s", out);
-    cr_expect_eq(s_count_lines(json, NULL), 5, "one JSON line per size");
-    cr_expect_eq(s_count_lines(json, "\"mode\":\"bench\""), 5);
-    cr_expect_eq(s_count_lines(json, "\"wrong\":0,"), 5);
-    cr_expect_eq(s_count_lines(json, "\"world\":3,"), 5);
-    cr_expect_eq(s_count_lines(json, "\"busbw_gbs\":"), 5);
-    cr_expect_eq(s_count_lines(json, "\"git_sha\":"), 5);
+    cr_expect_eq(count_lines(json, NULL), 5, "one JSON line per size");
+    cr_expect_eq(count_lines(json, "\"mode\":\"bench\""), 5);
+    cr_expect_eq(count_lines(json, "\"wrong\":0,"), 5);
+    cr_expect_eq(count_lines(json, "\"world\":3,"), 5);
+    cr_expect_eq(count_lines(json, "\"busbw_gbs\":"), 5);
+    cr_expect_eq(count_lines(json, "\"git_sha\":"), 5);
     /* loop_us: the slowest rank's loop / iterations, beside time_us (per iteration the slowest, median) */
-    cr_expect_eq(s_count_lines(json, "\"loop_us\":"), 5);
+    cr_expect_eq(count_lines(json, "\"loop_us\":"), 5);
     FILE *f = fopen(json, "r");
     cr_assert(f);
     char line[1 << 14];
@@ -95,15 +63,15 @@ Test(harness, bench_every_engine_exact, .timeout = 120)
     close(mkstemp(json));
     snprintf(cmd, sizeof cmd, "%s bench --engine ring,tree,ps --procs 3 --servers 2 --sizes 4K:256K --factor 8 "
              "--iters 3 --warmup 1 --dtype f16 --json %s", g_harness, json);
-    int rc = s_run(cmd, out, sizeof out, NULL);
+    int rc = run_cmd(cmd, out, sizeof out);
     cr_assert_eq(rc, 0, "%s", out);
-    cr_expect_eq(s_count_lines(json, NULL), 9, "3 engines x 3 sizes");
-    cr_expect_eq(s_count_lines(json, "\"wrong\":0,"), 9, "every element exact");
-    cr_expect_eq(s_count_lines(json, "\"engine\":\"ps\""), 3);
-    cr_expect_eq(s_count_lines(json, "\"servers\":2,"), 3, "ps with two dedicated servers");
+    cr_expect_eq(count_lines(json, NULL), 9, "3 engines x 3 sizes");
+    cr_expect_eq(count_lines(json, "\"wrong\":0,"), 9, "every element exact");
+    cr_expect_eq(count_lines(json, "\"engine\":\"ps\""), 3);
+    cr_expect_eq(count_lines(json, "\"servers\":2,"), 3, "ps with two dedicated servers");
     /* the PS's lines say its partition (the default 4 MiB here), the allreduce engines' do not */
-    cr_expect_eq(s_count_lines(json, "\"ps_partition_bytes\":4194304"), 3);
-    cr_expect_eq(s_count_lines(json, "\"ps_partition_bytes\""), 3);
+    cr_expect_eq(count_lines(json, "\"ps_partition_bytes\":4194304"), 3);
+    cr_expect_eq(count_lines(json, "\"ps_partition_bytes\""), 3);
     unlink(json);
 }
 
@@ -114,14 +82,14 @@ Test(harness, train_json_fields, .timeout = 120)
     close(mkstemp(json));
     snprintf(cmd, sizeof cmd, "%s train --engine tree,ps --procs 2 --steps 3 --warmup-steps 1 --quiet --json %s",
              g_harness, json);
-    int rc = s_run(cmd, out, sizeof out, NULL);
+    int rc = run_cmd(cmd, out, sizeof out);
     cr_assert_eq(rc, 0, "%s", out);
-    cr_expect_eq(s_count_lines(json, "\"mode\": \"train\""), 2);
+    cr_expect_eq(count_lines(json, "\"mode\": \"train\""), 2);
     const char *fields[] = {"\"samples_per_s\":", "\"step_ms_p50\":", "\"step_ms_p99\":", "\"comm_ms_p50\":",
                             "\"loss_first\":", "\"loss_last\":", "\"mem_peak_bytes\": [", "\"mem_imbalance\":",
                             "\"mem_engine_bytes\": [", "\"git_sha\":", "\"timestamp\":", "\"host\":"};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
-        cr_expect_eq(s_count_lines(json, fields[i]), 2, "field %s in both lines", fields[i]);
+        cr_expect_eq(count_lines(json, fields[i]), 2, "field %s in both lines", fields[i]);
     unlink(json);
 }
 
@@ -131,7 +99,7 @@ Test(harness, bench_tcp_transport_and_half_types, .timeout = 90)
     char cmd[2048], out[1 << 16];
     snprintf(cmd, sizeof cmd, "%s bench --engine ring --procs 2 --transport tcp --sizes 1M --dtype bf16 --iters 3",
              g_harness);
-    int rc = s_run(cmd, out, sizeof out, NULL);
+    int rc = run_cmd(cmd, out, sizeof out);
     cr_assert_eq(rc, 0, "%s", out);
     cr_expect(strstr(out, "transport tcp") != NULL, "%s", out);
     cr_expect(strstr(out, "bf16") != NULL, "%s", out);
@@ -142,38 +110,38 @@ Test(harness, bad_flags_are_named, .timeout = 30)
     s_find();
     char cmd[2048], out[8192];
     snprintf(cmd, sizeof cmd, "%s bench --procs zero", g_harness);
-    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 2);
     cr_expect(strstr(out, "--procs") != NULL, "%s", out);
     snprintf(cmd, sizeof cmd, "%s bench --engine rung --procs 2", g_harness);
-    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 2);
     cr_expect(strstr(out, "unknown engine 'rung'") != NULL, "%s", out);
     snprintf(cmd, sizeof cmd, "%s bench --sizes 64M:4K", g_harness);
-    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 2);
     cr_expect(strstr(out, "--sizes") != NULL, "%s", out);
     const char *never_ending[] = {"0", "0:4K", "inf", "nan:1M", "1e400"}; /* looped forever before */
     for (int i = 0; i < 5; i++) {
         snprintf(cmd, sizeof cmd, "timeout 10 %s bench --engine ring --sizes %s --iters 1", g_harness, never_ending[i]);
-        cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2, "--sizes %s: %s", never_ending[i], out);
+        cr_expect_eq(run_cmd(cmd, out, sizeof out), 2, "--sizes %s: %s", never_ending[i], out);
         cr_expect(strstr(out, "--sizes") != NULL, "%s", out);
     }
     snprintf(cmd, sizeof cmd, "%s bench --engine ring --sizes 1001 --iters 1", g_harness);
-    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
     cr_expect(strstr(out, "rounded") != NULL, "a size that is not whole elements is rounded silently:\n%s", out);
     snprintf(cmd, sizeof cmd, "%s frobnicate", g_harness);
-    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 2);
     cr_expect(strstr(out, "unknown mode") != NULL, "%s", out);
     snprintf(cmd, sizeof cmd, "%s bench --procs 2 --json /nonexistent-dir/r.jsonl", g_harness);
-    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2, "an unwritable results file fails before any work");
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 2, "an unwritable results file fails before any work");
     cr_expect(strstr(out, "cannot write there") != NULL, "%s", out);
     snprintf(cmd, sizeof cmd, "%s bench --bogus", g_harness);
-    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 2);
     cr_expect(strstr(out, "--bogus") != NULL, "%s", out);
     /* bench on emulated machines: with --net, and instead of --procs */
     snprintf(cmd, sizeof cmd, "%s bench --engine ps --nodes 2 --gpus-per-node 2", g_harness);
-    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 2);
     cr_expect(strstr(out, "--nodes") != NULL, "%s", out);
     snprintf(cmd, sizeof cmd, "%s bench --engine ps --nodes 2 --procs 4 --net inter=1gbit", g_harness);
-    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 2);
     cr_expect(strstr(out, "not with --procs") != NULL, "%s", out);
 }
 
@@ -182,11 +150,11 @@ Test(harness, full_disk_loses_nothing, .timeout = 60)
     s_find();
     char cmd[2048], out[1 << 15];
     snprintf(cmd, sizeof cmd, "%s bench --engine ring --procs 2 --sizes 4K --iters 2 --json /dev/full", g_harness);
-    int rc = s_run(cmd, out, sizeof out, NULL);
+    int rc = run_cmd(cmd, out, sizeof out);
     cr_expect_neq(rc, 0, "a results file that cannot be written must fail the run:\n%s", out);
     cr_expect(strstr(out, "no space") != NULL || strstr(out, "No space") != NULL, "%s", out);
     snprintf(cmd, sizeof cmd, "%s train --engine ring --procs 2 --steps 1 --warmup-steps 0 --json /dev/full", g_harness);
-    rc = s_run(cmd, out, sizeof out, NULL);
+    rc = run_cmd(cmd, out, sizeof out);
     cr_expect_neq(rc, 0, "train: a results file that cannot be written must fail the run:\n%s", out);
     cr_expect(strstr(out, "No space") != NULL, "%s", out);
 }
@@ -215,7 +183,7 @@ static int s_two_ranks(const char *method, const char *w0, const char *w1, char 
     snprintf(script, sizeof script, "(%s) >%s 2>&1 & p=$!; (%s) >%s 2>&1; b=$?; wait $p; a=$?; exit $((a*16+b))",
              cmd[0], f0, cmd[1], f1);
     char dummy[256];
-    int rc = s_run(script, dummy, sizeof dummy, secs);
+    int rc = run_cmd_timed(script, dummy, sizeof dummy, secs);
     FILE *f = fopen(f0, "r");
     size_t n = f ? fread(out0, 1, len - 1, f) : 0;
     out0[n] = '\0';
@@ -261,7 +229,7 @@ Test(harness, unreachable_master_times_out, .timeout = 60)
              "env -u SYNCBENCH_JOB -u SYNCBENCH_LAUNCHED RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=%d "
              "%s bench --sizes 4K --timeout 2", port, g_harness);
     double secs;
-    int rc = s_run(cmd, out, sizeof out, &secs);
+    int rc = run_cmd_timed(cmd, out, sizeof out, &secs);
     cr_expect_neq(rc, 0);
     cr_expect(strstr(out, "could not reach") != NULL, "%s", out);
     cr_expect(secs < 8, "took %.1f s for a 2 s timeout", secs);
@@ -273,19 +241,19 @@ Test(harness, require_auth_without_a_secret_fails_clearly, .timeout = 30)
     char cmd[2048], out[8192];
     snprintf(cmd, sizeof cmd, "env -u SYNCBENCH_JOB_SECRET -u SYNCBENCH_JOB_SECRET_FILE %s bench --engine ring "
              "--sizes 4K --iters 1 --require-auth", g_harness);
-    int rc = s_run(cmd, out, sizeof out, NULL);
+    int rc = run_cmd(cmd, out, sizeof out);
     cr_expect_eq(rc, 1, "%s", out);
     cr_expect(strstr(out, "no secret and authentication is required") != NULL, "%s", out);
     /* the launcher makes one for a single node: the same command over --procs runs */
     snprintf(cmd, sizeof cmd, "env -u SYNCBENCH_JOB_SECRET -u SYNCBENCH_JOB_SECRET_FILE %s bench --engine ps --procs 2 "
              "--sizes 4K --iters 1 --require-auth", g_harness);
-    rc = s_run(cmd, out, sizeof out, NULL);
+    rc = run_cmd(cmd, out, sizeof out);
     cr_expect_eq(rc, 0, "%s", out);
     cr_expect(strstr(out, "no secret") == NULL, "%s", out);
     /* a job of one rank has nobody to let in: no warning without --require-auth */
     snprintf(cmd, sizeof cmd, "env -u SYNCBENCH_JOB_SECRET -u SYNCBENCH_JOB_SECRET_FILE -u SYNCBENCH_REQUIRE_AUTH %s "
              "bench --engine ring --sizes 4K --iters 1", g_harness);
-    rc = s_run(cmd, out, sizeof out, NULL);
+    rc = run_cmd(cmd, out, sizeof out);
     cr_expect_eq(rc, 0, "%s", out);
     cr_expect(strstr(out, "no secret") == NULL, "one rank warned:\n%s", out);
 }
@@ -313,22 +281,22 @@ Test(harness, save_resume_equals_one_run_for_every_engine, .timeout = 240)
         const char *optim = strcmp(engines[i], "ps") ? "sgd:lr=0.05,momentum=0.9" : "sgd:lr=0.05,momentum=0";
         snprintf(cmd, sizeof cmd, "%s train --engine %s %s --optim %s --steps 15 --save %s", g_harness, engines[i],
                  common, optim, ck);
-        int rc = s_run(cmd, out, sizeof out, NULL);
+        int rc = run_cmd(cmd, out, sizeof out);
         cr_assert_eq(rc, 0, "%s --save: exit %d\n%s", engines[i], rc, out);
         snprintf(cmd, sizeof cmd, "%s train --engine %s %s --optim %s --steps 15 --resume %s", g_harness, engines[i],
                  common, optim, ck);
-        rc = s_run(cmd, out, sizeof out, NULL);
+        rc = run_cmd(cmd, out, sizeof out);
         cr_assert_eq(rc, 0, "%s --resume: exit %d\n%s", engines[i], rc, out);
         s_checksum_of(out, 40, a, sizeof a);
         snprintf(cmd, sizeof cmd, "%s train --engine %s %s --optim %s --steps 35", g_harness, engines[i], common, optim);
-        rc = s_run(cmd, out, sizeof out, NULL);
+        rc = run_cmd(cmd, out, sizeof out);
         cr_assert_eq(rc, 0, "%s 40 steps: exit %d\n%s", engines[i], rc, out);
         s_checksum_of(out, 40, b, sizeof b);
         cr_expect(a[0] && !strcmp(a, b), "%s: 20 + 20 steps give %s, 40 steps give %s", engines[i], a, b);
     }
     snprintf(cmd, sizeof cmd, "%s train --engine ps %s --optim sgd:lr=0.05,momentum=0.9 --steps 2 --save %s", g_harness,
              common, ck);
-    int rc = s_run(cmd, out, sizeof out, NULL);
+    int rc = run_cmd(cmd, out, sizeof out);
     cr_expect_neq(rc, 0, "ps with momentum saved a checkpoint without its optimizer state:\n%s", out);
     cr_expect(strstr(out, "lives on its servers") != NULL, "%s", out);
     unlink(ck);
@@ -342,15 +310,15 @@ Test(harness, user_visible_details, .timeout = 120)
     s_find();
     char cmd[2048], out[1 << 15];
     snprintf(cmd, sizeof cmd, "%s bench --engine ring --procs 1 --sizes 4K --iters 2 --quiet --json -", g_harness);
-    cr_assert_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
     cr_expect(strstr(out, "algbw") && strstr(out, "          4096 "), "bench --quiet printed no table:\n%s", out);
     cr_expect(strstr(out, "\"busbw_gbs\":0.0,") != NULL, "busbw at P = 1 must be 0:\n%s", out);
     snprintf(cmd, sizeof cmd, "%s train --engine ring --procs 2 --steps 1 --straggler 5:10", g_harness);
-    int rc = s_run(cmd, out, sizeof out, NULL);
+    int rc = run_cmd(cmd, out, sizeof out);
     cr_expect(rc != 0 && strstr(out, "--straggler") != NULL, "a straggler rank >= world was accepted (%d):\n%s", rc, out);
     snprintf(cmd, sizeof cmd, "%s train --engine ring --procs 2 --grad-dtype f16 --model mlp:784-32-10 --batch 32 "
              "--optim sgd:lr=1e8 --warmup-steps 5 --steps 1 --json -", g_harness);
-    cr_assert_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
     const char *sk = strstr(out, "\"skipped_steps\": ");
     cr_expect(sk && atoi(sk + 17) >= 4, "warm-up overflow skips not counted:\n%s", sk ? sk : out);
     cr_expect(strstr(out, "closed at >= 25 MiB") && !strstr(out, "of <= "), "bucket wording:\n%s", out);
@@ -365,35 +333,35 @@ Test(harness, other_tools_spellings, .timeout = 90)
     char cmd[2048], out[1 << 15];
     snprintf(cmd, sizeof cmd, "%s bench -np 2 --engine ring -b 4K -e 8K -f 2 -n 2 -w 1 -c 1 -d half -o avg --json -",
              g_harness);
-    cr_assert_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
     cr_expect(strstr(out, "\"world\":2,") && strstr(out, "\"bytes\":4096,") && strstr(out, "\"bytes\":8192,") &&
               !strstr(out, "\"bytes\":16384,") && strstr(out, "\"dtype\":\"f16\"") && strstr(out, "\"op\":\"avg\"") &&
               strstr(out, "\"iters\":2,\"warmup\":1,"), "nccl-tests' flags not taken:\n%s", out);
     snprintf(cmd, sizeof cmd, "%s bench --warm 3", g_harness);
-    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 2);
     cr_expect(strstr(out, "--warm is ambiguous: --warmup, --warmup-steps") != NULL, "%s", out);
     snprintf(cmd, sizeof cmd, "%s bench -np 4 -x", g_harness);
-    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 2);
     cr_expect(strstr(out, "unknown option '-x'") && !strstr(out, g_harness), "%s", out);
     snprintf(cmd, sizeof cmd, "%s bench -b 64M -e 4K", g_harness);
-    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 2);
     cr_expect(strstr(out, "smallest size") != NULL, "%s", out);
     snprintf(cmd, sizeof cmd, "%s bench --master-port 29501", g_harness);
-    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 2);
     cr_expect(strstr(out, "--master-port needs --master-addr") != NULL, "%s", out);
     snprintf(cmd, sizeof cmd, "%s bench --nproc_per_node 2 --master-addr 127.0.0.1 --node_rank 3 --nnodes 2", g_harness);
-    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 2);
     cr_expect(strstr(out, "--node-rank 3 must be < --nnodes 2") != NULL, "torchrun's spellings:\n%s", out);
     snprintf(cmd, sizeof cmd, "%s bench --help", g_harness);
-    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 0);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 0);
     cr_expect(strstr(out, "usage: harness bench") && strstr(out, "--sizes 4K:64M") && strstr(out, "--iters 20") &&
               !strstr(out, "--steps"), "bench --help:\n%s", out);
     snprintf(cmd, sizeof cmd, "%s -h", g_harness);
-    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 0);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 0);
     cr_expect(strstr(out, "Modes:") && strstr(out, "--nproc-per-node"), "-h:\n%s", out);
     /* the sha of the binary's sources, from any directory */
     snprintf(cmd, sizeof cmd, "cd / && %s --version", g_harness);
-    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 0);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 0);
     char sha[64] = "";
     FILE *p = popen("git rev-parse --short=12 HEAD 2>/dev/null", "r");
     if (p && fgets(sha, sizeof sha, p)) sha[strcspn(sha, "\n")] = '\0';
@@ -410,17 +378,17 @@ Test(harness, ignored_flags_are_said, .timeout = 90)
     char cmd[2048], out[1 << 15];
     snprintf(cmd, sizeof cmd, "%s run --engine ring --procs 2 --sizes 4K --iters 1 --steps 2 --warmup-steps 0 "
              "--model mlp:784-32-10 --json - --quiet", g_harness);
-    cr_assert_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
     cr_expect(strstr(out, "engines ring;") && strstr(out, "\"engine\":\"ring\"") && !strstr(out, "\"engine\":\"tree\"") &&
               !strstr(out, "\"engine\": \"ps\""), "run --engine ring ran other engines:\n%s", out);
     snprintf(cmd, sizeof cmd, "%s bench --scaling 1,2 --procs 4", g_harness);
-    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 2);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 2);
     cr_expect(strstr(out, "--procs would be ignored") != NULL, "%s", out);
     snprintf(cmd, sizeof cmd, "%s report --sizes 4K /dev/null", g_harness);
-    s_run(cmd, out, sizeof out, NULL);
+    run_cmd(cmd, out, sizeof out);
     cr_expect(strstr(out, "warning: --sizes does nothing in report mode") != NULL, "%s", out);
     snprintf(cmd, sizeof cmd, "%s bench --engine ring --sizes 4K --iters 1", g_harness);
-    cr_expect_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
     cr_expect(strstr(out, "bench on one rank measures no communication") != NULL, "%s", out);
 }
 
@@ -430,12 +398,12 @@ Test(harness, man_page_and_completion, .timeout = 30)
     s_find();
     char cmd[2048], out[1 << 15];
     snprintf(cmd, sizeof cmd, "scripts/gen-man %s", g_harness);
-    cr_assert_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
     cr_expect(strstr(out, ".TH HARNESS 1") && strstr(out, ".SH \"MODES\"") && strstr(out, "\\-\\-procs"), "%.2000s", out);
     snprintf(cmd, sizeof cmd, "f=/tmp/sb-compl.$$; scripts/gen-completion %s > $f && bash -c '. \"$1\"; "
              "COMP_WORDS=(syncbench --nproc); COMP_CWORD=1; _harness; echo \"${COMPREPLY[@]}\"' _ $f; rc=$?; rm -f $f; exit $rc",
              g_harness);
-    cr_assert_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
     cr_expect(strstr(out, "--nproc-per-node") != NULL, "%s", out);
 }
 
@@ -476,11 +444,11 @@ Test(harness, model_check_takes_the_median_of_launches, .timeout = 60)
     char cmd[1024], out[1 << 16];
     snprintf(cmd, sizeof cmd, "%s model --model resnet50 --device v100 --nodes 2 --gpus-per-node 4 --net inter=25gbit %s",
              g_harness, path);
-    int rc = s_run(cmd, out, sizeof out, NULL);
+    int rc = run_cmd(cmd, out, sizeof out);
     char cmd2[1024], out2[1 << 16];
     snprintf(cmd2, sizeof cmd2, "%s model --model resnet50 --device v100 --nodes 2 --gpus-per-node 4 --net "
              "inter=25gbit,cc=cubic %s", g_harness, path);
-    int rc2 = s_run(cmd2, out2, sizeof out2, NULL);
+    int rc2 = run_cmd(cmd2, out2, sizeof out2);
     unlink(path);
     cr_assert_eq(rc2, 0, "%s", out2);
     cr_expect(strstr(out2, "TCP cubic") != NULL, "the model does not say which TCP it models:\n%s", out2);
@@ -528,12 +496,12 @@ Test(harness, model_check_lists_k_servers_and_host_bound, .timeout = 60)
     char cmd[1024], out[1 << 16];
     snprintf(cmd, sizeof cmd, "%s model --model vgg16 --device throughput=100000 --nodes 4 --gpus-per-node 1 --net "
              "inter=25gbit --json %s %s", g_harness, js, path);
-    int rc = s_run(cmd, out, sizeof out, NULL);
+    int rc = run_cmd(cmd, out, sizeof out);
     /* --no-check: the files still calibrate, but no check is printed */
     char cmd2[1024], out2[1 << 16];
     snprintf(cmd2, sizeof cmd2, "%s model --model vgg16 --device throughput=100000 --nodes 4 --gpus-per-node 1 --net "
              "inter=25gbit --no-check %s", g_harness, path);
-    cr_expect_eq(s_run(cmd2, out2, sizeof out2, NULL), 0, "%s", out2);
+    cr_expect_eq(run_cmd(cmd2, out2, sizeof out2), 0, "%s", out2);
     cr_expect(strstr(out2, "# predicted speedup") && !strstr(out2, "# predicted against"), "%s", out2);
     unlink(path);
     cr_assert_eq(rc, 0, "%s", out);
@@ -597,7 +565,7 @@ static double s_model_pred(const char *train, const char *extra, const char *lay
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "%s model --model vgg16 --device throughput=100000 %s --net inter=25gbit %s", g_harness,
              layout, path);
-    int rc = s_run(cmd, out, len, NULL);
+    int rc = run_cmd(cmd, out, len);
     unlink(path);
     cr_assert_eq(rc, 0, "%s", out);
     char key[32];
@@ -803,7 +771,7 @@ Test(harness, slowdown_by_size_reads_the_model, .timeout = 60)
     fclose(f);
     char cmd[PATH_MAX * 2 + 256], out[1 << 14];
     snprintf(cmd, sizeof cmd, "HARNESS=%s %s %s", g_harness, script, path);
-    int rc = s_run(cmd, out, sizeof out, NULL);
+    int rc = run_cmd(cmd, out, sizeof out);
     unlink(path);
     cr_assert_eq(rc, 0, "%s", out);
     cr_assert(strstr(out, "4x1"), "%s", out);
@@ -843,7 +811,7 @@ Test(harness, model_incast_fit_at_training_partition, .timeout = 60)
         char cmd[1024];
         snprintf(cmd, sizeof cmd, "%s model --model vgg16 --device throughput=100000 --nodes 4 --gpus-per-node 1 --net "
                  "inter=25gbit %s", g_harness, path);
-        int rc = s_run(cmd, out, sizeof out, NULL);
+        int rc = run_cmd(cmd, out, sizeof out);
         unlink(path);
         cr_assert_eq(rc, 0, "%s", out);
         const char *c = strstr(out, "c = ");
@@ -868,7 +836,7 @@ Test(harness, bench_on_emulated_links_says_host_bound, .timeout = 90)
     close(mkstemp(json));
     snprintf(cmd, sizeof cmd, "%s bench --engine ring --procs 2 --sizes 256K:1M --factor 4 --iters 3 --warmup 1 "
              "--net bw=200mbit --json %s", g_harness, json);
-    cr_assert_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
     FILE *f = fopen(json, "r");
     cr_assert(f);
     char line[1 << 14];
@@ -899,7 +867,7 @@ Test(harness, nic_use_reads_the_shapers, .timeout = 90)
     char cmd[PATH_MAX + 4608], out[1 << 15];
     snprintf(cmd, sizeof cmd, "%s 1 1 %s bench --engine ring --procs 2 --sizes 4M --iters 12 --warmup 1 --net bw=100mbit",
              script, g_harness);
-    cr_assert_eq(s_run(cmd, out, sizeof out, NULL), 0, "%s", out);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
     const char *t = strstr(out, "# nic-use: ");
     cr_assert(t, "%s", out);
     cr_expect(strstr(t, "shaped 100 Mbit/s"), "%s", t);

@@ -28,18 +28,6 @@ static void s_need_mpi(void)
         cr_skip_test("mpirun cannot start processes here: %.300s", out);
 }
 
-static int s_count_lines(const char *path, const char *needle)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    char line[16384];
-    int n = 0;
-    while (fgets(line, sizeof line, f))
-        if (!needle || strstr(line, needle)) n++;
-    fclose(f);
-    return n;
-}
-
 /* The value text of "key": in the n-th line of path holding `needle`, into out. */
 static int s_field(const char *path, const char *needle, int nth, const char *key, char *out, size_t len)
 {
@@ -73,10 +61,10 @@ Test(mpi, bench_exact_and_marked_as_peer, .timeout = 120)
     int rc = run_cmd(cmd, out, sizeof out);
     cr_assert_eq(rc, 0, "harness bench --engine mpi failed:\n%s", out);
     cr_expect(strstr(out, "engine mpi (Open MPI") != NULL, "the table names the MPI library:\n%s", out);
-    cr_expect_eq(s_count_lines(json, "\"engine\":\"mpi\""), 3, "one line per size");
-    cr_expect_eq(s_count_lines(json, "\"wrong\":0,"), 3, "exact sums");
-    cr_expect_eq(s_count_lines(json, "\"world\":2,"), 3);
-    cr_expect_eq(s_count_lines(json, "\"impl\":\"Open MPI v"), 3, "the MPI library and version in impl");
+    cr_expect_eq(count_lines(json, "\"engine\":\"mpi\""), 3, "one line per size");
+    cr_expect_eq(count_lines(json, "\"wrong\":0,"), 3, "exact sums");
+    cr_expect_eq(count_lines(json, "\"world\":2,"), 3);
+    cr_expect_eq(count_lines(json, "\"impl\":\"Open MPI v"), 3, "the MPI library and version in impl");
     snprintf(cmd, sizeof cmd, "%s report %s --plots /tmp/sb-mpi-plots-%d", g_harness, json, (int)getpid());
     rc = run_cmd(cmd, out, sizeof out);
     cr_expect_eq(rc, 0, "%s", out);
@@ -95,8 +83,8 @@ Test(mpi, bench_f16_avg_exact, .timeout = 120)
              "--iters 2 --warmup 1 --json %s", g_harness, json);
     int rc = run_cmd(cmd, out, sizeof out);
     cr_assert_eq(rc, 0, "f16 average failed:\n%s", out);
-    cr_expect_eq(s_count_lines(json, "\"dtype\":\"f16\",\"op\":\"avg\""), 3);
-    cr_expect_eq(s_count_lines(json, "\"wrong\":0,"), 3);
+    cr_expect_eq(count_lines(json, "\"dtype\":\"f16\",\"op\":\"avg\""), 3);
+    cr_expect_eq(count_lines(json, "\"wrong\":0,"), 3);
     unlink(json);
 }
 

@@ -583,11 +583,7 @@ static int s_train_rank(int rank, int world, void *arg)
     comm_t *comm = NULL;
     if (ps_test_open(&comm, PS_TEST_TO) < 0) return 1;
     int fail = 0;
-    if (rank >= a->t.nworkers) {
-        fail = ps_test_serve(comm, &a->t, 0);
-        comm_destroy(&comm);
-        return fail;
-    }
+    if (rank >= a->t.nworkers) return ps_test_server_rank(&comm, &a->t, 0);
     size_t n = a->n;
     float *p = malloc(n * sizeof(float)), *pr = malloc(n * sizeof(float)), *ref = malloc(n * sizeof(float));
     ps_test_init_params(ref, n);
@@ -597,11 +593,8 @@ static int s_train_rank(int rank, int world, void *arg)
     memcpy(pr, p, n * sizeof(float));
     param_set_t ps = {.params = p, .count = n, .grad_dtype = a->gdt};
     optim_cfg_default(&ps.optim, a->opt);
-    ps_opts_t po;
-    engine_cfg_t cfg = ps_test_cfg(&a->t, world, &po);
     engine_t *e = NULL;
-    int rc = ps_engine.create(&e, comm, &cfg);
-    if (rc == 0) rc = ps_engine.attach(e, &ps);
+    int rc = ps_test_worker(&e, comm, &a->t, world, &ps);
     if (rc < 0) { ps_test_report("create/attach", rc); fail = 1; }
     for (size_t i = 0; i < n && !fail; i++)
         if (p[i] != ref[i]) { fprintf(stderr, "attach: rank 0's values did not arrive\n"); fail = 1; }
@@ -710,22 +703,15 @@ static int s_async_rank(int rank, int world, void *arg)
     comm_t *comm = NULL;
     if (ps_test_open(&comm, PS_TEST_TO) < 0) return 1;
     int fail = 0;
-    if (rank >= a->t.nworkers) {
-        fail = ps_test_serve(comm, &a->t, 0);
-        comm_destroy(&comm);
-        return fail;
-    }
+    if (rank >= a->t.nworkers) return ps_test_server_rank(&comm, &a->t, 0);
     size_t n = a->n;
     float *p = malloc(n * sizeof(float));
     ps_test_init_params(p, n);
     param_set_t ps = {.params = p, .count = n, .grad_dtype = a->gdt};
     optim_cfg_default(&ps.optim, OPT_SGD);
     ps.optim.momentum = 0;
-    ps_opts_t po;
-    engine_cfg_t cfg = ps_test_cfg(&a->t, world, &po);
     engine_t *e = NULL;
-    int rc = ps_engine.create(&e, comm, &cfg);
-    if (rc == 0) rc = ps_engine.attach(e, &ps);
+    int rc = ps_test_worker(&e, comm, &a->t, world, &ps);
     if (rc < 0) { ps_test_report("create/attach", rc); fail = 1; }
     float *g = malloc(n * sizeof(float));
     s_grad(g, p, n, 0, 0);
@@ -773,21 +759,12 @@ static int s_ssp_rank(int rank, int world, void *arg)
     comm_t *comm = NULL;
     if (ps_test_open(&comm, PS_TEST_TO) < 0) return 1;
     int fail = 0;
-    if (rank == 2) {
-        fail = ps_test_serve(comm, &t, 0);
-        comm_destroy(&comm);
-        return fail;
-    }
+    if (rank == 2) return ps_test_server_rank(&comm, &t, 0);
     size_t n = 300;
     float p[300], g[300];
-    ps_test_init_params(p, n);
-    param_set_t ps = {.params = p, .count = n, .grad_dtype = DT_F32};
-    optim_cfg_default(&ps.optim, OPT_SGD);
-    ps_opts_t po;
-    engine_cfg_t cfg = ps_test_cfg(&t, world, &po);
+    param_set_t ps = ps_test_sgd_params(p, n);
     engine_t *e = NULL;
-    int rc = ps_engine.create(&e, comm, &cfg);
-    if (rc == 0) rc = ps_engine.attach(e, &ps);
+    int rc = ps_test_worker(&e, comm, &t, world, &ps);
     if (rc < 0) { ps_test_report("create/attach", rc); return 1; }
     engine_stats_t st;
     int total = a->k + 3;

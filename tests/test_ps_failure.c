@@ -33,47 +33,13 @@
 #define NFUZZ 100
 #define NBAD (16 + NFUZZ)
 
-static int s_raw_send(void *sock, const wire_hdr_t *h, const void *const *fr, const size_t *len, int nfr)
-{
-    unsigned char buf[WIRE_HDR_MAX];
-    int hl = wire_encode(h, buf, sizeof buf);
-    if (hl < 0) return hl;
-    if (zmq_send(sock, buf, (size_t)hl, nfr ? ZMQ_SNDMORE : 0) < 0) return ERR_IO;
-    for (int i = 0; i < nfr; i++)
-        if (zmq_send(sock, fr[i], len[i], i + 1 < nfr ? ZMQ_SNDMORE : 0) < 0) return ERR_IO;
-    return 0;
-}
-
-/* Receive one reply; returns its type (or -1), copies payload frame 1 into out (up to cap bytes). */
-static int s_raw_recv(void *sock, wire_hdr_t *h, void *out, size_t cap)
-{
-    zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
-    if (zmq_poll(&it, 1, 5000) <= 0) return -1;
-    zmq_msg_t m;
-    int type = -1, part = 0, more = 1;
-    while (more) {
-        zmq_msg_init(&m);
-        if (zmq_msg_recv(&m, sock, 0) < 0) return -1;
-        if (part == 0 && wire_decode(zmq_msg_data(&m), zmq_msg_size(&m), h) == 0) type = (int)h->type;
-        if (part == 1 && out) memcpy(out, zmq_msg_data(&m), zmq_msg_size(&m) < cap ? zmq_msg_size(&m) : cap);
-        more = zmq_msg_more(&m);
-        zmq_msg_close(&m);
-        part++;
-    }
-    return type;
-}
-
 static int s_raw_rank(int rank, int world, void *arg)
 {
     (void)arg;
     ps_topo_t t = {.nworkers = 1, .mode = PS_SYNC};
     comm_t *comm = NULL;
     if (ps_test_open(&comm, PS_TEST_TO) < 0) return 1;
-    if (rank == 1) {
-        int f = ps_test_serve(comm, &t, NBAD);
-        comm_destroy(&comm);
-        return f;
-    }
+    if (rank == 1) return ps_test_server_rank(&comm, &t, NBAD);
     (void)world;
     /* rank 0 plays the worker by hand */
     void *val = NULL;
@@ -104,7 +70,7 @@ static int s_raw_rank(int rank, int world, void *arg)
     size_t fl[3];
 #define EXPECT_ERR(sock)                                                                    \
     do {                                                                                    \
-        int ty = s_raw_recv(sock, &r, NULL, 0);                                             \
+        int ty = ps_test_raw_recv(sock, &r, NULL, 0);                                       \
         if (ty != WIRE_ERROR) { fprintf(stderr, "line %d: no ERROR reply (%d)\n", __LINE__, ty); fail = 1; } \
         else nerr++;                                                                        \
     } while (0)
@@ -128,43 +94,43 @@ static int s_raw_rank(int rank, int world, void *arg)
     wire_hdr_t h = {.type = WIRE_PUSH, .sender = 0, .job = job, .key = 0, .clock = 0, .count = N, .dtype = DT_F32,
                     .aux = PS_F_AR, .nframes = 2};
     fr[0] = &meta; fl[0] = sizeof meta; fr[1] = grad; fl[1] = sizeof grad;
-    s_raw_send(foreign, &h, fr, fl, 2);
+    ps_test_raw_send(foreign, &h, fr, fl, 2);
     EXPECT_ERR(foreign);
     /* 3: foreign job id */
     h.job = job + 99;
-    s_raw_send(good, &h, fr, fl, 2);
+    ps_test_raw_send(good, &h, fr, fl, 2);
     EXPECT_ERR(good);
     h.job = job;
     /* 4: wrong key */
     h.key = 5;
-    s_raw_send(good, &h, fr, fl, 2);
+    ps_test_raw_send(good, &h, fr, fl, 2);
     EXPECT_ERR(good);
     h.key = 0;
     /* 5: wrong size (header says 10 elements, 9 sent) */
     fl[1] = 9 * sizeof(float);
-    s_raw_send(good, &h, fr, fl, 2);
+    ps_test_raw_send(good, &h, fr, fl, 2);
     EXPECT_ERR(good);
     fl[1] = sizeof grad;
     /* 6: clock from the future */
     h.clock = 7;
-    s_raw_send(good, &h, fr, fl, 2);
+    ps_test_raw_send(good, &h, fr, fl, 2);
     EXPECT_ERR(good);
     h.clock = 0;
     /* 7: header announces 2 frames, 1 follows */
-    s_raw_send(good, &h, fr, fl, 1);
+    ps_test_raw_send(good, &h, fr, fl, 1);
     EXPECT_ERR(good);
     /* 8: a sender rank that does not exist */
     h.sender = 5;
-    s_raw_send(good, &h, fr, fl, 2);
+    ps_test_raw_send(good, &h, fr, fl, 2);
     EXPECT_ERR(good);
     h.sender = 0;
     /* a correct allreduce round still works: push + commit */
-    s_raw_send(good, &h, fr, fl, 2);
+    ps_test_raw_send(good, &h, fr, fl, 2);
     wire_hdr_t pl = {.type = WIRE_PULL, .sender = 0, .job = job, .key = 0, .clock = 1, .dtype = DT_F32,
                      .aux = PS_F_AR | PS_F_COMMIT, .nframes = 1};
-    s_raw_send(good, &pl, fr, fl, 1);
+    ps_test_raw_send(good, &pl, fr, fl, 1);
     memset(got, 0, sizeof got);
-    if (s_raw_recv(good, &r, got, sizeof got) != WIRE_PARAMS || r.clock != 1 || got[3] != 1.0f) {
+    if (ps_test_raw_recv(good, &r, got, sizeof got) != WIRE_PARAMS || r.clock != 1 || got[3] != 1.0f) {
         fprintf(stderr, "valid allreduce after bad input failed\n");
         fail = 1;
     }
@@ -175,17 +141,17 @@ static int s_raw_rank(int rank, int world, void *arg)
         hc.aux = PS_F_AR | PS_F_COMMIT | PS_F_CMA;
         cma_desc_t d = cma_desc(grad, sizeof grad);
         fr[0] = &meta; fl[0] = sizeof meta; fr[1] = &d; fl[1] = sizeof d - 1;  /* 13: short descriptor */
-        s_raw_send(good, &hc, fr, fl, 2);
+        ps_test_raw_send(good, &hc, fr, fl, 2);
         EXPECT_ERR(good);
         fl[1] = sizeof d;
         d.magic ^= 1;                                                      /* 14: not a descriptor */
-        s_raw_send(good, &hc, fr, fl, 2);
+        ps_test_raw_send(good, &hc, fr, fl, 2);
         EXPECT_ERR(good);
         d = cma_desc(grad, sizeof grad + 4);                               /* 15: size != count */
-        s_raw_send(good, &hc, fr, fl, 2);
+        ps_test_raw_send(good, &hc, fr, fl, 2);
         EXPECT_ERR(good);
         d = cma_desc((void *)(uintptr_t)64, sizeof grad);                  /* 16: an address not mapped */
-        s_raw_send(good, &hc, fr, fl, 2);
+        ps_test_raw_send(good, &hc, fr, fl, 2);
         EXPECT_ERR(good);
         fr[1] = grad; fl[1] = sizeof grad;
     }
@@ -193,14 +159,14 @@ static int s_raw_rank(int rank, int world, void *arg)
     wire_hdr_t in = {.type = WIRE_INIT, .sender = 0, .job = job, .key = 0, .clock = 0, .offset = 0, .count = N,
                      .dtype = DT_F32, .aux = DT_F32, .nframes = 3};
     fr[0] = &meta; fl[0] = sizeof meta; fr[1] = &oc; fl[1] = sizeof oc; fr[2] = vals; fl[2] = sizeof vals;
-    s_raw_send(good, &in, fr, fl, 3);
+    ps_test_raw_send(good, &in, fr, fl, 3);
     /* 9: INIT twice */
-    s_raw_send(good, &in, fr, fl, 3);
+    ps_test_raw_send(good, &in, fr, fl, 3);
     EXPECT_ERR(good);
     pl.aux = 0;
     pl.clock = 0;
-    s_raw_send(good, &pl, fr, fl, 1);
-    if (s_raw_recv(good, &r, got, sizeof got) != WIRE_PARAMS || memcmp(got, vals, sizeof vals)) {
+    ps_test_raw_send(good, &pl, fr, fl, 1);
+    if (ps_test_raw_recv(good, &r, got, sizeof got) != WIRE_PARAMS || memcmp(got, vals, sizeof vals)) {
         fprintf(stderr, "pull of version 0 failed\n");
         fail = 1;
     }
@@ -209,25 +175,25 @@ static int s_raw_rank(int rank, int world, void *arg)
     wire_hdr_t pu = {.type = WIRE_PUSH, .sender = 0, .job = job, .key = 0, .clock = 0, .count = N, .dtype = DT_F16,
                      .nframes = 2};
     fr[1] = half; fl[1] = sizeof half;
-    s_raw_send(good, &pu, fr, fl, 2);
+    ps_test_raw_send(good, &pu, fr, fl, 2);
     EXPECT_ERR(good);
     /* 11: commit for a future clock */
     pl.aux = PS_F_COMMIT;
     pl.clock = 5;
-    s_raw_send(good, &pl, fr, fl, 1);
+    ps_test_raw_send(good, &pl, fr, fl, 1);
     EXPECT_ERR(good);
     /* 12: a push past the partition's end */
     pu.dtype = DT_F32;
     pu.offset = 5;
     fr[1] = grad; fl[1] = sizeof grad;
-    s_raw_send(good, &pu, fr, fl, 2);
+    ps_test_raw_send(good, &pu, fr, fl, 2);
     EXPECT_ERR(good);
     /* a correct step: p - lr * g with lr 0.5, g = 1 */
     pu.offset = 0;
-    s_raw_send(good, &pu, fr, fl, 2);
+    ps_test_raw_send(good, &pu, fr, fl, 2);
     pl.clock = 1;
-    s_raw_send(good, &pl, fr, fl, 1);
-    if (s_raw_recv(good, &r, got, sizeof got) != WIRE_PARAMS || r.clock != 1) {
+    ps_test_raw_send(good, &pl, fr, fl, 1);
+    if (ps_test_raw_recv(good, &r, got, sizeof got) != WIRE_PARAMS || r.clock != 1) {
         fprintf(stderr, "valid step after bad input failed\n");
         fail = 1;
     } else {
@@ -236,7 +202,7 @@ static int s_raw_rank(int rank, int world, void *arg)
     }
     if (nerr != NBAD) { fprintf(stderr, "%d ERROR replies, expected %d\n", nerr, NBAD); fail = 1; }
     wire_hdr_t bye = {.type = WIRE_BYE, .sender = 0, .job = job, .dtype = DT_F32};
-    s_raw_send(good, &bye, NULL, NULL, 0);
+    ps_test_raw_send(good, &bye, NULL, NULL, 0);
     usleep(100000);
     zmq_close(good);
     zmq_close(foreign);
@@ -326,9 +292,9 @@ static int s_keepalive_rank(int rank, int world, void *arg)
     void *good = s_raw_worker(comm, &ctx, &job);
     if (!good) return 1;
     wire_hdr_t ka = {.type = WIRE_HELLO, .sender = 0, .job = job, .dtype = DT_F32, .aux = PS_HELLO_KEEPALIVE};
-    for (int i = 0; i < 50 && !fail; i++) fail |= s_raw_send(good, &ka, NULL, NULL, 0) < 0;
+    for (int i = 0; i < 50 && !fail; i++) fail |= ps_test_raw_send(good, &ka, NULL, NULL, 0) < 0;
     wire_hdr_t bye = {.type = WIRE_BYE, .sender = 0, .job = job, .dtype = DT_F32};
-    fail |= s_raw_send(good, &bye, NULL, NULL, 0) < 0;
+    fail |= ps_test_raw_send(good, &bye, NULL, NULL, 0) < 0;
     usleep(200000);
     zmq_close(good);
     zmq_ctx_term(ctx);
@@ -370,7 +336,7 @@ static void s_fold_push(void *sock, uint64_t job, int w, uint64_t clock, int com
     cma_desc_t d = cma_desc(data, FOLD_N * sizeof(float));
     const void *fr[2] = {&meta, &d};
     size_t fl[2] = {sizeof meta, sizeof d};
-    s_raw_send(sock, &h, fr, fl, 2);
+    ps_test_raw_send(sock, &h, fr, fl, 2);
 }
 
 /* The next reply on sock is an ERROR whose text holds both strings: 0, else 1 (said on stderr). */
@@ -378,7 +344,7 @@ static int s_fold_err(void *sock, const char *a, const char *b, int line)
 {
     char text[300] = "";
     wire_hdr_t r;
-    int ty = s_raw_recv(sock, &r, text, sizeof text - 1);
+    int ty = ps_test_raw_recv(sock, &r, text, sizeof text - 1);
     if (ty == WIRE_ERROR && strstr(text, a) && strstr(text, b)) return 0;
     fprintf(stderr, "line %d: expected an ERROR with \"%s\" and \"%s\", got type %d: %s\n", line, a, b, ty, text);
     return 1;
@@ -390,7 +356,7 @@ static int s_fold_params(void *sock, uint64_t clock, float *out, int line)
     wire_hdr_t r;
     cma_desc_t d;
     memset(&d, 0, sizeof d);
-    int ty = s_raw_recv(sock, &r, &d, sizeof d);
+    int ty = ps_test_raw_recv(sock, &r, &d, sizeof d);
     if (ty != WIRE_PARAMS || r.clock != clock || !(r.aux & PS_F_CMA) || d.len != FOLD_N * sizeof(float) ||
         cma_read((pid_t)d.pid, out, d.addr, (size_t)d.len) < 0) {
         fprintf(stderr, "line %d: expected PARAMS of clock %llu by descriptor, got type %d clock %llu (%s)\n", line,
@@ -408,7 +374,7 @@ static int s_fold_sync(void *sock, uint64_t job, int w, uint64_t clock, float *t
     ps_meta_t meta = {.total = FOLD_N, .inv_scale = 1};
     const void *fr[1] = {&meta};
     size_t fl[1] = {sizeof meta};
-    s_raw_send(sock, &pl, fr, fl, 1);
+    ps_test_raw_send(sock, &pl, fr, fl, 1);
     return s_fold_params(sock, clock, tmp, line);
 }
 
@@ -496,7 +462,7 @@ static int s_fold_rank(int rank, int world, void *arg)
     fail |= s_fold_err(sk[2], "round is lost", "worker 1's push", __LINE__);
     for (int w = 0; w < 3; w++) {
         wire_hdr_t bye = {.type = WIRE_BYE, .sender = (uint32_t)w, .job = job, .dtype = DT_F32};
-        s_raw_send(sk[w], &bye, NULL, NULL, 0);
+        ps_test_raw_send(sk[w], &bye, NULL, NULL, 0);
     }
     usleep(100000);
     for (int w = 0; w < 3; w++) {
@@ -528,7 +494,7 @@ static void s_train_push(void *sock, uint64_t job, int w, const float *data)
     cma_desc_t d = cma_desc(data, FOLD_N * sizeof(float));
     const void *fr[2] = {&meta, &d};
     size_t fl[2] = {sizeof meta, sizeof d};
-    s_raw_send(sock, &h, fr, fl, 2);
+    ps_test_raw_send(sock, &h, fr, fl, 2);
 }
 
 /* Rank 0 plays two training workers against a dedicated sync server (rank 2) and pushes key 0 by
@@ -575,13 +541,13 @@ static int s_train_fold_rank(int rank, int world, void *arg)
     optim_cfg_default(&oc, OPT_SGD);
     const void *fr[3] = {&meta, &oc, good};
     size_t fl[3] = {sizeof meta, sizeof oc, bytes};
-    s_raw_send(sk[0], &in, fr, fl, 3);
+    ps_test_raw_send(sk[0], &in, fr, fl, 3);
     s_train_push(sk[0], job, 0, good);
     /* a pull of version 0 without commit is answered at once: both are handled before worker 1 pushes */
     wire_hdr_t pl = {.type = WIRE_PULL, .sender = 0, .job = job, .key = 0, .clock = 0, .dtype = DT_F32, .nframes = 1};
-    s_raw_send(sk[0], &pl, fr, fl, 1);
+    ps_test_raw_send(sk[0], &pl, fr, fl, 1);
     wire_hdr_t r;
-    int ty = s_raw_recv(sk[0], &r, NULL, 0);
+    int ty = ps_test_raw_recv(sk[0], &r, NULL, 0);
     if (ty != WIRE_PARAMS) {
         fprintf(stderr, "line %d: expected PARAMS of version 0, got type %d\n", __LINE__, ty);
         fail = 1;
@@ -592,7 +558,7 @@ static int s_train_fold_rank(int rank, int world, void *arg)
     fail |= s_fold_err(sk[1], "cannot read worker rank 1's push midway", "", __LINE__);
     for (int w = 0; w < 2; w++) {
         wire_hdr_t bye = {.type = WIRE_BYE, .sender = (uint32_t)w, .job = job, .dtype = DT_F32};
-        s_raw_send(sk[w], &bye, NULL, NULL, 0);
+        ps_test_raw_send(sk[w], &bye, NULL, NULL, 0);
         zmq_close(sk[w]);
     }
     zmq_ctx_term(ctx);
@@ -646,8 +612,8 @@ static int s_lane_rank(int rank, int world, void *arg)
     wire_hdr_t h = {.type = WIRE_HELLO, .sender = 0, .job = job, .dtype = DT_F32, .aux = PS_HELLO_LANE, .nframes = 1};
     const void *fr[1] = {name};
     size_t fl[1] = {strlen(name)};
-    s_raw_send(good, &h, fr, fl, 1);
-    if (s_raw_recv(good, &r, NULL, 0) != WIRE_HELLO || r.aux != PS_HELLO_LANE) { fprintf(stderr, "lane not accepted\n"); fail = 1; }
+    ps_test_raw_send(good, &h, fr, fl, 1);
+    if (ps_test_raw_recv(good, &r, NULL, 0) != WIRE_HELLO || r.aux != PS_HELLO_LANE) { fprintf(stderr, "lane not accepted\n"); fail = 1; }
     if (access(path, F_OK) == 0) { fprintf(stderr, "%s still there after the server mapped it\n", path); fail = 1; }
     /* a slot whose one frame claims 5000 bytes; one whose frame count wraps the checks around (the
      * server adds its routing id's frame: 0xffffffff + 1 and 4 x 0xffffffff overflow 32 bits) */
@@ -673,7 +639,7 @@ static int s_lane_rank(int rank, int world, void *arg)
     /* the head jumps past the ring's capacity: the answer comes over ZeroMQ (the lane is gone) */
     ps_lane_send_raw(lane, bad, sizeof bad, 1000);
     text[0] = 0;
-    if (s_raw_recv(good, &r, text, sizeof text - 1) != WIRE_ERROR || !strstr(text, "counter jumped")) {
+    if (ps_test_raw_recv(good, &r, text, sizeof text - 1) != WIRE_ERROR || !strstr(text, "counter jumped")) {
         fprintf(stderr, "no ERROR over ZeroMQ for a jumping counter (%s)\n", text);
         fail = 1;
     }
@@ -691,34 +657,36 @@ Test(ps_server, rejects_malformed_lane, .timeout = 40)
 
 /* ---------- a dead worker ---------- */
 
+#define DEAD_N 500 /* parameters of the dead-worker tests */
+
+/* A worker of t: its engine in *e, attached to p (DEAD_N parameters) and two good steps taken with g;
+ * 0 or the error. */
+static int s_dead_worker(comm_t *comm, const ps_topo_t *t, int world, int rank, float *p, float *g, engine_t **e)
+{
+    param_set_t ps = ps_test_sgd_params(p, DEAD_N);
+    int rc = ps_test_worker(e, comm, t, world, &ps);
+    for (uint64_t s = 0; s < 2 && rc == 0; s++) rc = ps_test_plain_step(*e, g, DEAD_N, s, rank);
+    return rc;
+}
+
 static int s_dead_rank(int rank, int world, void *arg)
 {
     ps_topo_t *t = arg;
     comm_t *comm = NULL;
     if (ps_test_open(&comm, t->timeout_ms) < 0) return 1;
     if (rank >= t->nworkers) {
-        ps_opts_t po;
-        engine_cfg_t cfg = ps_test_cfg(t, world, &po);
         engine_t *e = NULL;
-        int rc = ps_engine.create(&e, comm, &cfg);
-        if (rc == 0) rc = ps_engine.serve(e);
+        int rc = s_serve_one(comm, t, &e);
         int ok = rc == ERR_PEER && strstr(err_detail(), "worker rank 2");
         if (!ok) fprintf(stderr, "server: rc %d (%s), expected a failure naming rank 2\n", rc, err_detail());
         ps_engine.destroy(&e);
         comm_destroy(&comm);
         return ok ? 0 : 1;
     }
-    size_t n = 500;
-    float p[500], g[500];
-    ps_test_init_params(p, n);
-    param_set_t ps = {.params = p, .count = n, .grad_dtype = DT_F32};
-    optim_cfg_default(&ps.optim, OPT_SGD);
-    ps_opts_t po;
-    engine_cfg_t cfg = ps_test_cfg(t, world, &po);
+    size_t n = DEAD_N;
+    float p[DEAD_N], g[DEAD_N];
     engine_t *e = NULL;
-    int rc = ps_engine.create(&e, comm, &cfg);
-    if (rc == 0) rc = ps_engine.attach(e, &ps);
-    for (uint64_t s = 0; s < 2 && rc == 0; s++) rc = ps_test_plain_step(e, g, n, s, rank);
+    int rc = s_dead_worker(comm, t, world, rank, p, g, &e);
     if (rc < 0) return 1;
     /* colocated, rank 2 also serves: it must not die before every worker has its replies of step 1
      * (a barrier of the workers only: dedicated servers are serving meanwhile) */
@@ -740,22 +708,11 @@ static int s_dead_async_rank(int rank, int world, void *arg)
     ps_topo_t *t = arg;
     comm_t *comm = NULL;
     if (ps_test_open(&comm, t->timeout_ms) < 0) return 1;
-    if (rank >= t->nworkers) {
-        int f = ps_test_serve(comm, t, 0);
-        comm_destroy(&comm);
-        return f;
-    }
-    size_t n = 500;
-    float p[500], g[500];
-    ps_test_init_params(p, n);
-    param_set_t ps = {.params = p, .count = n, .grad_dtype = DT_F32};
-    optim_cfg_default(&ps.optim, OPT_SGD);
-    ps_opts_t po;
-    engine_cfg_t cfg = ps_test_cfg(t, world, &po);
+    if (rank >= t->nworkers) return ps_test_server_rank(&comm, t, 0);
+    size_t n = DEAD_N;
+    float p[DEAD_N], g[DEAD_N];
     engine_t *e = NULL;
-    int rc = ps_engine.create(&e, comm, &cfg);
-    if (rc == 0) rc = ps_engine.attach(e, &ps);
-    for (uint64_t s = 0; s < 2 && rc == 0; s++) rc = ps_test_plain_step(e, g, n, s, rank);
+    int rc = s_dead_worker(comm, t, world, rank, p, g, &e);
     if (rc < 0) return 1;
     if (rank == 2) _exit(0);
     for (uint64_t s = 2; s < 8 && rc == 0; s++) {
@@ -778,12 +735,9 @@ static int s_silent_rank(int rank, int world, void *arg)
     int fail = 0;
     if (rank == 1) {
         ps_topo_t t = {.nworkers = 1, .mode = PS_SYNC, .timeout_ms = 400};
-        ps_opts_t po;
-        engine_cfg_t cfg = ps_test_cfg(&t, comm->world, &po);
         engine_t *e = NULL;
         uint64_t t0 = now_ns();
-        int rc = ps_engine.create(&e, comm, &cfg);
-        if (rc == 0) rc = ps_engine.serve(e);
+        int rc = s_serve_one(comm, &t, &e);
         double ms = (double)(now_ns() - t0) / 1e6;
         const char *d = err_detail();
         if (rc != ERR_TIMEOUT || !strstr(d, "no worker has been heard from")) {

@@ -21,41 +21,12 @@
 #include "ps/wire.h"
 #include "ps/ps.h"
 #include "ps/ps_proto.h"
+#include "tests/lib/flood.h"
 #include "tests/lib/ranks.h"
 #include "tests/lib/ps_ranks.h"
 
 #define SECRET_HEX "3f1e9a0c5b7d2e4f6a8c0e1d3b5f7a9c2e4d6f8a0b1c3e5d7f9a2b4c6e8d0f1a"
 #define NINTR 5 /* messages the intruder sends that the server must reject */
-
-static int s_send(void *sock, const wire_hdr_t *h, const void *const *fr, const size_t *len, int nfr)
-{
-    unsigned char buf[WIRE_HDR_MAX];
-    int hl = wire_encode(h, buf, sizeof buf);
-    if (hl < 0) return hl;
-    if (zmq_send(sock, buf, (size_t)hl, nfr ? ZMQ_SNDMORE : 0) < 0) return ERR_IO;
-    for (int i = 0; i < nfr; i++)
-        if (zmq_send(sock, fr[i], len[i], i + 1 < nfr ? ZMQ_SNDMORE : 0) < 0) return ERR_IO;
-    return 0;
-}
-
-/* One reply: its header in h, its first payload frame (up to cap bytes) in out; the type or -1. */
-static int s_recv(void *sock, wire_hdr_t *h, void *out, size_t cap)
-{
-    zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
-    if (zmq_poll(&it, 1, 5000) <= 0) return -1;
-    int type = -1, part = 0, more = 1;
-    while (more) {
-        zmq_msg_t m;
-        zmq_msg_init(&m);
-        if (zmq_msg_recv(&m, sock, 0) < 0) return -1;
-        if (part == 0 && wire_decode(zmq_msg_data(&m), zmq_msg_size(&m), h) == 0) type = (int)h->type;
-        if (part == 1 && out) memcpy(out, zmq_msg_data(&m), zmq_msg_size(&m) < cap ? zmq_msg_size(&m) : cap);
-        more = zmq_msg_more(&m);
-        zmq_msg_close(&m);
-        part++;
-    }
-    return type;
-}
 
 /* The intruder: worker 0's routing id and the job id (both predictable), no secret. 0 when every
  * attempt was answered ERR_AUTH. */
@@ -80,21 +51,21 @@ static int s_intrude(comm_t *comm, const char *ep)
     wire_hdr_t r;
 #define EXPECT_AUTH(what)                                                                              \
     do {                                                                                               \
-        int ty = s_recv(s, &r, NULL, 0);                                                               \
+        int ty = ps_test_raw_recv(s, &r, NULL, 0);                                                     \
         if (ty != WIRE_ERROR || r.aux != ERR_AUTH) {                                                   \
             fprintf(stderr, "intruder: %s was not turned away (reply %d, code %d)\n", what, ty, r.aux); \
             fail = 1;                                                                                  \
         }                                                                                              \
     } while (0)
     wire_hdr_t in = {.type = WIRE_INIT, .sender = 0, .job = job, .count = N, .dtype = DT_F32, .aux = DT_F32, .nframes = 3};
-    s_send(s, &in, fr, fl, 3);
+    ps_test_raw_send(s, &in, fr, fl, 3);
     EXPECT_AUTH("INIT");
     wire_hdr_t pu = {.type = WIRE_PUSH, .sender = 0, .job = job, .count = N, .dtype = DT_F32, .aux = PS_F_AR, .nframes = 2};
     fr[1] = bad; fl[1] = sizeof bad;
-    s_send(s, &pu, fr, fl, 2);
+    ps_test_raw_send(s, &pu, fr, fl, 2);
     EXPECT_AUTH("PUSH");
     wire_hdr_t pl = {.type = WIRE_PULL, .sender = 0, .job = job, .dtype = DT_F32, .nframes = 1};
-    s_send(s, &pl, fr, fl, 1);
+    ps_test_raw_send(s, &pl, fr, fl, 1);
     EXPECT_AUTH("PULL");
     /* the handshake with a made-up proof */
     unsigned char nc[AUTH_NONCE_BYTES], reply[AUTH_NONCE_BYTES + AUTH_MAC_BYTES], mac[AUTH_MAC_BYTES];
@@ -103,14 +74,14 @@ static int s_intrude(comm_t *comm, const char *ep)
     wire_hdr_t he = {.type = WIRE_HELLO, .sender = 0, .job = job, .dtype = DT_F32, .aux = PS_HELLO_CHAL, .nframes = 1};
     const void *hf[1] = {nc};
     size_t hl[1] = {sizeof nc};
-    s_send(s, &he, hf, hl, 1);
-    if (s_recv(s, &r, reply, sizeof reply) != WIRE_HELLO) { fprintf(stderr, "intruder: no challenge answer\n"); fail = 1; }
+    ps_test_raw_send(s, &he, hf, hl, 1);
+    if (ps_test_raw_recv(s, &r, reply, sizeof reply) != WIRE_HELLO) { fprintf(stderr, "intruder: no challenge answer\n"); fail = 1; }
     he.aux = PS_HELLO_PROOF;
     hf[0] = mac;
     hl[0] = sizeof mac;
-    s_send(s, &he, hf, hl, 1);
+    ps_test_raw_send(s, &he, hf, hl, 1);
     EXPECT_AUTH("a forged proof");
-    s_send(s, &pu, fr, fl, 2);
+    ps_test_raw_send(s, &pu, fr, fl, 2);
     EXPECT_AUTH("PUSH after a forged proof");
     zmq_close(s);
     zmq_ctx_term(ctx);
@@ -123,11 +94,7 @@ static int s_intruder_rank(int rank, int world, void *arg)
     ps_topo_t t = {.nworkers = 1, .mode = PS_SYNC};
     comm_t *comm = NULL;
     if (ps_test_open(&comm, PS_TEST_TO) < 0) return 1;
-    if (rank == 1) {
-        int f = ps_test_serve(comm, &t, NINTR);
-        comm_destroy(&comm);
-        return f;
-    }
+    if (rank == 1) return ps_test_server_rank(&comm, &t, NINTR);
     void *val = NULL;
     size_t len = 0;
     if (ps_test_server_ep(comm, &val, &len) < 0) return 1;
@@ -137,15 +104,10 @@ static int s_intruder_rank(int rank, int world, void *arg)
     /* the real worker: its parameters are its own, not the intruder's 1000.0 */
     size_t n = 10;
     float p[10], p0[10], g[10];
-    ps_test_init_params(p, n);
+    param_set_t ps = ps_test_sgd_params(p, n);
     memcpy(p0, p, sizeof p);
-    param_set_t ps = {.params = p, .count = n, .grad_dtype = DT_F32};
-    optim_cfg_default(&ps.optim, OPT_SGD);
-    ps_opts_t po;
-    engine_cfg_t cfg = ps_test_cfg(&t, 2, &po);
     engine_t *e = NULL;
-    int rc = ps_engine.create(&e, comm, &cfg);
-    if (rc == 0) rc = ps_engine.attach(e, &ps);
+    int rc = ps_test_worker(&e, comm, &t, 2, &ps);
     if (rc < 0) ps_test_report("worker", rc);
     if (rc == 0 && memcmp(p, p0, sizeof p)) { fprintf(stderr, "worker: attach pulled foreign values\n"); fail = 1; }
     if (rc == 0) rc = ps_test_plain_step(e, g, n, 0, rank);
@@ -164,17 +126,6 @@ Test(ps_trust, intruder_without_the_secret_cannot_push, .timeout = 40)
 
 /* ---------- a 1 GiB frame ---------- */
 
-static long s_rss_kb(void)
-{
-    long pages = 0, res = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f) {
-        if (fscanf(f, "%ld %ld", &pages, &res) != 2) res = 0;
-        fclose(f);
-    }
-    return res * (sysconf(_SC_PAGESIZE) / 1024);
-}
-
 typedef struct { comm_t *comm; char ep[200]; size_t sent; long grew_kb; } flood_t;
 
 /* A raw ZMTP 3.0 DEALER announces one 1 GiB frame to the server and streams up to 64 MiB of it. */
@@ -187,33 +138,15 @@ static void *s_flood(void *arg)
     struct sockaddr_in sa = {.sin_family = AF_INET};
     if (colon) { *colon = '\0'; sa.sin_port = htons((uint16_t)atoi(colon + 1)); }
     inet_pton(AF_INET, h, &sa.sin_addr);
-    long before = s_rss_kb();
+    long before = rss_kb();
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
         unsigned char pre[256];
-        memset(pre, 0, 64);
-        pre[0] = 0xff; pre[9] = 0x7f; pre[10] = 3; pre[11] = 0;
-        memcpy(pre + 12, "NULL", 4);
-        size_t n = 64;
-        static const unsigned char ready[] = {0x04, 28, 5, 'R', 'E', 'A', 'D', 'Y', 11, 'S', 'o', 'c', 'k', 'e', 't', '-',
-                                              'T', 'y', 'p', 'e', 0, 0, 0, 6, 'D', 'E', 'A', 'L', 'E', 'R'};
-        memcpy(pre + n, ready, sizeof ready);
-        n += sizeof ready;
-        pre[n++] = 0x02; /* a long frame, no more */
-        for (int i = 7; i >= 0; i--) pre[n++] = (unsigned char)((1ull << 30) >> (8 * i));
-        if (send(fd, pre, n, MSG_NOSIGNAL) == (ssize_t)n) {
-            size_t chunk = 1 << 20;
-            char *junk = calloc(1, chunk);
-            for (int i = 0; junk && i < 64; i++) {
-                ssize_t w = send(fd, junk, chunk, MSG_NOSIGNAL);
-                if (w <= 0) break;
-                f->sent += (size_t)w;
-            }
-            free(junk);
-        }
+        size_t n = flood_zmtp_preamble(pre);
+        if (send(fd, pre, n, MSG_NOSIGNAL) == (ssize_t)n) f->sent += flood_junk(fd, 64);
     }
     usleep(200000);
-    f->grew_kb = s_rss_kb() - before; /* measured with the connection still open: its buffer still held */
+    f->grew_kb = rss_kb() - before; /* measured with the connection still open: its buffer still held */
     if (fd >= 0) close(fd);
     store_set(f->comm->store, "flood-done", "1", 1);
     return NULL;
@@ -255,9 +188,7 @@ static int s_flood_rank(int rank, int world, void *arg)
     free(x);
     size_t n = 3000;
     float *p = calloc(n, sizeof *p), *g = calloc(n, sizeof *g);
-    ps_test_init_params(p, n);
-    param_set_t ps = {.params = p, .count = n, .grad_dtype = DT_F32};
-    optim_cfg_default(&ps.optim, OPT_SGD);
+    param_set_t ps = ps_test_sgd_params(p, n);
     if (rc == 0) rc = ps_engine.attach(e, &ps);
     for (uint64_t s = 0; s < 3 && rc == 0; s++) rc = ps_test_plain_step(e, g, n, s, rank);
     if (rc < 0) ps_test_report("worker", rc);

@@ -14,18 +14,6 @@
 
 static char g_harness[512];
 
-static int s_count_lines(const char *path, const char *needle)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    static char line[16384];
-    int n = 0;
-    while (fgets(line, sizeof line, f))
-        if (strstr(line, needle)) n++;
-    fclose(f);
-    return n;
-}
-
 /* The harness, and torch importable by the python the harness would use; or skip saying why. */
 static void s_need_torch(void)
 {
@@ -50,10 +38,10 @@ Test(torch_peer, bench_exact_peer_rows, .timeout = 240)
              "--json %s", g_harness, json);
     int rc = run_cmd(cmd, out, sizeof out);
     cr_assert_eq(rc, 0, "harness bench --peers failed:\n%s", out);
-    cr_expect_eq(s_count_lines(json, "\"engine\": \"torch-gloo\""), 2, "one torch line per size");
-    cr_expect_eq(s_count_lines(json, "\"peer\": true"), 2);
-    cr_expect_eq(s_count_lines(json, "\"wrong\": 0,"), 2, "torch's sums exact");
-    cr_expect_eq(s_count_lines(json, "\"engine\":\"ring\""), 2, "our engine in the same run");
+    cr_expect_eq(count_lines(json, "\"engine\": \"torch-gloo\""), 2, "one torch line per size");
+    cr_expect_eq(count_lines(json, "\"peer\": true"), 2);
+    cr_expect_eq(count_lines(json, "\"wrong\": 0,"), 2, "torch's sums exact");
+    cr_expect_eq(count_lines(json, "\"engine\":\"ring\""), 2, "our engine in the same run");
     unlink(json);
 }
 
@@ -66,9 +54,9 @@ Test(torch_peer, train_ddp_in_sync, .timeout = 240)
              "--bucket-mb 1 --json %s", g_harness, json);
     int rc = run_cmd(cmd, out, sizeof out);
     cr_assert_eq(rc, 0, "harness train --peers failed:\n%s", out);
-    cr_expect_eq(s_count_lines(json, "\"engine\": \"torch-ddp-gloo\""), 1, "%s", out);
-    cr_expect_eq(s_count_lines(json, "\"in_sync\": true"), 1, "DDP keeps its ranks identical");
-    cr_expect(s_count_lines(json, "\"local_batch\": 32,") >= 2, "the global batch split over 2 ranks (ring, torch)");
-    cr_expect(s_count_lines(json, "\"bucket_mb\": 1") >= 2, "bucket_cap_mb from --bucket-mb");
+    cr_expect_eq(count_lines(json, "\"engine\": \"torch-ddp-gloo\""), 1, "%s", out);
+    cr_expect_eq(count_lines(json, "\"in_sync\": true"), 1, "DDP keeps its ranks identical");
+    cr_expect(count_lines(json, "\"local_batch\": 32,") >= 2, "the global batch split over 2 ranks (ring, torch)");
+    cr_expect(count_lines(json, "\"bucket_mb\": 1") >= 2, "bucket_cap_mb from --bucket-mb");
     unlink(json);
 }

@@ -25,6 +25,7 @@
 #include "core/err.h"
 #include "core/timer.h"
 #include "core/tp.h"
+#include "tests/lib/flood.h"
 #include "tests/lib/ranks.h"
 
 #define SLOT ((size_t)64 << 10)
@@ -443,17 +444,6 @@ Test(tp_trust, zmq_intruder_without_secret_is_refused, .timeout = 60)
     cr_assert_eq(run_ranks(2, s_intruder_rank, "zmq", 50000), 0);
 }
 
-static long s_rss_kb(void)
-{
-    long pages = 0, res = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f) {
-        if (fscanf(f, "%ld %ld", &pages, &res) != 2) res = 0;
-        fclose(f);
-    }
-    return res * (sysconf(_SC_PAGESIZE) / 1024);
-}
-
 typedef struct { char ep[256]; unsigned char hello[84]; int zmtp; size_t sent; } flood_t;
 
 /* Announce a 1 GiB frame (a raw ZMTP 3.0 peer, or a TCP segment header after a hello without a MAC) and
@@ -468,16 +458,7 @@ static void *s_flood(void *arg)
     unsigned char pre[256];
     size_t n = 0;
     if (f->zmtp) {
-        memset(pre, 0, 64);
-        pre[0] = 0xff; pre[9] = 0x7f; pre[10] = 3; pre[11] = 0;
-        memcpy(pre + 12, "NULL", 4);
-        n = 64;
-        static const unsigned char ready[] = {0x04, 28, 5, 'R', 'E', 'A', 'D', 'Y', 11, 'S', 'o', 'c', 'k', 'e', 't', '-',
-                                              'T', 'y', 'p', 'e', 0, 0, 0, 6, 'D', 'E', 'A', 'L', 'E', 'R'};
-        memcpy(pre + n, ready, sizeof ready);
-        n += sizeof ready;
-        pre[n++] = 0x02; /* a long frame, no more */
-        for (int i = 7; i >= 0; i--) pre[n++] = (unsigned char)((1ull << 30) >> (8 * i));
+        n = flood_zmtp_preamble(pre);
     } else {
         memcpy(pre, f->hello, 84);
         n = 84;
@@ -486,14 +467,7 @@ static void *s_flood(void *arg)
         n += 8;
     }
     if (send(fd, pre, n, MSG_NOSIGNAL) != (ssize_t)n) { close(fd); return NULL; }
-    size_t chunk = 1 << 20;
-    char *junk = calloc(1, chunk);
-    for (int i = 0; i < 64; i++) {
-        ssize_t w = send(fd, junk, chunk, MSG_NOSIGNAL);
-        if (w <= 0) break;
-        f->sent += (size_t)w;
-    }
-    free(junk);
+    f->sent += flood_junk(fd, 64);
     close(fd);
     return NULL;
 }
@@ -515,24 +489,24 @@ static int s_flood_rank(int rank, int world, void *arg)
     if (rank == 1) {
         flood_t f = {.zmtp = 1};
         if ((rc = s_published(comm, tz, "zmq", 1, f.ep, sizeof f.ep)) < 0) return s_fail(rank, "endpoint", rc);
-        long before = s_rss_kb();
+        long before = rss_kb();
         pthread_t th;
         pthread_create(&th, NULL, s_flood, &f);
         pthread_join(th, NULL);
         s_sleep_ms(200);
-        long grew = s_rss_kb() - before;
+        long grew = rss_kb() - before;
         fprintf(stderr, "rank 1: zmq flood: %zu bytes sent, RSS grew %ld KiB\n", f.sent, grew);
         if (grew > 16 * 1024) bad++;
 
         flood_t g = {.zmtp = 0};
         if ((rc = s_published(comm, tt, "tcp", 1, g.ep, sizeof g.ep)) < 0) return s_fail(rank, "endpoint", rc);
         s_forged_tcp_hello(tt, 0, 1, g.hello, 1);
-        before = s_rss_kb();
+        before = rss_kb();
         pthread_create(&th, NULL, s_flood, &g);
         unsigned char b[16];
         rc = tp_recv(tt, 0, b, sizeof b, 5000);
         pthread_join(th, NULL);
-        grew = s_rss_kb() - before;
+        grew = rss_kb() - before;
         fprintf(stderr, "rank 1: tcp flood: %zu bytes sent, recv gave %d (%s), RSS grew %ld KiB\n", g.sent, rc,
                 err_detail(), grew);
         if (rc != ERR_PROTO || grew > 16 * 1024) bad++;

@@ -244,21 +244,6 @@ static void s_find(void)
     cr_assert(harness_path(g_harness, sizeof g_harness) == 0, "build the harness first (make)");
 }
 
-static int s_run(const char *cmd, char *out, size_t len)
-{
-    char full[4096];
-    snprintf(full, sizeof full, "%s 2>&1", cmd);
-    FILE *p = popen(full, "r");
-    cr_assert(p);
-    size_t o = 0, r;
-    while (o + 1 < len && (r = fread(out + o, 1, len - 1 - o, p)) > 0) o += r;
-    out[o] = '\0';
-    char sink[4096];
-    while (fread(sink, 1, sizeof sink, p) > 0) {}
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 static char *s_slurp(const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -287,7 +272,7 @@ Test(trace, harness_train_timeline, .timeout = 120)
     cr_assert_not_null(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/t.json", dir);
     snprintf(cmd, sizeof cmd, "%s train --engine ring --procs 2 --steps 3 --warmup-steps 1 --timeline %s", g_harness, path);
-    int rc = s_run(cmd, out, sizeof out);
+    int rc = run_cmd(cmd, out, sizeof out);
     cr_assert_eq(rc, 0, "harness train --timeline failed:\n%s", out);
     cr_expect(strstr(out, "# timeline:") != NULL, "no note of the file:\n%s", out);
     char *js = s_slurp(path);
@@ -312,7 +297,7 @@ Test(trace, harness_train_timeline, .timeout = 120)
     free(js);
     /* nothing left beside it: no temp file, no per-rank pieces */
     snprintf(cmd, sizeof cmd, "ls -A %s", dir);
-    s_run(cmd, out, sizeof out);
+    run_cmd(cmd, out, sizeof out);
     cr_expect_str_eq(out, "t.json\n", "left in %s: %s", dir, out);
     unlink(path);
     rmdir(dir);
@@ -324,7 +309,7 @@ Test(trace, harness_timeline_unwritable, .timeout = 120)
     char cmd[2048], out[1 << 16];
     snprintf(cmd, sizeof cmd, "%s bench --engine ring --procs 2 --sizes 4K:4K --iters 2 --warmup 1 --timeline "
              "/nonexistent-sb-dir/t.json", g_harness);
-    int rc = s_run(cmd, out, sizeof out);
+    int rc = run_cmd(cmd, out, sizeof out);
     cr_expect_neq(rc, 0, "an unwritable timeline must fail the run:\n%s", out);
     cr_expect(strstr(out, "--timeline /nonexistent-sb-dir/t.json") != NULL, "no clear message:\n%s", out);
     cr_expect(strstr(out, "no timeline written") != NULL, "%s", out);
@@ -341,7 +326,7 @@ Test(trace, harness_ps_timeline_names_senders, .timeout = 120)
     snprintf(path, sizeof path, "%s/t.json", dir);
     snprintf(cmd, sizeof cmd, "%s train --engine ps --servers 1 --procs 2 --steps 4 --warmup-steps 1 --timeline %s",
              g_harness, path);
-    int rc = s_run(cmd, out, sizeof out);
+    int rc = run_cmd(cmd, out, sizeof out);
     cr_assert_eq(rc, 0, "harness train --engine ps --timeline failed:\n%s", out);
     char *js = s_slurp(path);
     cr_assert_not_null(js, "no timeline file %s:\n%s", path, out);
@@ -355,7 +340,7 @@ Test(trace, harness_ps_timeline_names_senders, .timeout = 120)
     char script[PATH_MAX + 32];
     if (test_script(g_harness, "ps-flows", script, sizeof script) == 0 && system("command -v python3 >/dev/null") == 0) {
         snprintf(cmd, sizeof cmd, "%s %s two", script, path);
-        cr_assert_eq(s_run(cmd, out, sizeof out), 0, "%s", out);
+        cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
         cr_expect(strstr(out, "# ps-flows two: 2 workers, 3 steps") != NULL, "%s", out);
         cr_expect(strstr(out, "\n  two ") != NULL, "%s", out);
     } else {

@@ -1,9 +1,11 @@
-/* ps_ranks.c: helpers shared by the parameter-server tests (test_ps.c, test_ps_failure.c): joining
- * the job, the engine configuration of a test topology, a dedicated server rank, one plain step. */
+/* ps_ranks.c: helpers shared by the parameter-server tests (test_ps.c, test_ps_failure.c,
+ * test_ps_trust.c): joining the job, the engine configuration of a test topology, a dedicated server
+ * rank, one plain step, raw wire messages. */
 #include "tests/lib/ps_ranks.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zmq.h>
 #include "core/boot.h"
 #include "core/err.h"
 
@@ -58,9 +60,33 @@ int ps_test_serve(comm_t *comm, const ps_topo_t *t, uint64_t expect_rejected)
     return 0;
 }
 
+int ps_test_server_rank(comm_t **comm, const ps_topo_t *t, uint64_t expect_rejected)
+{
+    int f = ps_test_serve(*comm, t, expect_rejected);
+    comm_destroy(comm);
+    return f;
+}
+
 void ps_test_init_params(float *p, size_t n)
 {
     for (size_t i = 0; i < n; i++) p[i] = (float)((int)(i % 13) - 6) * 0.3f;
+}
+
+param_set_t ps_test_sgd_params(float *p, size_t n)
+{
+    ps_test_init_params(p, n);
+    param_set_t ps = {.params = p, .count = n, .grad_dtype = DT_F32};
+    optim_cfg_default(&ps.optim, OPT_SGD);
+    return ps;
+}
+
+int ps_test_worker(engine_t **e, comm_t *comm, const ps_topo_t *t, int world, const param_set_t *ps)
+{
+    ps_opts_t po;
+    engine_cfg_t cfg = ps_test_cfg(t, world, &po);
+    int rc = ps_engine.create(e, comm, &cfg);
+    if (rc == 0) rc = ps_engine.attach(*e, ps);
+    return rc;
 }
 
 int ps_test_plain_step(engine_t *e, float *g, size_t n, uint64_t t, int rank)
@@ -86,4 +112,33 @@ int ps_test_server_ep(comm_t *comm, void **val, size_t *len)
     char *nl = *len ? memchr(*val, '\n', *len) : NULL;
     if (nl) *nl = 0;
     return 0;
+}
+
+int ps_test_raw_send(void *sock, const wire_hdr_t *h, const void *const *fr, const size_t *len, int nfr)
+{
+    unsigned char buf[WIRE_HDR_MAX];
+    int hl = wire_encode(h, buf, sizeof buf);
+    if (hl < 0) return hl;
+    if (zmq_send(sock, buf, (size_t)hl, nfr ? ZMQ_SNDMORE : 0) < 0) return ERR_IO;
+    for (int i = 0; i < nfr; i++)
+        if (zmq_send(sock, fr[i], len[i], i + 1 < nfr ? ZMQ_SNDMORE : 0) < 0) return ERR_IO;
+    return 0;
+}
+
+int ps_test_raw_recv(void *sock, wire_hdr_t *h, void *out, size_t cap)
+{
+    zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(&it, 1, 5000) <= 0) return -1;
+    int type = -1, part = 0, more = 1;
+    while (more) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, sock, 0) < 0) return -1;
+        if (part == 0 && wire_decode(zmq_msg_data(&m), zmq_msg_size(&m), h) == 0) type = (int)h->type;
+        if (part == 1 && out) memcpy(out, zmq_msg_data(&m), zmq_msg_size(&m) < cap ? zmq_msg_size(&m) : cap);
+        more = zmq_msg_more(&m);
+        zmq_msg_close(&m);
+        part++;
+    }
+    return type;
 }

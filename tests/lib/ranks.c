@@ -99,10 +99,12 @@ int run_ranks(int world, rank_fn fn, void *arg, int timeout_ms)
     return failed;
 }
 
-int run_cmd(const char *cmd, char *out, size_t len)
+int run_cmd_timed(const char *cmd, char *out, size_t len, double *secs)
 {
     char full[4096];
     snprintf(full, sizeof full, "%s 2>&1", cmd);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
     FILE *p = popen(full, "r");
     if (!p) return -1;
     size_t o = 0, r;
@@ -111,5 +113,34 @@ int run_cmd(const char *cmd, char *out, size_t len)
     char sink[4096];
     while (fread(sink, 1, sizeof sink, p) > 0) {}
     int st = pclose(p);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    if (secs) *secs = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int run_cmd(const char *cmd, char *out, size_t len) { return run_cmd_timed(cmd, out, len, NULL); }
+
+long rss_kb(void)
+{
+    long pages = 0, res = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &res) != 2) res = 0;
+        fclose(f);
+    }
+    return res * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+int count_lines(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char *line = NULL;
+    size_t cap = 0;
+    int n = 0;
+    while (getline(&line, &cap, f) >= 0)
+        if (!needle || strstr(line, needle)) n++;
+    free(line);
+    fclose(f);
+    return n;
 }
