@@ -469,5 +469,6 @@ static void s_stats(engine_t *self, engine_stats_t *out)
 const engine_ops_t tree_engine = {
     .name = "tree",
     .impls = "host|gpu|nccl",
+    .schedule = tree_sched,
     ARSTEP_ENGINE_OPS,
 };

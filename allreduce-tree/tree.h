@@ -25,5 +25,7 @@ int  tree_allreduce_host(comm_t *comm, const void *sendbuf, void *recvbuf, size_
 /* The segment tree_allreduce_host picks for a message of `bytes` over world ranks when seg_bytes is 0
  * (before the cap at the transport's slot size): for cost models. */
 size_t tree_seg_default(int world, size_t bytes);
+/* tree_sched.c: the engine's schedule entry (engine_ops_t.schedule): 2 D + 1 steps of the two trees. */
+int tree_sched(const void *opts, const sched_env_t *env, size_t count, size_t esz, sched_t *out);
 
 #endif

@@ -10,6 +10,7 @@
 #include "core/comm.h"
 #include "core/dtype.h"
 #include "core/optim.h"
+#include "core/sched.h"
 
 typedef struct engine engine_t;
 
@@ -126,6 +127,11 @@ typedef struct engine_ops {
      * server ranks). */
     int  (*optim_state)(engine_t *self, float **bufs, int *nbuf, size_t *count);
     void (*destroy)(engine_t **self_p);
+    /* The engine's communication schedule for one allreduce of count elements of esz bytes among
+     * env->workers workers, as this engine would run it at that size and placement (core/sched.h):
+     * what `harness explain` prints and the traffic it predicts. opts: the engine's options (NULL:
+     * defaults). Needs no communicator. 0, or ERR_NOMEM / ERR_INVAL (err_set). NULL: not declared. */
+    int  (*schedule)(const void *opts, const sched_env_t *env, size_t count, size_t esz, sched_t *out);
 } engine_ops_t;
 
 #endif

@@ -424,4 +424,5 @@ const engine_ops_t ps_engine = {
     .serve = ps_serve,
     .stats = ps_stats,
     .destroy = ps_destroy,
+    .schedule = ps_sched,
 };

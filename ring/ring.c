@@ -245,5 +245,6 @@ const engine_ops_t ring_engine = {
     .opts_size = sizeof(ring_opts_t),
     .opts_init = ring_opts_init,
     .opt_set = ring_opt_set,
+    .schedule = ring_sched,
     ARSTEP_ENGINE_OPS,
 };

@@ -56,5 +56,8 @@ typedef struct {
 void   ring_schedule(int world, int rank, int step, ring_step_t *out);
 size_t ring_chunk_start(size_t count, int world, int c);
 size_t ring_chunk_len(size_t count, int world, int c);
+/* ring_sched.c: the engine's schedule entry (engine_ops_t.schedule): the one-shot where the engine takes
+ * it at this size, else the ring steps above. */
+int ring_sched(const void *opts, const sched_env_t *env, size_t count, size_t esz, sched_t *out);
 
 #endif

@@ -133,6 +133,9 @@ static void s_same(const char *engine_args, size_t bytes, int exact)
 Test(explain, ring_schedule_matches_run, .timeout = 120) { s_same("--procs 4 --engine ring", 100000, 1); }
 Test(explain, tree_schedule_matches_run, .timeout = 120) { s_same("--procs 5 --engine tree", 100000, 1); }
 Test(explain, ps_schedule_matches_run, .timeout = 120) { s_same("--procs 3 --servers 2 --engine ps --ps-partition-kb 16", 100000, 0); }
+/* a small message: the engine takes the one-shot, and explain shows the one-shot, whose reads a run counts */
+Test(explain, ring_oneshot_schedule_matches_run, .timeout = 120) { s_same("--procs 4 --engine ring", 4096, 1); }
+
 
 /* h_traffic_stats: a 4-rank ring's links and NICs are uniform; one PS server's NIC carries every
  * worker's push and pull, (P + 1)/2 times the mean; steps divide the bytes. */
@@ -254,4 +257,28 @@ Test(explain, link_ratios_in_text, .timeout = 60)
     cr_expect_eq(s_count(out, "  links this step: busiest link 256 KiB, mean 256 KiB over 4 links (max/mean 1.00)"), 6, "%s", out);
     cr_expect(strstr(out, "# links, one allreduce: busiest link 1536 KiB, mean 1536 KiB over 4 links (max/mean 1.00); "
                           "busiest NIC rank 0 3 MiB in+out, mean 3 MiB (max/mean 1.00)"), "%s", out);
+}
+
+/* explain shows what the engine runs at that size: the one-shot for 64 B on one host, the ring's
+ * 2 (P - 1) steps with --ring-algo ring; an engine that declares no schedule is a usage error */
+Test(explain, shows_the_engines_choice, .timeout = 60)
+{
+    cr_assert(harness_path(g_harness, sizeof g_harness) == 0, "build the harness first (make)");
+    char cmd[1024];
+    static char out[1 << 17];
+    snprintf(cmd, sizeof cmd, "%s explain --engine ring --procs 8 --sizes 64", g_harness);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "the engine runs oneshot here"), "%s", out);
+    cr_expect_eq(s_count(out, "\nstep "), 1, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s explain --engine ring --procs 8 --sizes 64 --ring-algo ring", g_harness);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "the engine runs ring here"), "%s", out);
+    cr_expect_eq(s_count(out, "\nstep "), 14, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s explain --engine nonesuch --procs 4", g_harness);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "unknown engine 'nonesuch'"), "%s", out);
+    snprintf(cmd, sizeof cmd, "%s explain --engine mpi --procs 2", g_harness);
+    int rc = run_cmd(cmd, out, sizeof out);
+    if (!strstr(out, "this build has no MPI")) /* a build without OpenMPI refuses mpi for that reason */
+        cr_expect(rc == 2 && strstr(out, "engine mpi declares no schedule"), "rc %d: %s", rc, out);
 }

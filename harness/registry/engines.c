@@ -205,3 +205,12 @@ void h_engine_cfg(const h_engset_t *es, const comm_t *comm, const char *engine, 
     cfg->opts = h_engine_opts(es, engine);
     cfg->size_scale = es->shrink > 1 ? es->shrink : 1; /* emulated runs: tensors shrunk (docs/emulation.md) */
 }
+
+int h_engine_schedule(const h_engset_t *es, const char *engine, const sched_env_t *env, size_t count, size_t esz,
+                      sched_t *out)
+{
+    const engine_ops_t *e = h_engine_find(engine);
+    if (!e) return err_set(ERR_INVAL, "no engine %s (engines: %s)", engine ? engine : "(none)", h_engine_names());
+    if (!e->schedule) return err_set(ERR_INVAL, "engine %s declares no schedule", engine);
+    return e->schedule(h_engine_opts(es, engine), env, count, esz, out);
+}

@@ -52,6 +52,11 @@ int  h_engine_in_sync(const h_engset_t *es, const char *engine);
 /* The engine configuration for `engine` in this world: nworkers is the world minus the engine's extra
  * ranks (from its options, at most world - 1); device from gpus (es->device). */
 void h_engine_cfg(const h_engset_t *es, const comm_t *comm, const char *engine, engine_cfg_t *cfg);
+/* The engine's declared schedule for one allreduce (engine_ops_t.schedule, core/sched.h) with its
+ * options from es: 0, or ERR_INVAL naming an unknown engine or one that declares none; out freed with
+ * sched_free on success. */
+int  h_engine_schedule(const h_engset_t *es, const char *engine, const sched_env_t *env, size_t count, size_t esz,
+                       sched_t *out);
 /* 1 if this rank is one of the engine's extra ranks for cfg (rank >= nworkers), e.g. a PS server. */
 static inline int h_is_server(const comm_t *comm, const engine_cfg_t *cfg) { return comm->rank >= cfg->nworkers; }
 

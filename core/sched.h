@@ -1,0 +1,74 @@
+/* sched.h: an engine's communication schedule for one allreduce, as data: the pieces the buffer is cut
+ * into, then steps of transfers (source, destination, piece, and whether the receiver adds it to what it
+ * holds or stores it). A step's transfers all leave with what their senders held when the step began
+ * and wait for the step before. Engines declare theirs (engine_ops_t.schedule); `harness explain`
+ * prints them, and every reader that counts bytes (traffic matrices, cost models, a simulator) can
+ * read the same data instead of an engine's own functions. */
+#ifndef SB_SCHED_H
+#define SB_SCHED_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    SCHED_REDUCE = 0,     /* the receiver adds the piece to its own values of it */
+    SCHED_STORE  = 1      /* the receiver replaces its values of the piece with it (a complete value) */
+} sched_op_t;
+
+typedef struct {
+    int src, dst;         /* ranks; src == dst: a hand-over inside one process (no link) */
+    int piece;            /* index into sched_t.pieces */
+    sched_op_t op;
+} sched_xfer_t;
+
+typedef struct {
+    size_t off, count;    /* elements [off, off + count) of the buffer */
+    char   name[16];      /* "c0", "h1", "p3", "all" */
+} sched_piece_t;
+
+typedef struct {
+    char   what[96];      /* "reduce-scatter 1 of 3", "push (workers -> servers)" */
+    char   note[160];     /* what else happens in the step, without a transfer ("each server sums ..."), or "" */
+    size_t first, n;      /* its transfers: x[first .. first + n) */
+} sched_step_t;
+
+/* Where the allreduce runs, as the engine would see it. */
+typedef struct {
+    int workers;          /* training ranks */
+    int one_host_shm;     /* every rank on one host over shared memory (what the one-shot path needs) */
+    int device;           /* -1: host buffers; >= 0: GPU buffers (engines schedule their host path only) */
+} sched_env_t;
+
+typedef struct {
+    int    world;         /* ranks in all: workers, then dedicated servers */
+    int    workers;
+    char   algo[16];      /* what the engine runs at this size: "ring", "oneshot", "tree", "ps" */
+    char   about[320];    /* one or two lines on the schedule and why this one runs at this size */
+    size_t count, esz;    /* the allreduce: count elements of esz bytes */
+    sched_piece_t *pieces;
+    int    npieces;
+    sched_step_t *steps;
+    int    nsteps;
+    sched_xfer_t *x;
+    size_t nx;
+    int    bad;           /* out of memory while building: sched_done reports it */
+    int    cap_p, cap_s;
+    size_t cap_x;
+} sched_t;
+
+/* Building (engines): start with the world and the allreduce; add pieces (their index is returned),
+ * steps (printf-style title; later transfers join the latest step) and transfers; sched_done checks
+ * that every transfer names ranks and a piece that exist and returns 0, ERR_NOMEM or ERR_INVAL (err_set). */
+void sched_init(sched_t *s, int world, int workers, size_t count, size_t esz, const char *algo);
+int  sched_piece(sched_t *s, size_t off, size_t count, const char *name);
+void sched_step(sched_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sched_note(sched_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sched_xfer(sched_t *s, int src, int dst, int piece, sched_op_t op);
+int  sched_done(sched_t *s);
+void sched_free(sched_t *s);
+
+/* Reading: the bytes one transfer carries; the world x world matrix of link bytes (row = sender; a
+ * hand-over inside one process counts nothing), added to m, for all steps or, step >= 0, one. */
+size_t sched_xfer_bytes(const sched_t *s, const sched_xfer_t *x);
+void   sched_links(const sched_t *s, int step, uint64_t *m);
+
+#endif

@@ -1,0 +1,167 @@
+/* test_sched.c: the engines' declared schedules (engine_ops_t.schedule, core/sched.h): each is a correct
+ * allreduce (replayed on sets of contributions, every worker ends holding every worker's input of every
+ * element, each exactly once), moves the bytes its algorithm should, follows the engine's own choice of
+ * algorithm by size, and a malformed schedule is refused. */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "core/sched.h"
+#include "core/err.h"
+#include "ring/ring.h"
+#include "allreduce-tree/tree.h"
+#include "ps/ps.h"
+
+/* Replay s on per-element contribution counts: cnt[rank][element][worker] (workers <= 16, a few elements
+ * per piece is enough: every element of a piece moves together). Returns 0 when every worker ends with
+ * exactly one of every worker's input in every element; else -1 with why. */
+static int s_replay(const sched_t *s, char *why, size_t len)
+{
+    int W = s->world, P = s->workers;
+    size_t n = s->count;
+    uint8_t *c = calloc((size_t)W * n * (size_t)P, 1), *snap = malloc((size_t)W * n * (size_t)P);
+    cr_assert(c && snap);
+#define C(buf, r, e, w) (buf)[(((size_t)(r) * n) + (e)) * (size_t)P + (size_t)(w)]
+    for (int r = 0; r < P; r++)
+        for (size_t e = 0; e < n; e++) C(c, r, e, r) = 1;
+    for (int k = 0; k < s->nsteps; k++) {
+        memcpy(snap, c, (size_t)W * n * (size_t)P);   /* a step's sends leave with what was held when it began */
+        const sched_step_t *st = &s->steps[k];
+        for (size_t i = st->first; i < st->first + st->n; i++) {
+            const sched_xfer_t *x = &s->x[i];
+            const sched_piece_t *p = &s->pieces[x->piece];
+            if (x->src == x->dst) continue;   /* a hand-over inside one process adds nothing new */
+            for (size_t e = p->off; e < p->off + p->count; e++)
+                for (int w = 0; w < P; w++)
+                    C(c, x->dst, e, w) = x->op == SCHED_REDUCE ? (uint8_t)(C(c, x->dst, e, w) + C(snap, x->src, e, w))
+                                                              : C(snap, x->src, e, w);
+        }
+    }
+    int rc = 0;
+    for (int r = 0; r < P && !rc; r++)
+        for (size_t e = 0; e < n && !rc; e++)
+            for (int w = 0; w < P && !rc; w++)
+                if (C(c, r, e, w) != 1) {
+                    snprintf(why, len, "rank %d element %zu holds worker %d's input %d times", r, e, w, C(c, r, e, w));
+                    rc = -1;
+                }
+#undef C
+    free(c);
+    free(snap);
+    return rc;
+}
+
+typedef int (*s_sched_fn)(const void *, const sched_env_t *, size_t, size_t, sched_t *);
+
+static void s_correct(const char *name, s_sched_fn fn, const void *opts, int P, size_t count, const char *algo)
+{
+    sched_env_t env = {.workers = P, .one_host_shm = 1, .device = -1};
+    sched_t s;
+    cr_assert_eq(fn(opts, &env, count, 4, &s), 0, "%s P=%d n=%zu: %s", name, P, count, err_detail());
+    if (algo) cr_expect_str_eq(s.algo, algo, "%s P=%d n=%zu", name, P, count);
+    char why[256];
+    cr_expect_eq(s_replay(&s, why, sizeof why), 0, "%s P=%d n=%zu (%s): %s", name, P, count, s.algo, why);
+    sched_free(&s);
+}
+
+Test(sched, every_engine_schedule_is_an_allreduce)
+{
+    ring_opts_t ring;
+    ring_opts_init(&ring);
+    ps_opts_t ps = {.servers = 2, .partition_bytes = 64};
+    ps_opts_t coloc = {.colocate = 1, .partition_bytes = 64};
+    for (int P = 2; P <= 12; P++) {
+        for (size_t n = 1; n <= 61; n += 20) {
+            s_correct("ring", ring_sched, &ring, P, n, "oneshot");   /* small: the one-shot */
+            s_correct("tree", tree_sched, NULL, P, n, "tree");
+            s_correct("ps", ps_sched, &ps, P, n, "ps");
+            s_correct("ps colocated", ps_sched, &coloc, P, n, "ps");
+        }
+        ring_opts_t r = ring;
+        r.algo = RING_ALGO_RING;
+        s_correct("ring (forced)", ring_sched, &r, P, 37, "ring");
+        r.algo = RING_ALGO_ONESHOT;
+        r.oneshot_max = 64;   /* a forced one-shot of several board-sized rounds */
+        s_correct("ring (oneshot, rounds)", ring_sched, &r, P, 37, "oneshot");
+    }
+}
+
+/* The ring's choice follows the engine's: auto takes the one-shot up to its limit on one host, the ring
+ * past it, and never the one-shot off shared memory or on GPU buffers. */
+Test(sched, ring_chooses_as_the_engine_does)
+{
+    ring_opts_t o;
+    ring_opts_init(&o);
+    size_t lim = ring_oneshot_auto_max(&o, 4);
+    sched_env_t env = {.workers = 4, .one_host_shm = 1, .device = -1};
+    sched_t s;
+    cr_assert_eq(ring_sched(&o, &env, lim / 4, 4, &s), 0);
+    cr_expect_str_eq(s.algo, "oneshot");
+    cr_expect_eq(s.nsteps, 1);
+    sched_free(&s);
+    cr_assert_eq(ring_sched(&o, &env, lim / 4 + 1, 4, &s), 0);
+    cr_expect_str_eq(s.algo, "ring");
+    cr_expect_eq(s.nsteps, 6);
+    sched_free(&s);
+    env.one_host_shm = 0;
+    cr_assert_eq(ring_sched(&o, &env, 16, 4, &s), 0);
+    cr_expect_str_eq(s.algo, "ring", "no one-shot across hosts");
+    sched_free(&s);
+    env.one_host_shm = 1;
+    env.device = 0;
+    cr_assert_eq(ring_sched(&o, &env, 16, 4, &s), 0);
+    cr_expect_str_eq(s.algo, "ring", "the schedule of a GPU run is not the host one-shot's");
+    sched_free(&s);
+}
+
+/* Bytes: the ring sends 2 (P - 1) / P of the buffer per rank to its right neighbour only; the PS's
+ * server receives every worker's whole buffer and sends it back. */
+Test(sched, link_bytes)
+{
+    ring_opts_t o;
+    ring_opts_init(&o);
+    o.algo = RING_ALGO_RING;
+    sched_env_t env = {.workers = 4, .one_host_shm = 1, .device = -1};
+    sched_t s;
+    cr_assert_eq(ring_sched(&o, &env, 1024, 4, &s), 0);
+    uint64_t m[64] = {0};
+    sched_links(&s, -1, m);
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) cr_expect_eq(m[i * 4 + j], j == (i + 1) % 4 ? 2u * 3 * 1024 : 0u, "%d->%d", i, j);
+    uint64_t one[64] = {0};
+    sched_links(&s, 0, one);
+    cr_expect_eq(one[0 * 4 + 1], 1024u, "one step: one chunk of 1 KiB");
+    sched_free(&s);
+    ps_opts_t ps = {.servers = 1};
+    cr_assert_eq(ps_sched(&ps, &env, 1024, 4, &s), 0);
+    cr_expect_eq(s.world, 5);
+    memset(m, 0, sizeof m);
+    sched_links(&s, -1, m);
+    for (int w = 0; w < 4; w++) {
+        cr_expect_eq(m[w * 5 + 4], 4096u);
+        cr_expect_eq(m[4 * 5 + w], 4096u);
+    }
+    sched_free(&s);
+}
+
+Test(sched, malformed_is_refused)
+{
+    sched_t s;
+    sched_init(&s, 2, 2, 8, 4, "x");
+    int p = sched_piece(&s, 0, 8, "all");
+    sched_step(&s, "one");
+    sched_xfer(&s, 0, 2, p, SCHED_REDUCE);   /* rank 2 is outside a world of 2 */
+    cr_expect_eq(sched_done(&s), ERR_INVAL);
+    cr_expect(strstr(err_detail(), "outside the world"), "%s", err_detail());
+    sched_free(&s);
+    sched_init(&s, 2, 2, 8, 4, "x");
+    sched_piece(&s, 4, 8, "late");            /* past the buffer */
+    cr_expect_eq(sched_done(&s), ERR_INVAL);
+    sched_free(&s);
+    sched_init(&s, 2, 2, 8, 4, "x");
+    p = sched_piece(&s, 0, 8, "all");
+    sched_xfer(&s, 0, 1, p, SCHED_STORE);     /* before any step */
+    cr_expect_eq(sched_done(&s), ERR_INVAL);
+    sched_free(&s);
+}
