@@ -23,7 +23,7 @@ void h_engset_of(const h_opts_t *o, h_engset_t *es)
 void h_emu_cfg_of(const h_opts_t *o, h_emu_cfg_t *c)
 {
     *c = (h_emu_cfg_t){.nodes = o->nodes, .gpus_per_node = o->gpus_per_node, .server_nodes = o->server_nodes,
-                       .shrink = o->shrink, .dilate = o->dilate, .batch = o->batch, .net = o->net};
+                       .shrink = o->shrink, .dilate = o->dilate, .net = o->net};
 }
 
 static void s_engines(const h_opts_t *o, const char **engines, int *n)
@@ -57,7 +57,8 @@ void h_train_cfg_of(const h_opts_t *o, h_train_cfg_t *c)
     s_engines(o, c->engines, &c->nengines);
     c->model = o->model;
     c->data = o->data;
-    c->batch = o->batch;
+    c->batch = h_opts_given(o, "batch") ? o->batch : 0;
+    c->batch_per_gpu = o->batch_per_gpu;
     c->steps = o->steps;
     c->warmup_steps = o->warmup_steps;
     c->optim = o->optim;
@@ -117,7 +118,8 @@ void h_model_cfg_of(const h_opts_t *o, h_model_cfg_t *c)
 void h_model_cluster_cfg_of(const h_opts_t *o, h_model_cluster_cfg_t *c)
 {
     *c = (h_model_cluster_cfg_t){.model = o->model, .emu_device = o->emu_device, .nodes = o->nodes,
-                                 .gpus_per_node = o->gpus_per_node, .batch = o->batch, .bucket_mb = o->bucket_mb,
+                                 .gpus_per_node = o->gpus_per_node, .batch = h_opts_given(o, "batch") ? o->batch : 0,
+                                 .batch_per_gpu = o->batch_per_gpu, .bucket_mb = o->bucket_mb,
                                  .no_overlap = o->no_overlap, .grad_dtype = o->grad_dtype, .net = o->net,
                                  .nfiles = o->nmeasured, .files = (char **)o->measured, .no_check = o->no_check};
     h_out_of(o, &c->out);

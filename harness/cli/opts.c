@@ -314,6 +314,8 @@ static int s_finish(h_opts_t *o, int argc, char **argv, int next)
         snprintf(master, sizeof master, "%s:%s", o->master_addr, o->master_port ? o->master_port : "29500");
         o->master = master;
     }
+    if (h_opts_given(o, "batch") && h_opts_given(o, "batch-per-gpu"))
+        return err_set(ERR_INVAL, "--batch B is the global batch and --batch-per-gpu B each worker's: give one");
     if (o->size_min > o->size_max)
         return err_set(ERR_INVAL, "the smallest size (%zu bytes, --sizes or -b) is above the largest (%zu, -e)", o->size_min,
                        o->size_max);

@@ -46,6 +46,7 @@ typedef struct {
     const char *model;                /* --model mlp:784-1024-1024-10 */
     const char *data;                 /* --data PATH | synthetic */
     int   batch;                      /* --batch (global batch, split across workers) */
+    int   batch_per_gpu;              /* --batch-per-gpu (each worker's; 0: not given) */
     int   steps, warmup_steps;        /* --steps, --warmup-steps */
     const char *optim;                /* --optim sgd:lr=...  */
     dtype_t grad_dtype;               /* --grad-dtype */

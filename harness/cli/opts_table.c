@@ -279,11 +279,15 @@ const h_opt_t h_opt_table[] = {
     SECTION("\nTrain:\n", " train run gemm model "),
     STR("model", model,
         "  --model mlp:784-1024-1024-10   --data synthetic|PATH   --batch B (global)   --steps N\n"
+        "  --batch-per-gpu B (each worker's, as torchrun and Horovod scripts count; an emulated real model's\n"
+        "    default: 64, the batch of Horovod's and BytePS's benchmarks; the MLP's default: --batch 256)\n"
         "  --warmup-steps N  --optim sgd:lr=0.05,momentum=0.9 | adam:lr=1e-3   --grad-dtype f32|f16|bf16\n"
         "  --bucket-mb MB  --no-overlap  --check-every N  --save PATH  --resume PATH  --drop-last  --seed N\n"
         "  --straggler RANK:MS\n"),
     STR("data", data, NULL),
     INT("batch", batch, 1, 1 << 24, "a batch size >= 1", NULL),
+    {.name = "batch-per-gpu", .kind = K_INT, .off = F(batch_per_gpu), .lo = 1, .hi = 1 << 20, .want = "a batch size >= 1",
+     .modes = " train run model "},
     INT("steps", steps, 1, 1 << 30, "an integer >= 1", NULL),
     INT("warmup-steps", warmup_steps, 0, 1 << 30, "an integer >= 0", NULL),
     STR("optim", optim, NULL),

@@ -60,7 +60,7 @@ void h_emu_print(const h_emu_cfg_t *o, const char *name, const char *impl, int P
            name, P, P > 1 ? "s" : "", E->nodes, E->nodes > 1 ? "s" : "", E->gpus_per_node,
            has_servers ? " + dedicated servers" : "", E->model, (double)E->params_full / 1e6, (double)E->params / 1e6,
            E->shrink, nbuckets, nbuckets > 1 ? "s" : "", E->device, E->derived ? " (derived)" : "",
-           o->net ? o->net : "none (shared memory only)", E->dilate, (size_t)(o->batch > 0 ? o->batch : 256) / (size_t)P);
+           o->net ? o->net : "none (shared memory only)", E->dilate, E->local_batch);
     printf("# device: %s\n", E->basis);
     printf("# %-18s %5s %12s %12s %8s %6s %10s %10s %10s %6s\n", "engine", "GPUs", "samples/s", "1 device", "speedup", "eff",
            "step (ms)", "compute", "exposed", "host");

@@ -8,12 +8,15 @@
 
 struct emu;
 
+/* An emulated real model's batch a GPU when neither --batch nor --batch-per-gpu is given: 64, the batch
+ * of Horovod's and BytePS's published benchmarks. */
+#define H_EMU_BATCH_PER_GPU 64
+
 /* The emulated cluster's layout and time scale, as a run gave them: --nodes N --gpus-per-node G
- * --server-nodes K, --shrink, --dilate, the global --batch and the --net spec (NULL: none). */
+ * --server-nodes K, --shrink, --dilate and the --net spec (NULL: none). */
 typedef struct {
     int nodes, gpus_per_node, server_nodes;
     double shrink, dilate;
-    int batch;
     const char *net;
 } h_emu_cfg_t;
 
@@ -32,6 +35,7 @@ typedef struct {
     double cpu_max;                  /* the busiest rank's CPU / wall */
     double system_busy;              /* the whole machine over the timed steps, every process (-1 unknown) */
     int    host_bound;
+    size_t local_batch;              /* each worker's batch */
 } h_emu_sum_t;
 
 /* all: R records of stride bytes, each with a double CPU-seconds at off_cpu and wall-seconds at off_wall.

@@ -9,6 +9,7 @@
 #include "harness/registry/engines.h"
 #include "harness/record/result.h"
 #include "harness/model/cluster.h"
+#include "harness/emulate/train_emu.h"
 #include "harness/model/cluster_cost.h"
 #include "harness/record/jsonl.h"
 #include "harness/emulate/netspec.h"
@@ -611,7 +612,9 @@ int h_model_cluster(const h_model_cluster_cfg_t *o)
     double bps, eff;
     CHECK(s_link(o, &bps, &eff));
     int G = o->gpus_per_node > 0 ? o->gpus_per_node : 4, N = o->nodes > 0 ? o->nodes : 1;
-    size_t lb = (size_t)(o->batch > 0 ? o->batch : 256) / (size_t)(N * G);
+    size_t lb = o->batch_per_gpu > 0 ? (size_t)o->batch_per_gpu
+              : o->batch > 0 ? (size_t)o->batch / (size_t)(N * G) : (size_t)H_EMU_BATCH_PER_GPU;
+    if (!lb) return err_set(ERR_INVAL, "--batch %d is less than one sample a GPU on %d GPUs", o->batch, N * G);
     if (!lb) lb = 1;
     s_point_t p;
     int rc = s_point(&p, o->model, o->emu_device, lb, o->bucket_mb, o->no_overlap);

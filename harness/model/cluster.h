@@ -11,7 +11,8 @@ typedef struct {
     const char *model;                /* --model NAME: a real model's gradient profile */
     const char *emu_device;           /* --device */
     int nodes, gpus_per_node;         /* --nodes, --gpus-per-node */
-    int batch;                        /* --batch, global */
+    int batch;                        /* --batch, global (0: not given) */
+    int batch_per_gpu;                /* --batch-per-gpu (0: not given; neither: 64) */
     double bucket_mb;                 /* --bucket-mb */
     int no_overlap;                   /* --no-overlap */
     dtype_t grad_dtype;               /* --grad-dtype */

@@ -36,7 +36,8 @@ typedef struct {
     const char *engines[H_MAX_ENGINES];
     int nengines;
     const char *model, *data;         /* --model, --data */
-    int batch;                        /* --batch (global) */
+    int batch;                        /* --batch (global; 0: not given) */
+    int batch_per_gpu;                /* --batch-per-gpu (0: not given) */
     int steps, warmup_steps;          /* --steps, --warmup-steps */
     const char *optim;                /* --optim */
     dtype_t grad_dtype;               /* --grad-dtype */

@@ -24,6 +24,7 @@
 #include "core/mem.h"
 #include "core/timer.h"
 #include "trainer/trainer.h"
+#include "trainer/workload.h"
 #include "harness/emulate/train_emu.h"
 #include "harness/emulate/cluster.h"
 #include "harness/record/traffic.h"
@@ -134,7 +135,11 @@ static int s_run_worker(const h_train_cfg_t *o, comm_t *comm, const char *name, 
     trainer_cfg_default(&tc);
     tc.model = o->model;
     tc.data = o->data;
-    tc.global_batch = o->batch > 0 ? (size_t)o->batch : 0;
+    /* --batch-per-gpu B: B a worker; --batch: global; neither: an emulated real model takes 64 a GPU (the
+     * batch of Horovod's and BytePS's benchmarks), the MLP the trainer's default global batch */
+    size_t per = o->batch_per_gpu > 0 ? (size_t)o->batch_per_gpu
+                 : o->batch <= 0 && workload_is_known(o->model) ? (size_t)H_EMU_BATCH_PER_GPU : 0;
+    tc.global_batch = per ? per * (size_t)ecfg->nworkers : o->batch > 0 ? (size_t)o->batch : 0;
     tc.world = ecfg->nworkers;
     tc.rank = comm->rank;
     if (o->optim) CHECK(optim_parse(o->optim, &tc.optim));
@@ -290,6 +295,7 @@ static void s_summarize(const h_train_cfg_t *o, const comm_t *comm, const engine
     if (!sh) {
         h_emu_summarize(trainer_emu(t), &o->emu, S->P, S->sps, S->step50, all[0].system_busy, all, R, sizeof *all,
                         offsetof(s_rank_t, cpu_s), offsetof(s_rank_t, wall_s), &S->emu);
+        S->emu.local_batch = S->lb;
         snprintf(S->model, sizeof S->model, "%s", S->emu.model);
         return;
     }
