@@ -224,6 +224,28 @@ static int s_link(const h_model_cluster_cfg_t *o, double *bps, double *eff)
     return 0;
 }
 
+/* The answer for the cluster asked (--nodes N --gpus-per-node G): the best allreduce against the best
+ * PS layout at N x G GPUs, the layouts named once. The cost model's answer, with its limits above. */
+static void s_verdict(const h_model_cluster_cfg_t *o, const s_point_t *p, const struct s_meas *t, int G, double bps)
+{
+    int N = o->nodes > 0 ? o->nodes : 1, P = N * G, best[2] = {-1, -1};
+    double sp[S_NLAYOUTS] = {0};
+    for (int l = 0; l < S_NLAYOUTS; l++) {
+        if (s_layouts[l].e.server_nodes == -2) continue;
+        double step = s_step(p, t, l, N, G, 0, bps, NULL);
+        sp[l] = step > 0 ? (double)P * (double)p->local_batch / step / p->dev.samples_per_s : 0;
+        int ps = s_layouts[l].e.kind == H_PATTERN_PS;
+        if (best[ps] < 0 || sp[l] > sp[best[ps]]) best[ps] = l;
+    }
+    if (best[0] < 0 || best[1] < 0) return;
+    int ar = best[0], ps = best[1], win = sp[ar] >= sp[ps] ? ar : ps;
+    printf("# PS layouts: ps-1server one CPU server machine; ps-per-node a server on every GPU machine; ps-K=N as many\n"
+           "# CPU server machines as GPU machines (BytePS); ps-colocated a server inside every worker\n");
+    printf("# verdict (the cost model's, within its limits above): %s, %d GPUs (%d x %d), %.4g Gbit/s: %s %.2fx %s best PS "
+           "layout (%s) %.2fx: use %s\n", p->wl->name, P, N, G, bps / 1e9, s_layouts[ar].label, sp[ar],
+           sp[ar] >= sp[ps] ? ">=" : "<", s_layouts[ps].label, sp[ps], win == ar ? s_layouts[ar].label : "the PS layout");
+}
+
 /* Prints the table; with --json appends its lines ("kind":"cluster") in one write, whole or not at all. */
 static int s_extrapolate(const h_model_cluster_cfg_t *o, const s_point_t *p, const struct s_meas *t, int G, double bps)
 {
@@ -249,6 +271,7 @@ static int s_extrapolate(const h_model_cluster_cfg_t *o, const s_point_t *p, con
         }
         printf("\n");
     }
+    s_verdict(o, p, t, G, bps);
     return h_lines_close(&lines, "the result lines");
 }
 

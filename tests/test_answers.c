@@ -1,6 +1,7 @@
-/* test_batch.c: --batch (global) and --batch-per-gpu (each worker's, as torchrun and Horovod scripts
- * count): the emulated cluster's model takes 64 a GPU when neither is given, whatever the cluster's
- * size; a per-worker batch trains any number of workers; the two together are refused. */
+/* test_answers.c: the answers a user acts on: --batch (global) and --batch-per-gpu (each worker's, as
+ * torchrun and Horovod scripts count; the emulated cluster's model takes 64 a GPU when neither is given,
+ * whatever the cluster's size; a per-worker batch trains any number of workers; the two together are
+ * refused), and `harness model`'s verdict line for the cluster asked. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,7 @@ static int s_run(const char *args)
 
 #define S_MODEL "model --model vgg16 --device pascal --nodes 16 --gpus-per-node 4 --net inter=25gbit --no-check"
 
-Test(batch, model_takes_64_a_gpu_unless_told, .timeout = 60)
+Test(answers, model_takes_64_a_gpu_unless_told, .timeout = 60)
 {
     cr_assert_eq(s_run(S_MODEL), 0, "%s", g_out);
     cr_expect(strstr(g_out, "batch 64/GPU"), "16 x 4 GPUs without --batch: %s", g_out);
@@ -32,14 +33,14 @@ Test(batch, model_takes_64_a_gpu_unless_told, .timeout = 60)
     cr_expect_eq(s_run(S_MODEL " --batch 8"), 2, "fewer samples than GPUs: %s", g_out);
 }
 
-Test(batch, both_refused, .timeout = 30)
+Test(answers, both_refused, .timeout = 30)
 {
     cr_expect_eq(s_run("train --procs 2 --batch 64 --batch-per-gpu 32"), 2, "%s", g_out);
     cr_expect(strstr(g_out, "give one"), "%s", g_out);
 }
 
 /* 256 is not a multiple of 3 workers: --batch-per-gpu trains them */
-Test(batch, per_worker_batch_trains_any_world, .timeout = 120)
+Test(answers, per_worker_batch_trains_any_world, .timeout = 120)
 {
     char *dir = tmpdir_make(), args[1024], path[600];
     snprintf(path, sizeof path, "%s/t.jsonl", dir);
@@ -53,4 +54,23 @@ Test(batch, per_worker_batch_trains_any_world, .timeout = 120)
     cr_expect(strstr(line, "\"batch\": 24"), "global 3 x 8: %s", line);
     cr_expect(strstr(line, "\"local_batch\": 8"), "%s", line);
     tmpdir_remove(dir);
+}
+
+/* the last line answers the question for the cluster asked, from the table's own figures */
+Test(answers, model_ends_with_a_verdict, .timeout = 60)
+{
+    cr_assert_eq(s_run(S_MODEL), 0, "%s", g_out);
+    const char *v = strstr(g_out, "# verdict");
+    cr_assert(v, "%s", g_out);
+    cr_expect(strstr(v, "vgg16, 64 GPUs (16 x 4), 25 Gbit/s: ring "), "%s", v);
+    cr_expect(strstr(v, "best PS layout (ps-"), "%s", v);
+    cr_expect(strstr(v, ": use "), "%s", v);
+    /* the verdict's ring figure is the table's at 64 GPUs */
+    const char *row = strstr(g_out, "\n  ring ");
+    cr_assert(row);
+    double x[8];
+    cr_assert_eq(sscanf(row, " ring %lf %lf %lf %lf %lf %lf %lf", &x[0], &x[1], &x[2], &x[3], &x[4], &x[5], &x[6]), 7);
+    char want[64];
+    snprintf(want, sizeof want, "ring %.2fx", x[6]);
+    cr_expect(strstr(v, want), "%s not in %s", want, v);
 }
