@@ -39,7 +39,17 @@ LIB_CU   := $(if $(filter 1,$(CUDA)),$(foreach d,$(LIB_DIRS) core/cuda,$(wildcar
 LIB_OBJ  := $(LIB_C:%.c=$(BUILD)/obj/%.o) $(LIB_CU:%.cu=$(BUILD)/obj/%.cu.o)
 # harness/ is in rooms (cli/ launch/ modes/ emulate/ model/ report/ record/ registry/, docs/ARCHITECTURE.md):
 # all of it but main.c is libharness.a, which the harness program and the tests link.
-HARNESS_C := $(wildcard harness/*/*.c)
+# SimGrid (Debian libsimgrid-dev) found by pkg-config, or SIMGRID=1: `harness simulate` replays schedules on it;
+# `make SIMGRID=0` (or no SimGrid) builds harness/simulate/*_nosimgrid.c instead, which says so.
+SIMGRID ?= $(shell pkg-config --exists simgrid 2>/dev/null && echo 1 || echo 0)
+ifeq ($(SIMGRID),1)
+CFLAGS += -DSB_SIMGRID=1 $(shell pkg-config --cflags simgrid)
+LDLIBS += $(shell pkg-config --libs simgrid)
+SIM_SKIP := %_nosimgrid.c
+else
+SIM_SKIP := %_simgrid.c
+endif
+HARNESS_C := $(filter-out $(SIM_SKIP),$(wildcard harness/*/*.c))
 HARNESS_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(HARNESS_C))
 HARNESS_MAIN := $(BUILD)/obj/harness/main.o
 HLIB := $(BUILD)/libharness.a

@@ -274,6 +274,11 @@ int main(int argc, char **argv)
         h_explain_cfg_of(&o, &c);
         return s_exit(h_explain(&c, stdout, NULL, NULL), 2);
     }
+    if (!strcmp(o.mode, "simulate")) {
+        h_simulate_cfg_t c;
+        h_simulate_cfg_of(&o, &c);
+        return s_exit(h_simulate(&c), 2);
+    }
     if (!strcmp(o.mode, "gemm")) {
         h_gemm_cfg_t c;
         h_gemm_cfg_of(&o, &c);

@@ -15,7 +15,7 @@
 #include "tests/lib/scripts.h"
 
 /* The rooms of harness/ from the bottom up: a file may include its own room and those below it. */
-static const char *const s_rooms[] = {"registry", "record", "emulate", "report", "model", "modes", "cli", "launch"};
+static const char *const s_rooms[] = {"registry", "record", "emulate", "report", "model", "simulate", "modes", "cli", "launch"};
 #define S_NROOMS (int)(sizeof s_rooms / sizeof s_rooms[0])
 static const char *const s_engines[] = {"ring", "ps", "allreduce-tree", "mpi"};
 

@@ -136,3 +136,22 @@ void h_timeline_cfg_of(const h_opts_t *o, h_timeline_cfg_t *c)
     c->timeout_s = o->timeout_s;
     h_engset_of(o, &c->es);
 }
+
+void h_simulate_cfg_of(const h_opts_t *o, h_simulate_cfg_t *c)
+{
+    memset(c, 0, sizeof *c);
+    s_engines(o, c->engines, &c->nengines);
+    c->nodes = o->nodes;
+    c->gpus_per_node = o->gpus_per_node;
+    c->server_nodes = o->server_nodes;
+    c->net = o->net;
+    c->lat_us = o->lat_us;
+    c->intra_bps = o->intra_bps;
+    c->size_min = o->size_min;
+    c->size_max = o->size_max;
+    c->factor = o->factor;
+    c->esz = dt_size(o->dtype);
+    c->timeout_s = o->timeout_s;
+    h_engset_of(o, &c->es);
+    h_out_of(o, &c->out);
+}

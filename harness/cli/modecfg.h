@@ -9,6 +9,7 @@
 #include "harness/model/host.h"
 #include "harness/model/cluster.h"
 #include "harness/record/timeline.h"
+#include "harness/simulate/simulate.h"
 
 void h_out_of(const h_opts_t *o, h_out_t *out);
 void h_engset_of(const h_opts_t *o, h_engset_t *es);
@@ -21,5 +22,6 @@ void h_gemm_cfg_of(const h_opts_t *o, h_gemm_cfg_t *c);
 void h_model_cfg_of(const h_opts_t *o, h_model_cfg_t *c);
 void h_model_cluster_cfg_of(const h_opts_t *o, h_model_cluster_cfg_t *c);
 void h_timeline_cfg_of(const h_opts_t *o, h_timeline_cfg_t *c);
+void h_simulate_cfg_of(const h_opts_t *o, h_simulate_cfg_t *c);
 
 #endif

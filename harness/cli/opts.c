@@ -31,7 +31,9 @@ void h_opts_usage(FILE *f)
 "  model [FILE...]   fit alpha/beta/gamma on this setup (2 ranks), predict each engine beside the\n"
 "                    measured results in FILE... (or --measured FILE), extrapolate to P = 1024\n"
 "  explain           an engine's allreduce schedule step by step for a small world (--engine ring|tree|ps,\n"
-"                    --procs N, --servers S, --sizes BYTES; --plots DIR: an SVG per step) and its bytes per link\n");
+"                    --procs N, --servers S, --sizes BYTES; --plots DIR: an SVG per step) and its bytes per link\n"
+"  simulate          each engine's schedule replayed on a simulated cluster with SimGrid (--nodes N\n"
+"                    --gpus-per-node G --net inter=RATE --lat US --sizes ...): the collective alone, to 1024 GPUs\n");
     for (size_t i = 0; i < S_NOPTS; i++) {
         if (h_opt_table[i].help_fn) h_opt_table[i].help_fn(f);
         else if (h_opt_table[i].help) fputs(h_opt_table[i].help, f);
@@ -249,6 +251,7 @@ static void s_defaults(h_opts_t *o, int argc, char **argv)
     o->model = "mlp:784-1024-1024-10";
     o->data = "synthetic";
     o->batch = 256;
+    o->lat_us = -1;
     o->steps = 50;
     o->warmup_steps = 5;
     o->optim = "sgd";
@@ -267,6 +270,12 @@ static void s_defaults(h_opts_t *o, int argc, char **argv)
  * fills the nodes / gpus_per_node defaults. 0 or ERR_INVAL (err_detail says why). */
 static int h_opts_check_cluster(h_opts_t *o)
 {
+    if (o->mode && !strcmp(o->mode, "simulate")) { /* machines of simulated GPUs: no model, no ranks */
+        if (o->procs || o->gpus) return err_set(ERR_INVAL, "simulate places GPUs with --nodes N --gpus-per-node G, not --procs or --gpus");
+        if (!o->nodes) o->nodes = 1;
+        if (!o->gpus_per_node) o->gpus_per_node = 1;
+        return 0;
+    }
     int emulated = workload_is_known(o->model);
     /* bench places its ranks on machines too (a collective's cost with G ranks behind each NIC) */
     int bench_machines = !emulated && o->mode && !strcmp(o->mode, "bench") && o->net && !o->emu_device && !o->shrink &&
@@ -347,7 +356,7 @@ int h_opts_parse(h_opts_t *o, int argc, char **argv)
             break;
         }
     if (!h_opt_known_mode(o->mode))
-        return err_set(ERR_INVAL, "unknown mode '%s' (train, bench, run, selftest, report, model, gemm, explain); see harness --help",
+        return err_set(ERR_INVAL, "unknown mode '%s' (train, bench, run, selftest, report, model, gemm, explain, simulate); see harness --help",
                        o->mode);
     /* mpirun's -np N: --procs N */
     for (int i = first; i < o->argc; i++)

@@ -62,6 +62,8 @@ typedef struct {
     double shrink, dilate;            /* --shrink S (0: auto), --dilate K (default 1) */
     int   nodes, gpus_per_node;       /* --nodes N --gpus-per-node G */
     int   server_nodes;               /* --server-nodes K: dedicated PS servers on CPU machines of their own */
+    double lat_us;                    /* --lat US (simulate; < 0: not given) */
+    double intra_bps;                 /* --intra RATE (simulate; 0: PCIe 3.0 x16) */
     /* the engines' own options (engine_ops_t.options), one blob per engine of the table, by index */
     void *eopts[H_MAX_ENGINES];
     int   device;                     /* inside a rank with --gpus: this rank's CUDA device */

@@ -44,7 +44,7 @@ int h_opt_bad(const char *flag, const char *val, const char *want)
 }
 
 /* The modes (first argument) */
-static const char *const s_modes[] = {"train", "bench", "run", "selftest", "report", "model", "gemm", "explain", NULL};
+static const char *const s_modes[] = {"train", "bench", "run", "selftest", "report", "model", "gemm", "explain", "simulate", NULL};
 int h_opt_known_mode(const char *m)
 {
     for (int i = 0; s_modes[i]; i++)
@@ -145,6 +145,31 @@ static int s_double(h_opts_t *o, const h_opt_t *d, const char *v)
 }
 
 /* --shrink S|auto (auto: 0) and --dilate K: factors >= 1 */
+/* --lat US: a latency in microseconds, >= 0 */
+static int s_lat(h_opts_t *o, const h_opt_t *d, const char *v)
+{
+    char *e;
+    double x = strtod(v, &e);
+    if (*e || e == v || !(x >= 0) || x > 1e6) return h_opt_bad("--lat", v, d->want);
+    o->lat_us = x;
+    return 0;
+}
+
+/* --intra RATE: bits/s with bit, kbit, mbit, gbit or tbit */
+static int s_intra(h_opts_t *o, const h_opt_t *d, const char *v)
+{
+    char *e;
+    double x = strtod(v, &e), m = 0;
+    if (!strcmp(e, "bit")) m = 1;
+    else if (!strcmp(e, "kbit")) m = 1e3;
+    else if (!strcmp(e, "mbit")) m = 1e6;
+    else if (!strcmp(e, "gbit")) m = 1e9;
+    else if (!strcmp(e, "tbit")) m = 1e12;
+    if (e == v || !m || !(x > 0) || x * m < 8000 || x * m > 1e14) return h_opt_bad("--intra", v, d->want);
+    o->intra_bps = x * m;
+    return 0;
+}
+
 static int s_factor(h_opts_t *o, const h_opt_t *d, const char *v)
 {
     double *p = (double *)((char *)o + d->off);
@@ -256,13 +281,13 @@ const h_opt_t h_opt_table[] = {
     FLAG("require-auth", require_auth,
          "  --require-auth        refuse to run without a job secret (SYNCBENCH_JOB_SECRET or _FILE; the launcher\n"
          "                        makes one for a single node, --nnodes needs the same one on every node)\n"),
-    SECTION("\nEngines:\n", " train bench run explain "),
+    SECTION("\nEngines:\n", " train bench run explain simulate "),
     {.name = "engine", .kind = K_FN, .fn = s_engine, .help_fn = s_help_engine},
     {.name = "impl", .kind = K_STR, .off = F(impl), .help_fn = s_help_impl},
     STR("tree-impl", impl, NULL),
     STR("ring-impl", impl, NULL),
     FN("seg-kb", s_seg, seg_bytes, "KiB >= 1", "  --seg-kb KB           pipelining segment of ring/tree (default 256)\n"),
-    SECTION("\nBench:\n", " bench run gemm explain "),
+    SECTION("\nBench:\n", " bench run gemm explain simulate "),
     FN("sizes", s_sizes, size_min, "MIN:MAX in bytes with K/M/G suffixes, 0 < MIN <= MAX (e.g. 4K:64M)",
        "  --sizes MIN:MAX       bytes, K/M/G suffixes are powers of 1024 (default 4K:64M); one size works\n"),
     FN("size", s_size, size_min, "bytes > 0 with K/M/G suffixes (e.g. 64K)",
@@ -301,7 +326,7 @@ const h_opt_t h_opt_table[] = {
     FN("seed", s_seed, seed, "an integer", NULL),
     STR("straggler", straggler, NULL),
     SECTION("\nEmulated GPU cluster (train --model resnet50|resnet101|vgg16|inception3|bert-base|bert-large|gpt2):\n",
-            " train model bench "),
+            " train model bench simulate "),
     STR("device", emu_device,
         "  --device D            emulated device: pascal, v100, v100-amp, a100, a100-amp (published throughputs),\n"
         "                        throughput=SAMPLES_PER_S or tflops=X (default v100)\n"),
@@ -311,12 +336,17 @@ const h_opt_t h_opt_table[] = {
     INT("gpus-per-node", gpus_per_node, 1, 1024, "a GPU count >= 1", NULL),
     INT("server-nodes", server_nodes, 0, 4096, "a machine count >= 0",
         "  --server-nodes K      dedicated PS servers on K CPU-only machines (the BytePS layout)\n"),
+    {.name = "lat", .kind = K_FN, .fn = s_lat, .off = F(lat_us), .want = "microseconds >= 0", .modes = " simulate ",
+     .help = "  --lat US              simulate: latency of one hop (a GPU to its machine, a machine to the switch), us;\n"
+             "                        no default: give the network's own\n"},
+    {.name = "intra", .kind = K_FN, .fn = s_intra, .off = F(intra_bps), .want = "a rate such as 100gbit", .modes = " simulate ",
+     .help = "  --intra RATE          simulate: a GPU's link to its machine, each way (default PCIe 3.0 x16, 126 Gbit/s)\n"},
     FN("shrink", s_factor, shrink, "a factor >= 1 or auto",
        "  --shrink S|auto       divide every tensor and link rate by S (transfer times unchanged, host load / S;\n"
        "                        default auto: as much as this host needs)\n"),
     FN("dilate", s_factor, dilate, "a factor >= 1",
        "  --dilate K            compute times x K, link rates / K, reported times / K (default 1)\n"),
-    SECTION("\nOutput:\n", " train bench run model report gemm explain "),
+    SECTION("\nOutput:\n", " train bench run model report gemm explain simulate "),
     STR("net", net,
         "  --net bw=RATE[,per=rank|node][,nodes=K][,queue=MS][,gso=off][,cc=NAME]   emulated network (root):\n"
         "                        one namespace per rank (or per node group), veth + bridge, tc tbf at RATE both\n"
