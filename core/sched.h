@@ -1,7 +1,7 @@
 /* sched.h: an engine's communication schedule for one allreduce, as data: the pieces the buffer is cut
  * into, then steps of transfers (source, destination, piece, and whether the receiver adds it to what it
- * holds or stores it). A step's transfers all leave with what their senders held when the step began
- * and wait for the step before. Engines declare theirs (engine_ops_t.schedule); `harness explain`
+ * holds or stores it). A step's transfers all leave with what their senders held when the step began:
+ * a rank sends a step's pieces once its receives of the step before are in. Engines declare theirs (engine_ops_t.schedule); `harness explain`
  * prints them, and every reader that counts bytes (traffic matrices, cost models, a simulator) can
  * read the same data instead of an engine's own functions. */
 #ifndef SB_SCHED_H
@@ -36,6 +36,10 @@ typedef struct {
     int workers;          /* training ranks */
     int one_host_shm;     /* every rank on one host over shared memory (what the one-shot path needs) */
     int device;           /* -1: host buffers; >= 0: GPU buffers (engines schedule their host path only) */
+    int segmented;        /* 0: one piece per chunk (half, partition), as explain draws it; 1: the segments
+                           * the engine pipelines through its steps, as it runs them (a step's sends then wait
+                           * only for the receives of the step before) */
+    size_t seg_bytes;     /* segmented: the pipelining segment (--seg-kb); 0: the engine's default */
 } sched_env_t;
 
 typedef struct {

@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RING_DEFAULT_SEG (256u << 10)
+#define RING_DEFAULT_SEG RING_DEFAULT_SEG_BYTES
 
 size_t ring_chunk_start(size_t count, int P, int c)
 {

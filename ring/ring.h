@@ -11,6 +11,7 @@ extern const engine_ops_t ring_engine;
  * auto picks the one-shot. */
 enum { RING_ALGO_AUTO, RING_ALGO_RING, RING_ALGO_ONESHOT };
 #define RING_ONESHOT_KB_DEFAULT 64
+#define RING_DEFAULT_SEG_BYTES (256u << 10) /* the host ring's pipelining segment (--seg-kb) */
 #define RING_STR_(x) #x
 #define RING_STR(x) RING_STR_(x)
 #define RING_ONESHOT_KB_DEFAULT_S RING_STR(RING_ONESHOT_KB_DEFAULT)

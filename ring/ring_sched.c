@@ -56,18 +56,37 @@ int ring_sched(const void *opts, const sched_env_t *env, size_t count, size_t es
              "rank sending one chunk to rank + 1 per step%s", P, P - 1, P - 1,
              env->one_host_shm && env->device < 0 && o->algo == RING_ALGO_AUTO && P > 1
                  ? " (a message within auto's one-shot limit would take the one-shot)" : "");
-    for (int c = 0; c < P; c++) {
-        snprintf(name, sizeof name, "c%d", c);
-        sched_piece(s, ring_chunk_start(count, P, c), ring_chunk_len(count, P, c), name);
+    /* segmented: every chunk in segments of seg elements as ring_allreduce_host cuts them (a multiple of 16
+     * from 64 on), segment-major: segment k through all 2 (P - 1) steps, then segment k + 1 */
+    size_t seg = ring_chunk_len(count, P, 0), nseg = 1;
+    if (env->segmented) {
+        seg = (env->seg_bytes ? env->seg_bytes : RING_DEFAULT_SEG_BYTES) / esz;
+        if (seg >= 64) seg &= ~(size_t)15;
+        if (seg == 0) seg = 1;
+        nseg = (ring_chunk_len(count, P, 0) + seg - 1) / seg;
+        if (!nseg) nseg = 1;
     }
-    for (int step = 0; step < 2 * (P - 1); step++) {
-        int ag = step >= P - 1, k = ag ? step - (P - 1) : step;
-        sched_step(s, "%s %d of %d", ag ? "allgather" : "reduce-scatter", k + 1, P - 1);
-        for (int r = 0; r < P; r++) {
-            ring_step_t st;
-            ring_schedule(P, r, step, &st);
-            sched_xfer(s, r, st.to, st.send_chunk, ag ? SCHED_STORE : SCHED_REDUCE);
+    for (size_t k = 0; k < nseg; k++)
+        for (int c = 0; c < P; c++) {
+            size_t len = ring_chunk_len(count, P, c), o = k * seg, n = o >= len ? 0 : (len - o < seg ? len - o : seg);
+            if (nseg > 1) snprintf(name, sizeof name, "c%d.%u", c % 100000, (unsigned)(k % 100000u));
+            else snprintf(name, sizeof name, "c%d", c);
+            sched_piece(s, ring_chunk_start(count, P, c) + (o < len ? o : len), n, name);
         }
-    }
+    for (size_t k = 0; k < nseg; k++)
+        for (int step = 0; step < 2 * (P - 1); step++) {
+            int ag = step >= P - 1, j = ag ? step - (P - 1) : step;
+            if (nseg > 1)
+                sched_step(s, "segment %zu of %zu, %s %d of %d", k + 1, nseg, ag ? "allgather" : "reduce-scatter", j + 1, P - 1);
+            else sched_step(s, "%s %d of %d", ag ? "allgather" : "reduce-scatter", j + 1, P - 1);
+            for (int r = 0; r < P; r++) {
+                ring_step_t st;
+                ring_schedule(P, r, step, &st);
+                int pc = (int)(k * (size_t)P) + st.send_chunk;
+                /* an empty segment of a short chunk is no transfer (the engine sends an empty slot) */
+                if (nseg == 1 || (pc < s->npieces && s->pieces[pc].count))
+                    sched_xfer(s, r, st.to, pc, ag ? SCHED_STORE : SCHED_REDUCE);
+            }
+        }
     return sched_done(s);
 }

@@ -54,9 +54,12 @@ static int s_replay(const sched_t *s, char *why, size_t len)
 
 typedef int (*s_sched_fn)(const void *, const sched_env_t *, size_t, size_t, sched_t *);
 
+static int g_segmented;
+static size_t g_seg_bytes;
+
 static void s_correct(const char *name, s_sched_fn fn, const void *opts, int P, size_t count, const char *algo)
 {
-    sched_env_t env = {.workers = P, .one_host_shm = 1, .device = -1};
+    sched_env_t env = {.workers = P, .one_host_shm = 1, .device = -1, .segmented = g_segmented, .seg_bytes = g_seg_bytes};
     sched_t s;
     cr_assert_eq(fn(opts, &env, count, 4, &s), 0, "%s P=%d n=%zu: %s", name, P, count, err_detail());
     if (algo) cr_expect_str_eq(s.algo, algo, "%s P=%d n=%zu", name, P, count);
@@ -84,6 +87,39 @@ Test(sched, every_engine_schedule_is_an_allreduce)
         r.algo = RING_ALGO_ONESHOT;
         r.oneshot_max = 64;   /* a forced one-shot of several board-sized rounds */
         s_correct("ring (oneshot, rounds)", ring_sched, &r, P, 37, "oneshot");
+    }
+}
+
+/* the segments the engines pipeline (a few elements each here, so every chunk has several, some empty):
+ * still an allreduce, and the same bytes on every link as the unsegmented schedule */
+Test(sched, segmented_schedules_are_the_same_allreduce)
+{
+    g_segmented = 1;
+    g_seg_bytes = 8;   /* 2 f32 elements a segment */
+    ring_opts_t ring;
+    ring_opts_init(&ring);
+    ring.algo = RING_ALGO_RING;
+    for (int P = 2; P <= 9; P++)
+        for (size_t n = 1; n <= 41; n += 10) {
+            s_correct("ring segmented", ring_sched, &ring, P, n, "ring");
+            s_correct("tree segmented", tree_sched, NULL, P, n, "tree");
+        }
+    g_segmented = 0;
+    for (int e = 0; e < 2; e++) {
+        s_sched_fn fn = e ? tree_sched : ring_sched;
+        sched_env_t a = {.workers = 6, .device = -1}, b = a;
+        b.segmented = 1;
+        b.seg_bytes = 64;
+        sched_t x, y;
+        cr_assert_eq(fn(e ? NULL : &ring, &a, 1000, 4, &x), 0);
+        cr_assert_eq(fn(e ? NULL : &ring, &b, 1000, 4, &y), 0);
+        cr_expect_gt(y.nsteps, x.nsteps, "segments add steps");
+        uint64_t mx[36] = {0}, my[36] = {0};
+        sched_links(&x, -1, mx);
+        sched_links(&y, -1, my);
+        for (int i = 0; i < 36; i++) cr_expect_eq(mx[i], my[i], "%s link %d", e ? "tree" : "ring", i);
+        sched_free(&x);
+        sched_free(&y);
     }
 }
 

@@ -13,6 +13,7 @@
 #include "core/sched.h"
 #include "ring/ring.h"
 #include "ps/ps.h"
+#include "allreduce-tree/tree.h"
 #include "tests/lib/ranks.h"
 #include "tests/lib/tmpdir.h"
 
@@ -81,6 +82,38 @@ Test(simulate, ps_server_machine_is_the_bottleneck)
     cr_expect_eq(r.nic_max_bytes, (uint64_t)(P * n), "the server machine's NIC carries P buffers each way");
     cr_expect_eq(r.machines, P + 1);
     sched_free(&s);
+}
+
+/* segments: the host ring runs segment-major (segment k through all 2 (P - 1) steps, each step waiting for
+ * the receive before it), so every segment pays the route's latency at every step: nseg 2 (P - 1)
+ * (latencies + segment / rate), more than the unsegmented schedule's 2 (P - 1) latencies; and the tree's
+ * lock-step pipeline on 64 machines beats its unsegmented schedule (whole halves a step) */
+Test(simulate, segments_pipeline)
+{
+    s_need_simgrid();
+    ring_opts_t o;
+    ring_opts_init(&o);
+    const int P = 4;
+    const size_t count = 1 << 20;
+    sched_env_t env = {.workers = P, .device = -1, .segmented = 1, .seg_bytes = 64 << 10};
+    sched_t s;
+    cr_assert_eq(ring_sched(&o, &env, count, 4, &s), 0);
+    h_sim_platform_t pl = {.nodes = P, .gpus_per_node = 1, .inter_bps = 10e9, .intra_bps = 1e12, .lat_s = 5e-6,
+                           .framing = 1, .timeout_s = 60};
+    double bw = pl.inter_bps / 8, seg = 64 << 10, nseg = (double)count * 4 / P / seg;
+    double want = nseg * 2 * (P - 1) * (4 * pl.lat_s + seg / bw), got = s_sim(&pl, &s);
+    cr_expect(fabs(got - want) / want < 0.005, "segmented ring %.1f us, closed form %.1f us", got * 1e6, want * 1e6);
+    sched_free(&s);
+    sched_env_t e1 = {.workers = 64, .device = -1}, e2 = e1;
+    e2.segmented = 1;
+    sched_t a, b;
+    cr_assert_eq(tree_sched(NULL, &e1, 1 << 22, 4, &a), 0);
+    cr_assert_eq(tree_sched(NULL, &e2, 1 << 22, 4, &b), 0);
+    pl.nodes = 64;
+    double ta = s_sim(&pl, &a), tb = s_sim(&pl, &b);
+    cr_expect_lt(tb, ta * 0.5, "segmented tree %.1f us, whole halves %.1f us", tb * 1e6, ta * 1e6);
+    sched_free(&a);
+    sched_free(&b);
 }
 
 Test(simulate, platform_too_small_is_refused)

@@ -1,8 +1,7 @@
 /* sim_simgrid.c: sim.h with SimGrid (built when pkg-config finds simgrid). The platform is written as
  * SimGrid XML (one host a rank, a router a machine, one router for the switch, split-direction links:
  * the C API builds no platform), loaded in a child process, and each rank is an actor that replays its
- * part of the schedule step by step: it posts its step's sends and receives at once and starts the next
- * step when all of them are done, as the engines do. A step's transfers between one pair go as one
+ * part of the schedule step by step (s_actor: a step's sends wait for the receives of the step before). A step's transfers between one pair go as one
  * communication (one connection carries them one after another, so their total is what arrives when the
  * last does). Network options, each set rather than inherited: latency factor 1 and bandwidth factor 1
  * (LV08's 13.01 and 0.97 are fits to other networks; the payload share of a frame is pl->framing,
@@ -114,6 +113,34 @@ static int s_entries(const sched_t *s)
 
 static void s_mb(char *buf, size_t len, int src, int dst) { snprintf(buf, len, "%d>%d", src, dst); }
 
+/* A growable array of communications. */
+typedef struct {
+    sg_comm_t *c;
+    size_t n, cap;
+} s_comms_t;
+
+static int s_push(s_comms_t *a, sg_comm_t c)
+{
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 16;
+        sg_comm_t *p = realloc(a->c, cap * sizeof *p);
+        if (!p) return -1;
+        a->c = p, a->cap = cap;
+    }
+    a->c[a->n++] = c;
+    return 0;
+}
+
+static void s_wait(s_comms_t *a)
+{
+    if (a->n) sg_comm_wait_all(a->c, a->n);
+    a->n = 0;
+}
+
+/* Rank r replays its entries step by step, as the engines run: a step's sends go once the receives of its
+ * previous step are in (what it sends is what it received, reduced), without waiting for its earlier
+ * sends to be taken (the transport's slots), at most S_SEND_GROUPS steps of sends in flight. */
+#define S_SEND_GROUPS 2
 static void s_actor(int argc, char **argv)
 {
     (void)argc;
@@ -126,36 +153,31 @@ static void s_actor(int argc, char **argv)
             s_mb(name, sizeof name, p->peer, r);
             sg_mailbox_set_receiver(name);
         }
-    size_t cap = 64;
-    sg_comm_t *c = malloc(cap * sizeof *c);
-    void **data = malloc(cap * sizeof *data);
-    while (e < end && c && data) {
+    s_comms_t recv = {0}, sends[S_SEND_GROUPS] = {{0}};
+    void *data = NULL;
+    int bad = 0;
+    for (size_t grp = 0; e < end && !bad; grp++) {
         const s_entry_t *q = e;
         while (q < end && q->step == e->step) q++;
-        size_t n = (size_t)(q - e);
-        if (n > cap) {
-            cap = n;
-            sg_comm_t *c2 = realloc(c, cap * sizeof *c);
-            void **d2 = realloc(data, cap * sizeof *data);
-            if (!c2 || !d2) { free(c2 ? c2 : c), free(d2 ? d2 : data); c = NULL; data = NULL; break; }
-            c = c2, data = d2;
-        }
-        for (size_t i = 0; i < n; i++) {
-            const s_entry_t *p = e + i;
+        s_wait(&recv);                                   /* the step before's receives */
+        s_comms_t *sd = &sends[grp % S_SEND_GROUPS];
+        s_wait(sd);                                      /* sends of S_SEND_GROUPS steps ago */
+        for (const s_entry_t *p = e; p < q && !bad; p++) {
             if (p->send) {
                 s_mb(name, sizeof name, r, p->peer);
-                c[i] = sg_mailbox_put_async(sg_mailbox_by_name(name), (void *)&g, (long)p->bytes); /* a token: no data moves */
+                bad = s_push(sd, sg_mailbox_put_async(sg_mailbox_by_name(name), (void *)&g, (long)p->bytes)) < 0;
             } else {
                 s_mb(name, sizeof name, p->peer, r);
-                c[i] = sg_mailbox_get_async(sg_mailbox_by_name(name), &data[i]);
+                bad = s_push(&recv, sg_mailbox_get_async(sg_mailbox_by_name(name), &data)) < 0;
             }
         }
-        sg_comm_wait_all(c, n);
         e = q;
     }
-    free(c);
-    free(data);
-    g.end[r] = simgrid_get_clock();
+    s_wait(&recv);
+    for (int k = 0; k < S_SEND_GROUPS; k++) s_wait(&sends[k]);
+    free(recv.c);
+    for (int k = 0; k < S_SEND_GROUPS; k++) free(sends[k].c);
+    g.end[r] = bad ? -1 : simgrid_get_clock();
 }
 
 /* The platform as SimGrid XML into f: hosts r0..; routers m0.. (machines) and sw; links u/d (a host to
@@ -216,7 +238,13 @@ static void s_child(int fd, const h_sim_platform_t *pl, const sched_t *s, int ma
     }
     simgrid_run();
     res->time_s = 0;
-    for (int r = 0; r < s->world; r++) res->time_s = g.end[r] > res->time_s ? g.end[r] : res->time_s;
+    for (int r = 0; r < s->world; r++) {
+        if (g.end[r] < 0) {
+            dprintf(fd, "!rank %d ran out of memory replaying its schedule", r);
+            _exit(1);
+        }
+        res->time_s = g.end[r] > res->time_s ? g.end[r] : res->time_s;
+    }
     ssize_t w = write(fd, res, sizeof *res);
     _exit(w == (ssize_t)sizeof *res ? 0 : 1);
 }

@@ -30,8 +30,9 @@ int h_simulate(const h_simulate_cfg_t *o)
            "non-blocking star switch; payload %.4f of the line rate (TCP over Ethernet frames); SimGrid flow model, latency "
            "and bandwidth factors 1, no cross-traffic\n",
            P, N, G, pl.inter_bps / 1e9, pl.intra_bps / 1e9, o->lat_us, pl.framing);
-    printf("# the collective alone, each engine's declared schedule step by step (a rank starts a step when its last is "
-           "done); training steps (compute, buckets, overlap, stragglers) are not simulated yet\n");
+    printf("# the collective alone, each engine's declared schedule in the segments it pipelines (--seg-kb; a rank sends a "
+           "step once its receives of the step before are in); training steps (compute, buckets, overlap, stragglers) "
+           "are not simulated yet\n");
     h_lines_t lines;
     h_lines_open(&lines, &o->out, "simulate");
     int rc = 0;
@@ -42,7 +43,7 @@ int h_simulate(const h_simulate_cfg_t *o)
         for (double sz = (double)o->size_min; sz <= (double)o->size_max * 1.0000001 && rc == 0; sz *= o->factor) {
             size_t count = (size_t)sz / esz;
             if (!count) continue;
-            sched_env_t env = {.workers = P, .one_host_shm = 0, .device = -1};
+            sched_env_t env = {.workers = P, .one_host_shm = 0, .device = -1, .segmented = 1, .seg_bytes = o->es.seg_bytes};
             sched_t s;
             rc = h_engine_schedule(&o->es, eng, &env, count, esz, &s);
             if (rc < 0) break;

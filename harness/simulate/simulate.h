@@ -1,7 +1,8 @@
 /* simulate.h: `harness simulate --engine E[,E...] --nodes N --gpus-per-node G --net inter=RATE --lat US
  * --sizes MIN:MAX`: each engine's declared allreduce schedule replayed on a simulated cluster (sim.h),
  * one line per size: simulated time, algbw, busbw, the busiest NIC's bytes, and how many communications
- * and how long simulating took. The collective alone; training steps are not simulated yet. */
+ * and how long simulating took. The schedules are the engines' segmented ones (sched_env_t.segmented).
+ * The collective alone; training steps are not simulated yet. */
 #ifndef SB_HARNESS_SIMULATE_H
 #define SB_HARNESS_SIMULATE_H
 #include <stddef.h>
