@@ -23,7 +23,7 @@ static const char *const s_engines[] = {"ring", "ps", "allreduce-tree", "mpi"};
  * (engine_ops_t.schedule, through the registry): the two cost models count the tree's shape and the
  * PS's default partition themselves until they read the schedules. */
 static const char *const s_engine_readers[] = {"harness/model/host_cost.c", "harness/model/cluster_cost.c",
-                                               "harness/model/cluster.c"};
+                                               "harness/model/cluster_int.h"};
 
 static char g_root[PATH_MAX];
 static char g_bad[1 << 15];

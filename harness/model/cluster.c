@@ -5,61 +5,17 @@
  * optimizer update (wl_update_s) where the engine leaves it to the worker, and the NIC: beta = the
  * wire time of a payload byte, 1/(rate x eff) x 1514/1448 (a 1500-byte MTU frame as the shaper counts
  * it carries 1448 bytes of TCP payload), alpha = 0 (latency on these links is microseconds against
- * steps of hundreds of milliseconds). Nothing is fitted to the runs it is checked against. */
-#include "harness/registry/engines.h"
-#include "harness/record/result.h"
-#include "harness/model/cluster.h"
-#include "harness/emulate/train_emu.h"
-#include "harness/model/cluster_cost.h"
-#include "harness/record/jsonl.h"
-#include "harness/emulate/netspec.h"
-#include "harness/record/stats.h"
+ * steps of hundreds of milliseconds). Nothing is fitted to the runs it is checked against (the check is
+ * cluster_check.c). */
+#include "harness/model/cluster_int.h"
 #include "core/err.h"
-#include "ps/ps_proto.h"
-#include "trainer/emu.h"
-#include "trainer/workload.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define S_WIRE (1514.0 / 1448.0)
-/* The PS's default partition; a bench line's own (lines from before the field had the default). */
-#define S_PART ((double)PS_DEFAULT_PART_BYTES)
-#define S_LINE_PART(r) (h_jget((r), "ps_partition_bytes") ? h_jnum((r), "ps_partition_bytes", 0) : S_PART)
 
-/* One engine layout of the model's rows. */
-typedef struct {
-    const char *label;
-    h_cl_engine_t e;
-    int update_on_worker;    /* allreduce engines leave the update to the device */
-} s_layout_t;
-
-/* A PS layout's slowdown measured by `harness bench --nodes N --gpus-per-node G --net inter=RATE`: the
- * median over its bench lines of measured / modelled time without any slowdown. */
-struct s_meas {
-    int n;
-    /* r: default-partition lines; rm: lines whose partition takes training's wire time (s_measured), wm
-     * the wire time (s) of the bytes a worker pushed in each */
-    struct { int layout, nodes, gpn, cnt, cntm; double r[16], rm[32], wm[32], slow; } e[64];
-    /* the fan-out term on N machines of G (s_fanout): c of c (K - 1), fitted up to K = kmax server machines */
-    int nf;
-    struct { int nodes, gpn, kmax; double c, r[16]; } f[16]; /* r[K - 1]: the median at K (0: none) */
-};
-
-typedef struct {
-    workload_t *wl;
-    wl_device_t dev;
-    size_t local_batch;
-    double bucket_mb, bps, eff, update_s;
-    int no_overlap;
-    int ps_pipelined;        /* the PS commits each partition with its last push (f32 gradients, no loss scaling) */
-    double incast;           /* c of the pipelined PS's incast slowdown (h_cl_incast_factor) */
-    int nb;
-    double *ready, *bytes;   /* per bucket */
-} s_point_t;
-
-static void s_free(s_point_t *p)
+void h_mc_point_free(s_point_t *p)
 {
     workload_destroy(&p->wl);
     free(p->ready);
@@ -68,7 +24,7 @@ static void s_free(s_point_t *p)
 }
 
 /* The buckets and ready times of the model at one device and batch (unshrunk bytes, undilated). */
-static int s_point(s_point_t *p, const char *model, const char *device, size_t local_batch, double bucket_mb, int no_overlap)
+int h_mc_point(s_point_t *p, const char *model, const char *device, size_t local_batch, double bucket_mb, int no_overlap)
 {
     memset(p, 0, sizeof *p);
     CHECK(workload_load(&p->wl, model));
@@ -102,7 +58,7 @@ static int s_point(s_point_t *p, const char *model, const char *device, size_t l
     return 0;
 }
 
-static const s_layout_t s_layouts[] = {
+const s_layout_t h_mc_layouts[] = {
     {"ring", {.kind = H_PATTERN_RING}, 1},
     {"tree", {.kind = H_PATTERN_TREE}, 1},
     {"ps-1server", {.kind = H_PATTERN_PS, .servers = 1, .server_nodes = 1}, 0},
@@ -113,7 +69,7 @@ static const s_layout_t s_layouts[] = {
      * that have them, not extrapolated (K is the run's) */
     {"ps-K<N", {.kind = H_PATTERN_PS, .server_nodes = -2}, 0},
 };
-#define S_NLAYOUTS (int)(sizeof s_layouts / sizeof s_layouts[0])
+_Static_assert(sizeof h_mc_layouts / sizeof h_mc_layouts[0] == H_MC_NLAYOUTS, "H_MC_NLAYOUTS counts the layouts");
 
 /* The slowdown of a server machine fed by the workers of N machines of G GPUs, where measured: the
  * one-server layout's bench on those machines (s_measured), for every layout with server machines of
@@ -128,11 +84,11 @@ static const s_layout_t s_layouts[] = {
  * 16 MiB, where the law says 1.18 at every size). 0: none measured (the law). */
 static double s_slow(const struct s_meas *t, int l, int N, int G, double wire)
 {
-    int own = s_layouts[l].e.server_nodes == 0; /* servers on the GPU machines (per machine, colocated) */
-    if (!t || s_layouts[l].e.kind != H_PATTERN_PS) return 0;
+    int own = h_mc_layouts[l].e.server_nodes == 0; /* servers on the GPU machines (per machine, colocated) */
+    if (!t || h_mc_layouts[l].e.kind != H_PATTERN_PS) return 0;
     for (int k = 0; k < t->n; k++) {
         if (t->e[k].nodes != N || t->e[k].gpn != G) continue;
-        if (own ? t->e[k].layout != l || !t->e[k].cntm : s_layouts[t->e[k].layout].e.server_nodes != 1) continue;
+        if (own ? t->e[k].layout != l || !t->e[k].cntm : h_mc_layouts[t->e[k].layout].e.server_nodes != 1) continue;
         double near[32];
         int m = 0;
         for (int i = 0; i < t->e[k].cntm; i++)
@@ -154,10 +110,10 @@ static double s_fan(const struct s_meas *t, int N, int G, int K)
 
 /* Predicted step (s) of a layout on N machines of G GPUs; t: the slowdowns measured per layout (NULL:
  * the law everywhere). */
-static double s_step(const s_point_t *p, const struct s_meas *t, int l, int N, int G, int K, double bps,
+double h_mc_step(const s_point_t *p, const struct s_meas *t, int l, int N, int G, int K, double bps,
                      double *exposed)
 {
-    const s_layout_t *L = &s_layouts[l];
+    const s_layout_t *L = &h_mc_layouts[l];
     h_cl_net_t net = {.nodes = N, .gpus_per_node = G, .beta = S_WIRE * 8.0 / bps, .alpha = 0};
     h_cl_engine_t e = L->e;
     e.pipelined = p->ps_pipelined;
@@ -178,7 +134,7 @@ static double s_step(const s_point_t *p, const struct s_meas *t, int l, int N, i
 
 
 /* The TCP congestion control the model's NIC runs: --net's cc=, else the emulation's default. */
-static const char *s_model_cc(const h_model_cluster_cfg_t *o, char *buf, size_t len)
+const char *h_mc_model_cc(const h_model_cluster_cfg_t *o, char *buf, size_t len)
 {
     h_netem_spec_t spec;
     char err[256];
@@ -190,7 +146,7 @@ static const char *s_model_cc(const h_model_cluster_cfg_t *o, char *buf, size_t 
 /* Whether a result line's emulated machines ran congestion control cc: its versions say "tcp NAME" (the
  * rank's namespace's); a line that does not say is taken to have run the default. TCP's congestion
  * control sets how flows share a NIC (emulation-cc), so lines of another are not the model's points. */
-static int s_line_cc_is(const h_jobj_t *r, const char *cc)
+int h_mc_line_cc_is(const h_jobj_t *r, const char *cc)
 {
     const char *v = h_jstr(r, "versions", ""), *t = strstr(v, "tcp ");
     if (!t) return !strcmp(cc, H_NETEM_CC_DEFAULT);
@@ -229,12 +185,12 @@ static int s_link(const h_model_cluster_cfg_t *o, double *bps, double *eff)
 static void s_verdict(const h_model_cluster_cfg_t *o, const s_point_t *p, const struct s_meas *t, int G, double bps)
 {
     int N = o->nodes > 0 ? o->nodes : 1, P = N * G, best[2] = {-1, -1};
-    double sp[S_NLAYOUTS] = {0};
-    for (int l = 0; l < S_NLAYOUTS; l++) {
-        if (s_layouts[l].e.server_nodes == -2) continue;
-        double step = s_step(p, t, l, N, G, 0, bps, NULL);
+    double sp[H_MC_NLAYOUTS] = {0};
+    for (int l = 0; l < H_MC_NLAYOUTS; l++) {
+        if (h_mc_layouts[l].e.server_nodes == -2) continue;
+        double step = h_mc_step(p, t, l, N, G, 0, bps, NULL);
         sp[l] = step > 0 ? (double)P * (double)p->local_batch / step / p->dev.samples_per_s : 0;
-        int ps = s_layouts[l].e.kind == H_PATTERN_PS;
+        int ps = h_mc_layouts[l].e.kind == H_PATTERN_PS;
         if (best[ps] < 0 || sp[l] > sp[best[ps]]) best[ps] = l;
     }
     if (best[0] < 0 || best[1] < 0) return;
@@ -242,8 +198,8 @@ static void s_verdict(const h_model_cluster_cfg_t *o, const s_point_t *p, const 
     printf("# PS layouts: ps-1server one CPU server machine; ps-per-node a server on every GPU machine; ps-K=N as many\n"
            "# CPU server machines as GPU machines (BytePS); ps-colocated a server inside every worker\n");
     printf("# verdict (the cost model's, within its limits above): %s, %d GPUs (%d x %d), %.4g Gbit/s: %s %.2fx %s best PS "
-           "layout (%s) %.2fx: use %s\n", p->wl->name, P, N, G, bps / 1e9, s_layouts[ar].label, sp[ar],
-           sp[ar] >= sp[ps] ? ">=" : "<", s_layouts[ps].label, sp[ps], win == ar ? s_layouts[ar].label : "the PS layout");
+           "layout (%s) %.2fx: use %s\n", p->wl->name, P, N, G, bps / 1e9, h_mc_layouts[ar].label, sp[ar],
+           sp[ar] >= sp[ps] ? ">=" : "<", h_mc_layouts[ps].label, sp[ps], win == ar ? h_mc_layouts[ar].label : "the PS layout");
 }
 
 /* Prints the table; with --json appends its lines ("kind":"cluster") in one write, whole or not at all. */
@@ -254,18 +210,18 @@ static int s_extrapolate(const h_model_cluster_cfg_t *o, const s_point_t *p, con
     printf("# predicted speedup over one device (GPUs = machines x %d)\n# %-14s", G, "engine");
     for (int P = 1; P <= 1024; P *= 2) printf(" %7d", P);
     printf("\n");
-    for (int l = 0; l < S_NLAYOUTS; l++) {
-        if (s_layouts[l].e.server_nodes == -2) continue; /* K is a run's: checked, not extrapolated */
-        printf("  %-14s", s_layouts[l].label);
+    for (int l = 0; l < H_MC_NLAYOUTS; l++) {
+        if (h_mc_layouts[l].e.server_nodes == -2) continue; /* K is a run's: checked, not extrapolated */
+        printf("  %-14s", h_mc_layouts[l].label);
         for (int P = 1; P <= 1024; P *= 2) {
             int g = P < G ? P : G, N = (P + g - 1) / g;
-            double step = s_step(p, t, l, N, g, 0, bps, NULL);
+            double step = h_mc_step(p, t, l, N, g, 0, bps, NULL);
             double sp = (double)P * (double)p->local_batch / step / p->dev.samples_per_s;
             printf(" %7.2f", sp);
             if (o->out.json)
                 h_lines_add(&lines, json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:I, s:f, s:f}", "kind",
                                                  "cluster", "model", p->wl->name, "device", p->dev.name, "engine",
-                                                 s_layouts[l].label, "gpus", P, "nodes", N, "gpus_per_node", g,
+                                                 h_mc_layouts[l].label, "gpus", P, "nodes", N, "gpus_per_node", g,
                                                  "net_bps", (json_int_t)llround(bps), "local_batch",
                                                  (json_int_t)p->local_batch, "step_ms", step * 1e3, "speedup", sp));
         }
@@ -276,7 +232,7 @@ static int s_extrapolate(const h_model_cluster_cfg_t *o, const s_point_t *p, con
 }
 
 /* The layout a measured line ran: engine, impl, servers and server machines. */
-static int s_layout_of(const h_jobj_t *r, int N)
+int h_mc_layout_of(const h_jobj_t *r, int N)
 {
     const char *eng = h_jstr(r, "engine", ""), *impl = h_jstr(r, "impl", "");
     if (!strcmp(eng, "ring")) return 0;
@@ -307,7 +263,7 @@ static double s_incast(const h_model_cluster_cfg_t *o, char *from, size_t len)
     int *f = n ? calloc(n, sizeof *f) : NULL, k = 0;
     double *ratio = n ? calloc(n, sizeof *ratio) : NULL;
     char cc[16];
-    s_model_cc(o, cc, sizeof cc);
+    h_mc_model_cc(o, cc, sizeof cc);
     for (size_t i = 0; f && ratio && i < n; i++) {
         const h_jobj_t *r = &objs[i];
         const char *net = h_jstr(r, "net", "");
@@ -318,7 +274,7 @@ static double s_incast(const h_model_cluster_cfg_t *o, char *from, size_t len)
         char err[256];
         if (strcmp(h_jstr(r, "mode", ""), "bench") || strcmp(h_jstr(r, "impl", ""), "ps-sync-servers1") ||
             strncmp(net, "bw=", 3) || h_netem_parse(net, &spec, err, sizeof err) < 0 || spec.per_node || P < 2 ||
-            spec.queue_ms != H_NETEM_QUEUE_MS || !s_line_cc_is(r, cc) ||
+            spec.queue_ms != H_NETEM_QUEUE_MS || !h_mc_line_cc_is(r, cc) ||
             bytes < 2 * part || us <= 0 || h_jnum(r, "wrong", 0) != 0 || s_bench_host_bound(r) ||
             !s_train_part(o, part, S_WIRE * 8.0 / (spec.bits_per_s * spec.eff)))
             continue;
@@ -343,7 +299,7 @@ static double s_incast(const h_model_cluster_cfg_t *o, char *from, size_t len)
 
 /* Whether r is a PS layout bench that can calibrate the model: `harness bench --engine ps --nodes N
  * --gpus-per-node G ... --net inter=RATE` on machines of the modelled congestion control and the default
- * queue, every element right, not host-bound. Sets *N, *G, *l (its s_layouts row, >= 2) and *beta (s a
+ * queue, every element right, not host-bound. Sets *N, *G, *l (its h_mc_layouts row, >= 2) and *beta (s a
  * payload byte on one NIC direction). */
 static int s_layout_bench(const h_jobj_t *r, const char *cc, int *N, int *G, int *l, double *beta)
 {
@@ -353,11 +309,11 @@ static int s_layout_bench(const h_jobj_t *r, const char *cc, int *N, int *G, int
         h_jnum(r, "wrong", 0) != 0 || h_jget(r, "emulated") || s_bench_host_bound(r))
         return 0;
     *G = P / *N;
-    *l = s_layout_of(r, *N);
+    *l = h_mc_layout_of(r, *N);
     h_netem_spec_t spec;
     char err[256];
     if (*l < 2 || (int)h_jnum(r, "gpus_per_node", 0) != *G || h_netem_parse(h_jstr(r, "net", ""), &spec, err, sizeof err) < 0 ||
-        !spec.per_node || spec.bits_per_s <= 0 || spec.queue_ms != H_NETEM_QUEUE_MS || !s_line_cc_is(r, cc))
+        !spec.per_node || spec.bits_per_s <= 0 || spec.queue_ms != H_NETEM_QUEUE_MS || !h_mc_line_cc_is(r, cc))
         return 0;
     *beta = S_WIRE * 8.0 / (spec.bits_per_s * spec.eff);
     return 1;
@@ -378,7 +334,7 @@ static void s_measured(const h_model_cluster_cfg_t *o, struct s_meas *t, int *nl
     *nlines = *nold = 0;
     h_jread_files(o->nfiles, o->files, &objs, &n, &nbad, NULL);
     char cc[16];
-    s_model_cc(o, cc, sizeof cc);
+    h_mc_model_cc(o, cc, sizeof cc);
     for (size_t i = 0; i < n; i++) {
         const h_jobj_t *r = &objs[i];
         int N, G, l;
@@ -392,7 +348,7 @@ static void s_measured(const h_model_cluster_cfg_t *o, struct s_meas *t, int *nl
         if (!matched && part != S_PART) continue;
         int P = N * G;
         h_cl_net_t cn = {.nodes = N, .gpus_per_node = G, .beta = beta, .alpha = 0};
-        h_cl_engine_t e = s_layouts[l].e;
+        h_cl_engine_t e = h_mc_layouts[l].e;
         e.pipelined = 1;
         e.part_bytes = part;
         if (!e.colocate && e.server_nodes == 0 && e.servers == 0) e.servers = N;
@@ -438,7 +394,7 @@ static void s_fanout(const h_model_cluster_cfg_t *o, struct s_meas *t, int *nlin
     *nlines = 0;
     h_jread_files(o->nfiles, o->files, &objs, &n, &nbad, NULL);
     char cc[16];
-    s_model_cc(o, cc, sizeof cc);
+    h_mc_model_cc(o, cc, sizeof cc);
     for (size_t i = 0; i < n; i++) {
         const h_jobj_t *r = &objs[i];
         int N, G, l, K = (int)h_jnum(r, "server_nodes", 0);
@@ -489,147 +445,6 @@ static void s_fanout(const h_model_cluster_cfg_t *o, struct s_meas *t, int *nlin
     h_jfree_all(&objs, &n);
 }
 
-/* One emulated configuration of the check: every launch of the same run (same model, device, machines,
- * layout, link, batch, buckets, shrink and dilation) in the files, compared by their median. Host-bound
- * launches (hb) are a configuration of their own: predicted and listed, never counted. So are dilated
- * runs (dil, --dilate > 1): dilation relieves the host, and leaves the ring's step alone
- * (emulation-invariance), but not a PS's across machines (byteps-n8-host: its flows' TCP runs at a
- * 1/dilate rate on the same microsecond links), which the model, of the cluster in real time, has not. */
-typedef struct {
-    char   key[512];
-    int    layout, P, N, G, K, hb, overlap, local_batch;
-    char   model[32], device[32];
-    double predicted, bps, shrink, dilate;
-    double *ms;
-    int    n;
-} s_check_pt_t;
-
-static s_check_pt_t *s_check_find(s_check_pt_t **pts, int *npts, int *cap, const char *key)
-{
-    for (int k = 0; k < *npts; k++)
-        if (!strcmp((*pts)[k].key, key)) return &(*pts)[k];
-    if (*npts == *cap) {
-        int nc = *cap ? *cap * 2 : 64;
-        s_check_pt_t *np = realloc(*pts, (size_t)nc * sizeof *np);
-        if (!np) return NULL;
-        *pts = np, *cap = nc;
-    }
-    s_check_pt_t *c = &(*pts)[(*npts)++];
-    memset(c, 0, sizeof *c);
-    snprintf(c->key, sizeof c->key, "%s", key);
-    c->layout = -1;
-    return c;
-}
-
-/* Prints the check; with --json appends one line per configuration ("kind":"check": its layout, the
- * median of its launches, the prediction) in one write, whole or not at all. */
-static int s_check(const h_model_cluster_cfg_t *o, const s_point_t *base, const struct s_meas *t)
-{
-    h_jobj_t *objs = NULL;
-    size_t n = 0, nbad = 0;
-    h_jread_files(o->nfiles, o->files, &objs, &n, &nbad, stderr);
-    s_check_pt_t *pts = NULL;
-    int npts = 0, cap = 0;
-    char cc[16];
-    s_model_cc(o, cc, sizeof cc);
-    for (size_t i = 0; i < n; i++) {
-        const h_jobj_t *r = &objs[i];
-        if (!h_jget(r, "emulated") || strcmp(h_jstr(r, "mode", ""), "train") || h_jget(r, "host_bound") == NULL) continue;
-        int hb = h_jflag(r, "host_bound", 0); /* a host-bound run measured this machine */
-        int P = (int)h_jnum(r, "world", 0), N = (int)h_jnum(r, "nodes", 1), G = (int)h_jnum(r, "gpus_per_node", 1);
-        int l = s_layout_of(r, N);
-        double meas = h_jnum(r, "emu_step_ms", 0);
-        if (l < 0 || P < 1 || !(meas > 0)) continue;
-        /* the model's NIC has the default queue and its congestion control: runs with another
-         * (emulation-queue, emulation-cc) are not its points; launches are grouped by the rate they ran at,
-         * however the line spelled it */
-        const char *net = h_jstr(r, "net", "");
-        h_netem_spec_t ns;
-        char nerr[256];
-        if (!*net || h_netem_parse(net, &ns, nerr, sizeof nerr) < 0 || ns.queue_ms != H_NETEM_QUEUE_MS ||
-            !s_line_cc_is(r, cc))
-            continue;
-        double bps = ns.bits_per_s * ns.eff, eff = ns.eff;
-        int no_overlap = !h_jflag(r, "overlap", 1);
-        /* sync PS rounds commit per partition with f32 gradients since results schema 2 (the same release);
-         * older lines, and half-precision gradients, waited for the step's last push */
-        int pipelined = !strcmp(h_jstr(r, "grad_dtype", "f32"), "f32") && h_jnum(r, "schema", 1) >= 2;
-        char key[512];
-        snprintf(key, sizeof key, "%d|%s|%s|%.6g|%.6g|%d|%d|%d|%d|%g|%g|%d|%d|%g|%g|%d", hb, h_jstr(r, "model", ""),
-                 h_jstr(r, "device", ""), bps, eff, P, N, G, l, h_jnum(r, "servers", 0), h_jnum(r, "server_nodes", 0),
-                 (int)h_jnum(r, "local_batch", 64), no_overlap, h_jnum(r, "bucket_mb", 25), h_jnum(r, "shrink", 1) *
-                 1000 + h_jnum(r, "dilate", 1), pipelined);
-        s_check_pt_t *c = s_check_find(&pts, &npts, &cap, key);
-        if (!c) break;
-        if (c->layout < 0) {
-            s_point_t p;
-            if (s_point(&p, h_jstr(r, "model", ""), h_jstr(r, "device", NULL), (size_t)h_jnum(r, "local_batch", 64),
-                        h_jnum(r, "bucket_mb", 25), no_overlap) < 0) {
-                s_free(&p);
-                npts--;
-                continue;
-            }
-            p.ps_pipelined = pipelined;
-            p.incast = base->incast;
-            c->K = (int)h_jnum(r, "server_nodes", 0);
-            c->predicted = s_step(&p, t, l, N, G, c->K, bps, NULL) * 1e3;
-            c->layout = l, c->P = P, c->N = N, c->G = G, c->bps = bps, c->hb = hb, c->overlap = !no_overlap;
-            c->local_batch = (int)h_jnum(r, "local_batch", 64);
-            c->shrink = h_jnum(r, "shrink", 1), c->dilate = h_jnum(r, "dilate", 1);
-            snprintf(c->model, sizeof c->model, "%s", p.wl->name);
-            snprintf(c->device, sizeof c->device, "%s", p.dev.name);
-            s_free(&p);
-        }
-        double *nm = realloc(c->ms, (size_t)(c->n + 1) * sizeof *nm);
-        if (!nm) break;
-        c->ms = nm;
-        c->ms[c->n++] = meas;
-    }
-    printf("#\n# predicted against the emulated runs: step time (ms, emulated); a configuration launched more\n"
-           "# than once (in one file or across them) is compared by its launches' median; host-bound launches (hb)\n"
-           "# and dilated runs (dil: --dilate > 1) are listed and never counted\n"
-           "# %-12s %-10s %-12s %5s %8s %9s %9s %7s\n", "engine", "model", "device", "GPUs", "launches", "measured",
-           "predicted", "err%");
-    double sum = 0;
-    int within = 0, launches = 0, launches_within = 0, counted = 0;
-    h_lines_t lines;
-    h_lines_open(&lines, &o->out, "model");
-    for (int k = 0; k < npts; k++) {
-        s_check_pt_t *c = &pts[k];
-        double med = h_median(c->ms, (size_t)c->n);
-        double err = (c->predicted - med) / med * 100;
-        char label[24];
-        if (s_layouts[c->layout].e.server_nodes == -2) snprintf(label, sizeof label, "ps-K=%d", c->K);
-        else snprintf(label, sizeof label, "%s", s_layouts[c->layout].label);
-        printf("  %-12s %-10s %-12s %5d %8d %9.1f %9.1f %+7.1f%s\n", label, c->model, c->device, c->P, c->n, med,
-               c->predicted, err, c->hb ? " hb" : c->dilate != 1 ? " dil" : "");
-        if (o->out.json)
-            h_lines_add(&lines, json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:i, s:b, s:f, s:f, s:i, s:f, s:f, s:f, s:b, s:b}",
-                                             "kind", "check", "model", c->model, "device", c->device, "engine", label,
-                                             "gpus", c->P, "nodes", c->N, "gpus_per_node", c->G, "server_nodes", c->K,
-                                             "net_bps", (json_int_t)llround(c->bps), "local_batch", c->local_batch,
-                                             "overlap", c->overlap, "shrink", c->shrink, "dilate", c->dilate,
-                                             "launches", c->n, "measured_ms", med, "step_ms", c->predicted,
-                                             "err_pct", err, "host_bound", c->hb, "counted", !c->hb && c->dilate == 1));
-        if (!c->hb && c->dilate == 1) {
-            sum += fabs(err);
-            within += fabs(err) <= 10;
-            for (int v = 0; v < c->n; v++) launches_within += fabs((c->predicted - c->ms[v]) / c->ms[v] * 100) <= 10;
-            launches += c->n;
-            counted++;
-        }
-        free(c->ms);
-    }
-    if (counted)
-        printf("# mean |err| %.1f%% over %d configurations (%d launches); %d within 10%%; launches one by one: %d of %d "
-               "within 10%%\n", sum / counted, counted, launches, within, launches_within, launches);
-    else
-        printf("# no emulated train runs (that were not host-bound or dilated) in the files\n");
-    free(pts);
-    h_jfree_all(&objs, &n);
-    return h_lines_close(&lines, "the check's lines");
-}
-
 int h_model_cluster(const h_model_cluster_cfg_t *o)
 {
     double bps, eff;
@@ -640,10 +455,10 @@ int h_model_cluster(const h_model_cluster_cfg_t *o)
     if (!lb) return err_set(ERR_INVAL, "--batch %d is less than one sample a GPU on %d GPUs", o->batch, N * G);
     if (!lb) lb = 1;
     s_point_t p;
-    int rc = s_point(&p, o->model, o->emu_device, lb, o->bucket_mb, o->no_overlap);
+    int rc = h_mc_point(&p, o->model, o->emu_device, lb, o->bucket_mb, o->no_overlap);
     p.ps_pipelined = o->grad_dtype == DT_F32; /* as the engine decides (ps/ps_step.c; loss scaling implies half gradients) */
     if (rc < 0) {
-        s_free(&p);
+        h_mc_point_free(&p);
         return rc;
     }
     char from[96];
@@ -655,7 +470,7 @@ int h_model_cluster(const h_model_cluster_cfg_t *o)
     char cc[16];
     printf("# syncbench model (emulated cluster): %s on %s (%.1f samples/s: %s), batch %zu/GPU, NIC %.4g Gbit/s "
            "(eff %g, TCP %s), %d buckets of <= %g MiB%s; device update %.2f ms where the worker updates\n",
-           p.wl->name, p.dev.name, p.dev.samples_per_s, p.dev.basis, lb, bps / eff / 1e9, eff, s_model_cc(o, cc, sizeof cc),
+           p.wl->name, p.dev.name, p.dev.samples_per_s, p.dev.basis, lb, bps / eff / 1e9, eff, h_mc_model_cc(o, cc, sizeof cc),
            p.nb, p.bucket_mb, p.no_overlap ? " (after backward)" : " (overlapping backward)", p.update_s * 1e3);
     printf("# the pipelined PS's incast slowdown: a NIC taking the pushes of f workers from >= 2 other machines while\n"
            "# it replies delays its replies by 1 + c (f - 1), c = %.4f (%s); on a direction that also carries\n"
@@ -680,7 +495,7 @@ int h_model_cluster(const h_model_cluster_cfg_t *o)
                "# takes its own (*-lines only); at a step, the lines within 2x of its wire time:",
                nmeas, S_PART * S_WIRE * 8.0 / bps * 1e3);
         for (int k = 0; k < meas.n; k++) {
-            const s_layout_t *L = &s_layouts[meas.e[k].layout];
+            const s_layout_t *L = &h_mc_layouts[meas.e[k].layout];
             int N = meas.e[k].nodes, Gk = meas.e[k].gpn, P = N * Gk;
             /* servers on the GPU machines: the law slows the replies, half a direction's bytes */
             double law = L->e.colocate || L->e.server_nodes == 0 ? (1 + h_cl_incast_factor(p.incast, P - Gk, N - 1)) / 2
@@ -710,7 +525,7 @@ int h_model_cluster(const h_model_cluster_cfg_t *o)
         printf("\n");
     }
     rc = s_extrapolate(o, &p, &meas, G, bps);
-    if (rc == 0 && o->nfiles && !o->no_check) rc = s_check(o, &p, &meas);
-    s_free(&p);
+    if (rc == 0 && o->nfiles && !o->no_check) rc = h_mc_check(o, &p, &meas);
+    h_mc_point_free(&p);
     return rc;
 }

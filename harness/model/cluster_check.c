@@ -1,0 +1,151 @@
+/* cluster_check.c: the emulated cluster's model (cluster.c) against the measured emulated training
+ * runs of the files: each configuration's median step beside its prediction, the errors, and the
+ * launches one by one. Nothing here is fitted: the model's inputs come from the benches (cluster.c). */
+#include "harness/model/cluster_int.h"
+#include "core/err.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One emulated configuration of the check: every launch of the same run (same model, device, machines,
+ * layout, link, batch, buckets, shrink and dilation) in the files, compared by their median. Host-bound
+ * launches (hb) are a configuration of their own: predicted and listed, never counted. So are dilated
+ * runs (dil, --dilate > 1): dilation relieves the host, and leaves the ring's step alone
+ * (emulation-invariance), but not a PS's across machines (byteps-n8-host: its flows' TCP runs at a
+ * 1/dilate rate on the same microsecond links), which the model, of the cluster in real time, has not. */
+typedef struct {
+    char   key[512];
+    int    layout, P, N, G, K, hb, overlap, local_batch;
+    char   model[32], device[32];
+    double predicted, bps, shrink, dilate;
+    double *ms;
+    int    n;
+} s_check_pt_t;
+
+static s_check_pt_t *s_check_find(s_check_pt_t **pts, int *npts, int *cap, const char *key)
+{
+    for (int k = 0; k < *npts; k++)
+        if (!strcmp((*pts)[k].key, key)) return &(*pts)[k];
+    if (*npts == *cap) {
+        int nc = *cap ? *cap * 2 : 64;
+        s_check_pt_t *np = realloc(*pts, (size_t)nc * sizeof *np);
+        if (!np) return NULL;
+        *pts = np, *cap = nc;
+    }
+    s_check_pt_t *c = &(*pts)[(*npts)++];
+    memset(c, 0, sizeof *c);
+    snprintf(c->key, sizeof c->key, "%s", key);
+    c->layout = -1;
+    return c;
+}
+
+/* Prints the check; with --json appends one line per configuration ("kind":"check": its layout, the
+ * median of its launches, the prediction) in one write, whole or not at all. */
+int h_mc_check(const h_model_cluster_cfg_t *o, const s_point_t *base, const struct s_meas *t)
+{
+    h_jobj_t *objs = NULL;
+    size_t n = 0, nbad = 0;
+    h_jread_files(o->nfiles, o->files, &objs, &n, &nbad, stderr);
+    s_check_pt_t *pts = NULL;
+    int npts = 0, cap = 0;
+    char cc[16];
+    h_mc_model_cc(o, cc, sizeof cc);
+    for (size_t i = 0; i < n; i++) {
+        const h_jobj_t *r = &objs[i];
+        if (!h_jget(r, "emulated") || strcmp(h_jstr(r, "mode", ""), "train") || h_jget(r, "host_bound") == NULL) continue;
+        int hb = h_jflag(r, "host_bound", 0); /* a host-bound run measured this machine */
+        int P = (int)h_jnum(r, "world", 0), N = (int)h_jnum(r, "nodes", 1), G = (int)h_jnum(r, "gpus_per_node", 1);
+        int l = h_mc_layout_of(r, N);
+        double meas = h_jnum(r, "emu_step_ms", 0);
+        if (l < 0 || P < 1 || !(meas > 0)) continue;
+        /* the model's NIC has the default queue and its congestion control: runs with another
+         * (emulation-queue, emulation-cc) are not its points; launches are grouped by the rate they ran at,
+         * however the line spelled it */
+        const char *net = h_jstr(r, "net", "");
+        h_netem_spec_t ns;
+        char nerr[256];
+        if (!*net || h_netem_parse(net, &ns, nerr, sizeof nerr) < 0 || ns.queue_ms != H_NETEM_QUEUE_MS ||
+            !h_mc_line_cc_is(r, cc))
+            continue;
+        double bps = ns.bits_per_s * ns.eff, eff = ns.eff;
+        int no_overlap = !h_jflag(r, "overlap", 1);
+        /* sync PS rounds commit per partition with f32 gradients since results schema 2 (the same release);
+         * older lines, and half-precision gradients, waited for the step's last push */
+        int pipelined = !strcmp(h_jstr(r, "grad_dtype", "f32"), "f32") && h_jnum(r, "schema", 1) >= 2;
+        char key[512];
+        snprintf(key, sizeof key, "%d|%s|%s|%.6g|%.6g|%d|%d|%d|%d|%g|%g|%d|%d|%g|%g|%d", hb, h_jstr(r, "model", ""),
+                 h_jstr(r, "device", ""), bps, eff, P, N, G, l, h_jnum(r, "servers", 0), h_jnum(r, "server_nodes", 0),
+                 (int)h_jnum(r, "local_batch", 64), no_overlap, h_jnum(r, "bucket_mb", 25), h_jnum(r, "shrink", 1) *
+                 1000 + h_jnum(r, "dilate", 1), pipelined);
+        s_check_pt_t *c = s_check_find(&pts, &npts, &cap, key);
+        if (!c) break;
+        if (c->layout < 0) {
+            s_point_t p;
+            if (h_mc_point(&p, h_jstr(r, "model", ""), h_jstr(r, "device", NULL), (size_t)h_jnum(r, "local_batch", 64),
+                        h_jnum(r, "bucket_mb", 25), no_overlap) < 0) {
+                h_mc_point_free(&p);
+                npts--;
+                continue;
+            }
+            p.ps_pipelined = pipelined;
+            p.incast = base->incast;
+            c->K = (int)h_jnum(r, "server_nodes", 0);
+            c->predicted = h_mc_step(&p, t, l, N, G, c->K, bps, NULL) * 1e3;
+            c->layout = l, c->P = P, c->N = N, c->G = G, c->bps = bps, c->hb = hb, c->overlap = !no_overlap;
+            c->local_batch = (int)h_jnum(r, "local_batch", 64);
+            c->shrink = h_jnum(r, "shrink", 1), c->dilate = h_jnum(r, "dilate", 1);
+            snprintf(c->model, sizeof c->model, "%s", p.wl->name);
+            snprintf(c->device, sizeof c->device, "%s", p.dev.name);
+            h_mc_point_free(&p);
+        }
+        double *nm = realloc(c->ms, (size_t)(c->n + 1) * sizeof *nm);
+        if (!nm) break;
+        c->ms = nm;
+        c->ms[c->n++] = meas;
+    }
+    printf("#\n# predicted against the emulated runs: step time (ms, emulated); a configuration launched more\n"
+           "# than once (in one file or across them) is compared by its launches' median; host-bound launches (hb)\n"
+           "# and dilated runs (dil: --dilate > 1) are listed and never counted\n"
+           "# %-12s %-10s %-12s %5s %8s %9s %9s %7s\n", "engine", "model", "device", "GPUs", "launches", "measured",
+           "predicted", "err%");
+    double sum = 0;
+    int within = 0, launches = 0, launches_within = 0, counted = 0;
+    h_lines_t lines;
+    h_lines_open(&lines, &o->out, "model");
+    for (int k = 0; k < npts; k++) {
+        s_check_pt_t *c = &pts[k];
+        double med = h_median(c->ms, (size_t)c->n);
+        double err = (c->predicted - med) / med * 100;
+        char label[24];
+        if (h_mc_layouts[c->layout].e.server_nodes == -2) snprintf(label, sizeof label, "ps-K=%d", c->K);
+        else snprintf(label, sizeof label, "%s", h_mc_layouts[c->layout].label);
+        printf("  %-12s %-10s %-12s %5d %8d %9.1f %9.1f %+7.1f%s\n", label, c->model, c->device, c->P, c->n, med,
+               c->predicted, err, c->hb ? " hb" : c->dilate != 1 ? " dil" : "");
+        if (o->out.json)
+            h_lines_add(&lines, json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:i, s:b, s:f, s:f, s:i, s:f, s:f, s:f, s:b, s:b}",
+                                             "kind", "check", "model", c->model, "device", c->device, "engine", label,
+                                             "gpus", c->P, "nodes", c->N, "gpus_per_node", c->G, "server_nodes", c->K,
+                                             "net_bps", (json_int_t)llround(c->bps), "local_batch", c->local_batch,
+                                             "overlap", c->overlap, "shrink", c->shrink, "dilate", c->dilate,
+                                             "launches", c->n, "measured_ms", med, "step_ms", c->predicted,
+                                             "err_pct", err, "host_bound", c->hb, "counted", !c->hb && c->dilate == 1));
+        if (!c->hb && c->dilate == 1) {
+            sum += fabs(err);
+            within += fabs(err) <= 10;
+            for (int v = 0; v < c->n; v++) launches_within += fabs((c->predicted - c->ms[v]) / c->ms[v] * 100) <= 10;
+            launches += c->n;
+            counted++;
+        }
+        free(c->ms);
+    }
+    if (counted)
+        printf("# mean |err| %.1f%% over %d configurations (%d launches); %d within 10%%; launches one by one: %d of %d "
+               "within 10%%\n", sum / counted, counted, launches, within, launches_within, launches);
+    else
+        printf("# no emulated train runs (that were not host-bound or dilated) in the files\n");
+    free(pts);
+    h_jfree_all(&objs, &n);
+    return h_lines_close(&lines, "the check's lines");
+}
+
