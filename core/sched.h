@@ -40,6 +40,9 @@ typedef struct {
                            * the engine pipelines through its steps, as it runs them (a step's sends then wait
                            * only for the receives of the step before) */
     size_t seg_bytes;     /* segmented: the pipelining segment (--seg-kb); 0: the engine's default */
+    int gpus_per_node;    /* workers a machine, consecutive ranks (worker w on machine w / G; what comm_t.node_of
+                           * says at run time); 0 or 1: every worker a machine of its own. Engines that reduce
+                           * within a machine first (a hierarchical allreduce, a PS's local aggregation) read it */
 } sched_env_t;
 
 typedef struct {

@@ -43,7 +43,8 @@ int h_simulate(const h_simulate_cfg_t *o)
         for (double sz = (double)o->size_min; sz <= (double)o->size_max * 1.0000001 && rc == 0; sz *= o->factor) {
             size_t count = (size_t)sz / esz;
             if (!count) continue;
-            sched_env_t env = {.workers = P, .one_host_shm = 0, .device = -1, .segmented = 1, .seg_bytes = o->es.seg_bytes};
+            sched_env_t env = {.workers = P, .one_host_shm = 0, .device = -1, .segmented = 1, .seg_bytes = o->es.seg_bytes,
+                               .gpus_per_node = G};
             sched_t s;
             rc = h_engine_schedule(&o->es, eng, &env, count, esz, &s);
             if (rc < 0) break;
