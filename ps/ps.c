@@ -48,6 +48,14 @@
 
 static _Atomic unsigned s_gen_counter;
 
+/* The rank of server s: a dedicated one after the workers; colocated, inside worker s, or with
+ * --ps-local-agg inside machine s's leader. */
+int psw_server_rank(const engine_t *self, int s)
+{
+    if (!self->opt.colocate) return self->nworkers + s;
+    return self->lagg && self->leaders ? self->leaders[s] : s;
+}
+
 /* ---------- engine ops ---------- */
 
 /* With a job secret: check that server s knows it and prove that we do (ps_proto.h HELLO), before any
@@ -58,7 +66,7 @@ static int s_hello(engine_t *self, int s)
     void *sock = self->conns[s].sock;
     unsigned char nc[AUTH_NONCE_BYTES], ctx[PS_AUTH_CTX_LEN], mac[AUTH_MAC_BYTES];
     auth_challenge(nc);
-    ps_auth_ctx(self->job, self->comm->rank, ctx);
+    ps_auth_ctx(self->job, (uint64_t)self->vid, ctx);
     wire_hdr_t h = psw_hdr(self, WIRE_HELLO, 0, 0, 0, 0, DT_F32, PS_HELLO_CHAL, 1);
     ps_frame_t f = {nc, sizeof nc, 0, NULL, NULL};
     CHECK(ps_van_send(sock, NULL, 0, &h, &f, 1, &self->sent));
@@ -99,7 +107,7 @@ static int s_pick_endpoint(engine_t *self, int s, const char *val, size_t len, c
         return err_set(ERR_PROTO, "ps: bad endpoint for server %d in the store", s);
     const char *ipc = nl1 + 1;
     size_t tcplen = (size_t)(nl1 - val), ipclen = (size_t)(nl2 - ipc);
-    int srank = self->opt.colocate ? s : self->nworkers + s, van = self->opt.van;
+    int srank = psw_server_rank(self, s), van = self->opt.van;
     int same = self->comm->node_of && self->comm->node_of[srank] == self->comm->node_of[self->comm->rank];
     int use_ipc = van == PS_VAN_IPC || van == PS_VAN_CMA || (van == PS_VAN_AUTO && same && ipclen);
     if (use_ipc && !same)
@@ -161,9 +169,16 @@ static int ps_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
                            comm->world, W, S);
     }
     if (W < 1) return err_set(ERR_INVAL, "ps: no workers");
+    if (po.local_agg && po.mode != PS_SYNC) return ps_opts_check(&po);
     engine_t *self = calloc(1, sizeof *self);
     if (!self) return ERR_NOMEM;
     self->comm = comm;
+    self->vid = comm->rank;
+    int rc = 0;
+    if (po.local_agg) {
+        CHECK_GOTO(rc, psl_setup(self, W), fail);
+        if (colocate) S = self->nmachines; /* one server a machine, in its leader (BytePS's colocation) */
+    }
     self->cfg = *cfg;
     self->cfg.opts = NULL;           /* the caller's blob may not outlive us: copied into opt */
     self->opt = po;
@@ -181,20 +196,23 @@ static int ps_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
     self->gen = atomic_fetch_add(&s_gen_counter, 1) + 1;
     self->job = ps_job_id(comm->job, self->gen);
     self->is_server = comm->rank >= W;
-    ps_routing_id(self->job, comm->rank, self->id);
+    ps_routing_id(self->job, (uint64_t)(self->vid >= 0 ? self->vid : 0), self->id);
     char mode[32];
     if (po.mode == PS_SSP) snprintf(mode, sizeof mode, "ssp:%d", po.ssp_k);
     else snprintf(mode, sizeof mode, "%s", po.mode == PS_SYNC ? "sync" : "async");
     /* colocated: one server per worker, so the count is the world and not part of the name */
     if (colocate) snprintf(self->impl, sizeof self->impl, "ps-%s-colocated", mode);
     else snprintf(self->impl, sizeof self->impl, "ps-%s-servers%d", mode, S);
-    int rc = 0;
+    /* the label of a run with local aggregation says so (h_engine_label keeps a descriptive impl) */
+    if (self->lagg) strncat(self->impl, "-localagg", sizeof self->impl - strlen(self->impl) - 1);
     self->zctx = zmq_ctx_new();
     if (!self->zctx) {
-        free(self);
-        return err_set(ERR_IO, "ps: no ZeroMQ context");
+        rc = err_set(ERR_IO, "ps: no ZeroMQ context");
+        goto fail;
     }
-    ps_server_cfg_t sc = {.zctx = self->zctx, .comm = comm, .nservers = S, .nworkers = W, .mode = po.mode,
+    /* with local aggregation a server's workers are the machines' leaders; its averages still over W */
+    ps_server_cfg_t sc = {.zctx = self->zctx, .comm = comm, .nservers = S, .nworkers = self->lagg ? self->nmachines : W,
+                          .wrank = self->lagg ? self->leaders : NULL, .ndiv = W, .mode = po.mode,
                           .ssp_k = po.ssp_k, .timeout_ms = self->cfg.timeout_ms,
                           .part_bytes = self->opt.partition_bytes, .job = self->job, .gen = self->gen,
                           .local_worker = -1, .van = po.van, .yield_us = ps_yield_us(comm)};
@@ -205,11 +223,15 @@ static int ps_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
         *self_p = self;
         return 0;
     }
-    if (colocate) {
-        sc.index = comm->rank;
-        sc.local_worker = comm->rank;
+    if (colocate && !self->member) {
+        sc.index = self->vid;
+        sc.local_worker = self->vid;
         CHECK_GOTO(rc, ps_server_new(&self->server, &sc), fail);
         CHECK_GOTO(rc, ps_server_start(self->server), fail);
+    }
+    if (self->member) { /* it talks to its machine's leader only */
+        *self_p = self;
+        return 0;
     }
     self->conns = calloc((size_t)S, sizeof *self->conns);
     if (!self->conns) { rc = ERR_NOMEM; goto fail; }
@@ -219,7 +241,7 @@ static int ps_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
         if (!c->sock) { rc = err_set(ERR_IO, "ps: cannot create a socket"); goto fail; }
         zmq_setsockopt(c->sock, ZMQ_ROUTING_ID, self->id, PS_ID_LEN);
         char ep[300];
-        if (colocate && s == comm->rank) {
+        if (colocate && psw_server_rank(self, s) == comm->rank) {
             c->local = 1;
             snprintf(ep, sizeof ep, "%s", ps_server_inproc(self->server));
         } else {
@@ -300,14 +322,16 @@ static int ps_attach(engine_t *self, const param_set_t *params)
             CHECK(psw_send(self, s, &h, fr, 3));
         }
     }
-    for (size_t k = 0; k < self->lay.nparts; k++) {
+    for (size_t k = 0; k < self->lay.nparts && !self->member; k++) {
         self->want[k] = 1;
         CHECK(psw_pull(self, ps_part_owner(&self->lay, k), 0, k, 0, params->grad_dtype, &meta));
     }
     collect_t c = {.ar = 0, .lay = &self->lay, .dst = host, .dt = DT_F32, .clock_all = 0,
                    .exact = self->opt.mode == PS_SYNC, .dev_dst = self->on_dev ? params->params : NULL,
-                   .stream = self->stream};
-    CHECK(psw_collect(self, &c, self->lay.nparts, self->cfg.timeout_ms));
+                   .stream = self->stream, .fwd = self->lagg};
+    /* local aggregation: a member gets version 0 from its leader, which hands on what it pulls */
+    if (self->member) CHECK(psl_recv_all(self, &c, self->cfg.timeout_ms));
+    else CHECK(psw_collect(self, &c, self->lay.nparts, self->cfg.timeout_ms));
     if (self->on_dev) CHECK(dev_stream_wait(self->stream, self->cfg.timeout_ms));
     CHECK(psw_drain_zc(self, dl));
     psw_step_reset(self);
@@ -334,6 +358,7 @@ static void ps_stats(engine_t *self, engine_stats_t *out)
     out->transport = kinds > 1 ? "zmq-mixed" : self->nvan_lane ? "shm-lane+cma" : cma_only ? "zmq-ipc+cma"
                      : self->nvan_ipc ? "zmq-ipc"
                      : self->nvan_tcp ? "zmq-tcp" : self->server && !self->conns ? "zmq" : "zmq-inproc";
+    if (self->member) out->transport = tp_kind(self->comm->tp, self->leader); /* all it uses: to its leader */
     out->bytes_sent = self->sent;
     out->bytes_received = self->received;
     out->mem_engine_bytes = self->mem.cur;
@@ -353,6 +378,14 @@ static void ps_stats(engine_t *self, engine_stats_t *out)
     engine_counter_add(out, "ps_stale_waits", self->stale_waits); /* SSP: blocked on the staleness bound */
     engine_counter_add(out, "colocate", (uint64_t)self->colocate_asked);
     engine_counter_add(out, "partition_bytes", (uint64_t)self->opt.partition_bytes); /* the unit a reply follows */
+    /* --ps-local-agg: on or off (results without the counter ran without it), this worker's machine's workers,
+     * and the bytes it moved inside the machine (to / from its leader or members, not through the NIC) */
+    engine_counter_add(out, "ps_local_agg", (uint64_t)self->lagg);
+    if (self->lagg && !self->is_server) {
+        engine_counter_add(out, "ps_machine_workers", (uint64_t)self->nm + (self->member ? 2 : 1));
+        engine_counter_add(out, "ps_local_bytes_sent", self->local_sent);
+        engine_counter_add(out, "ps_local_bytes_received", self->local_received);
+    }
 }
 
 int ps_server_counters(engine_t *self, uint64_t *early_replies)
@@ -402,6 +435,7 @@ static void ps_destroy(engine_t **self_p)
     free(self->win_opened);
     free(self->win_open);
     free(self->ar_ver);
+    psl_free(self);
     free(self);
     *self_p = NULL;
 }

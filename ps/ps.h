@@ -28,6 +28,9 @@ typedef struct {
     int    lane;              /* PS_LANE_AUTO, PS_LANE_ON, PS_LANE_OFF */
     int    window;            /* --ps-window W: a worker keeps at most W partitions a server pushed and not yet
                                * answered (sync, f32 gradients, host memory); 0 = no limit */
+    int    local_agg;         /* --ps-local-agg: the workers of a machine (comm_t.node_of) reduce at the machine's
+                               * leader (its lowest rank), which alone pushes and pulls, then hands the result to
+                               * them (ps_local.c); sync only; colocated: one server a machine, in its leader */
 } ps_opts_t;
 
 /* ps_opts.c: the option table and hooks ps_engine exports */

@@ -42,6 +42,7 @@ typedef struct {
     int flags_or;             /* OR of the replies' flags */
     void *dev_dst;            /* non-NULL: also copy each reply on to the device tensor (async on stream) */
     void *stream;
+    int fwd;                  /* --ps-local-agg leader: hand each reply on to the machine's workers (psl_forward) */
 } collect_t;
 
 struct engine {
@@ -99,10 +100,33 @@ struct engine {
     size_t win_n, win_cap, win_got, win_held;
     collect_t win_c;
     ps_meta_t win_meta;
+    /* --ps-local-agg (ps_local.c): this worker's id at the servers (its rank, or its machine's index), its
+     * machine's leader (lowest rank), whether it is a member (not the leader: it talks to its leader only,
+     * over the communicator's transport), the machine's other workers ascending (a leader's members), every
+     * machine's leader by index; a leader's machine sums (this step's, in the gradient dtype, and an
+     * allreduce's), pushed from there; a member's per-partition count of result elements in */
+    int lagg, vid, leader, member, nm, nmachines;
+    int *mranks, *leaders;
+    const void **lsrcs;
+    void *lsum, *lar;
+    size_t lsum_bytes, lar_bytes, nlgot;
+    size_t *lgot;
+    uint64_t local_sent, local_received;
 };
 
 
 /* ps.c */
+int psw_server_rank(const engine_t *self, int s);
+
+/* ps_local.c: machine-local aggregation (--ps-local-agg) */
+int psl_setup(engine_t *self, int W);
+void psl_free(engine_t *self);
+int psl_sums(engine_t *self, void **buf, size_t *have, size_t bytes);
+int psl_send(engine_t *self, uint64_t key, size_t off, size_t count, dtype_t dt, const void *data, uint64_t dl);
+int psl_reduce(engine_t *self, uint64_t key, size_t off, size_t count, dtype_t dt, int move, const void *own,
+               void *dst, uint64_t dl);
+int psl_forward(engine_t *self, uint64_t key, const void *src, size_t count, dtype_t dt, int flags, uint64_t clock);
+int psl_recv_all(engine_t *self, collect_t *c, int timeout_ms);
 
 
 /* ps_step.c */

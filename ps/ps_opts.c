@@ -19,6 +19,10 @@ const engine_opt_t ps_options[] = {
     {"ps-window", 1, "W", "ps: at most W partitions a server pushed and not yet answered, per worker (sync, f32 "
                           "gradients; credits that keep the workers' flows to a server in step; default 0: no limit)",
      "partitions >= 0"},
+    {"ps-local-agg", 0, NULL, "ps: machine-local aggregation (BytePS, MXNet kvstore): a machine's workers sum at its "
+                              "lowest rank, which alone pushes and pulls each partition, then hands it on; sync only; "
+                              "with --ps-colocate one server a machine. Off by default: runs on one host would measure "
+                              "a local reduce, and the recorded results ran without it (labels say -localagg)", NULL},
     {NULL, 0, NULL, NULL, NULL}};
 
 static int s_int(const char *s, long lo, long hi, int *out)
@@ -65,6 +69,8 @@ int ps_opt_set(void *opts, const char *name, const char *v)
         else if (v && !strcmp(v, "on")) o->lane = PS_LANE_ON;
         else if (v && !strcmp(v, "off")) o->lane = PS_LANE_OFF;
         else return err_set(ERR_INVAL, "ps: bad lane (auto, on or off)");
+    } else if (!strcmp(name, "ps-local-agg")) {
+        o->local_agg = 1;
     } else if (!strcmp(name, "ps-window")) {
         if (s_int(v, 0, 1 << 20, &o->window)) return err_set(ERR_INVAL, "ps: bad window (partitions >= 0)");
     } else {
@@ -77,6 +83,9 @@ int ps_opts_check(const void *opts)
 {
     const ps_opts_t *o = opts;
     if (o && o->servers && o->colocate) return err_set(ERR_INVAL, "--servers and --ps-colocate are exclusive");
+    if (o && o->local_agg && o->mode != PS_SYNC)
+        return err_set(ERR_INVAL, "--ps-local-agg needs --ps-mode sync: a machine's sum waits for all its workers, which "
+                       "async and ssp:K exist to avoid");
     return 0;
 }
 

@@ -213,15 +213,15 @@ static void s_check_liveness(ps_server_t *self)
             k->dead = 1;
             if (self->cfg.mode == PS_SYNC || s_any_ar_pending(self)) {
                 pss_fail(self, ERR_PEER, "worker rank %d died: silent for %llu ms while the others wait on it "
-                       "(no BYE)", w, (unsigned long long)(silent / 1000000ull));
+                       "(no BYE)", pss_wrank(self, w), (unsigned long long)(silent / 1000000ull));
             } else {
                 LOG_W("ps server %d: worker rank %d silent for %llu ms (no BYE): dropped, carrying on with the "
-                      "others", self->cfg.index, w, (unsigned long long)(silent / 1000000ull));
+                      "others", self->cfg.index, pss_wrank(self, w), (unsigned long long)(silent / 1000000ull));
                 pss_serve_all(self);
             }
         } else if ((anybye || self->failed) && silent > (uint64_t)to * 1000000ull) {
             k->dead = 1;
-            LOG_W("ps server %d: worker rank %d never said BYE (silent for %llu ms)", self->cfg.index, w,
+            LOG_W("ps server %d: worker rank %d never said BYE (silent for %llu ms)", self->cfg.index, pss_wrank(self, w),
                   (unsigned long long)(silent / 1000000ull));
             pss_serve_all(self);
         }
@@ -273,7 +273,7 @@ static int s_on_auth(ps_server_t *self, int w, const void *ident, size_t idlen, 
     if (h->aux != PS_HELLO_PROOF) REJ(ERR_PROTO, "unknown hello kind %d", h->aux);
     int ok = k->chal && auth_verify(&self->auth, "ps-client", k->nc, k->ns, ctx, sizeof ctx, ps_van_data(m, 2)) == 0;
     k->chal = 0;
-    if (!ok) REJ(ERR_AUTH, "worker rank %d could not prove it knows the job secret: turned away", w);
+    if (!ok) REJ(ERR_AUTH, "worker rank %d could not prove it knows the job secret: turned away", pss_wrank(self, w));
     k->authed = 1;
     return 0;
 }
@@ -307,11 +307,11 @@ static void s_take_lane(ps_server_t *self, int w)
         if (r == 0) return;
         if (r < 0) {
             int broken = !ps_lane_ok(k->lane);
-            pss_reject(self, w, self->ids[w], PS_ID_LEN, NULL, ERR_PROTO, "worker %d: %s", w, err_detail());
+            pss_reject(self, w, self->ids[w], PS_ID_LEN, NULL, ERR_PROTO, "worker %d: %s", pss_wrank(self, w), err_detail());
             if (broken && !k->dead && !k->bye) {
                 k->dead = 1;
                 if (self->cfg.mode == PS_SYNC || s_any_ar_pending(self))
-                    pss_fail(self, ERR_PROTO, "worker rank %d's shared-memory lane is corrupt: dropped", w);
+                    pss_fail(self, ERR_PROTO, "worker rank %d's shared-memory lane is corrupt: dropped", pss_wrank(self, w));
                 pss_serve_all(self);
             }
             if (broken) return;
@@ -338,7 +338,7 @@ static int s_cma_payload(ps_server_t *self, int w, const void *ident, size_t idl
         REJ(ERR_PROTO, "bad push descriptor (%llu bytes for %llu elements)", (unsigned long long)d.len,
             (unsigned long long)h->count);
     if (k->cma_pid && d.pid != k->cma_pid)
-        REJ(ERR_PROTO, "push descriptor names process %llu, worker %d is process %llu", (unsigned long long)d.pid, w,
+        REJ(ERR_PROTO, "push descriptor names process %llu, worker %d is process %llu", (unsigned long long)d.pid, pss_wrank(self, w),
             (unsigned long long)k->cma_pid);
     if ((h->aux & PS_F_AR) || self->cfg.mode == PS_SYNC) {
         self->defer = d;
@@ -350,7 +350,7 @@ static int s_cma_payload(ps_server_t *self, int w, const void *ident, size_t idl
     }
     if (pss_scratch(self, (size_t)d.len) < 0) REJ(ERR_NOMEM, "%s", err_detail());
     int rc = cma_read((pid_t)d.pid, self->scratch, d.addr, (size_t)d.len);
-    if (rc < 0) REJ(rc, "cannot read worker %d's push: %s", w, err_detail());
+    if (rc < 0) REJ(rc, "cannot read worker %d's push: %s", pss_wrank(self, w), err_detail());
     k->cma_pid = d.pid;
     m->ext_frame = 3;
     m->ext = self->scratch;
@@ -394,19 +394,19 @@ static int s_on_message(ps_server_t *self, ps_vmsg_t *m)
     wk_t *k = &self->wk[w];
     /* a lane's wake-up may trail the BYE it woke us for: nothing to reject */
     if (k->bye && !k->dead && hd.type == WIRE_HELLO && hd.aux == PS_HELLO_KEEPALIVE && hd.nframes == 0) return 0;
-    if (k->dead || k->bye) REJ(ERR_STATE, "worker %d already %s", w, k->dead ? "declared dead" : "said BYE");
+    if (k->dead || k->bye) REJ(ERR_STATE, "worker %d already %s", pss_wrank(self, w), k->dead ? "declared dead" : "said BYE");
     if (hd.type == WIRE_HELLO && hd.aux != PS_HELLO_KEEPALIVE && hd.aux != PS_HELLO_LANE)
         return s_on_auth(self, w, ident, idlen, h, m);
     if (self->auth.set && !k->authed)
         REJ(ERR_AUTH, "a %s claiming worker rank %d, which has not proven it knows the job secret: turned away",
-            wire_type_name(hd.type), w);
+            wire_type_name(hd.type), pss_wrank(self, w));
     if (hd.type == WIRE_HELLO && hd.aux == PS_HELLO_LANE) return pss_on_lane(self, w, ident, idlen, h, m);
     k->seen = 1;
     k->last_ns = now_ns();
     if (hd.type == WIRE_BYE) {
         int needed = !self->failed && s_needs(self, w) && (self->cfg.mode == PS_SYNC || s_any_ar_pending(self));
         k->bye = 1;
-        if (needed) pss_fail(self, ERR_PEER, "worker rank %d left (BYE) while the others wait on it", w);
+        if (needed) pss_fail(self, ERR_PEER, "worker rank %d left (BYE) while the others wait on it", pss_wrank(self, w));
         pss_serve_all(self);
         return 0;
     }

@@ -23,6 +23,9 @@ typedef struct {
     int    local_worker;    /* colocated: rank of the worker in this process (its traffic is local); -1 */
     int    van;             /* PS_VAN_*: which endpoints to bind (auto: tcp and ipc, tcp: tcp, ipc: ipc) */
     int    yield_us;        /* before blocking for a message, poll and yield the core this long (ps_yield_us) */
+    const int *wrank;       /* the rank of each of its nworkers workers, for messages (NULL: worker w is rank w);
+                             * with --ps-local-agg its workers are the machines' leaders */
+    int    ndiv;            /* workers a sum averages over (0: nworkers; --ps-local-agg: every worker) */
 } ps_server_cfg_t;
 
 typedef struct {

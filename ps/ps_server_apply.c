@@ -133,7 +133,7 @@ static void s_complete_round(ps_server_t *self, slot_t *s)
          * round only moved them */
         if (!s->out_done && !s->move) {
             if (s->fresh) memset(s->agg, 0, s->len * sizeof(float)); /* nothing pushed: the sum is 0 */
-            if (s->avg) dt_scale(s->agg, s->len, DT_F32, 1.0f / (float)W);
+            if (s->avg) dt_scale(s->agg, s->len, DT_F32, pss_inv_div(self));
             dt_convert(s->out, s->dt, s->agg, DT_F32, s->len);
         }
     } else if (s->overflow || (!s->fresh && dt_has_nonfinite(s->agg, s->len, DT_F32))) {
@@ -144,7 +144,7 @@ static void s_complete_round(ps_server_t *self, slot_t *s)
         s->last_skipped = 0;
         if (s->fresh) memset(s->agg, 0, s->len * sizeof(float)); /* nothing pushed: the sum is 0 */
         /* the ring's arithmetic: sum, times 1/N, rounded to the gradient dtype, then the optimizer */
-        dt_scale(s->agg, s->len, DT_F32, 1.0f / (float)W);
+        dt_scale(s->agg, s->len, DT_F32, pss_inv_div(self));
         if (s->dt == DT_F16) for (size_t i = 0; i < s->len; i++) s->agg[i] = f16_to_f32(f32_to_f16(s->agg[i]));
         else if (s->dt == DT_BF16) for (size_t i = 0; i < s->len; i++) s->agg[i] = bf16_to_f32(f32_to_bf16(s->agg[i]));
         /* Adam's t: the trainer's count when it sends one (a resumed run continues it), else ours */
@@ -252,7 +252,7 @@ static int s_ar_commit(ps_server_t *self, slot_t *s, int w, uint64_t clock)
 
 /* A round whose sum took part of a push that could not be read whole (pss_fold_cma): refused. */
 #define S_BROKEN(s) REJ(ERR_STATE, "allreduce key %llu: this round is lost (worker %d's push was cut short " \
-                        "midway)", (unsigned long long)h->key, (s)->broken - 1)
+                        "midway)", (unsigned long long)h->key, pss_wrank(self, (s)->broken - 1))
 
 int pss_on_ar(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m,
                    const ps_meta_t *meta)
@@ -332,7 +332,7 @@ int pss_on_ar(ps_server_t *self, int w, const void *ident, size_t idlen, const w
         } else if (commit && s_ar_last(self, s, w) && off == 0 && n == len && dt == DT_F32 && !s->fresh &&
                    ((uintptr_t)src & (sizeof(float) - 1)) == 0) {
             /* the round's last push: sum (and average) straight into the reply buffer, one pass */
-            if (s->avg) dt_add_scale(s->out, s->agg, src, n, DT_F32, 1.0f / (float)self->cfg.nworkers);
+            if (s->avg) dt_add_scale(s->out, s->agg, src, n, DT_F32, pss_inv_div(self));
             else dt_add(s->out, s->agg, src, n, DT_F32);
             s->out_done = 1;
         } else {
@@ -372,7 +372,7 @@ int pss_on_params(ps_server_t *self, int w, const void *ident, size_t idlen, con
     int W = self->cfg.nworkers;
     switch (h->type) {
     case WIRE_INIT: {
-        if (w != 0) REJ(ERR_PROTO, "INIT from worker %d (only worker 0 initialises)", w);
+        if (w != 0) REJ(ERR_PROTO, "INIT from worker %d (only worker 0 initialises)", pss_wrank(self, w));
         if (m->n != 5) REJ(ERR_PROTO, "INIT needs meta, optimizer and values frames");
         if (s->inited) REJ(ERR_STATE, "INIT of key %llu twice", (unsigned long long)h->key);
         if (h->dtype != DT_F32 || h->offset != s->start || h->count != s->len ||
@@ -426,7 +426,7 @@ int pss_on_params(ps_server_t *self, int w, const void *ident, size_t idlen, con
         /* async / ssp: apply now */
         if (h->clock != s->wclock[w])
             REJ(ERR_PROTO, "key %llu: push for clock %llu, worker %d is at %llu (%s)", (unsigned long long)h->key,
-                (unsigned long long)h->clock, w, (unsigned long long)s->wclock[w],
+                (unsigned long long)h->clock, pss_wrank(self, w), (unsigned long long)s->wclock[w],
                 h->clock > s->wclock[w] ? "clock from the future" : "stale clock");
         s->got[w] += n;                       /* (pipelining stat only; reset at w's commit) */
         memset(s->agg + off, 0, n * sizeof(float));
@@ -463,7 +463,7 @@ int pss_on_params(ps_server_t *self, int w, const void *ident, size_t idlen, con
             }
             if (h->clock != s->wclock[w] + 1)
                 REJ(ERR_PROTO, "key %llu: commit for clock %llu, worker %d is at %llu (%s)", (unsigned long long)h->key,
-                    (unsigned long long)h->clock, w, (unsigned long long)s->wclock[w],
+                    (unsigned long long)h->clock, pss_wrank(self, w), (unsigned long long)s->wclock[w],
                     h->clock > s->wclock[w] + 1 ? "clock from the future" : "stale clock");
             s->wclock[w]++;
             s->got[w] = 0;
@@ -487,10 +487,10 @@ int pss_on_lane(ps_server_t *self, int w, const void *ident, size_t idlen, const
 {
     wk_t *k = &self->wk[w];
     if (h->nframes != 1) REJ(ERR_PROTO, "lane setup without a name");
-    if (k->lane) REJ(ERR_STATE, "worker %d already has a lane", w);
+    if (k->lane) REJ(ERR_STATE, "worker %d already has a lane", pss_wrank(self, w));
     ps_lane_t *lane = NULL;
     int rc = ps_lane_open(&lane, ps_van_data(m, 2), ps_van_size(m, 2));
-    if (rc < 0) REJ(rc, "cannot use worker %d's shared-memory lane: %s", w, err_detail());
+    if (rc < 0) REJ(rc, "cannot use worker %d's shared-memory lane: %s", pss_wrank(self, w), err_detail());
     wire_hdr_t r = {.type = WIRE_HELLO, .sender = (uint32_t)self->rank, .job = self->job, .dtype = DT_F32,
                     .aux = PS_HELLO_LANE};
     pss_send(self, w, ident, idlen, &r, NULL, 0);

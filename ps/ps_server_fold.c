@@ -94,7 +94,7 @@ int pss_fold_cma(ps_server_t *self, int w, const void *ident, size_t idlen, cons
             pss_reject(self, w, ident, idlen, h, rc, "%s", err_detail());
             return 1;
         }
-        float sc = 1.0f / (float)self->cfg.nworkers;
+        float sc = pss_inv_div(self);
         do { /* at least once: an empty push still opens the round's sum, as pss_agg_push does */
             size_t m = bytes - done < cb ? bytes - done : cb, i = done / esz, k = m / esz;
             rc = cma_read(pid, self->scratch, d.addr + done, m);
@@ -115,7 +115,7 @@ int pss_fold_cma(ps_server_t *self, int w, const void *ident, size_t idlen, cons
     if (rc < 0) {
         if (fresh) s->fresh = 1; /* the sum held nothing of this round and is taken as holding nothing */
         else if (done && !s->move && !to_out) s->broken = w + 1;
-        pss_reject(self, w, ident, idlen, h, rc, "cannot read worker %d's push: %s%s", w, err_detail(),
+        pss_reject(self, w, ident, idlen, h, rc, "cannot read worker %d's push: %s%s", pss_wrank(self, w), err_detail(),
                    s->broken == w + 1 ? " (cut short midway: this round of the key is lost)" : "");
         return 1;
     }
@@ -148,11 +148,11 @@ int pss_fold_push(ps_server_t *self, int w, const void *ident, size_t idlen, con
         }
     }
     if (rc < 0 && done == 0) {
-        pss_reject(self, w, ident, idlen, h, rc, "cannot read worker %d's push: %s", w, err_detail());
+        pss_reject(self, w, ident, idlen, h, rc, "cannot read worker %d's push: %s", pss_wrank(self, w), err_detail());
         return 1;
     }
     if (rc < 0) {
-        pss_fail(self, ERR_PEER, "cannot read worker rank %d's push midway (key %llu): %s", w,
+        pss_fail(self, ERR_PEER, "cannot read worker rank %d's push midway (key %llu): %s", pss_wrank(self, w),
                  (unsigned long long)h->key, err_detail());
         return 1;
     }

@@ -147,6 +147,14 @@ struct ps_server {
     mem_counter_t mem;
 };
 
+/* The rank of the server's worker w (its index at the server), for messages. */
+static inline int pss_wrank(const ps_server_t *self, int w) { return self->cfg.wrank && w >= 0 ? self->cfg.wrank[w] : w; }
+/* What a sum is averaged over: every worker behind the pushes. */
+static inline float pss_inv_div(const ps_server_t *self)
+{
+    return 1.0f / (float)(self->cfg.ndiv > 0 ? self->cfg.ndiv : self->cfg.nworkers);
+}
+
 /* In a message handler (self, w, ident, idlen, h in scope): reject the message and return. */
 #define REJ(code, ...) return pss_reject(self, w, ident, idlen, h, code, __VA_ARGS__)
 

@@ -3,7 +3,7 @@
  * submit, wait) and allreduce (see ps.c for the design). */
 #include "ps/ps_int.h"
 
-static int s_server_rank(const engine_t *self, int s) { return self->opt.colocate ? s : self->nworkers + s; }
+#define s_server_rank psw_server_rank
 
 void psw_zc_free(void *data, void *hint)
 {
@@ -43,7 +43,7 @@ int psw_send(engine_t *self, int s, const wire_hdr_t *h, const ps_frame_t *fr, i
 wire_hdr_t psw_hdr(engine_t *self, uint32_t type, uint64_t key, uint64_t clock, uint64_t offset,
                         uint64_t count, dtype_t dt, int aux, uint32_t nframes)
 {
-    wire_hdr_t h = {.type = type, .sender = (uint32_t)self->comm->rank, .job = self->job, .key = key,
+    wire_hdr_t h = {.type = type, .sender = (uint32_t)self->vid, .job = self->job, .key = key,
                     .clock = clock, .offset = offset, .count = count, .dtype = (uint32_t)dt, .aux = aux,
                     .nframes = nframes};
     return h;
@@ -153,6 +153,8 @@ static int s_on_reply(engine_t *self, int s, ps_vmsg_t *m, collect_t *c, size_t 
         size_t off = ps_part_start(c->lay, k) * esz;
         CHECK(dev_memcpy_async((char *)c->dev_dst + off, (char *)c->dst + off, (size_t)h.count * esz, c->stream));
     }
+    /* --ps-local-agg: the machine's workers get the partition now, while later ones are on the way */
+    if (c->fwd && self->nm) CHECK(psl_forward(self, k, to, (size_t)h.count, c->dt, h.aux, h.clock));
     c->flags_or |= h.aux;
     self->want[k] = 0;
     (*left)--;
@@ -455,7 +457,7 @@ int psw_step_begin(engine_t *self, const step_ctx_t *ctx)
     self->sctx = *ctx;
     self->overflow = 0;
     /* --ps-window: sync rounds that commit per partition (f32, no loss scaling), host memory */
-    self->win = self->opt.window > 0 && self->opt.mode == PS_SYNC && !self->on_dev && self->ps.grad_dtype == DT_F32 &&
+    self->win = self->opt.window > 0 && self->opt.mode == PS_SYNC && !self->on_dev && self->ps.grad_dtype == DT_F32 && !self->member &&
                         ctx->inv_scale == 1.0f ? self->opt.window : 0;
     if (self->win) {
         size_t S = (size_t)self->nservers;
@@ -503,6 +505,8 @@ int psw_submit(engine_t *self, const bucket_t *b)
     int early = self->opt.mode != PS_SYNC || (dt == DT_F32 && self->sctx.inv_scale == 1.0f);
     if (!early && !self->overflow && dt_has_nonfinite(b->grad, b->count, dt)) self->overflow = 1;
     ps_meta_t meta = psw_meta(self, self->ps.count);
+    uint64_t dl = deadline_in(self->cfg.timeout_ms);
+    if (self->lagg && !self->member) CHECK(psl_sums(self, &self->lsum, &self->lsum_bytes, self->ps.count * esz));
     size_t k0, k1;
     ps_part_range(&self->lay, b->offset, b->count, &k0, &k1);
     for (size_t k = k0; k < k1; k++) {
@@ -513,6 +517,17 @@ int psw_submit(engine_t *self, const bucket_t *b)
             return err_set(ERR_RANGE, "ps: bucket [%zu, +%zu) pushes partition %zu twice in one step", b->offset,
                            b->count, k);
         const char *data = (const char *)b->grad + (lo - b->offset) * esz;
+        if (self->member) { /* --ps-local-agg: the piece goes to the machine's leader, nothing to commit */
+            CHECK(psl_send(self, k, lo - ps, hi - lo, dt, data, dl));
+            self->pushed[k] += hi - lo;
+            continue;
+        }
+        if (self->lagg) { /* the leader pushes its machine's sum of the piece */
+            char *sum = (char *)self->lsum + lo * esz;
+            CHECK(psl_reduce(self, k, lo - ps, hi - lo, dt, 0, data, sum, dl));
+            if (!early && !self->overflow && dt_has_nonfinite(sum, hi - lo, dt)) self->overflow = 1;
+            data = sum;
+        }
         CHECK(self->win ? s_hold(self, 0, k, lo - ps, hi - lo, data)
                         : s_push(self, ps_part_owner(&self->lay, k), 0, k, self->clock, lo - ps, hi - lo, dt, &meta, data));
         self->pushed[k] += hi - lo;
@@ -522,11 +537,28 @@ int psw_submit(engine_t *self, const bucket_t *b)
         if (early) CHECK(s_commit(self, k, &meta));
     }
     /* sync (AMP): the step's overflow flag is known once every gradient is pushed: commit everything now */
-    if (!early && self->ncomplete == self->lay.nparts) CHECK(s_commit_rest(self));
+    if (!early && !self->member && self->ncomplete == self->lay.nparts) CHECK(s_commit_rest(self));
     if (self->win) {
         /* take the replies in so far: each frees room in its server's window for held pieces */
         size_t left = self->lay.nparts - self->win_got;
         CHECK(s_collect(self, &self->win_c, &left, 1, 1));
+    }
+    return 0;
+}
+
+/* The step is over: reset its state, count it, say whether the servers skipped it. */
+static int s_step_done(engine_t *self, step_out_t *out, int flags_or, double t0)
+{
+    psw_step_reset(self);
+    self->clock++;
+    self->overflow = 0;
+    if (flags_or & PS_F_STALE) self->stale_waits++;
+    double dt = now_ms() - t0;
+    self->comm_ms_total += dt;
+    if (out) {
+        out->skipped = (flags_or & PS_F_SKIPPED) ? 1 : 0;
+        out->comm_ms = dt;
+        out->wait_ms = dt;
     }
     return 0;
 }
@@ -538,11 +570,27 @@ int psw_wait(engine_t *self, step_out_t *out, int timeout_ms)
     if (timeout_ms <= 0) timeout_ms = self->cfg.timeout_ms;
     double t0 = now_ms();
     uint64_t dl = deadline_in(timeout_ms);
-    /* partitions that submit() did not commit (not wholly submitted, or sync before the last bucket) */
-    CHECK(s_commit_rest(self));
     collect_t c0 = {.ar = 0, .lay = &self->lay, .dst = self->on_dev ? self->h_params : self->ps.params, .dt = DT_F32,
                     .clock_all = self->clock + 1, .exact = self->opt.mode == PS_SYNC,
-                    .dev_dst = self->on_dev ? self->ps.params : NULL, .stream = self->stream};
+                    .dev_dst = self->on_dev ? self->ps.params : NULL, .stream = self->stream, .fwd = self->lagg};
+    for (size_t k = 0; k < self->lay.nparts && self->lagg; k++)
+        if (self->pushed[k] != ps_part_len(&self->lay, k))
+            return err_set(ERR_STATE, "ps worker %d: wait with partition %zu not wholly submitted (--ps-local-agg "
+                           "needs every gradient each step)", self->comm->rank, k);
+    if (self->member) { /* --ps-local-agg: every partition comes from the machine's leader */
+        CHECK(psl_recv_all(self, &c0, timeout_ms));
+        if (self->on_dev) CHECK(dev_stream_wait(self->stream, deadline_left_ms(dl) > 0 ? deadline_left_ms(dl) : 1));
+        return s_step_done(self, out, c0.flags_or, t0);
+    }
+    /* partitions that submit() did not commit (not wholly submitted, or sync before the last bucket) */
+    CHECK(s_commit_rest(self));
+    if (self->win && self->lagg) { /* the replies taken while submitting go to the machine's workers now */
+        for (size_t k = 0; k < self->lay.nparts; k++)
+            if (self->win_opened[k] == 2)
+                CHECK(psl_forward(self, k, (char *)self->ps.params + ps_part_start(&self->lay, k) * sizeof(float),
+                                  ps_part_len(&self->lay, k), DT_F32, self->win_c.flags_or, self->clock + 1));
+        self->win_c.fwd = 1;
+    }
     /* with a window some replies came in while submitting, into the step's own collector */
     collect_t *cp = self->win ? &self->win_c : &c0;
     size_t left = self->win ? self->lay.nparts - self->win_got : self->lay.nparts;
@@ -555,18 +603,7 @@ int psw_wait(engine_t *self, step_out_t *out, int timeout_ms)
     trace_x1("pull wait", tr, "parts", (int64_t)self->lay.nparts);
     if (self->on_dev) CHECK(dev_stream_wait(self->stream, deadline_left_ms(dl) > 0 ? deadline_left_ms(dl) : 1));
     CHECK(psw_drain_zc(self, dl));
-    psw_step_reset(self);
-    self->clock++;
-    self->overflow = 0;
-    if (c.flags_or & PS_F_STALE) self->stale_waits++;
-    double dt = now_ms() - t0;
-    self->comm_ms_total += dt;
-    if (out) {
-        out->skipped = (c.flags_or & PS_F_SKIPPED) ? 1 : 0;
-        out->comm_ms = dt;
-        out->wait_ms = dt;
-    }
-    return 0;
+    return s_step_done(self, out, c.flags_or, t0);
 }
 
 int psw_allreduce(engine_t *self, const void *sendbuf, void *recvbuf, size_t count, dtype_t dt, redop_t op,
@@ -613,18 +650,29 @@ int psw_allreduce(engine_t *self, const void *sendbuf, void *recvbuf, size_t cou
     /* each push commits this worker's round of its partition (the pull rides on it): the server answers
      * partition k while k+1.. travel */
     int flags = PS_F_AR | PS_F_COMMIT | (op == OP_AVG ? PS_F_AVG : 0) | (op == OP_MOVE ? PS_F_MOVE : 0);
+    /* --ps-local-agg: a member hands each partition to its leader; the leader pushes its machine's sum */
+    if (self->lagg && !self->member) CHECK(psl_sums(self, &self->lar, &self->lar_bytes, count * esz));
     for (size_t k = 0; k < l.nparts; k++) {
-        size_t off = ps_part_start(&l, k) * esz;
+        size_t off = ps_part_start(&l, k) * esz, n = ps_part_len(&l, k);
         if (src != sendbuf) /* device: stage this partition, push it, stage the next while it travels */
-            CHECK(dev_memcpy((char *)self->ar_send + off, (const char *)sendbuf + off, ps_part_len(&l, k) * esz));
+            CHECK(dev_memcpy((char *)self->ar_send + off, (const char *)sendbuf + off, n * esz));
+        const char *data = (const char *)src + off;
+        if (self->member) {
+            CHECK(psl_send(self, k, 0, n, dt, data, dl));
+            continue;
+        }
+        if (self->lagg) {
+            CHECK(psl_reduce(self, k, 0, n, dt, op == OP_MOVE, data, (char *)self->lar + off, dl));
+            data = (const char *)self->lar + off;
+        }
         self->want[k] = 1;
-        CHECK(s_push(self, ps_part_owner(&l, k), flags, k, self->ar_ver[k], 0, ps_part_len(&l, k), dt, &meta,
-                     (const char *)src + off));
+        CHECK(s_push(self, ps_part_owner(&l, k), flags, k, self->ar_ver[k], 0, n, dt, &meta, data));
     }
     for (size_t k = 0; k < l.nparts; k++) self->ar_ver[k]++;
     collect_t c = {.ar = 1, .lay = &l, .dst = dst, .dt = dt, .clock = self->ar_ver, .exact = 1,
-                   .dev_dst = dst != recvbuf ? recvbuf : NULL, .stream = self->stream};
-    CHECK(psw_collect(self, &c, l.nparts, timeout_ms));
+                   .dev_dst = dst != recvbuf ? recvbuf : NULL, .stream = self->stream, .fwd = self->lagg};
+    if (self->member) CHECK(psl_recv_all(self, &c, deadline_left_ms(dl) > 0 ? deadline_left_ms(dl) : 1));
+    else CHECK(psw_collect(self, &c, l.nparts, timeout_ms));
     if (dst != recvbuf) CHECK(dev_stream_wait(self->stream, deadline_left_ms(dl) > 0 ? deadline_left_ms(dl) : 1));
     CHECK(psw_drain_zc(self, dl));
     self->comm_ms_total += now_ms() - t0;

@@ -31,7 +31,7 @@ engine_cfg_t ps_test_cfg(const ps_topo_t *t, int world, ps_opts_t *po)
 {
     *po = (ps_opts_t){.servers = t->colocate ? 0 : world - t->nworkers, .colocate = t->colocate, .mode = t->mode,
                       .ssp_k = t->ssp_k, .partition_bytes = t->part_bytes, .van = t->van,
-                      .lane = t->lane, .window = t->window};
+                      .lane = t->lane, .window = t->window, .local_agg = t->local_agg};
     engine_cfg_t c = {.device = -1, .timeout_ms = t->timeout_ms ? t->timeout_ms : PS_TEST_TO, .nworkers = t->nworkers,
                       .opts = po};
     return c;

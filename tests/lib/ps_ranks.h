@@ -16,6 +16,7 @@ typedef struct {
     int van;                 /* PS_VAN_* (0: auto) */
     int lane;                /* PS_LANE_* (0: auto) */
     int window;              /* --ps-window (0: none) */
+    int local_agg;           /* --ps-local-agg */
 } ps_topo_t;
 
 /* "[rank R] what: <err_trace>" on stderr (clears the error trace) */
