@@ -56,10 +56,12 @@ typedef int (*s_sched_fn)(const void *, const sched_env_t *, size_t, size_t, sch
 
 static int g_segmented;
 static size_t g_seg_bytes;
+static int g_gpn;   /* sched_env_t.gpus_per_node */
 
 static void s_correct(const char *name, s_sched_fn fn, const void *opts, int P, size_t count, const char *algo)
 {
-    sched_env_t env = {.workers = P, .one_host_shm = 1, .device = -1, .segmented = g_segmented, .seg_bytes = g_seg_bytes};
+    sched_env_t env = {.workers = P, .one_host_shm = 1, .device = -1, .segmented = g_segmented, .seg_bytes = g_seg_bytes,
+                       .gpus_per_node = g_gpn};
     sched_t s;
     cr_assert_eq(fn(opts, &env, count, 4, &s), 0, "%s P=%d n=%zu: %s", name, P, count, err_detail());
     if (algo) cr_expect_str_eq(s.algo, algo, "%s P=%d n=%zu", name, P, count);
@@ -179,6 +181,59 @@ Test(sched, link_bytes)
         cr_expect_eq(m[4 * 5 + w], 4096u);
     }
     sched_free(&s);
+}
+
+/* --ps-local-agg on machines of G workers: still an allreduce (dedicated or colocated servers, machines
+ * that G does not divide), four steps, and each machine sends across machines (to other machines' ranks,
+ * dedicated servers being machines of their own) and receives 1/G of what the plain PS's workers do. */
+static uint64_t s_machine_bytes(const sched_t *s, int P, int G, int m, int out)
+{
+    uint64_t *mx = calloc((size_t)s->world * (size_t)s->world, sizeof *mx), b = 0;
+    sched_links(s, -1, mx);
+    for (int i = 0; i < s->world; i++)
+        for (int j = 0; j < s->world; j++) {
+            int mi = i < P ? i / G : -1 - i, mj = j < P ? j / G : -1 - j;
+            if (mi != mj && (out ? mi : mj) == m) b += mx[(size_t)i * (size_t)s->world + (size_t)j];
+        }
+    free(mx);
+    return b;
+}
+
+Test(sched, ps_local_agg)
+{
+    ps_opts_t ps = {.servers = 2, .partition_bytes = 64, .local_agg = 1};
+    ps_opts_t coloc = {.colocate = 1, .partition_bytes = 64, .local_agg = 1};
+    for (g_gpn = 2; g_gpn <= 4; g_gpn++)
+        for (int P = 2; P <= 12; P++)
+            for (size_t n = 1; n <= 61; n += 20) {
+                s_correct("ps local-agg", ps_sched, &ps, P, n, "ps");
+                s_correct("ps local-agg colocated", ps_sched, &coloc, P, n, "ps");
+            }
+    g_gpn = 0;
+    int P = 8, G = 4;
+    ps_opts_t plain = {.servers = 2};
+    ps_opts_t lagg = {.servers = 2, .local_agg = 1};
+    sched_env_t env = {.workers = P, .device = -1, .gpus_per_node = G};
+    sched_t a, b;
+    cr_assert_eq(ps_sched(&plain, &env, 1 << 20, 4, &a), 0);
+    cr_assert_eq(ps_sched(&lagg, &env, 1 << 20, 4, &b), 0);
+    cr_expect_eq(a.nsteps, 2);
+    cr_expect_eq(b.nsteps, 4, "local reduce, push, pull, local broadcast");
+    cr_expect(strstr(b.about, "machine-local aggregation"), "%s", b.about);
+    for (int m = 0; m < P / G; m++)
+        for (int out = 0; out < 2; out++) {
+            uint64_t x = s_machine_bytes(&a, P, G, m, out), y = s_machine_bytes(&b, P, G, m, out);
+            cr_expect_eq(x, (uint64_t)G * 4 << 20, "plain: machine %d %s", m, out ? "sends" : "receives");
+            cr_expect_eq(y * (uint64_t)G, x, "machine %d %s %llu bytes with local aggregation, %llu without", m,
+                         out ? "sends" : "receives", (unsigned long long)y, (unsigned long long)x);
+        }
+    sched_free(&a);
+    sched_free(&b);
+    /* the option without machines of several workers is the plain schedule */
+    env.gpus_per_node = 1;
+    cr_assert_eq(ps_sched(&lagg, &env, 1 << 20, 4, &b), 0);
+    cr_expect_eq(b.nsteps, 2);
+    sched_free(&b);
 }
 
 Test(sched, malformed_is_refused)
