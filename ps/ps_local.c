@@ -38,6 +38,29 @@ static int s_left(uint64_t dl)
     return ms > 0 ? ms : 1;
 }
 
+/* err_set(rc, "WHAT: DETAIL") with the detail of the error being passed on (copied first: err_set writes
+ * the buffer err_detail reads). */
+static int s_fail(int rc, const char *what)
+{
+    char why[256];
+    snprintf(why, sizeof why, "%s", err_detail());
+    return err_set(rc, "%s: %s", what, why[0] ? why : err_str(rc));
+}
+
+/* The leader: the next segment from member peer, telling the servers every sixth of the timeout that it is
+ * alive (waiting on a slow member, it must not look silent, and so dead, to servers that wait on it). */
+static int s_recv(engine_t *self, int peer, const void **buf, size_t *len, uint64_t dl)
+{
+    int to = self->cfg.timeout_ms > 0 ? self->cfg.timeout_ms : 60000, slice = to / 6 > 50 ? to / 6 : 50;
+    for (;;) {
+        int left = deadline_left_ms(dl);
+        int rc = tp_recv_acquire(self->comm->tp, peer, buf, len, left > 0 && left < slice ? left : slice);
+        if (rc != ERR_TIMEOUT || deadline_passed(dl)) return rc;
+        wire_hdr_t h = psw_hdr(self, WIRE_HELLO, 0, self->clock, 0, 0, DT_F32, 0, 0);
+        for (int s = 0; s < self->nservers && self->conns; s++) CHECK(psw_send(self, s, &h, NULL, 0));
+    }
+}
+
 /* The machines of workers [0, W): machine of rank r = its node; a machine's leader is its lowest worker;
  * machines are numbered in the order of their leaders. */
 int psl_setup(engine_t *self, int W)
@@ -104,8 +127,12 @@ int psl_send(engine_t *self, uint64_t key, size_t off, size_t count, dtype_t dt,
         size_t n = count - done < per ? count - done : per;
         void *buf;
         int rc = tp_send_acquire(self->comm->tp, self->leader, &buf, s_left(dl));
-        if (rc < 0) return err_set(rc, "ps worker %d: cannot hand partition %llu to its machine's leader (rank %d): %s",
-                                   self->comm->rank, (unsigned long long)key, self->leader, err_detail());
+        if (rc < 0) {
+            char what[160];
+            snprintf(what, sizeof what, "ps worker %d: cannot hand partition %llu to its machine's leader (rank %d)",
+                     self->comm->rank, (unsigned long long)key, self->leader);
+            return s_fail(rc, what);
+        }
         psl_seg_t h = {.magic = PSL_MAGIC, .kind = PSL_GRAD, .key = key, .off = off + done, .count = n};
         memcpy(buf, &h, sizeof h);
         memcpy((char *)buf + sizeof h, (const char *)data + done * esz, n * esz);
@@ -136,10 +163,12 @@ int psl_reduce(engine_t *self, uint64_t key, size_t off, size_t count, dtype_t d
             int r = self->mranks[i];
             const void *buf;
             size_t len;
-            rc = tp_recv_acquire(tp, r, &buf, &len, s_left(dl));
+            rc = s_recv(self, r, &buf, &len, dl);
             if (rc < 0) {
-                rc = err_set(rc, "ps leader %d: no gradients of partition %llu from worker %d of its machine: %s",
-                             self->comm->rank, (unsigned long long)key, r, err_detail());
+                char what[160];
+                snprintf(what, sizeof what, "ps leader %d: no gradients of partition %llu from worker %d of its machine",
+                         self->comm->rank, (unsigned long long)key, r);
+                rc = s_fail(rc, what);
                 break;
             }
             got++;
@@ -189,8 +218,12 @@ int psl_forward(engine_t *self, uint64_t key, const void *src, size_t count, dty
             int r = self->mranks[i];
             void *buf;
             int rc = tp_send_acquire(tp, r, &buf, s_left(dl));
-            if (rc < 0) return err_set(rc, "ps leader %d: cannot hand partition %llu to worker %d of its machine: %s",
-                                       self->comm->rank, (unsigned long long)key, r, err_detail());
+            if (rc < 0) {
+                char what[160];
+                snprintf(what, sizeof what, "ps leader %d: cannot hand partition %llu to worker %d of its machine",
+                         self->comm->rank, (unsigned long long)key, r);
+                return s_fail(rc, what);
+            }
             memcpy(buf, &h, sizeof h);
             memcpy((char *)buf + sizeof h, (const char *)src + done * esz, n * esz);
             CHECK(tp_send_commit(tp, r, sizeof h + n * esz));
@@ -220,9 +253,12 @@ int psl_recv_all(engine_t *self, collect_t *c, int timeout_ms)
         const void *buf;
         size_t len;
         int rc = tp_recv_acquire(tp, self->leader, &buf, &len, s_left(dl));
-        if (rc < 0) return err_set(rc, "ps worker %d: no parameters from its machine's leader (rank %d) within %d ms "
-                                   "(%zu of %zu partitions outstanding): %s", self->comm->rank, self->leader,
-                                   timeout_ms, left, np, err_detail());
+        if (rc < 0) {
+            char what[200];
+            snprintf(what, sizeof what, "ps worker %d: no parameters from its machine's leader (rank %d) within %d ms "
+                     "(%zu of %zu partitions outstanding)", self->comm->rank, self->leader, timeout_ms, left, np);
+            return s_fail(rc, what);
+        }
         psl_seg_t h;
         int ok = len >= sizeof h;
         if (ok) memcpy(&h, buf, sizeof h);

@@ -3,12 +3,14 @@
  * plain PS and with local aggregation, against the local optimizer reference (bit-exact on one machine,
  * where the leader's rank-order sum is the reference's), every worker holding the same bits, the same
  * skipped AMP step, allreduce sums and averages; each machine's bytes to the servers cut by its worker
- * count (members push nothing, a leader as much as one plain worker); async refused. */
+ * count (members push nothing, a leader as much as one plain worker); --ps-window 1; a member that dies named
+ * by its leader; async refused. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "core/comm.h"
 #include "core/dtype.h"
 #include "core/err.h"
@@ -25,6 +27,7 @@ typedef struct {
     float inv_scale;
     int overflow_step;        /* worker 1 submits an Inf at this step (-1: never) */
     int exact;                /* bit-exact with the reference (one machine, one server, f32) */
+    int window;               /* --ps-window (0: none) */
 } shape_t;
 
 enum { S_STEPS = 12, S_N = 3001, S_PART = 700 };
@@ -49,7 +52,7 @@ static float s_lr(const shape_t *sh) { return sh->opt == OPT_ADAM ? 0.01f : 0.1f
 static ps_topo_t s_topo(const shape_t *sh, int lagg)
 {
     ps_topo_t t = {.nworkers = (int)strlen(sh->hosts), .colocate = sh->nservers == 0, .mode = PS_SYNC,
-                   .part_bytes = S_PART, .local_agg = lagg};
+                   .part_bytes = S_PART, .local_agg = lagg, .window = sh->window};
     return t;
 }
 
@@ -276,6 +279,14 @@ Test(ps_local, interleaved_machines_two_servers, .timeout = 120)
     cr_assert_eq(run_ranks(s_world(&sh), s_rank, &sh, 110000), 0);
 }
 
+/* --ps-window 1: replies taken while submitting are handed on when the leader waits */
+Test(ps_local, window_of_one, .timeout = 120)
+{
+    shape_t sh = {.hosts = "aabb", .nservers = 2, .gdt = DT_F32, .opt = OPT_SGD, .inv_scale = 1.0f, .overflow_step = -1,
+                  .window = 1};
+    cr_assert_eq(run_ranks(s_world(&sh), s_rank, &sh, 110000), 0);
+}
+
 Test(ps_local, uneven_machines_one_server_adam, .timeout = 120)
 {
     shape_t sh = {.hosts = "abbbc", .nservers = 1, .gdt = DT_F32, .opt = OPT_ADAM, .inv_scale = 1.0f, .overflow_step = -1};
@@ -307,4 +318,59 @@ Test(ps_local, async_and_ssp_refused)
     cr_assert(strstr(err_detail(), "--ps-local-agg needs --ps-mode sync"), "%s", err_detail());
     cr_assert_eq(ps_opt_set(&o, "ps-mode", "ssp:2"), 0);
     cr_assert_eq(ps_opts_check(&o), ERR_INVAL);
+}
+
+/* A member that leaves before its first step: its leader's submit fails naming it, and the other machine's
+ * member, whose leader's step cannot complete, times out naming its leader. The server fails the job (a
+ * leader leaves while the others wait on it): expected here, so its result is not checked. */
+static int s_dead_member_rank(int rank, int world, void *arg)
+{
+    (void)arg;
+    setenv("SYNCBENCH_FAKE_HOST", rank < 2 ? "ma" : rank < 4 ? "mb" : "srv", 1);
+    comm_t *comm = NULL;
+    if (ps_test_open(&comm, PS_TEST_TO) < 0) return 1;
+    ps_topo_t t = {.nworkers = 4, .mode = PS_SYNC, .part_bytes = S_PART, .local_agg = 1, .timeout_ms = 3000};
+    ps_opts_t po;
+    engine_cfg_t cfg = ps_test_cfg(&t, world, &po);
+    engine_t *e = NULL;
+    int fail = 0;
+    if (rank >= 4) {
+        if (ps_engine.create(&e, comm, &cfg) == 0) (void)ps_engine.serve(e);
+        ps_engine.destroy(&e);
+        err_clear();
+        comm_destroy(&comm);
+        return 0;
+    }
+    size_t n = S_N;
+    float *p = malloc(n * sizeof(float)), *g = calloc(n, sizeof(float));
+    param_set_t ps = ps_test_sgd_params(p, n);
+    int rc = ps_test_worker(&e, comm, &t, world, &ps);
+    if (rc < 0) { ps_test_report("create/attach", rc); fail = 1; }
+    if (!fail && rank == 1) _exit(0); /* gone without a word: no step, no destroy */
+    if (!fail) {
+        step_ctx_t ctx = {.step = 1, .inv_scale = 1, .lr = 0.01f};
+        bucket_t b = {.grad = g, .offset = 0, .count = n};
+        step_out_t out;
+        rc = ps_engine.step_begin(e, &ctx);
+        if (rc == 0) rc = ps_engine.submit(e, &b);
+        if (rc == 0) rc = ps_engine.wait(e, &out, 3000);
+        char why[512];
+        snprintf(why, sizeof why, "%s", err_detail());
+        const char *want = rank == 0 ? "no gradients of partition 0 from worker 1 of its machine"
+                           : rank == 3 ? "from its machine's leader (rank 2)" : NULL;
+        if (want && (rc >= 0 || !strstr(why, want))) {
+            fprintf(stderr, "rank %d: rc %d, \"%s\", expected \"%s\"\n", rank, rc, why, want);
+            fail = 1;
+        }
+    }
+    ps_engine.destroy(&e);
+    free(p);
+    free(g);
+    comm_destroy(&comm);
+    return fail;
+}
+
+Test(ps_local, dead_member_named_by_its_leader, .timeout = 60)
+{
+    cr_assert_eq(run_ranks(5, s_dead_member_rank, NULL, 50000), 0);
 }
