@@ -88,6 +88,46 @@ Test(workload, per_layer_timing_against_hand_computed_values)
     unlink(s_path);
 }
 
+/* Every published figure in the presets, as trainer/workload.c cites it: returned exactly, derived = 0. */
+static const struct {
+    const char *preset, *model;
+    double samples_per_s;
+} s_published[] = {
+    {"pascal", "inception3", 134.4}, {"pascal", "resnet101", 119.4},  {"pascal", "vgg16", 130.9},
+    {"v100", "resnet50", 367},       {"v100", "vgg16", 249.19},       {"v100", "inception3", 273.17},
+    {"v100", "bert-large", 40.32},   {"v100-amp", "resnet50", 1200},  {"v100-amp", "vgg16", 455.93},
+    {"v100-amp", "inception3", 771.37}, {"v100-amp", "bert-large", 171.52}, {"a100", "resnet50", 938},
+    {"a100", "bert-large", 317},     {"a100-amp", "resnet50", 2470},  {"a100-amp", "bert-large", 694},
+    {"h100", "resnet50", 1753},      {"h100-amp", "resnet50", 2616},
+};
+
+Test(workload, presets_return_published_figures_exactly)
+{
+    for (size_t i = 0; i < sizeof s_published / sizeof s_published[0]; i++) {
+        workload_t *w = NULL;
+        cr_assert_eq(workload_load(&w, s_published[i].model), 0);
+        wl_device_t d;
+        cr_assert_eq(wl_device_resolve(s_published[i].preset, w, &d), 0, "%s", err_detail());
+        cr_expect(d.samples_per_s == s_published[i].samples_per_s && !d.derived, "%s on %s: %g (derived %d), want %g",
+                  s_published[i].model, s_published[i].preset, d.samples_per_s, d.derived, s_published[i].samples_per_s);
+        cr_expect(strstr(d.basis, "published") != NULL, "%s on %s: basis '%s'", s_published[i].model,
+                  s_published[i].preset, d.basis);
+        cr_expect(d.mem_gbps > 0, "%s has its spec-sheet bandwidth", s_published[i].preset);
+        cr_expect(strstr(wl_device_names(), s_published[i].preset) != NULL, "%s listed in wl_device_names",
+                  s_published[i].preset);
+        workload_destroy(&w);
+    }
+}
+
+static double s_eff(const char *model, double samples_per_s)
+{
+    workload_t *w = NULL;
+    cr_assert_eq(workload_load(&w, model), 0);
+    double e = samples_per_s * (w->fwd_flops + w->bwd_flops);
+    workload_destroy(&w);
+    return e;
+}
+
 Test(workload, presets_published_and_derived)
 {
     workload_t *v = NULL, *r101 = NULL, *r50 = NULL, *inc = NULL;
@@ -96,10 +136,6 @@ Test(workload, presets_published_and_derived)
     cr_assert_eq(workload_load(&r50, "resnet50"), 0);
     cr_assert_eq(workload_load(&inc, "inception3"), 0);
     wl_device_t d;
-    cr_assert_eq(wl_device_resolve("pascal", v, &d), 0);
-    cr_expect(d.samples_per_s == 130.9 && !d.derived, "vgg16 on pascal %g", d.samples_per_s);
-    cr_assert_eq(wl_device_resolve("v100", r50, &d), 0);
-    cr_expect(d.samples_per_s == 367 && !d.derived);
     /* resnet50 on pascal: the median effective TFLOP/s of pascal's three published figures */
     double e[3] = {134.4 * (inc->fwd_flops + inc->bwd_flops), 119.4 * (r101->fwd_flops + r101->bwd_flops),
                    130.9 * (v->fwd_flops + v->bwd_flops)};
@@ -108,8 +144,25 @@ Test(workload, presets_published_and_derived)
     cr_assert_eq(wl_device_resolve("pascal", r50, &d), 0);
     cr_expect(d.derived && fabs(d.samples_per_s - med / (r50->fwd_flops + r50->bwd_flops)) < 1e-9, "derived %g",
               d.samples_per_s);
+    cr_expect(strstr(d.basis, "no published figure") != NULL, "a derived figure says so: %s", d.basis);
+    /* resnet101 on v100: the mean of the middle two of v100's four figures' effective FLOP/s */
+    double f[4] = {s_eff("resnet50", 367), s_eff("vgg16", 249.19), s_eff("inception3", 273.17),
+                   s_eff("bert-large", 40.32)};
+    for (int i = 0; i < 4; i++) /* sort four */
+        for (int j = i + 1; j < 4; j++)
+            if (f[j] < f[i]) { double t = f[i]; f[i] = f[j]; f[j] = t; }
+    cr_assert_eq(wl_device_resolve("v100", r101, &d), 0);
+    cr_expect(d.derived && fabs(d.samples_per_s - (f[1] + f[2]) / 2 / (r101->fwd_flops + r101->bwd_flops)) < 1e-6,
+              "resnet101 on v100 derived %g", d.samples_per_s);
+    cr_expect(strstr(d.basis, "no published figure") != NULL, "%s", d.basis);
+    /* vgg16 on h100: one published figure, so resnet50's effective TFLOP/s */
+    cr_assert_eq(wl_device_resolve("h100", v, &d), 0);
+    cr_expect(d.derived && fabs(d.samples_per_s - s_eff("resnet50", 1753) / (v->fwd_flops + v->bwd_flops)) < 1e-9,
+              "vgg16 on h100 derived %g", d.samples_per_s);
+    cr_expect(d.mem_gbps == 3350);
     cr_expect_lt(wl_device_resolve("tpu", r50, &d), 0);
-    cr_expect(strstr(err_detail(), "pascal") != NULL, "the error lists the presets: %s", err_detail());
+    cr_expect(strstr(err_detail(), "pascal") != NULL && strstr(err_detail(), "h100") != NULL,
+              "the error lists the presets: %s", err_detail());
     cr_expect_lt(wl_device_resolve("throughput=-1", r50, &d), 0);
     workload_destroy(&v); workload_destroy(&r101); workload_destroy(&r50); workload_destroy(&inc);
 }

@@ -177,33 +177,54 @@ void workload_destroy(workload_t **self_p)
 typedef struct {
     const char *model;
     double samples_per_s;
-    const char *source;
+    const char *source;       /* where, which table, container or version, batch a GPU, precision */
 } s_figure_t;
+
+#define S_NFIG 8
 
 typedef struct {
     const char *name;
     const char *desc;
     double mem_gbps;          /* memory bandwidth from the spec sheet */
-    s_figure_t fig[4];
+    s_figure_t fig[S_NFIG];
 } s_preset_t;
 
-/* Published single-device throughputs (images or sequences per second). */
+/* Published single-device training throughputs (images or sequences per second), each with its source.
+ * A preset holds one precision only: FP32 presets take no TF32 or mixed-precision figure; "a100" and
+ * "h100" are TF32 (what FP32 code runs on those GPUs by default: matrix maths in TF32); "-amp" presets are
+ * mixed precision. A model without a figure here is derived from the preset's figures (s_preset).
+ * Abbreviations in the sources: DLE = github.com/NVIDIA/DeepLearningExamples; Lambda TF =
+ * github.com/lambdal/lambda-tensorflow-benchmark (tf_cnn_benchmarks, synthetic data); Lambda PyTorch =
+ * github.com/lambdal/deeplearning-benchmark (DLE's PyTorch ConvNets, synthetic data). Sequence models: BERT
+ * pre-training at sequence 128, the length of workloads/bert-*.tsv. */
 static const s_preset_t s_presets[] = {
     {"pascal", "Pascal GPU (P100, 732 GB/s), FP32, batch 64 (Horovod README, Sep 2017)", 732,
      {{"inception3", 134.4, "Horovod README 2017"}, {"resnet101", 119.4, "Horovod README 2017"},
       {"vgg16", 130.9, "Horovod README 2017"}}},
-    {"v100", "V100 16 GB, FP32", 900, {{"resnet50", 367, "NVIDIA DeepLearningExamples, PyTorch 21.03"}}},
-    {"v100-amp", "V100, mixed precision", 900,
-     {{"resnet50", 1200, "NVIDIA DeepLearningExamples, PyTorch 21.03"},
-      {"bert-large", 171.5, "NVIDIA DeepLearningExamples, PyTorch 19.07, seq 128"}}},
-    {"a100", "A100 80 GB, TF32", 2039, {{"resnet50", 938, "NVIDIA DeepLearningExamples, PyTorch"}}},
-    {"a100-amp", "A100 80 GB, mixed precision", 2039,
-     {{"resnet50", 2470, "NVIDIA DeepLearningExamples, PyTorch"},
-      {"bert-large", 694, "NVIDIA DeepLearningExamples, PaddlePaddle 22.12, seq 128"}}},
+    {"v100", "V100 (SXM2 900 GB/s), FP32", 900,
+     {{"resnet50", 367, "DLE PyTorch ResNet50 v1.5 README, DGX-1 16GB table, pytorch 21.03, batch 112, FP32"},
+      {"vgg16", 249.19, "Lambda TF, V100-SXM3-32GB, TF 2.2.0, batch 192, fp32 (tf-train-throughput-fp32.csv)"},
+      {"inception3", 273.17, "Lambda TF, V100-SXM3-32GB, TF 2.2.0, batch 192, fp32 (tf-train-throughput-fp32.csv)"},
+      {"bert-large", 40.32, "DLE PyTorch BERT README (commit 3d3ff3e1), DGX-1 32G pre-training, pytorch 19.07, batch 32, FP32"}}},
+    {"v100-amp", "V100 (SXM2 900 GB/s), mixed precision", 900,
+     {{"resnet50", 1200, "DLE PyTorch ResNet50 v1.5 README, DGX-1 16GB table, pytorch 21.03, batch 256, AMP"},
+      {"vgg16", 455.93, "Lambda TF, V100-SXM3-32GB, TF 2.2.0, batch 384, --use_fp16 (tf-train-throughput-fp16.csv)"},
+      {"inception3", 771.37, "Lambda TF, V100-SXM3-32GB, TF 2.2.0, batch 384, --use_fp16 (tf-train-throughput-fp16.csv)"},
+      {"bert-large", 171.52, "DLE PyTorch BERT README (commit 3d3ff3e1), DGX-1 32G pre-training, pytorch 19.07, batch 64, mixed"}}},
+    {"a100", "A100 80 GB (SXM, 2039 GB/s), TF32", 2039,
+     {{"resnet50", 938, "DLE PyTorch ResNet50 v1.5 README, DGX A100 80GB table, pytorch 21.03, batch 256, TF32"},
+      {"bert-large", 317, "DLE PyTorch BERT README, DGX A100 80GB pre-training, pytorch 21.11, batch 128, TF32"}}},
+    {"a100-amp", "A100 80 GB (SXM, 2039 GB/s), mixed precision", 2039,
+     {{"resnet50", 2470, "DLE PyTorch ResNet50 v1.5 README, DGX A100 80GB table, pytorch 21.03, batch 256, AMP"},
+      {"bert-large", 694, "DLE PaddlePaddle BERT README, DGX A100 80GB pre-training, PaddlePaddle 22.12, batch 256, mixed"}}},
+    {"h100", "H100 80 GB SXM5 (3350 GB/s), TF32", 3350,
+     {{"resnet50", 1753, "Lambda PyTorch, H100 80GB SXM5, pytorch 22.10, batch 640, no --amp (TF32 by default)"}}},
+    {"h100-amp", "H100 80 GB SXM5 (3350 GB/s), mixed precision", 3350,
+     {{"resnet50", 2616, "Lambda PyTorch, H100 80GB SXM5, pytorch 22.10, batch 1280, --amp"}}},
 };
 #define S_NPRESETS (sizeof s_presets / sizeof s_presets[0])
 
-const char *wl_device_names(void) { return "pascal, v100, v100-amp, a100, a100-amp"; }
+const char *wl_device_names(void) { return "pascal, v100, v100-amp, a100, a100-amp, h100, h100-amp"; }
 
 static int s_cmp_d(const void *a, const void *b)
 {
@@ -216,9 +237,9 @@ static int s_preset(const s_preset_t *p, const workload_t *wl, wl_device_t *out)
     snprintf(out->name, sizeof out->name, "%s", p->name);
     out->mem_gbps = p->mem_gbps;
     double fps = wl->fwd_flops + wl->bwd_flops;
-    double eff[4];
+    double eff[S_NFIG];
     int n = 0;
-    for (int i = 0; i < 4 && p->fig[i].model; i++) {
+    for (int i = 0; i < S_NFIG && p->fig[i].model; i++) {
         if (!strcmp(p->fig[i].model, wl->name)) {
             out->samples_per_s = p->fig[i].samples_per_s;
             out->tflops = out->samples_per_s * fps / 1e12;

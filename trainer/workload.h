@@ -39,7 +39,7 @@ typedef struct {
     double tflops;                 /* effective (fwd + bwd FLOPs x samples/s) */
     int    derived;                /* 1: from the preset's effective TFLOP/s, not a published figure */
     double mem_gbps;               /* memory bandwidth (GB/s, spec sheet): the optimizer update's time; 0: not modelled */
-    char   basis[160];             /* human explanation of the figure */
+    char   basis[320];             /* human explanation of the figure: the preset, the figure and its source */
 } wl_device_t;
 
 /* Names of the device presets, comma separated. */

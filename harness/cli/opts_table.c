@@ -328,8 +328,9 @@ const h_opt_t h_opt_table[] = {
     SECTION("\nEmulated GPU cluster (train --model resnet50|resnet101|vgg16|inception3|bert-base|bert-large|gpt2):\n",
             " train model bench simulate "),
     STR("device", emu_device,
-        "  --device D            emulated device: pascal, v100, v100-amp, a100, a100-amp (published throughputs),\n"
-        "                        throughput=SAMPLES_PER_S or tflops=X (default v100)\n"),
+        "  --device D            emulated device: pascal, v100, v100-amp, a100, a100-amp, h100, h100-amp (published\n"
+        "                        throughputs; v100 FP32, a100/h100 TF32, -amp mixed), throughput=SAMPLES_PER_S\n"
+        "                        or tflops=X (default v100)\n"),
     INT("nodes", nodes, 1, 4096, "a machine count >= 1",
         "  --nodes N --gpus-per-node G   N machines of G emulated GPUs (one rank each); with --net inter=RATE\n"
         "                        every machine gets one shaped NIC (root), ranks of a machine share memory\n"),

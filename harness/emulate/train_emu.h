@@ -22,7 +22,7 @@ typedef struct {
 
 typedef struct {
     int    on;
-    char   model[64], device[32], basis[160];
+    char   model[64], device[32], basis[320];
     int    derived;                  /* the device's throughput on this model is derived, not published */
     int    nodes, gpus_per_node;
     double shrink, dilate;
