@@ -287,6 +287,11 @@ int main(int argc, char **argv)
         if (rc < 0) fprintf(stderr, "harness: gemm: %s\n", err_trace(rc, m, sizeof m));
         return rc < 0 ? 1 : 0;
     }
+    if (!strcmp(o.mode, "model") && o.model_action) {
+        h_model_fc_cfg_t c;
+        h_model_fc_cfg_of(&o, &c);
+        return s_exit(h_model_fitcheck(&c), 2);
+    }
     if (!strcmp(o.mode, "model") && workload_is_known(o.model)) {
         h_model_cluster_cfg_t c;
         h_model_cluster_cfg_of(&o, &c);

@@ -125,6 +125,16 @@ void h_model_cluster_cfg_of(const h_opts_t *o, h_model_cluster_cfg_t *c)
     h_out_of(o, &c->out);
 }
 
+void h_model_fc_cfg_of(const h_opts_t *o, h_model_fc_cfg_t *c)
+{
+    int check = o->model_action && !strcmp(o->model_action, "check");
+    *c = (h_model_fc_cfg_t){.action = o->model_action, .net = o->net,
+                            .calibration = check && o->nmeasured > 0 ? o->measured[0] : NULL,
+                            .nfiles = check ? (o->nmeasured > 0 ? o->nmeasured - 1 : 0) : o->nmeasured,
+                            .files = (char **)(check && o->nmeasured > 0 ? o->measured + 1 : o->measured)};
+    h_out_of(o, &c->out);
+}
+
 void h_timeline_cfg_of(const h_opts_t *o, h_timeline_cfg_t *c)
 {
     memset(c, 0, sizeof *c);

@@ -21,6 +21,7 @@ void h_explain_cfg_of(const h_opts_t *o, h_explain_cfg_t *c);
 void h_gemm_cfg_of(const h_opts_t *o, h_gemm_cfg_t *c);
 void h_model_cfg_of(const h_opts_t *o, h_model_cfg_t *c);
 void h_model_cluster_cfg_of(const h_opts_t *o, h_model_cluster_cfg_t *c);
+void h_model_fc_cfg_of(const h_opts_t *o, h_model_fc_cfg_t *c);
 void h_timeline_cfg_of(const h_opts_t *o, h_timeline_cfg_t *c);
 void h_simulate_cfg_of(const h_opts_t *o, h_simulate_cfg_t *c);
 

@@ -30,6 +30,9 @@ void h_opts_usage(FILE *f)
 "  report FILE...    engines side by side from results files, plus PNG/SVG plots (--plots DIR)\n"
 "  model [FILE...]   fit alpha/beta/gamma on this setup (2 ranks), predict each engine beside the\n"
 "                    measured results in FILE... (or --measured FILE), extrapolate to P = 1024\n"
+"  model fit BENCH... > calibration.json   the emulated cluster's cost model fitted on bench lines only\n"
+"  model check calibration.json RUN...     its training runs predicted from the calibration alone: the\n"
+"                    error distribution in sample (the bench lines) and out of sample (the training runs)\n"
 "  explain           an engine's allreduce schedule step by step for a small world (--engine ring|tree|ps,\n"
 "                    --procs N, --servers S, --sizes BYTES; --plots DIR: an SVG per step) and its bytes per link\n"
 "  simulate          each engine's schedule replayed on a simulated cluster with SimGrid (--nodes N\n"
@@ -310,8 +313,12 @@ static int s_finish(h_opts_t *o, int argc, char **argv, int next)
         o->npos = argc - next;
         if (strcmp(o->mode, "report") && strcmp(o->mode, "model"))
             return err_set(ERR_INVAL, "unexpected argument '%s'; see harness --help", argv[next]);
+        /* model fit BENCH... / model check CALIBRATION RUN...: the action first, then the files */
+        int first = 0;
+        if (!strcmp(o->mode, "model") && (!strcmp(o->pos[0], "fit") || !strcmp(o->pos[0], "check")))
+            o->model_action = o->pos[first++];
         /* results files; --measured files come after them */
-        for (int i = 0; i < o->npos && o->nmeasured < H_MAX_FILES; i++) o->measured[o->nmeasured++] = o->pos[i];
+        for (int i = first; i < o->npos && o->nmeasured < H_MAX_FILES; i++) o->measured[o->nmeasured++] = o->pos[i];
     }
     if (o->master_addr || o->master_port) {
         static char master[300];

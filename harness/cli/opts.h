@@ -80,6 +80,7 @@ typedef struct {
     char *measured[H_MAX_FILES];      /* report / model: results files (positional ones, then --measured) */
     int   nmeasured;
     int   no_check;                   /* --no-check (model): no check against the measured files' runs */
+    const char *model_action;         /* model: "fit" or "check" (the first positional argument), or NULL */
     int   help;                       /* --help or -h was given (parsing stopped there) */
     int   version;                    /* --version was given (parsing stopped there) */
     unsigned long long given[8];      /* bit i: option i of opts.c's table was on the command line */

@@ -71,61 +71,25 @@ const s_layout_t h_mc_layouts[] = {
 };
 _Static_assert(sizeof h_mc_layouts / sizeof h_mc_layouts[0] == H_MC_NLAYOUTS, "H_MC_NLAYOUTS counts the layouts");
 
-/* The slowdown of a server machine fed by the workers of N machines of G GPUs, where measured: the
- * one-server layout's bench on those machines (s_measured), for every layout with server machines of
- * their own; the median of its lines whose worker's bytes take wire (s, a worker's step's) within 2x,
- * else of all (the slowdown falls with size where a step's last flows leave a fixed tail: ps-sizes).
- * Each of K server machines takes the same P pushes from the same N machines as one does, K times fewer
- * bytes; what K > 1 adds is the fan-out term (s_fan). The K = N layout's own bench (8 MiB a server, two
- * partitions) is listed, not used: it measured 1.54 to 2.10, and using it made the K = N training checks
- * 20-25% pessimistic. Servers on the GPU machines (one per machine, colocated) take their own layout's
- * bench, only its lines at training's partition (ps-sizes-table: on 4 machines of 4 the colocated
- * collective alone takes 1.30 to 1.51 of its modelled time at 2 to 8 MiB a worker and 1.09 to 1.13 from
- * 16 MiB, where the law says 1.18 at every size). 0: none measured (the law). */
-static double s_slow(const struct s_meas *t, int l, int N, int G, double wire)
-{
-    int own = h_mc_layouts[l].e.server_nodes == 0; /* servers on the GPU machines (per machine, colocated) */
-    if (!t || h_mc_layouts[l].e.kind != H_PATTERN_PS) return 0;
-    for (int k = 0; k < t->n; k++) {
-        if (t->e[k].nodes != N || t->e[k].gpn != G) continue;
-        if (own ? t->e[k].layout != l || !t->e[k].cntm : h_mc_layouts[t->e[k].layout].e.server_nodes != 1) continue;
-        double near[32];
-        int m = 0;
-        for (int i = 0; i < t->e[k].cntm; i++)
-            if (wire > 0 && fabs(log(t->e[k].wm[i] / wire)) <= log(2.0)) near[m++] = t->e[k].rm[i];
-        return m ? h_median(near, (size_t)m) : t->e[k].slow;
-    }
-    return 0;
-}
-
-/* The fan-out term for K server machines fed by N machines of G: c (K - 1), K held at the largest K
- * measured; 0 where none was measured for (N, G) or K < 2. */
-static double s_fan(const struct s_meas *t, int N, int G, int K)
-{
-    if (!t || K < 2) return 0;
-    for (int k = 0; k < t->nf; k++)
-        if (t->f[k].nodes == N && t->f[k].gpn == G) return t->f[k].c * ((K < t->f[k].kmax ? K : t->f[k].kmax) - 1);
-    return 0;
-}
-
-/* Predicted step (s) of a layout on N machines of G GPUs; t: the slowdowns measured per layout (NULL:
- * the law everywhere). */
-double h_mc_step(const s_point_t *p, const struct s_meas *t, int l, int N, int G, int K, double bps,
-                     double *exposed)
+/* Predicted step (s) of a layout on N machines of G GPUs from the calibration (NULL: nothing measured,
+ * the law with c = 0): alpha for every message in series; a PS layout's slowdown where the calibration
+ * measured it on these machines (servers on the GPU machines: the layout's own; servers on machines of
+ * their own: a + c (K - 1) on these machines), else the incast law. */
+double h_mc_step(const s_point_t *p, const h_cal_t *cal, int l, int N, int G, int K, double bps, double *exposed)
 {
     const s_layout_t *L = &h_mc_layouts[l];
-    h_cl_net_t net = {.nodes = N, .gpus_per_node = G, .beta = S_WIRE * 8.0 / bps, .alpha = 0};
+    h_cl_net_t net = {.nodes = N, .gpus_per_node = G, .beta = S_WIRE * 8.0 / bps, .alpha = h_cal_alpha(cal)};
     h_cl_engine_t e = L->e;
+    double pw = S_PART * net.beta; /* the partition's wire time (unshrunk bytes at the nominal rate) */
     e.pipelined = p->ps_pipelined;
     e.part_bytes = S_PART; /* in unshrunk bytes */
-    e.incast = p->incast;
-    double wire = 0;
-    for (int b = 0; b < p->nb; b++) wire += p->bytes[b] * net.beta;
-    e.slow = s_slow(t, l, N, G, wire);
+    e.incast = h_cal_incast(cal, pw);
     if (e.kind == H_PATTERN_PS && !e.colocate && e.server_nodes == 0 && e.servers == 0) e.servers = N; /* one per machine */
     if (e.kind == H_PATTERN_PS && e.server_nodes == -1) e.server_nodes = e.servers = N;                /* K = N */
     if (e.kind == H_PATTERN_PS && e.server_nodes == -2) e.server_nodes = e.servers = K;                /* K < N */
-    if (e.kind == H_PATTERN_PS) e.fanout = s_fan(t, N, G, e.server_nodes);
+    if (e.kind == H_PATTERN_PS)
+        e.slow = e.server_nodes > 0 ? h_cal_servers_slow(cal, N, G, e.server_nodes, pw)
+                                    : h_cal_layout_slow(cal, L->label, N, G, pw);
     double total = (double)p->local_batch / p->dev.samples_per_s;
     double step = N * G > 1 ? h_cl_step(&net, &e, p->nb, p->ready, p->bytes, total, exposed) : total;
     if (L->update_on_worker || N * G == 1) step += p->update_s;
@@ -155,18 +119,6 @@ int h_mc_line_cc_is(const h_jobj_t *r, const char *cc)
     return n == strlen(cc) && !strncmp(t, cc, n);
 }
 
-/* A bench line's steady time per collective: loop_us, the slowest worker's loop / iterations, what a training
- * step compares with (0: from before bench wrote it). time_us adds the workers' finish spread of a PS. */
-#define S_LOOP_US(r) h_jnum((r), "loop_us", 0)
-
-/* Whether a bench line says the host bound it (its "host_bound", written on emulated links since the
- * bench measures the machine's CPU): such a line measured this machine, not the links, and calibrates
- * nothing. Lines without the field (older benches) are taken as they are. */
-static int s_bench_host_bound(const h_jobj_t *r)
-{
-    return h_jflag(r, "host_bound", 0);
-}
-
 static int s_link(const h_model_cluster_cfg_t *o, double *bps, double *eff)
 {
     *bps = 25e9;
@@ -182,7 +134,7 @@ static int s_link(const h_model_cluster_cfg_t *o, double *bps, double *eff)
 
 /* The answer for the cluster asked (--nodes N --gpus-per-node G): the best allreduce against the best
  * PS layout at N x G GPUs, the layouts named once. The cost model's answer, with its limits above. */
-static void s_verdict(const h_model_cluster_cfg_t *o, const s_point_t *p, const struct s_meas *t, int G, double bps)
+static void s_verdict(const h_model_cluster_cfg_t *o, const s_point_t *p, const h_cal_t *t, int G, double bps)
 {
     int N = o->nodes > 0 ? o->nodes : 1, P = N * G, best[2] = {-1, -1};
     double sp[H_MC_NLAYOUTS] = {0};
@@ -203,7 +155,7 @@ static void s_verdict(const h_model_cluster_cfg_t *o, const s_point_t *p, const 
 }
 
 /* Prints the table; with --json appends its lines ("kind":"cluster") in one write, whole or not at all. */
-static int s_extrapolate(const h_model_cluster_cfg_t *o, const s_point_t *p, const struct s_meas *t, int G, double bps)
+static int s_extrapolate(const h_model_cluster_cfg_t *o, const s_point_t *p, const h_cal_t *t, int G, double bps)
 {
     h_lines_t lines;
     h_lines_open(&lines, &o->out, "model");
@@ -244,205 +196,32 @@ int h_mc_layout_of(const h_jobj_t *r, int N)
     return S == N ? 3 : (S == 1 && N == 1 ? 3 : -1);
 }
 
-/* Whether a bench's partition (bytes; beta: s a byte on its NIC) takes training's partition time within 2x:
- * the default 4 MiB on the modelled NIC (128 KiB at 781 Mbit/s for 4 MiB at 25 Gbit/s, shrink 32). */
-static int s_train_part(const h_model_cluster_cfg_t *o, double part, double beta)
+/* The calibration's constants, one line each with its bench lines (the prediction's basis). */
+void h_mc_print_cal(const h_cal_t *cal)
 {
-    double bps, eff, want = s_link(o, &bps, &eff) < 0 ? 0 : S_PART * S_WIRE * 8.0 / bps;
-    return part > 0 && beta > 0 && want > 0 && fabs(log(part * beta / want)) <= log(2.0);
-}
-
-/* c of the incast slowdown: fitted to the shaped PS bench lines in the files (`harness bench --net bw=RATE
- * --engine ps --servers 1 --ps-partition-kb P`, one namespace per rank, at training's partition wire time,
- * two or more partitions) against the pipelined model without it; else H_CL_INCAST_DEFAULT. *from: which. */
-static double s_incast(const h_model_cluster_cfg_t *o, char *from, size_t len)
-{
-    h_jobj_t *objs = NULL;
-    size_t n = 0, nbad = 0;
-    h_jread_files(o->nfiles, o->files, &objs, &n, &nbad, NULL);
-    int *f = n ? calloc(n, sizeof *f) : NULL, k = 0;
-    double *ratio = n ? calloc(n, sizeof *ratio) : NULL;
-    char cc[16];
-    h_mc_model_cc(o, cc, sizeof cc);
-    for (size_t i = 0; f && ratio && i < n; i++) {
-        const h_jobj_t *r = &objs[i];
-        const char *net = h_jstr(r, "net", "");
-        int P = (int)h_jnum(r, "world", 0);
-        double bytes = h_jnum(r, "bytes", 0), us = S_LOOP_US(r);
-        double part = S_LINE_PART(r);
-        h_netem_spec_t spec;
-        char err[256];
-        if (strcmp(h_jstr(r, "mode", ""), "bench") || strcmp(h_jstr(r, "impl", ""), "ps-sync-servers1") ||
-            strncmp(net, "bw=", 3) || h_netem_parse(net, &spec, err, sizeof err) < 0 || spec.per_node || P < 2 ||
-            spec.queue_ms != H_NETEM_QUEUE_MS || !h_mc_line_cc_is(r, cc) ||
-            bytes < 2 * part || us <= 0 || h_jnum(r, "wrong", 0) != 0 || s_bench_host_bound(r) ||
-            !s_train_part(o, part, S_WIRE * 8.0 / (spec.bits_per_s * spec.eff)))
-            continue;
-        /* one machine per rank, the server on a machine of its own */
-        h_cl_net_t cn = {.nodes = P, .gpus_per_node = 1, .beta = S_WIRE * 8.0 / (spec.bits_per_s * spec.eff), .alpha = 0};
-        h_cl_engine_t e = {.kind = H_PATTERN_PS, .servers = 1, .server_nodes = 1, .pipelined = 1, .part_bytes = part};
-        double ready = 0, ideal = h_cl_step(&cn, &e, 1, &ready, &bytes, 0, NULL);
-        f[k] = P;
-        ratio[k++] = us * 1e-6 / ideal;
+    long used = 0;
+    for (int i = 0; i < cal->nfiles; i++) used += cal->files[i].used;
+    printf("# calibration: %s; TCP %s; %d constants from %ld bench lines of %d files\n", H_CAL_SPLIT, cal->cc,
+           cal->n, used, cal->nfiles);
+    printf("#   alpha %.2f us a message in series", h_cal_alpha(cal) * 1e6);
+    for (int k = 0; k < cal->n; k++)
+        if (cal->c[k].kind == H_CAL_ALPHA)
+            printf(" (%d ring and tree lines; least squares %.2f us%s)", cal->c[k].lines, cal->c[k].raw * 1e6,
+                   cal->c[k].raw < 0 ? ", held at 0" : "");
+    printf("\n");
+    for (int k = 0; k < cal->n; k++) {
+        const h_cal_const_t *c = &cal->c[k];
+        if (c->kind == H_CAL_INCAST)
+            printf("#   incast law c = %.4f at a %.2f ms partition (%d lines of one server fed by a link a rank)\n",
+                   c->value, c->part_wire * 1e3, c->lines);
+        else if (c->kind == H_CAL_LAYOUT)
+            printf("#   %s on %dx%d: slowdown %.3f at a %.2f ms partition (%d lines)\n", c->layout, c->nodes, c->gpn,
+                   c->value, c->part_wire * 1e3, c->lines);
+        else if (c->kind == H_CAL_SERVERS)
+            printf("#   servers on K machines of their own, %dx%d: slowdown %.3f %+.4f (K - 1), K %d..%d, at a %.2f ms "
+                   "partition (%d lines)\n", c->nodes, c->gpn, c->value, c->slope, c->kmin, c->kmax, c->part_wire * 1e3,
+                   c->lines);
     }
-    double c = k ? h_cl_incast_fit(k, f, ratio) : NAN;
-    if (isfinite(c) && c >= 0) snprintf(from, len, "fitted to %d shaped PS bench lines in the files", k);
-    else {
-        c = H_CL_INCAST_DEFAULT;
-        snprintf(from, len, "the fit to results/ps-incast.jsonl");
-    }
-    free(f);
-    free(ratio);
-    h_jfree_all(&objs, &n);
-    return c;
-}
-
-/* Whether r is a PS layout bench that can calibrate the model: `harness bench --engine ps --nodes N
- * --gpus-per-node G ... --net inter=RATE` on machines of the modelled congestion control and the default
- * queue, every element right, not host-bound. Sets *N, *G, *l (its h_mc_layouts row, >= 2) and *beta (s a
- * payload byte on one NIC direction). */
-static int s_layout_bench(const h_jobj_t *r, const char *cc, int *N, int *G, int *l, double *beta)
-{
-    int P = (int)h_jnum(r, "world", 0);
-    *N = (int)h_jnum(r, "nodes", 0);
-    if (strcmp(h_jstr(r, "mode", ""), "bench") || *N < 1 || P < 1 || P % *N || S_LOOP_US(r) <= 0 ||
-        h_jnum(r, "wrong", 0) != 0 || h_jget(r, "emulated") || s_bench_host_bound(r))
-        return 0;
-    *G = P / *N;
-    *l = h_mc_layout_of(r, *N);
-    h_netem_spec_t spec;
-    char err[256];
-    if (*l < 2 || (int)h_jnum(r, "gpus_per_node", 0) != *G || h_netem_parse(h_jstr(r, "net", ""), &spec, err, sizeof err) < 0 ||
-        !spec.per_node || spec.bits_per_s <= 0 || spec.queue_ms != H_NETEM_QUEUE_MS || !h_mc_line_cc_is(r, cc))
-        return 0;
-    *beta = S_WIRE * 8.0 / (spec.bits_per_s * spec.eff);
-    return 1;
-}
-
-/* The slowdowns measured per PS layout: `harness bench --engine ps --nodes N --gpus-per-node G
- * [--server-nodes K] --servers S --net inter=RATE [--ps-partition-kb P]` lines among the files where every
- * server takes two or more partitions from each worker (its replies overlap its pushes, as in training),
- * each measured / modelled at its partition without a slowdown; the median per (layout, N, G) of the lines
- * whose partition takes as long on their link as training's (the default 4 MiB on the modelled NIC) within
- * 2x (as in training, both directions stay busy), else of the 4 MiB lines. *nlines: the bench lines used;
- * *nold: PS lines on emulated machines without loop_us, left out. */
-static void s_measured(const h_model_cluster_cfg_t *o, struct s_meas *t, int *nlines, int *nold)
-{
-    h_jobj_t *objs = NULL;
-    size_t n = 0, nbad = 0;
-    memset(t, 0, sizeof *t);
-    *nlines = *nold = 0;
-    h_jread_files(o->nfiles, o->files, &objs, &n, &nbad, NULL);
-    char cc[16];
-    h_mc_model_cc(o, cc, sizeof cc);
-    for (size_t i = 0; i < n; i++) {
-        const h_jobj_t *r = &objs[i];
-        int N, G, l;
-        double beta, bytes = h_jnum(r, "bytes", 0), us = S_LOOP_US(r);
-        double part = S_LINE_PART(r);
-        if (!strcmp(h_jstr(r, "mode", ""), "bench") && !strcmp(h_jstr(r, "engine", ""), "ps") && h_jnum(r, "nodes", 0) > 0 &&
-            S_LOOP_US(r) <= 0)
-            (*nold)++;
-        if (!s_layout_bench(r, cc, &N, &G, &l, &beta) || part <= 0 || bytes < 2 * part) continue;
-        int matched = s_train_part(o, part, beta);
-        if (!matched && part != S_PART) continue;
-        int P = N * G;
-        h_cl_net_t cn = {.nodes = N, .gpus_per_node = G, .beta = beta, .alpha = 0};
-        h_cl_engine_t e = h_mc_layouts[l].e;
-        e.pipelined = 1;
-        e.part_bytes = part;
-        if (!e.colocate && e.server_nodes == 0 && e.servers == 0) e.servers = N;
-        if (e.server_nodes == -1) e.server_nodes = e.servers = N;
-        if (e.server_nodes == -2) e.server_nodes = e.servers = (int)h_jnum(r, "server_nodes", 0);
-        if (bytes / (e.colocate ? P : e.servers > 0 ? e.servers : 1) < 2 * part) continue; /* pushes, then replies */
-        if (l == 6) continue; /* 1 < K < N server machines: the fan-out sweep's (s_fanout) */
-        double ready = 0, ideal = h_cl_step(&cn, &e, 1, &ready, &bytes, 0, NULL);
-        if (!(ideal > 0)) continue;
-        int k = 0;
-        while (k < t->n && !(t->e[k].layout == l && t->e[k].nodes == N && t->e[k].gpn == G)) k++;
-        if (k == t->n) {
-            if (t->n == (int)(sizeof t->e / sizeof t->e[0])) continue;
-            t->e[t->n].layout = l, t->e[t->n].nodes = N, t->e[t->n].gpn = G;
-            t->n++;
-        }
-        if (matched && t->e[k].cntm < 32) {
-            t->e[k].wm[t->e[k].cntm] = bytes * beta;
-            t->e[k].rm[t->e[k].cntm++] = us * 1e-6 / ideal;
-        }
-        else if (!matched && t->e[k].cnt < 16) t->e[k].r[t->e[k].cnt++] = us * 1e-6 / ideal;
-        (*nlines)++;
-    }
-    for (int k = 0; k < t->n; k++) {
-        double all[32]; /* h_median sorts: rm stays paired with wm */
-        memcpy(all, t->e[k].rm, sizeof all);
-        t->e[k].slow = t->e[k].cntm ? h_median(all, (size_t)t->e[k].cntm) : h_median(t->e[k].r, (size_t)t->e[k].cnt);
-    }
-    h_jfree_all(&objs, &n);
-}
-
-/* The fan-out term, from `harness bench --engine ps --nodes N --gpus-per-node G --server-nodes K --servers K
- * --ps-partition-kb P --net inter=RATE` lines at K = 1 and K > 1 on the same N, G at training's partition: each measured / modelled at its partition, the
- * median per K, and c fitted (least squares through 0) to r(K) - r(1) against K - 1: what K server
- * machines cost beyond one fed by the same workers. A negative fit is held at 0. *nlines: lines used. */
-static void s_fanout(const h_model_cluster_cfg_t *o, struct s_meas *t, int *nlines)
-{
-    h_jobj_t *objs = NULL;
-    size_t n = 0, nbad = 0;
-    struct { int N, G, K, cnt; double w, r[16]; } g[128]; /* w: wire time (s) of a worker's bytes */
-    int ng = 0;
-    t->nf = 0;
-    *nlines = 0;
-    h_jread_files(o->nfiles, o->files, &objs, &n, &nbad, NULL);
-    char cc[16];
-    h_mc_model_cc(o, cc, sizeof cc);
-    for (size_t i = 0; i < n; i++) {
-        const h_jobj_t *r = &objs[i];
-        int N, G, l, K = (int)h_jnum(r, "server_nodes", 0);
-        double beta, bytes = h_jnum(r, "bytes", 0), us = S_LOOP_US(r), part = S_LINE_PART(r);
-        /* one server on each of K machines of its own (the one-server, K = N and K < N layouts) */
-        if (!s_layout_bench(r, cc, &N, &G, &l, &beta) || N < 2 || K < 1 || part <= 0 || (l != 2 && l != 4 && l != 6) ||
-            (int)h_jnum(r, "servers", 0) != K || bytes / K < 2 * part || !s_train_part(o, part, beta))
-            continue;
-        h_cl_net_t cn = {.nodes = N, .gpus_per_node = G, .beta = beta, .alpha = 0};
-        h_cl_engine_t e = {.kind = H_PATTERN_PS, .servers = K, .server_nodes = K, .pipelined = 1, .part_bytes = part};
-        double ready = 0, ideal = h_cl_step(&cn, &e, 1, &ready, &bytes, 0, NULL);
-        if (!(ideal > 0)) continue;
-        int k = 0;
-        while (k < ng && !(g[k].N == N && g[k].G == G && g[k].K == K && fabs(log(bytes * beta / g[k].w)) <= log(1.05))) k++;
-        if (k == ng) {
-            if (ng == (int)(sizeof g / sizeof g[0])) continue;
-            g[ng].N = N, g[ng].G = G, g[ng].K = K, g[ng].cnt = 0, g[ng].w = bytes * beta;
-            ng++;
-        }
-        if (g[k].cnt < 16) g[k].r[g[k].cnt++] = us * 1e-6 / ideal;
-        (*nlines)++;
-    }
-    double med[128];
-    for (int k = 0; k < ng; k++) med[k] = h_median(g[k].r, (size_t)g[k].cnt);
-    /* per (N, G): each K > 1 median against the K = 1 median at the same bytes (wire time within 5%) */
-    for (int a = 0; a < ng; a++) {
-        int first = 1;
-        for (int k = 0; k < t->nf; k++) first &= !(t->f[k].nodes == g[a].N && t->f[k].gpn == g[a].G);
-        if (g[a].K != 1 || !first || t->nf == (int)(sizeof t->f / sizeof t->f[0])) continue;
-        double sxy = 0, sxx = 0, *r = t->f[t->nf].r;
-        int kmax = 1;
-        memset(t->f[t->nf].r, 0, sizeof t->f[t->nf].r);
-        for (int one = a; one < ng; one++) {
-            if (g[one].N != g[a].N || g[one].G != g[a].G || g[one].K != 1) continue;
-            for (int b = 0; b < ng; b++) {
-                if (g[b].N != g[a].N || g[b].G != g[a].G || g[b].K < 2 || fabs(log(g[b].w / g[one].w)) > log(1.05)) continue;
-                sxy += (g[b].K - 1) * (med[b] - med[one]);
-                sxx += (double)(g[b].K - 1) * (g[b].K - 1);
-                if (g[b].K > kmax) kmax = g[b].K;
-                r[0] = med[one];
-                if (g[b].K <= 16) r[g[b].K - 1] = med[b];
-            }
-        }
-        if (!(sxx > 0)) continue;
-        t->f[t->nf].nodes = g[a].N, t->f[t->nf].gpn = g[a].G, t->f[t->nf].kmax = kmax;
-        t->f[t->nf++].c = fmax(0, sxy / sxx);
-    }
-    h_jfree_all(&objs, &n);
 }
 
 int h_model_cluster(const h_model_cluster_cfg_t *o)
@@ -453,79 +232,35 @@ int h_model_cluster(const h_model_cluster_cfg_t *o)
     size_t lb = o->batch_per_gpu > 0 ? (size_t)o->batch_per_gpu
               : o->batch > 0 ? (size_t)o->batch / (size_t)(N * G) : (size_t)H_EMU_BATCH_PER_GPU;
     if (!lb) return err_set(ERR_INVAL, "--batch %d is less than one sample a GPU on %d GPUs", o->batch, N * G);
-    if (!lb) lb = 1;
+    char cc[16];
+    h_mc_model_cc(o, cc, sizeof cc);
+    h_cal_t cal;
+    int rc = h_cal_fit(&cal, o->nfiles, o->files, cc);
+    if (rc < 0) {
+        h_cal_free(&cal);
+        return rc;
+    }
     s_point_t p;
-    int rc = h_mc_point(&p, o->model, o->emu_device, lb, o->bucket_mb, o->no_overlap);
+    rc = h_mc_point(&p, o->model, o->emu_device, lb, o->bucket_mb, o->no_overlap);
     p.ps_pipelined = o->grad_dtype == DT_F32; /* as the engine decides (ps/ps_step.c; loss scaling implies half gradients) */
     if (rc < 0) {
         h_mc_point_free(&p);
+        h_cal_free(&cal);
         return rc;
     }
-    char from[96];
-    p.incast = s_incast(o, from, sizeof from);
-    static struct s_meas meas;
-    int nmeas = 0, nfan = 0, nold = 0;
-    s_measured(o, &meas, &nmeas, &nold);
-    s_fanout(o, &meas, &nfan);
-    char cc[16];
     printf("# syncbench model (emulated cluster): %s on %s (%.1f samples/s: %s), batch %zu/GPU, NIC %.4g Gbit/s "
            "(eff %g, TCP %s), %d buckets of <= %g MiB%s; device update %.2f ms where the worker updates\n",
-           p.wl->name, p.dev.name, p.dev.samples_per_s, p.dev.basis, lb, bps / eff / 1e9, eff, h_mc_model_cc(o, cc, sizeof cc),
+           p.wl->name, p.dev.name, p.dev.samples_per_s, p.dev.basis, lb, bps / eff / 1e9, eff, cc,
            p.nb, p.bucket_mb, p.no_overlap ? " (after backward)" : " (overlapping backward)", p.update_s * 1e3);
-    printf("# the pipelined PS's incast slowdown: a NIC taking the pushes of f workers from >= 2 other machines while\n"
-           "# it replies delays its replies by 1 + c (f - 1), c = %.4f (%s); on a direction that also carries\n"
-           "# pushes (servers on the GPU machines) only the replies' bytes are slowed\n", p.incast, from);
-    printf("# the model's limits: one collective at a time, links paced by the busiest NIC, no latency, no CPU or PCIe\n"
-           "# limits, servers' CPU work free (measured: their processes under 20%% of a core here), TCP's share of a\n"
-           "# shared NIC only through the incast slowdown (measured on this host's tc tbf, not on a switch, under\n"
-           "# TCP %s; on a server machine's NIC, plus the fan-out term where a bench measured it on the same\n"
-           "# machines); the emulated runs share them, a real cluster may not\n",
+    h_mc_print_cal(&cal);
+    printf("# the model's limits: one collective at a time, links paced by the busiest NIC, alpha a message in series,\n"
+           "# no CPU or PCIe limits, servers' CPU work free, TCP's share of a shared NIC only through the PS's slowdowns\n"
+           "# (measured on this host's tc tbf, not on a switch, under TCP %s: a layout's own where a bench measured\n"
+           "# it on the same machines, else the incast law); the emulated runs share them, a real cluster may not\n",
            cc);
-    if (meas.n) {
-        /* one server machine's: there the bench's pattern is training's (pushes in, replies out, a
-         * partition's replies after its pushes) and the two agree; it is used for K > 1 server machines too,
-         * with the fan-out term (s_slow). Where servers share the GPU machines only the lines at training's
-         * partition count: the 16 MiB bench at 4 MiB gives every server one partition (pushes, then
-         * replies), and calibrating with it made the checks worse (26 of 51 and 26 of 48 within 10%, per
-         * machine and colocated) */
-        printf("# the PS alone on these layouts (%d `harness bench --nodes N --gpus-per-node G --net` lines, two or more\n"
-               "# partitions a server), measured / modelled time without a slowdown, beside the law's slowdown (*: at a\n"
-               "# partition of training's wire time, %.2f ms; else at 4 MiB); one server machine's (ps-1server) is used\n"
-               "# for every layout with server machines on those machines, a layout with servers on the GPU machines\n"
-               "# takes its own (*-lines only); at a step, the lines within 2x of its wire time:",
-               nmeas, S_PART * S_WIRE * 8.0 / bps * 1e3);
-        for (int k = 0; k < meas.n; k++) {
-            const s_layout_t *L = &h_mc_layouts[meas.e[k].layout];
-            int N = meas.e[k].nodes, Gk = meas.e[k].gpn, P = N * Gk;
-            /* servers on the GPU machines: the law slows the replies, half a direction's bytes */
-            double law = L->e.colocate || L->e.server_nodes == 0 ? (1 + h_cl_incast_factor(p.incast, P - Gk, N - 1)) / 2
-                                                                  : h_cl_incast_factor(p.incast, P, N);
-            printf("%s %s %dx%d %.2f%s (law %.2f)", k % 3 ? "," : "\n#  ", L->label, N, Gk, meas.e[k].slow,
-                   meas.e[k].cntm ? "*" : "", law);
-        }
-        printf("\n");
-    }
-    if (nold)
-        printf("# %d PS bench lines on emulated machines left out: recorded before bench wrote loop_us (the steady\n"
-               "# time a collective that training's step compares with); re-record them\n", nold);
-    if (!meas.n)
-        printf("# no `harness bench --nodes N --gpus-per-node G --net` PS lines among the files: the law for every PS layout\n");
-    if (!meas.nf)
-        printf("# no `harness bench --server-nodes K --ps-partition-kb P` PS lines at K = 1 and more among the files: no\n"
-               "# fan-out term for K > 1 server machines\n");
-    if (meas.nf) {
-        printf("# a worker NIC feeding K > 1 server machines (%d `harness bench ... --server-nodes K --ps-partition-kb P`\n"
-               "# lines, K = 1 and more on the same machines): the servers' slowdown grows by c (K - 1), K held at the\n"
-               "# largest measured; each from the collective alone's measured / modelled time at K = 1, 2, ...:", nfan);
-        for (int k = 0; k < meas.nf; k++) {
-            printf("\n#   %dx%d c = %.4f (K <= %d) from", meas.f[k].nodes, meas.f[k].gpn, meas.f[k].c, meas.f[k].kmax);
-            for (int K = 1; K <= meas.f[k].kmax; K++)
-                if (meas.f[k].r[K - 1] > 0) printf(" %d: %.2f", K, meas.f[k].r[K - 1]);
-        }
-        printf("\n");
-    }
-    rc = s_extrapolate(o, &p, &meas, G, bps);
-    if (rc == 0 && o->nfiles && !o->no_check) rc = h_mc_check(o, &p, &meas);
+    rc = s_extrapolate(o, &p, &cal, G, bps);
+    if (rc == 0 && o->nfiles && !o->no_check) rc = h_mc_check(&cal, o->nfiles, o->files, &o->out, NULL);
     h_mc_point_free(&p);
+    h_cal_free(&cal);
     return rc;
 }

@@ -25,4 +25,16 @@ typedef struct {
 
 int h_model_cluster(const h_model_cluster_cfg_t *o);
 
+/* `harness model fit BENCH...` (the calibration JSON on stdout) and `harness model check CALIBRATION RUN...`
+ * (model/fitcheck.c). */
+typedef struct {
+    const char *action;               /* "fit" or "check" */
+    const char *calibration;          /* check: the calibration document */
+    int nfiles;                       /* fit: bench results files; check: training results files */
+    char **files;
+    const char *net;                  /* fit: --net's cc= picks the lines' congestion control (default bbr) */
+    h_out_t out;                      /* check: --json appends its lines */
+} h_model_fc_cfg_t;
+int h_model_fitcheck(const h_model_fc_cfg_t *o);
+
 #endif

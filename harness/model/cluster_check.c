@@ -40,17 +40,62 @@ static s_check_pt_t *s_check_find(s_check_pt_t **pts, int *npts, int *cap, const
     return c;
 }
 
+/* One line of an error distribution: |err| median and p90, the worst (signed), the count; with lines, its
+ * "kind":"error" line too. err (percent, signed) is reordered. */
+void h_mc_err_line(const char *sample, const char *group, const double *err, int n, h_lines_t *lines)
+{
+    if (n <= 0) return;
+    double *a = malloc((size_t)n * sizeof *a), worst = 0;
+    if (!a) return;
+    for (int i = 0; i < n; i++) {
+        a[i] = fabs(err[i]);
+        if (fabs(err[i]) > fabs(worst)) worst = err[i];
+    }
+    double med = h_median(a, (size_t)n), p90 = h_pct(a, (size_t)n, 90);
+    int within = 0;
+    for (int i = 0; i < n; i++) within += a[i] <= 10;
+    free(a);
+    printf("#   %-13s %-14s %6d %8.1f %8.1f %+8.1f %8d\n", sample, group, n, med, p90, worst, within);
+    if (lines)
+        h_lines_add(lines, json_pack("{s:s, s:s, s:s, s:i, s:f, s:f, s:f, s:i}", "kind", "error", "sample", sample,
+                                     "group", group, "count", n, "median_abs_err_pct", med, "p90_abs_err_pct", p90,
+                                     "worst_err_pct", worst, "within_10pct", within));
+}
+
+void h_mc_err_head(void)
+{
+    printf("#   %-13s %-14s %6s %8s %8s %8s %8s\n", "sample", "group", "count", "median", "p90", "worst", "<=10%");
+}
+
+/* The distribution over all and per group: groups[i] names err[i]'s group. */
+void h_mc_err_table(const char *sample, const char *const *groups, const double *err, int n, h_lines_t *lines)
+{
+    double *e = malloc((size_t)(n > 0 ? n : 1) * sizeof *e);
+    if (!e) return;
+    memcpy(e, err, (size_t)n * sizeof *e);
+    h_mc_err_line(sample, "all", e, n, lines);
+    for (int i = 0; i < n; i++) {
+        int first = 1;
+        for (int j = 0; j < i; j++) first &= strcmp(groups[j], groups[i]) != 0;
+        if (!first) continue;
+        int m = 0;
+        for (int j = i; j < n; j++)
+            if (!strcmp(groups[j], groups[i])) e[m++] = err[j];
+        h_mc_err_line(sample, groups[i], e, m, lines);
+    }
+    free(e);
+}
+
 /* Prints the check; with --json appends one line per configuration ("kind":"check": its layout, the
- * median of its launches, the prediction) in one write, whole or not at all. */
-int h_mc_check(const h_model_cluster_cfg_t *o, const s_point_t *base, const struct s_meas *t)
+ * median of its launches, the prediction) and the error lines in one write, whole or not at all. */
+int h_mc_check(const h_cal_t *cal, int nfiles, char **files, const h_out_t *out, h_lines_t *into)
 {
     h_jobj_t *objs = NULL;
     size_t n = 0, nbad = 0;
-    h_jread_files(o->nfiles, o->files, &objs, &n, &nbad, stderr);
+    h_jread_files(nfiles, files, &objs, &n, &nbad, stderr);
     s_check_pt_t *pts = NULL;
     int npts = 0, cap = 0;
-    char cc[16];
-    h_mc_model_cc(o, cc, sizeof cc);
+    const char *cc = cal->cc;
     for (size_t i = 0; i < n; i++) {
         const h_jobj_t *r = &objs[i];
         if (!h_jget(r, "emulated") || strcmp(h_jstr(r, "mode", ""), "train") || h_jget(r, "host_bound") == NULL) continue;
@@ -89,9 +134,8 @@ int h_mc_check(const h_model_cluster_cfg_t *o, const s_point_t *base, const stru
                 continue;
             }
             p.ps_pipelined = pipelined;
-            p.incast = base->incast;
             c->K = (int)h_jnum(r, "server_nodes", 0);
-            c->predicted = h_mc_step(&p, t, l, N, G, c->K, bps, NULL) * 1e3;
+            c->predicted = h_mc_step(&p, cal, l, N, G, c->K, bps, NULL) * 1e3;
             c->layout = l, c->P = P, c->N = N, c->G = G, c->bps = bps, c->hb = hb, c->overlap = !no_overlap;
             c->local_batch = (int)h_jnum(r, "local_batch", 64);
             c->shrink = h_jnum(r, "shrink", 1), c->dilate = h_jnum(r, "dilate", 1);
@@ -104,48 +148,67 @@ int h_mc_check(const h_model_cluster_cfg_t *o, const s_point_t *base, const stru
         c->ms = nm;
         c->ms[c->n++] = meas;
     }
-    printf("#\n# predicted against the emulated runs: step time (ms, emulated); a configuration launched more\n"
-           "# than once (in one file or across them) is compared by its launches' median; host-bound launches (hb)\n"
-           "# and dilated runs (dil: --dilate > 1) are listed and never counted\n"
-           "# %-12s %-10s %-12s %5s %8s %9s %9s %7s\n", "engine", "model", "device", "GPUs", "launches", "measured",
-           "predicted", "err%");
-    double sum = 0;
-    int within = 0, launches = 0, launches_within = 0, counted = 0;
-    h_lines_t lines;
-    h_lines_open(&lines, &o->out, "model");
-    for (int k = 0; k < npts; k++) {
+    printf("#\n# out of sample: predicted from the calibration against the emulated training runs (%s): step\n"
+           "# time (ms, emulated); a configuration launched more than once (in one file or across them) is compared\n"
+           "# by its launches' median; host-bound launches (hb) and dilated runs (dil: --dilate > 1) are listed and\n"
+           "# never counted\n"
+           "# %-12s %-10s %-12s %5s %8s %9s %9s %7s\n", H_CAL_SPLIT, "engine", "model", "device", "GPUs", "launches",
+           "measured", "predicted", "err%");
+    int counted = 0, launches = 0;
+    for (int k = 0; k < npts; k++) launches += pts[k].n;
+    double *err = calloc((size_t)npts + 1, sizeof *err), *lerr = calloc((size_t)launches + 1, sizeof *lerr);
+    const char **grp = calloc((size_t)npts + 1, sizeof *grp), **lgrp = calloc((size_t)launches + 1, sizeof *lgrp);
+    char (*labels)[24] = calloc((size_t)npts + 1, sizeof *labels);
+    int nl = 0, rc = 0;
+    h_lines_t own, *L = into ? into : &own;
+    if (!into) h_lines_open(&own, out, "model");
+    if (!err || !lerr || !grp || !lgrp || !labels) rc = err_set(ERR_NOMEM, "model check");
+    for (int k = 0; rc == 0 && k < npts; k++) {
         s_check_pt_t *c = &pts[k];
         double med = h_median(c->ms, (size_t)c->n);
-        double err = (c->predicted - med) / med * 100;
-        char label[24];
-        if (h_mc_layouts[c->layout].e.server_nodes == -2) snprintf(label, sizeof label, "ps-K=%d", c->K);
-        else snprintf(label, sizeof label, "%s", h_mc_layouts[c->layout].label);
+        double e = (c->predicted - med) / med * 100;
+        char *label = labels[k];
+        if (h_mc_layouts[c->layout].e.server_nodes == -2) snprintf(label, sizeof labels[k], "ps-K=%d", c->K);
+        else snprintf(label, sizeof labels[k], "%s", h_mc_layouts[c->layout].label);
         printf("  %-12s %-10s %-12s %5d %8d %9.1f %9.1f %+7.1f%s\n", label, c->model, c->device, c->P, c->n, med,
-               c->predicted, err, c->hb ? " hb" : c->dilate != 1 ? " dil" : "");
-        if (o->out.json)
-            h_lines_add(&lines, json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:i, s:b, s:f, s:f, s:i, s:f, s:f, s:f, s:b, s:b}",
-                                             "kind", "check", "model", c->model, "device", c->device, "engine", label,
-                                             "gpus", c->P, "nodes", c->N, "gpus_per_node", c->G, "server_nodes", c->K,
-                                             "net_bps", (json_int_t)llround(c->bps), "local_batch", c->local_batch,
-                                             "overlap", c->overlap, "shrink", c->shrink, "dilate", c->dilate,
-                                             "launches", c->n, "measured_ms", med, "step_ms", c->predicted,
-                                             "err_pct", err, "host_bound", c->hb, "counted", !c->hb && c->dilate == 1));
+               c->predicted, e, c->hb ? " hb" : c->dilate != 1 ? " dil" : "");
+        if (out->json)
+            h_lines_add(L, json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:i, s:b, s:f, s:f, s:i, s:f, s:f, s:f, s:b, s:b}",
+                                             "kind", "check", "sample", "out", "model", c->model, "device", c->device,
+                                             "engine", label, "gpus", c->P, "nodes", c->N, "gpus_per_node", c->G,
+                                             "server_nodes", c->K, "net_bps", (json_int_t)llround(c->bps), "local_batch",
+                                             c->local_batch, "overlap", c->overlap, "shrink", c->shrink, "dilate",
+                                             c->dilate, "launches", c->n, "measured_ms", med, "step_ms", c->predicted,
+                                             "err_pct", e, "host_bound", c->hb, "counted", !c->hb && c->dilate == 1));
         if (!c->hb && c->dilate == 1) {
-            sum += fabs(err);
-            within += fabs(err) <= 10;
-            for (int v = 0; v < c->n; v++) launches_within += fabs((c->predicted - c->ms[v]) / c->ms[v] * 100) <= 10;
-            launches += c->n;
-            counted++;
+            /* ps-K<N rows are grouped as one layout, whatever their K */
+            grp[counted] = h_mc_layouts[c->layout].label;
+            err[counted++] = e;
+            for (int v = 0; v < c->n; v++) {
+                lgrp[nl] = h_mc_layouts[c->layout].label;
+                lerr[nl++] = (c->predicted - c->ms[v]) / c->ms[v] * 100;
+            }
         }
-        free(c->ms);
     }
-    if (counted)
-        printf("# mean |err| %.1f%% over %d configurations (%d launches); %d within 10%%; launches one by one: %d of %d "
-               "within 10%%\n", sum / counted, counted, launches, within, launches_within, launches);
-    else
+    if (rc == 0 && counted) {
+        int lw = 0;
+        for (int v = 0; v < nl; v++) lw += fabs(lerr[v]) <= 10;
+        printf("# counted: %d configurations (%d launches); launches one by one: %d of %d within 10%%\n", counted, nl, lw, nl);
+        printf("# out-of-sample error (%%, predicted against measured), configurations by their launches' median, then\n"
+               "# every launch one by one:\n");
+        h_mc_err_head();
+        h_mc_err_table("out", grp, err, counted, out->json ? L : NULL);
+        h_mc_err_table("out-launches", lgrp, lerr, nl, out->json ? L : NULL);
+    } else if (rc == 0)
         printf("# no emulated train runs (that were not host-bound or dilated) in the files\n");
+    for (int k = 0; k < npts; k++) free(pts[k].ms);
     free(pts);
+    free(err);
+    free(lerr);
+    free(grp);
+    free(lgrp);
+    free(labels);
     h_jfree_all(&objs, &n);
-    return h_lines_close(&lines, "the check's lines");
+    int wrc = into ? 0 : h_lines_close(&own, "the check's lines");
+    return rc < 0 ? rc : wrc;
 }
-

@@ -1,5 +1,5 @@
 /* cluster_int.h: what the emulated cluster's model (cluster.c) shares with its check against the
- * measured runs (cluster_check.c): the layouts, a model point, the measured slowdowns and the step. */
+ * measured runs (cluster_check.c): the layouts, a model point and the step from a calibration (calib.h). */
 #ifndef SB_HARNESS_MODEL_CLUSTER_INT_H
 #define SB_HARNESS_MODEL_CLUSTER_INT_H
 #include "harness/registry/engines.h"
@@ -7,6 +7,7 @@
 #include "harness/model/cluster.h"
 #include "harness/emulate/train_emu.h"
 #include "harness/model/cluster_cost.h"
+#include "harness/model/calib.h"
 #include "harness/record/jsonl.h"
 #include "harness/emulate/netspec.h"
 #include "harness/record/stats.h"
@@ -26,18 +27,6 @@ typedef struct {
     int update_on_worker;    /* allreduce engines leave the update to the device */
 } s_layout_t;
 
-/* A PS layout's slowdown measured by `harness bench --nodes N --gpus-per-node G --net inter=RATE`: the
- * median over its bench lines of measured / modelled time without any slowdown. */
-struct s_meas {
-    int n;
-    /* r: default-partition lines; rm: lines whose partition takes training's wire time (s_measured), wm
-     * the wire time (s) of the bytes a worker pushed in each */
-    struct { int layout, nodes, gpn, cnt, cntm; double r[16], rm[32], wm[32], slow; } e[64];
-    /* the fan-out term on N machines of G (s_fanout): c of c (K - 1), fitted up to K = kmax server machines */
-    int nf;
-    struct { int nodes, gpn, kmax; double c, r[16]; } f[16]; /* r[K - 1]: the median at K (0: none) */
-};
-
 typedef struct {
     workload_t *wl;
     wl_device_t dev;
@@ -45,7 +34,6 @@ typedef struct {
     double bucket_mb, bps, eff, update_s;
     int no_overlap;
     int ps_pipelined;        /* the PS commits each partition with its last push (f32 gradients, no loss scaling) */
-    double incast;           /* c of the pipelined PS's incast slowdown (h_cl_incast_factor) */
     int nb;
     double *ready, *bytes;   /* per bucket */
 } s_point_t;
@@ -58,12 +46,20 @@ extern const s_layout_t h_mc_layouts[];
 #define H_MC_NLAYOUTS 7
 void h_mc_point_free(s_point_t *p);
 int h_mc_point(s_point_t *p, const char *model, const char *device, size_t local_batch, double bucket_mb, int no_overlap);
-double h_mc_step(const s_point_t *p, const struct s_meas *t, int l, int N, int G, int K, double bps,           double *exposed);
+double h_mc_step(const s_point_t *p, const h_cal_t *cal, int l, int N, int G, int K, double bps, double *exposed);
 const char *h_mc_model_cc(const h_model_cluster_cfg_t *o, char *buf, size_t len);
 int h_mc_line_cc_is(const h_jobj_t *r, const char *cc);
 int h_mc_layout_of(const h_jobj_t *r, int N);
 
-/* cluster_check.c: predicted against measured for every emulated run in the files (0 or a code). */
-int h_mc_check(const h_model_cluster_cfg_t *o, const s_point_t *base, const struct s_meas *t);
+/* cluster.c: the calibration's constants, one line each */
+void h_mc_print_cal(const h_cal_t *cal);
+/* cluster_check.c: an error distribution (percent, signed): its header, then all and per group (groups[i]
+ * names err[i]'s), |err| median, p90, the worst and the count; with lines, "kind":"error" lines too. */
+void h_mc_err_head(void);
+void h_mc_err_table(const char *sample, const char *const *groups, const double *err, int n, h_lines_t *lines);
+/* cluster_check.c: predicted from cal against measured for every emulated training run in the files,
+ * the error distribution printed and, with out->json, its lines added to lines (NULL: its own, appended
+ * in one write): 0 or a code. */
+int h_mc_check(const h_cal_t *cal, int nfiles, char **files, const h_out_t *out, h_lines_t *lines);
 
 #endif
