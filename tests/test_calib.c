@@ -103,6 +103,9 @@ Test(calib, every_line_counts_in_any_order, .init = s_setup)
     /* the median of 1.01 .. 1.46 over all 46: 1.235 (the first 16: 1.085; the first 32: 1.165) */
     cr_expect_float_eq(s->value, 1.235, 1e-9, "slowdown %.6f", s->value);
     cr_expect_float_eq(s_const(&x, H_CAL_INCAST, 0, 0)->value, 0.05, 1e-9);
+    int fmax = 0;
+    h_cal_incast(&x, 131072 * S_WIREF * 8.0 / 1e9, &fmax);
+    cr_expect_eq(fmax, 8, "the law is held at the most workers measured, 8, not %d", fmax);
     cr_expect_eq(s_const(&x, H_CAL_ALPHA, 0, 0)->value, 0);
     cr_expect_lt(s_const(&x, H_CAL_ALPHA, 0, 0)->raw, 0);
     cr_expect_eq(x.files[1].lines, 16, "b.jsonl's lines, the training one too");
@@ -203,7 +206,7 @@ Test(calib, server_machines_and_the_nearest_partition, .init = s_setup)
     cr_expect_float_eq(h_cal_servers_slow(&cal, 4, 1, 1, pw * 1.9), 1.25, 1e-9, "nearer 128 KiB's than 4 MiB's");
     cr_expect_float_eq(h_cal_servers_slow(&cal, 4, 1, 1, pw4 / 2), 3.0, 1e-9, "nearer 4 MiB's");
     cr_expect_eq(h_cal_servers_slow(&cal, 8, 1, 1, pw), 0, "machines not measured: the law");
-    cr_expect_eq(h_cal_incast(&cal, pw), 0, "no incast lines: c is 0, not a typed-in value");
+    cr_expect_eq(h_cal_incast(&cal, pw, NULL), 0, "no incast lines: c is 0, not a typed-in value");
     /* the document and back: the same lookups */
     char p[600];
     s_path(p, sizeof p, "cal.json");

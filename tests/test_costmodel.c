@@ -190,10 +190,11 @@ Test(costmodel, cpu_floor)
  * from two or more machines while it replies; nothing for one machine, one worker, or without overlap. */
 Test(costmodel, ps_incast_slowdown)
 {
-    cr_expect_float_eq(h_cl_incast_factor(0.05, 9, 3), 1.4, 1e-12);
-    cr_expect_float_eq(h_cl_incast_factor(0.05, 9, 1), 1.0, 1e-12);   /* one machine paces its own flows */
-    cr_expect_float_eq(h_cl_incast_factor(0.05, 1, 4), 1.0, 1e-12);
-    cr_expect_float_eq(h_cl_incast_factor(0.05, 100, 4), 1 + 0.05 * (H_CL_INCAST_FMAX - 1), 1e-12);
+    cr_expect_float_eq(h_cl_incast_factor(0.05, 9, 3, 16), 1.4, 1e-12);
+    cr_expect_float_eq(h_cl_incast_factor(0.05, 9, 1, 16), 1.0, 1e-12);   /* one machine paces its own flows */
+    cr_expect_float_eq(h_cl_incast_factor(0.05, 1, 4, 16), 1.0, 1e-12);
+    cr_expect_float_eq(h_cl_incast_factor(0.05, 100, 4, 16), 1 + 0.05 * 15, 1e-12); /* held at the measured 16 */
+    cr_expect_float_eq(h_cl_incast_factor(0.05, 100, 4, 0), 1 + 0.05 * 99, 1e-12);
     int f[3] = {2, 4, 8};
     double r[3] = {1.03, 1.09, 1.21};
     cr_expect_float_eq(h_cl_incast_fit(3, f, r), 0.03, 1e-12);

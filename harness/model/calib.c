@@ -49,7 +49,7 @@ static int s_cmp_sample(const void *a, const void *b)
 
 /* The model's time of one collective alone (one bucket of n bytes ready at once, no compute) with
  * slowdowns and alpha as given: the bench's prediction. */
-static double s_bench_time(const h_cal_sample_t *s, double alpha, double incast, double slow)
+static double s_bench_time(const h_cal_sample_t *s, double alpha, double incast, int fmax, double slow)
 {
     h_cl_net_t cn = {.nodes = s->N, .gpus_per_node = s->G, .beta = s->beta, .alpha = alpha};
     double ready = 0, bytes = s->bytes;
@@ -61,6 +61,7 @@ static double s_bench_time(const h_cal_sample_t *s, double alpha, double incast,
     e.pipelined = 1;
     e.part_bytes = s->part;
     e.incast = incast;
+    e.incast_fmax = fmax;
     e.slow = slow;
     if (s->kind == H_CAL_INCAST) e.servers = e.server_nodes = 1;
     else if (e.server_nodes < 0 || (s->kind == H_CAL_SERVERS)) e.server_nodes = e.servers = s->K;
@@ -126,10 +127,10 @@ static int s_sample_of(const h_jobj_t *r, const char *cc, h_cal_sample_t *s)
     } else
         return 0;
     /* the model without any slowdown, split into its bytes' time and its messages in series */
-    s->t_beta = s_bench_time(s, 0, 0, 0);
+    s->t_beta = s_bench_time(s, 0, 0, 0, 0);
     h_cal_sample_t one = *s;
     one.beta = 0;
-    s->msgs = s_bench_time(&one, 1, 0, 0);
+    s->msgs = s_bench_time(&one, 1, 0, 0, 0);
     return s->t_beta > 0;
 }
 
@@ -240,7 +241,12 @@ int h_cal_fit(h_cal_t *cal, int nfiles, char **files, const char *cc)
             int *f = calloc(b - a, sizeof *f);
             double *r = calloc(b - a, sizeof *r);
             if (!f || !r) { free(f); free(r); rc = err_set(ERR_NOMEM, "model fit"); break; }
-            for (size_t i = a; i < b; i++) f[i - a] = s[i].P, r[i - a] = h_cal_sample_ratio(&s[i], alpha);
+            c->kmin = c->kmax = s[a].P;
+            for (size_t i = a; i < b; i++) {
+                f[i - a] = s[i].P, r[i - a] = h_cal_sample_ratio(&s[i], alpha);
+                if (s[i].P > c->kmax) c->kmax = s[i].P;
+                if (s[i].P < c->kmin) c->kmin = s[i].P;
+            }
             c->value = h_cl_incast_fit((int)(b - a), f, r);
             if (!isfinite(c->value)) c->value = 0; /* only single workers: nothing to slow */
             free(f);
@@ -307,6 +313,10 @@ json_t *h_cal_json(const h_cal_t *cal)
             json_object_set_new(j, "nodes", json_integer(c->nodes));
             json_object_set_new(j, "gpus_per_node", json_integer(c->gpn));
         }
+        if (c->kind == H_CAL_INCAST) {
+            json_object_set_new(j, "fmin", json_integer(c->kmin));
+            json_object_set_new(j, "fmax", json_integer(c->kmax));
+        }
         if (c->kind == H_CAL_SERVERS) {
             json_object_set_new(j, "slope", json_real(c->slope));
             json_object_set_new(j, "kmin", json_integer(c->kmin));
@@ -368,8 +378,8 @@ int h_cal_load(h_cal_t *cal, const char *path)
         c->lines = (int)json_integer_value(json_object_get(j, "lines"));
         c->nodes = (int)json_integer_value(json_object_get(j, "nodes"));
         c->gpn = (int)json_integer_value(json_object_get(j, "gpus_per_node"));
-        c->kmin = (int)json_integer_value(json_object_get(j, "kmin"));
-        c->kmax = (int)json_integer_value(json_object_get(j, "kmax"));
+        c->kmin = (int)json_integer_value(json_object_get(j, c->kind == H_CAL_INCAST ? "fmin" : "kmin"));
+        c->kmax = (int)json_integer_value(json_object_get(j, c->kind == H_CAL_INCAST ? "fmax" : "kmax"));
         const char *l = json_string_value(json_object_get(j, "layout"));
         if (c->kind == H_CAL_LAYOUT && !l) { rc = s_bad(path, "a layout constant without its layout"); break; }
         if ((c->kind == H_CAL_LAYOUT || c->kind == H_CAL_SERVERS) && (c->nodes < 1 || c->gpn < 1)) {
@@ -412,9 +422,10 @@ double h_cal_alpha(const h_cal_t *cal)
     return c ? c->value : 0;
 }
 
-double h_cal_incast(const h_cal_t *cal, double part_wire)
+double h_cal_incast(const h_cal_t *cal, double part_wire, int *fmax)
 {
     const h_cal_const_t *c = s_find(cal, H_CAL_INCAST, NULL, 0, 0, part_wire);
+    if (fmax) *fmax = c ? c->kmax : 0;
     return c ? c->value : 0;
 }
 
@@ -434,10 +445,11 @@ double h_cal_servers_slow(const h_cal_t *cal, int N, int G, int K, double part_w
 
 double h_cal_bench_predict(const h_cal_t *cal, const h_cal_sample_t *s)
 {
-    double alpha = h_cal_alpha(cal), slow = 0, incast = h_cal_incast(cal, s->part_wire);
+    int fmax;
+    double alpha = h_cal_alpha(cal), slow = 0, incast = h_cal_incast(cal, s->part_wire, &fmax);
     if (s->kind == H_CAL_LAYOUT) slow = h_cal_layout_slow(cal, h_mc_layouts[s->layout].label, s->N, s->G, s->part_wire);
     if (s->kind == H_CAL_SERVERS) slow = h_cal_servers_slow(cal, s->N, s->G, s->K, s->part_wire);
-    return s_bench_time(s, alpha, incast, slow);
+    return s_bench_time(s, alpha, incast, fmax, slow);
 }
 
 const char *h_cal_kind_name(h_cal_kind_t k) { return k >= 0 && k < H_CAL_NKINDS ? s_kind_names[k] : "?"; }

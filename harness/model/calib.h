@@ -23,7 +23,7 @@ typedef struct {
     h_cal_kind_t kind;
     char   layout[16];      /* H_CAL_LAYOUT: the model's layout label */
     int    nodes, gpn;      /* H_CAL_LAYOUT, H_CAL_SERVERS */
-    int    kmin, kmax;      /* H_CAL_SERVERS: the server machines measured */
+    int    kmin, kmax;      /* H_CAL_SERVERS: the server machines measured; H_CAL_INCAST: the pushing workers */
     double part_wire;       /* H_CAL_INCAST, _LAYOUT, _SERVERS: a partition's wire time (s) on its lines' links */
     double value, slope;    /* the constant (and the slope per server machine beyond one) */
     double raw;             /* H_CAL_ALPHA: the least-squares value before holding it at 0 */
@@ -77,7 +77,7 @@ int  h_cal_load(h_cal_t *cal, const char *path);
 /* Lookups for a prediction; part_wire: the modelled partition's wire time (s). The constant of its kind
  * whose lines' partition wire time is nearest (in ratio) to part_wire. */
 double h_cal_alpha(const h_cal_t *cal);
-double h_cal_incast(const h_cal_t *cal, double part_wire);
+double h_cal_incast(const h_cal_t *cal, double part_wire, int *fmax);
 /* A layout's measured slowdown on N x G: servers on the GPU machines (layout's own); servers on K machines
  * of their own (K held within the measured range). 0: not measured there (the law). */
 double h_cal_layout_slow(const h_cal_t *cal, const char *layout, int N, int G, double part_wire);

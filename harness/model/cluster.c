@@ -4,9 +4,9 @@
  * schedule, wl_schedule), the buckets (wl_buckets: DDP's rule with the run's cap), the device's
  * optimizer update (wl_update_s) where the engine leaves it to the worker, and the NIC: beta = the
  * wire time of a payload byte, 1/(rate x eff) x 1514/1448 (a 1500-byte MTU frame as the shaper counts
- * it carries 1448 bytes of TCP payload), alpha = 0 (latency on these links is microseconds against
- * steps of hundreds of milliseconds). Nothing is fitted to the runs it is checked against (the check is
- * cluster_check.c). */
+ * it carries 1448 bytes of TCP payload), and alpha, a message in series on the critical path. Every
+ * constant (alpha and the PS's slowdowns) comes from a calibration fitted on bench lines alone
+ * (calib.c); nothing is fitted to the training runs it is checked against (the check is cluster_check.c). */
 #include "harness/model/cluster_int.h"
 #include "core/err.h"
 #include <math.h>
@@ -83,7 +83,7 @@ double h_mc_step(const s_point_t *p, const h_cal_t *cal, int l, int N, int G, in
     double pw = S_PART * net.beta; /* the partition's wire time (unshrunk bytes at the nominal rate) */
     e.pipelined = p->ps_pipelined;
     e.part_bytes = S_PART; /* in unshrunk bytes */
-    e.incast = h_cal_incast(cal, pw);
+    e.incast = h_cal_incast(cal, pw, &e.incast_fmax);
     if (e.kind == H_PATTERN_PS && !e.colocate && e.server_nodes == 0 && e.servers == 0) e.servers = N; /* one per machine */
     if (e.kind == H_PATTERN_PS && e.server_nodes == -1) e.server_nodes = e.servers = N;                /* K = N */
     if (e.kind == H_PATTERN_PS && e.server_nodes == -2) e.server_nodes = e.servers = K;                /* K < N */
@@ -212,8 +212,8 @@ void h_mc_print_cal(const h_cal_t *cal)
     for (int k = 0; k < cal->n; k++) {
         const h_cal_const_t *c = &cal->c[k];
         if (c->kind == H_CAL_INCAST)
-            printf("#   incast law c = %.4f at a %.2f ms partition (%d lines of one server fed by a link a rank)\n",
-                   c->value, c->part_wire * 1e3, c->lines);
+            printf("#   incast law c = %.4f at a %.2f ms partition (%d lines of one server fed by %d to %d ranks, a link "
+                   "each; held at %d)\n", c->value, c->part_wire * 1e3, c->lines, c->kmin, c->kmax, c->kmax);
         else if (c->kind == H_CAL_LAYOUT)
             printf("#   %s on %dx%d: slowdown %.3f at a %.2f ms partition (%d lines)\n", c->layout, c->nodes, c->gpn,
                    c->value, c->part_wire * 1e3, c->lines);

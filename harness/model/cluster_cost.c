@@ -77,7 +77,7 @@ static void s_ps(const h_cl_net_t *net, const h_cl_engine_t *e, double n, double
         /* pipelined: a server machine's in-direction takes all P workers' pushes from N machines while
          * its out-direction sends replies (the incast slowdown: measured on this layout, else the law; with
          * K > 1 the workers' NICs each feed K of them, the fan-out term) */
-        if (e->pipelined) per_machine *= (e->slow > 0 ? e->slow : h_cl_incast_factor(e->incast, P, N)) + (K > 1 ? e->fanout : 0);
+        if (e->pipelined) per_machine *= e->slow > 0 ? e->slow : h_cl_incast_factor(e->incast, P, N, e->incast_fmax);
         *nic = fmax(G * n, per_machine);
         return;
     }
@@ -101,7 +101,7 @@ double h_cl_ps_duplex_bytes(const h_cl_net_t *net, const h_cl_engine_t *e, doubl
     /* a machine's servers take the pushes of the P - G workers on the other N - 1 machines while replying:
      * their replies lag by the incast slowdown (a partition is answered after its slowest push), while the
      * pushes sharing the direction keep it busy meanwhile, so only the replies' bytes are slowed */
-    double slow = e->pipelined ? h_cl_incast_factor(e->incast, P - G, N - 1) : 1;
+    double slow = e->pipelined ? h_cl_incast_factor(e->incast, P - G, N - 1, e->incast_fmax) : 1;
     /* a measured slowdown (e->slow) stretches the direction as a whole, pushes and replies together */
     if (e->colocate) /* push out + reply out, the same per machine */
         return G * n * (double)(P - G) / P * (e->slow > 0 ? 2 * e->slow : 1 + slow);
@@ -123,9 +123,9 @@ double h_cl_ps_duplex_bytes(const h_cl_net_t *net, const h_cl_engine_t *e, doubl
     return worst;
 }
 
-double h_cl_incast_factor(double c, int f, int machines)
+double h_cl_incast_factor(double c, int f, int machines, int fmax)
 {
-    if (f > H_CL_INCAST_FMAX) f = H_CL_INCAST_FMAX; /* measured up to there; held beyond */
+    if (fmax > 0 && f > fmax) f = fmax; /* measured up to there; held beyond */
     return c > 0 && f > 1 && machines > 1 ? 1 + c * (f - 1) : 1;
 }
 

@@ -30,24 +30,18 @@ typedef struct {
                              * (`harness bench --nodes N ... --server-nodes 1`), used instead of the law; servers on
                              * the GPU machines (per machine, colocated): a NIC direction's (pushes and replies
                              * together) measured by the layout's collective alone on the same machines; 0: the law */
-    double fanout;          /* ps pipelined, servers on K > 1 machines of their own: added to that slowdown, what a
-                             * worker NIC sharing its pushes among K server machines costs (a partition waits for
-                             * the slowest of the flows into its server; measured, harness model); 0: none */
+    int incast_fmax;        /* ps pipelined: the most pushing workers the incast law was measured with (the
+                             * calibration's lines); f is held there beyond (0: not held) */
 } h_cl_engine_t;
 
-/* The pipelined PS's incast slowdown, measured on this host's emulated NICs (harness model fits it from
- * `harness bench --net bw=RATE --engine ps --servers 1 --ps-partition-kb P` lines at training's partition
- * wire time, their loop_us; see docs/emulation.md): a NIC direction that receives the pushes of f workers
- * from two or more other machines while its other direction carries replies delivers its bytes
- * 1 + c (f - 1) times slower than the line rate (tc tbf queues filling behind a remote bottleneck; TCP
- * flows losing their share unevenly and the sync server waiting, per partition, for the slowest worker).
- * H_CL_INCAST_DEFAULT is the fit to results/ps-incast.jsonl's 128 KiB lines. */
-#define H_CL_INCAST_DEFAULT 0.0322
-/* The most pushing workers the slowdown was measured with (bench --scaling 2,4,8,16); f is held there beyond. */
-#define H_CL_INCAST_FMAX 16
-/* 1 + c (min(f, H_CL_INCAST_FMAX) - 1) for f pushing workers on `machines` remote machines (1 below two
- * machines or two workers). */
-double h_cl_incast_factor(double c, int f, int machines);
+/* The pipelined PS's incast slowdown, measured on this host's emulated NICs (`harness model fit` fits c from
+ * `harness bench --net bw=RATE --engine ps --servers 1 --ps-partition-kb P` lines, their loop_us; see
+ * docs/emulation.md): a NIC direction that receives the pushes of f workers from two or more other machines
+ * while its other direction carries replies delivers its bytes 1 + c (f - 1) times slower than the line rate
+ * (tc tbf queues filling behind a remote bottleneck; TCP flows losing their share unevenly and the sync server
+ * waiting, per partition, for the slowest worker). 1 + c (min(f, fmax) - 1) for f pushing workers on
+ * `machines` remote machines (1 below two machines or two workers; fmax <= 0: f not held). */
+double h_cl_incast_factor(double c, int f, int machines, int fmax);
 /* c fitted (least squares through 1 at f = 1) to n measured / predicted ratios of f[i] pushing workers;
  * NAN with no point above one worker. */
 double h_cl_incast_fit(int n, const int *f, const double *ratio);
