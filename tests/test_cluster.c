@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include "harness/emulate/cluster.h"
 #include "harness/model/cluster_cost.h"
+#include "harness/model/cluster_int.h"
 #include "tests/lib/ranks.h"
 
 Test(cluster, placement_of_workers_and_servers)
@@ -101,6 +102,34 @@ Test(clustermodel, traffic_hand_computed)
     h_cl_engine_t tree = {.kind = H_PATTERN_TREE};
     h_cl_traffic(&net, &tree, 1e6, &b, &m);
     cr_expect_float_eq(b, 0, 1e-12, "one machine: nothing crosses a NIC");
+}
+
+/* The allreduce engines' NIC bytes and messages come from their declared schedules through the registry:
+ * the ring's are its closed form; the tree's on 2 machines of 2 (tree 0: 1 -> 2 -> 0 <- ... 3 -> 2, tree 1:
+ * 0 -> 1 -> 3, 2 -> 1, as `harness explain --engine tree --procs 4` draws them: four edges cross, each n/2
+ * up and n/2 down) are 2 n each way and its 2 x 2 steps that move bytes; one machine: none. */
+Test(clustermodel, allreduce_traffic_from_the_schedules)
+{
+    static const int NG[][2] = {{2, 2}, {4, 4}, {3, 1}, {8, 4}};
+    for (size_t i = 0; i < sizeof NG / sizeof NG[0]; i++) {
+        int N = NG[i][0], G = NG[i][1], P = N * G;
+        h_cl_engine_t e = {.kind = H_PATTERN_RING};
+        cr_assert_eq(h_mc_sched_traffic("ring", N, G, &e), 0);
+        cr_expect_float_eq(e.nic_per_byte, 2.0 * (P - 1) / P, 1e-12, "ring %dx%d: %g", N, G, e.nic_per_byte);
+        cr_expect_float_eq(e.msgs, 2.0 * (P - 1), 1e-12);
+        h_cl_net_t net = {.nodes = N, .gpus_per_node = G, .beta = 1e-9, .alpha = 1e-5};
+        h_cl_engine_t closed = {.kind = H_PATTERN_RING};
+        cr_expect_float_eq(h_cl_collective(&net, &e, 1e6), h_cl_collective(&net, &closed, 1e6), 1e-15);
+    }
+    h_cl_engine_t t = {.kind = H_PATTERN_TREE};
+    cr_assert_eq(h_mc_sched_traffic("tree", 2, 2, &t), 0);
+    cr_expect_float_eq(t.nic_per_byte, 2.0, 1e-12, "tree 2x2: %g", t.nic_per_byte);
+    cr_expect_float_eq(t.msgs, 4, 1e-12);
+    cr_assert_eq(h_mc_sched_traffic("tree", 1, 4, &t), 0);
+    cr_expect_float_eq(t.nic_per_byte, 0, 1e-12, "one machine: nothing crosses a NIC");
+    cr_expect_neq(h_mc_sched_traffic("nosuch", 2, 2, &t), 0, "an engine the registry lacks");
+    /* the PS's partition is the schedule's, the engine's default */
+    cr_expect_float_eq(h_mc_ps_part(), 4194304, 1e-9);
 }
 
 Test(clustermodel, ps_replies_follow_the_last_push)

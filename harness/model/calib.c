@@ -55,6 +55,7 @@ static double s_bench_time(const h_cal_sample_t *s, double alpha, double incast,
     double ready = 0, bytes = s->bytes;
     if (s->kind == H_CAL_ALPHA) {
         h_cl_engine_t e = {.kind = h_mc_layouts[s->layout].e.kind};
+        if (h_mc_sched_traffic(h_mc_layouts[s->layout].engine, s->N, s->G, &e) < 0) return NAN;
         return h_cl_collective(&cn, &e, s->bytes);
     }
     h_cl_engine_t e = h_mc_layouts[s->layout].e;
@@ -131,7 +132,7 @@ static int s_sample_of(const h_jobj_t *r, const char *cc, h_cal_sample_t *s)
     h_cal_sample_t one = *s;
     one.beta = 0;
     s->msgs = s_bench_time(&one, 1, 0, 0, 0);
-    return s->t_beta > 0;
+    return s->t_beta > 0 && isfinite(s->msgs);
 }
 
 int h_cal_samples(int nfiles, char **files, const char *cc, h_cal_sample_t **out, size_t *nout, h_cal_file_t *finfo)

@@ -59,16 +59,79 @@ int h_mc_point(s_point_t *p, const char *model, const char *device, size_t local
 }
 
 const s_layout_t h_mc_layouts[] = {
-    {"ring", {.kind = H_PATTERN_RING}, 1},
-    {"tree", {.kind = H_PATTERN_TREE}, 1},
-    {"ps-1server", {.kind = H_PATTERN_PS, .servers = 1, .server_nodes = 1}, 0},
-    {"ps-per-node", {.kind = H_PATTERN_PS}, 0},              /* one server on every GPU machine (TensorFlow) */
-    {"ps-K=N", {.kind = H_PATTERN_PS, .server_nodes = -1}, 0}, /* N CPU-only server machines (BytePS) */
-    {"ps-colocated", {.kind = H_PATTERN_PS, .colocate = 1}, 0},
+    {"ring", "ring", {.kind = H_PATTERN_RING}, 1},
+    {"tree", "tree", {.kind = H_PATTERN_TREE}, 1},
+    {"ps-1server", "ps", {.kind = H_PATTERN_PS, .servers = 1, .server_nodes = 1}, 0},
+    {"ps-per-node", "ps", {.kind = H_PATTERN_PS}, 0},              /* one server on every GPU machine (TensorFlow) */
+    {"ps-K=N", "ps", {.kind = H_PATTERN_PS, .server_nodes = -1}, 0}, /* N CPU-only server machines (BytePS) */
+    {"ps-colocated", "ps", {.kind = H_PATTERN_PS, .colocate = 1}, 0},
     /* K CPU-only server machines, one server each, 1 < K < N (the BytePS sweep): checked against the runs
      * that have them, not extrapolated (K is the run's) */
-    {"ps-K<N", {.kind = H_PATTERN_PS, .server_nodes = -2}, 0},
+    {"ps-K<N", "ps", {.kind = H_PATTERN_PS, .server_nodes = -2}, 0},
 };
+
+int h_mc_sched_traffic(const char *engine, int N, int G, h_cl_engine_t *e)
+{
+    int P = N * G;
+    e->from_sched = 1;
+    e->nic_per_byte = e->msgs = 0;
+    if (P < 2) return 0;
+    h_engset_t es;
+    memset(&es, 0, sizeof es);
+    if (h_engine_opts_init(es.eopts) < 0) {
+        h_engine_opts_free(es.eopts);
+        return err_set(ERR_NOMEM, "model");
+    }
+    /* machines of their own: no one-shot path (it needs every rank on one host over shared memory) */
+    sched_env_t env = {.workers = P, .one_host_shm = 0, .device = -1, .segmented = 0, .gpus_per_node = G};
+    size_t count = (size_t)P * 2048; /* every piece whole; the bytes scale with the count */
+    sched_t s;
+    memset(&s, 0, sizeof s);
+    int rc = h_engine_schedule(&es, engine, &env, count, sizeof(float), &s);
+    h_engine_opts_free(es.eopts);
+    if (rc < 0) return rc;
+    double *out = calloc((size_t)N, sizeof *out), *in = calloc((size_t)N, sizeof *in);
+    if (!out || !in) {
+        free(out);
+        free(in);
+        sched_free(&s);
+        return err_set(ERR_NOMEM, "model");
+    }
+    for (size_t i = 0; i < s.nx; i++) {
+        const sched_xfer_t *x = &s.x[i];
+        int ms = x->src / G, md = x->dst / G;
+        if (x->src >= P || x->dst >= P || ms == md) continue; /* within a machine: no NIC */
+        double b = (double)sched_xfer_bytes(&s, x);
+        out[ms] += b, in[md] += b;
+    }
+    double worst = 0;
+    for (int m = 0; m < N; m++) worst = fmax(worst, fmax(out[m], in[m]));
+    e->nic_per_byte = worst / ((double)count * sizeof(float));
+    e->msgs = 0;
+    for (int k = 0; k < s.nsteps; k++) e->msgs += s.steps[k].n > 0; /* a step that moves nothing is no message */
+    free(out);
+    free(in);
+    sched_free(&s);
+    return 0;
+}
+
+double h_mc_ps_part(void)
+{
+    static double part;
+    if (part > 0) return part;
+    h_engset_t es;
+    memset(&es, 0, sizeof es);
+    sched_t s;
+    memset(&s, 0, sizeof s);
+    sched_env_t env = {.workers = 1, .device = -1};
+    /* 64 Mi elements: more than one partition of any default; the first piece is a whole partition */
+    if (h_engine_opts_init(es.eopts) == 0 && h_engine_schedule(&es, "ps", &env, (size_t)1 << 26, 1, &s) == 0 &&
+        s.npieces > 1)
+        part = (double)s.pieces[0].count;
+    h_engine_opts_free(es.eopts);
+    sched_free(&s);
+    return part;
+}
 _Static_assert(sizeof h_mc_layouts / sizeof h_mc_layouts[0] == H_MC_NLAYOUTS, "H_MC_NLAYOUTS counts the layouts");
 
 /* Predicted step (s) of a layout on N machines of G GPUs from the calibration (NULL: nothing measured,
@@ -90,6 +153,7 @@ double h_mc_step(const s_point_t *p, const h_cal_t *cal, int l, int N, int G, in
     if (e.kind == H_PATTERN_PS)
         e.slow = e.server_nodes > 0 ? h_cal_servers_slow(cal, N, G, e.server_nodes, pw)
                                     : h_cal_layout_slow(cal, L->label, N, G, pw);
+    if (e.kind != H_PATTERN_PS && N * G > 1 && h_mc_sched_traffic(L->engine, N, G, &e) < 0) return NAN;
     double total = (double)p->local_batch / p->dev.samples_per_s;
     double step = N * G > 1 ? h_cl_step(&net, &e, p->nb, p->ready, p->bytes, total, exposed) : total;
     if (L->update_on_worker || N * G == 1) step += p->update_s;

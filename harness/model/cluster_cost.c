@@ -5,10 +5,12 @@
  *  - ring: one flat ring over P = N G ranks; N of its edges cross machines, one leaving and one
  *    entering every NIC; each of its 2(P-1) lock-step steps moves n/P over every edge, so a NIC
  *    carries 2(P-1)/P n each way and the steps are paced by it.
- *  - tree: the engine's two binary trees (tree_shape), each carrying one half of the buffer up and
- *    down every edge; pipelined, so the time is the busiest NIC direction's bytes (every tree edge
+ *  - ring and tree from the engine's declared schedule (core/sched.h, read through the registry by
+ *    model/cluster.c): a NIC direction's bytes are its machine's transfers to (from) other machines over
+ *    all steps, the busiest direction paces the collective, and every step is a message in series. The
+ *    tree's two binary trees carry one half of the buffer up and down every edge, so every tree edge
  *    that crosses machines adds n/2 to the child's out and the parent's in for the reduce, and the
- *    reverse for the broadcast), plus the depth's messages.
+ *    reverse for the broadcast; pipelined, so the time is the busiest direction's bytes plus its steps.
  *  - ps: workers push n (split over the servers by bytes) and pull n. Dedicated servers on K
  *    machines of their own: a worker machine's NIC carries G n each way, a server machine's P n / K.
  *    Servers on the GPU machines (s on machine s mod N): in the push phase a machine's NIC sends its
@@ -24,40 +26,9 @@
  *    machines (per machine, colocated) a NIC direction carries its workers' pushes and its servers'
  *    replies at once, so a bucket costs both phases' bytes on that direction. */
 #include "harness/model/cluster_cost.h"
-#include "allreduce-tree/tree.h"
 #include <math.h>
 #include <stdlib.h>
 
-static int s_machine(const h_cl_net_t *net, int r) { return r / (net->gpus_per_node > 0 ? net->gpus_per_node : 1); }
-
-static void s_tree(const h_cl_net_t *net, double n, double *nic, double *msgs)
-{
-    int P = net->nodes * net->gpus_per_node, N = net->nodes;
-    double *out = calloc((size_t)N, sizeof *out), *in = calloc((size_t)N, sizeof *in);
-    if (!out || !in) { free(out); free(in); *nic = NAN; return; }
-    int depth = 0;
-    for (int t = 0; t < 2; t++)
-        for (int r = 0; r < P; r++) {
-            int parent, ch[2], d = 0;
-            tree_shape(P, t, r, &parent, ch);
-            for (int q = r, p = parent; p >= 0; d++) {
-                q = p;
-                int c2[2];
-                tree_shape(P, t, q, &p, c2);
-            }
-            if (d > depth) depth = d;
-            if (parent < 0 || s_machine(net, r) == s_machine(net, parent)) continue;
-            int mc = s_machine(net, r), mp = s_machine(net, parent);
-            out[mc] += n / 2; in[mp] += n / 2;   /* reduce: child to parent */
-            out[mp] += n / 2; in[mc] += n / 2;   /* broadcast: parent to child */
-        }
-    double worst = 0;
-    for (int m = 0; m < N; m++) worst = fmax(worst, fmax(out[m], in[m]));
-    free(out);
-    free(in);
-    *nic = worst;
-    *msgs = 2.0 * depth;
-}
 
 static void s_ps(const h_cl_net_t *net, const h_cl_engine_t *e, double n, double *nic, double *msgs)
 {
@@ -145,11 +116,16 @@ void h_cl_traffic(const h_cl_net_t *net, const h_cl_engine_t *e, double n, doubl
     int N = net->nodes > 0 ? net->nodes : 1, P = N * (net->gpus_per_node > 0 ? net->gpus_per_node : 1);
     *nic_bytes = 0;
     *messages = 0;
-    if (e->kind == H_PATTERN_RING) {
+    if ((e->kind == H_PATTERN_RING || e->kind == H_PATTERN_TREE) && e->from_sched) {
+        if (P > 1) *messages = e->msgs;
+        if (N > 1) *nic_bytes = e->nic_per_byte * n;
+    } else if (e->kind == H_PATTERN_RING) {
+        /* the closed form: 2(P-1) lock-step steps of n/P over every edge, N of them crossing machines */
         if (P > 1) *messages = 2.0 * (P - 1);
         if (N > 1) *nic_bytes = 2.0 * (P - 1) / P * n;
     } else if (e->kind == H_PATTERN_TREE) {
-        if (P > 1) s_tree(net, n, nic_bytes, messages);
+        if (P > 1) *messages = NAN;
+        if (N > 1) *nic_bytes = NAN; /* no closed form here: the tree's shape is its schedule's */
     } else {
         s_ps(net, e, n, nic_bytes, messages);
     }

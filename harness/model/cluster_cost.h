@@ -2,7 +2,8 @@
  * no I/O): each bucket's collective time from the bytes the busiest NIC carries for each engine's
  * pattern (machines of G GPUs sharing one full-duplex NIC; traffic within a machine is free), and the
  * step from the buckets' ready times (overlap with backward, one collective at a time, as DDP and
- * Horovod run them). `harness model --model M --nodes N ...` fits the link and predicts with it. */
+ * Horovod run them). `harness model --model M --nodes N ...` predicts with it from a calibration
+ * (model/calib.h); the allreduce engines' bytes and messages come from their declared schedules. */
 #ifndef SB_HARNESS_MODEL_CLUSTER_COST_H
 #define SB_HARNESS_MODEL_CLUSTER_COST_H
 #include <stddef.h>
@@ -18,6 +19,12 @@ typedef struct {
 
 typedef struct {
     h_pattern_t kind;
+    /* allreduce engines (ring, tree): from the engine's declared schedule (h_mc_sched_traffic, through the
+     * registry) when from_sched is set: the busiest NIC direction's bytes per byte allreduced, and the
+     * messages in series (its steps). Without it the ring takes its closed form, 2(P-1)/P n and 2(P-1)
+     * messages; the tree has none here (NAN) */
+    int from_sched;
+    double nic_per_byte, msgs;
     int servers;            /* ps: dedicated servers (0 with colocate) */
     int server_nodes;       /* ps: servers on CPU machines of their own (K); 0: server s on GPU machine s mod N */
     int colocate;           /* ps: one server inside every worker */

@@ -11,18 +11,21 @@
 #include "harness/record/jsonl.h"
 #include "harness/emulate/netspec.h"
 #include "harness/record/stats.h"
-#include "ps/ps_proto.h"
 #include "trainer/emu.h"
 #include "trainer/workload.h"
 
 #define S_WIRE (1514.0 / 1448.0)
-/* The PS's default partition; a bench line's own (lines from before the field had the default). */
-#define S_PART ((double)PS_DEFAULT_PART_BYTES)
+/* The PS's default partition (bytes), read from its declared schedule through the registry; a bench line's
+ * own (lines from before the field had the default). */
+double h_mc_ps_part(void);
+#define S_PART h_mc_ps_part()
 #define S_LINE_PART(r) (h_jget((r), "ps_partition_bytes") ? h_jnum((r), "ps_partition_bytes", 0) : S_PART)
 
-/* One engine layout of the model's rows. */
+/* One engine layout of the model's rows: its label, the registry's engine it runs, its pattern and PS
+ * placement. */
 typedef struct {
     const char *label;
+    const char *engine;
     h_cl_engine_t e;
     int update_on_worker;    /* allreduce engines leave the update to the device */
 } s_layout_t;
@@ -50,6 +53,9 @@ double h_mc_step(const s_point_t *p, const h_cal_t *cal, int l, int N, int G, in
 const char *h_mc_model_cc(const h_model_cluster_cfg_t *o, char *buf, size_t len);
 int h_mc_line_cc_is(const h_jobj_t *r, const char *cc);
 int h_mc_layout_of(const h_jobj_t *r, int N);
+/* An allreduce engine's traffic on N machines of G from its declared schedule (h_engine_schedule): the
+ * busiest NIC direction's bytes per byte allreduced and its steps; 0 or a code. e gets them (from_sched). */
+int h_mc_sched_traffic(const char *engine, int N, int G, h_cl_engine_t *e);
 
 /* cluster.c: the calibration's constants, one line each */
 void h_mc_print_cal(const h_cal_t *cal);
