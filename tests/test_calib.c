@@ -251,6 +251,47 @@ Test(calib, alpha_from_the_ring_lines, .init = s_setup)
     tmpdir_remove(g_dir);
 }
 
+/* The slowest GPU's compute: a training run with a straggler (RANK:MS, waited out before its backward by
+ * trainer/emu.c) is predicted that much later, on one machine (no link) exactly; a straggler rank the run
+ * does not have adds nothing. */
+Test(calib, the_slowest_gpu_paces_the_step, .init = s_setup, .timeout = 60)
+{
+    char b[600], t[600], cal[600], cmd[4096];
+    static char out[1 << 16];
+    s_path(b, sizeof b, "b.jsonl"), s_path(t, sizeof t, "t.jsonl"), s_path(cal, sizeof cal, "cal.json");
+    FILE *f = fopen(b, "w");
+    cr_assert(f);
+    s_ps_line(f, 4, 4, 1, S_FAST, 16777216, 131072, 1e6);
+    fclose(f);
+    f = fopen(t, "w");
+    cr_assert(f);
+    const char *common = "\"emulated\":1,\"mode\":\"train\",\"schema\":2,\"model\":\"resnet50\",\"device\":\"v100\","
+                         "\"nodes\":1,\"gpus_per_node\":2,\"world\":2,\"net\":\"inter=25gbit\",\"local_batch\":64,"
+                         "\"shrink\":32,\"dilate\":1,\"grad_dtype\":\"f32\",\"host_bound\":false,\"engine\":\"ring\","
+                         "\"impl\":\"host\",\"servers\":0";
+    fprintf(f, "{%s,\"emu_step_ms\":100}\n{%s,\"straggler\":\"1:100\",\"emu_step_ms\":200}\n"
+               "{%s,\"straggler\":\"5:100\",\"emu_step_ms\":300}\n", common, common, common);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "%s model fit %s > %s && %s model check %s %s", g_h, b, cal, g_h, cal, t);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    /* rows: the run without a straggler with the rank-5 one (the same configuration: 2 launches), then the
+     * straggler's */
+    double pred[2] = {0};
+    int launches[2] = {0};
+    const char *at = strstr(out, "# out of sample");
+    cr_assert(at, "%s", out);
+    for (int i = 0; i < 2; i++) {
+        const char *l = strstr(at, "\n  ring ");
+        cr_assert(l, "%s", out);
+        double meas;
+        cr_assert_eq(sscanf(l, " ring %*s %*s %*d %d %lf %lf", &launches[i], &meas, &pred[i]), 3, "%.200s", l);
+        at = l + 1;
+    }
+    cr_expect_eq(launches[0], 2, "rank 5 of 2 workers made a configuration of its own:\n%s", out);
+    cr_expect_float_eq(pred[1] - pred[0], 100.0, 0.051, "the straggler's 100 ms: %.2f against %.2f", pred[1], pred[0]);
+    tmpdir_remove(g_dir);
+}
+
 Test(calib, bad_input_is_refused, .init = s_setup, .timeout = 30)
 {
     char a[600], bad[600], cmd[2048];

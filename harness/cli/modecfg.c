@@ -120,7 +120,8 @@ void h_model_cluster_cfg_of(const h_opts_t *o, h_model_cluster_cfg_t *c)
     *c = (h_model_cluster_cfg_t){.model = o->model, .emu_device = o->emu_device, .nodes = o->nodes,
                                  .gpus_per_node = o->gpus_per_node, .batch = h_opts_given(o, "batch") ? o->batch : 0,
                                  .batch_per_gpu = o->batch_per_gpu, .bucket_mb = o->bucket_mb,
-                                 .no_overlap = o->no_overlap, .grad_dtype = o->grad_dtype, .net = o->net,
+                                 .no_overlap = o->no_overlap, .straggler = o->straggler, .grad_dtype = o->grad_dtype,
+                                 .net = o->net,
                                  .nfiles = o->nmeasured, .files = (char **)o->measured, .no_check = o->no_check};
     h_out_of(o, &c->out);
 }

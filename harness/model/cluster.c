@@ -27,6 +27,7 @@ void h_mc_point_free(s_point_t *p)
 int h_mc_point(s_point_t *p, const char *model, const char *device, size_t local_batch, double bucket_mb, int no_overlap)
 {
     memset(p, 0, sizeof *p);
+    p->straggler_rank = -1;
     CHECK(workload_load(&p->wl, model));
     CHECK(wl_device_resolve(device ? device : "v100", p->wl, &p->dev));
     p->local_batch = local_batch;
@@ -154,12 +155,33 @@ double h_mc_step(const s_point_t *p, const h_cal_t *cal, int l, int N, int G, in
         e.slow = e.server_nodes > 0 ? h_cal_servers_slow(cal, N, G, e.server_nodes, pw)
                                     : h_cal_layout_slow(cal, L->label, N, G, pw);
     if (e.kind != H_PATTERN_PS && N * G > 1 && h_mc_sched_traffic(L->engine, N, G, &e) < 0) return NAN;
-    double total = (double)p->local_batch / p->dev.samples_per_s;
-    double step = N * G > 1 ? h_cl_step(&net, &e, p->nb, p->ready, p->bytes, total, exposed) : total;
+    /* the slowest GPU's compute: a synchronous step waits for it, every bucket ready when that GPU's is */
+    double lag = p->straggler_rank >= 0 && p->straggler_rank < N * G ? p->straggler_s : 0;
+    double total = (double)p->local_batch / p->dev.samples_per_s + lag, *ready = p->ready;
+    if (lag > 0 && N * G > 1) {
+        if (!(ready = malloc((size_t)(p->nb > 0 ? p->nb : 1) * sizeof *ready))) return NAN;
+        for (int b = 0; b < p->nb; b++) ready[b] = p->ready[b] + lag;
+    }
+    double step = N * G > 1 ? h_cl_step(&net, &e, p->nb, ready, p->bytes, total, exposed) : total;
+    if (ready != p->ready) free(ready);
     if (L->update_on_worker || N * G == 1) step += p->update_s;
     return step;
 }
 
+
+int h_mc_straggler(const char *spec, int *rank, double *sec)
+{
+    *rank = -1, *sec = 0;
+    if (!spec || !*spec) return 0;
+    char *end;
+    long r = strtol(spec, &end, 10);
+    if (end == spec || *end != ':' || r < 0 || r > 1 << 30) return -1;
+    const char *v = end + 1;
+    double ms = strtod(v, &end);
+    if (end == v || *end || !(ms >= 0)) return -1;
+    *rank = (int)r, *sec = ms / 1e3;
+    return 0;
+}
 
 /* The TCP congestion control the model's NIC runs: --net's cc=, else the emulation's default. */
 const char *h_mc_model_cc(const h_model_cluster_cfg_t *o, char *buf, size_t len)
@@ -307,6 +329,8 @@ int h_model_cluster(const h_model_cluster_cfg_t *o)
     s_point_t p;
     rc = h_mc_point(&p, o->model, o->emu_device, lb, o->bucket_mb, o->no_overlap);
     p.ps_pipelined = o->grad_dtype == DT_F32; /* as the engine decides (ps/ps_step.c; loss scaling implies half gradients) */
+    if (rc == 0 && h_mc_straggler(o->straggler, &p.straggler_rank, &p.straggler_s) < 0)
+        rc = err_set(ERR_INVAL, "--straggler '%s': expected RANK:MS", o->straggler);
     if (rc < 0) {
         h_mc_point_free(&p);
         h_cal_free(&cal);
@@ -316,6 +340,9 @@ int h_model_cluster(const h_model_cluster_cfg_t *o)
            "(eff %g, TCP %s), %d buckets of <= %g MiB%s; device update %.2f ms where the worker updates\n",
            p.wl->name, p.dev.name, p.dev.samples_per_s, p.dev.basis, lb, bps / eff / 1e9, eff, cc,
            p.nb, p.bucket_mb, p.no_overlap ? " (after backward)" : " (overlapping backward)", p.update_s * 1e3);
+    if (p.straggler_rank >= 0)
+        printf("# the slowest GPU: worker %d's compute + %.2f ms (--straggler %s), every bucket that much later, where\n"
+               "# the cluster has that worker\n", p.straggler_rank, p.straggler_s * 1e3, o->straggler);
     h_mc_print_cal(&cal);
     printf("# the model's limits: one collective at a time, links paced by the busiest NIC, alpha a message in series,\n"
            "# no CPU or PCIe limits, servers' CPU work free, TCP's share of a shared NIC only through the PS's slowdowns\n"

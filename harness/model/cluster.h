@@ -15,6 +15,7 @@ typedef struct {
     int batch_per_gpu;                /* --batch-per-gpu (0: not given; neither: 64) */
     double bucket_mb;                 /* --bucket-mb */
     int no_overlap;                   /* --no-overlap */
+    const char *straggler;            /* --straggler RANK:MS: the slowest GPU's extra compute a step */
     dtype_t grad_dtype;               /* --grad-dtype */
     const char *net;                  /* --net inter=RATE... */
     int nfiles;                       /* measured results files (positional, --measured) */

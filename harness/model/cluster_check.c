@@ -118,8 +118,12 @@ int h_mc_check(const h_cal_t *cal, int nfiles, char **files, const h_out_t *out,
         /* sync PS rounds commit per partition with f32 gradients since results schema 2 (the same release);
          * older lines, and half-precision gradients, waited for the step's last push */
         int pipelined = !strcmp(h_jstr(r, "grad_dtype", "f32"), "f32") && h_jnum(r, "schema", 1) >= 2;
+        int srank;
+        double lag;
+        if (h_mc_straggler(h_jstr(r, "straggler", ""), &srank, &lag) < 0) continue; /* one the model cannot read */
+        if (srank >= P) srank = -1, lag = 0;
         char key[512];
-        snprintf(key, sizeof key, "%d|%s|%s|%.6g|%.6g|%d|%d|%d|%d|%g|%g|%d|%d|%g|%g|%d", hb, h_jstr(r, "model", ""),
+        snprintf(key, sizeof key, "%g|%d|%s|%s|%.6g|%.6g|%d|%d|%d|%d|%g|%g|%d|%d|%g|%g|%d", lag, hb, h_jstr(r, "model", ""),
                  h_jstr(r, "device", ""), bps, eff, P, N, G, l, h_jnum(r, "servers", 0), h_jnum(r, "server_nodes", 0),
                  (int)h_jnum(r, "local_batch", 64), no_overlap, h_jnum(r, "bucket_mb", 25), h_jnum(r, "shrink", 1) *
                  1000 + h_jnum(r, "dilate", 1), pipelined);
@@ -134,6 +138,7 @@ int h_mc_check(const h_cal_t *cal, int nfiles, char **files, const h_out_t *out,
                 continue;
             }
             p.ps_pipelined = pipelined;
+            p.straggler_rank = srank, p.straggler_s = lag;
             c->K = (int)h_jnum(r, "server_nodes", 0);
             c->predicted = h_mc_step(&p, cal, l, N, G, c->K, bps, NULL) * 1e3;
             c->layout = l, c->P = P, c->N = N, c->G = G, c->bps = bps, c->hb = hb, c->overlap = !no_overlap;

@@ -39,6 +39,10 @@ typedef struct {
     int ps_pipelined;        /* the PS commits each partition with its last push (f32 gradients, no loss scaling) */
     int nb;
     double *ready, *bytes;   /* per bucket */
+    /* the slowest GPU's compute: worker straggler_rank (-1: none) waits straggler_s before its backward
+     * (--straggler RANK:MS, as trainer/emu.c waits it out); a run without that worker has none */
+    int straggler_rank;
+    double straggler_s;
 } s_point_t;
 
 /* cluster.c: the model's layouts (H_MC_NLAYOUTS rows, ring first), a model point (the workload's
@@ -52,6 +56,9 @@ int h_mc_point(s_point_t *p, const char *model, const char *device, size_t local
 double h_mc_step(const s_point_t *p, const h_cal_t *cal, int l, int N, int G, int K, double bps, double *exposed);
 const char *h_mc_model_cc(const h_model_cluster_cfg_t *o, char *buf, size_t len);
 int h_mc_line_cc_is(const h_jobj_t *r, const char *cc);
+/* --straggler RANK:MS (a train line's "straggler"): *rank and *s (MS / 1000); "" or NULL: rank -1. 0, or -1
+ * when it is not RANK:MS. */
+int h_mc_straggler(const char *spec, int *rank, double *s);
 int h_mc_layout_of(const h_jobj_t *r, int N);
 /* An allreduce engine's traffic on N machines of G from its declared schedule (h_engine_schedule): the
  * busiest NIC direction's bytes per byte allreduced and its steps; 0 or a code. e gets them (from_sched). */
