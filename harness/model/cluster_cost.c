@@ -69,13 +69,13 @@ double h_cl_ps_duplex_bytes(const h_cl_net_t *net, const h_cl_engine_t *e, doubl
 {
     int N = net->nodes, G = net->gpus_per_node, P = N * G;
     if (N <= 1) return 0;
-    /* a machine's servers take the pushes of the P - G workers on the other N - 1 machines while replying:
-     * their replies lag by the incast slowdown (a partition is answered after its slowest push), while the
-     * pushes sharing the direction keep it busy meanwhile, so only the replies' bytes are slowed */
-    double slow = e->pipelined ? h_cl_incast_factor(e->incast, P - G, N - 1, e->incast_fmax) : 1;
-    /* a measured slowdown (e->slow) stretches the direction as a whole, pushes and replies together */
+    /* the direction carrying a machine's workers' pushes and its servers' replies is slowed as a whole: by
+     * the layout's slowdown measured on these machines (e->slow), else by the incast law for its servers'
+     * P - G remote workers on N - 1 machines (measured on a server machine's NIC, where both directions
+     * carry a phase's bytes: ps-incast) */
+    double slow = e->slow > 0 ? e->slow : e->pipelined ? h_cl_incast_factor(e->incast, P - G, N - 1, e->incast_fmax) : 1;
     if (e->colocate) /* push out + reply out, the same per machine */
-        return G * n * (double)(P - G) / P * (e->slow > 0 ? 2 * e->slow : 1 + slow);
+        return G * n * (double)(P - G) / P * 2 * slow;
     int S = e->servers > 0 ? e->servers : 1;
     if (e->server_nodes > 0) {
         double nic, msgs;
@@ -88,8 +88,7 @@ double h_cl_ps_duplex_bytes(const h_cl_net_t *net, const h_cl_engine_t *e, doubl
         for (int s = 0; s < S; s++) sm += s % N == m;
         double h = (double)sm / S;
         /* out: its workers' pushes to remote servers + its servers' replies to remote workers (in mirrors) */
-        worst = fmax(worst, e->slow > 0 ? (G * n * (1 - h) + h * n * (P - G)) * e->slow
-                                        : G * n * (1 - h) + h * n * (P - G) * slow);
+        worst = fmax(worst, (G * n * (1 - h) + h * n * (P - G)) * slow);
     }
     return worst;
 }

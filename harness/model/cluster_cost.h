@@ -58,9 +58,8 @@ double h_cl_incast_fit(int n, const int *f, const double *ratio);
 void h_cl_traffic(const h_cl_net_t *net, const h_cl_engine_t *e, double n, double *nic_bytes, double *messages);
 /* The PS with both phases on the wire at once (pipelined): the busiest NIC direction's bytes when a
  * bucket's pushes and replies share the links (a direction carrying pushes one way and replies the
- * same way adds them; the incast slowdown stretches only the replies, since a partition is answered
- * after its slowest push while the direction's pushes keep it busy). Equals h_cl_traffic's bytes when
- * pushes and replies use opposite directions. */
+ * same way adds them; a slowdown, measured or the incast law, stretches the direction's bytes as a
+ * whole). Equals h_cl_traffic's bytes when pushes and replies use opposite directions. */
 double h_cl_ps_duplex_bytes(const h_cl_net_t *net, const h_cl_engine_t *e, double n);
 /* One collective of n bytes: messages alpha + nic_bytes beta (no transfer at one machine). */
 double h_cl_collective(const h_cl_net_t *net, const h_cl_engine_t *e, double n);
