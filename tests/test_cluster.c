@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "harness/emulate/cluster.h"
+#include "harness/registry/engines.h"
 #include "harness/model/cluster_cost.h"
 #include "harness/model/cluster_int.h"
 #include "tests/lib/ranks.h"
@@ -130,6 +131,71 @@ Test(clustermodel, allreduce_traffic_from_the_schedules)
     cr_expect_neq(h_mc_sched_traffic("nosuch", 2, 2, &t), 0, "an engine the registry lacks");
     /* the PS's partition is the schedule's, the engine's default */
     cr_expect_float_eq(h_mc_ps_part(), 4194304, 1e-9);
+}
+
+/* Sets engine option name (value: NULL for a flag) in es through the registry. */
+static void s_set_opt(h_engset_t *es, const char *name, const char *value)
+{
+    int eng;
+    for (int k = 0; h_engine_opt(k, &eng); k++)
+        if (!strcmp(h_engine_opt(k, &eng)->name, name)) {
+            cr_assert_eq(h_engine_opt_set(es->eopts, k, value), 0, "--%s %s", name, value ? value : "");
+            return;
+        }
+    cr_assert_fail("no engine option %s", name);
+}
+
+/* The PS's closed forms (cluster_cost.c's s_ps, a phase's busiest NIC direction) are its declared
+ * schedule's bytes, placed as the emulated cluster places ranks (h_cluster_machine_of), in the limit of
+ * many partitions (here 4 a server, every server alike): the model keeps the closed forms because the
+ * schedule grows as partitions x workers (a billion transfers colocated at 1024 GPUs). */
+Test(clustermodel, ps_closed_forms_are_the_schedules)
+{
+    static const struct { int N, G, S, K, coloc; } L[] = {
+        {2, 2, 1, 1, 0}, {4, 1, 1, 1, 0}, {4, 2, 4, 4, 0}, {4, 1, 2, 2, 0}, /* server machines of their own */
+        {2, 2, 2, 0, 0}, {3, 2, 3, 0, 0},                                   /* one server on every GPU machine */
+        {2, 2, 0, 0, 1}, {3, 1, 0, 0, 1}, {2, 4, 0, 0, 1},                  /* colocated */
+    };
+    for (size_t i = 0; i < sizeof L / sizeof L[0]; i++) {
+        int N = L[i].N, G = L[i].G, P = N * G, S = L[i].coloc ? P : L[i].S;
+        h_engset_t es;
+        memset(&es, 0, sizeof es);
+        cr_assert_eq(h_engine_opts_init(es.eopts), 0);
+        char sv[16];
+        snprintf(sv, sizeof sv, "%d", L[i].S);
+        if (L[i].coloc) s_set_opt(&es, "ps-colocate", NULL);
+        else s_set_opt(&es, "servers", sv);
+        s_set_opt(&es, "ps-partition-kb", "1");
+        sched_env_t env = {.workers = P, .device = -1, .gpus_per_node = G};
+        size_t count = (size_t)S * 4 * 256; /* 4 partitions of 1 KiB (256 f32) a server */
+        sched_t sc;
+        memset(&sc, 0, sizeof sc);
+        cr_assert_eq(h_engine_schedule(&es, "ps", &env, count, 4, &sc), 0);
+        h_cluster_t cl = {.nodes = N, .gpus_per_node = G, .server_nodes = L[i].K};
+        int M = h_cluster_machines(&cl, 1);
+        double worst = 0;
+        for (int k = 0; k < sc.nsteps; k++) {
+            double out[16] = {0}, in[16] = {0};
+            for (size_t x = sc.steps[k].first; x < sc.steps[k].first + sc.steps[k].n; x++) {
+                const sched_xfer_t *t = &sc.x[x];
+                /* colocated: server s is a thread inside worker s, rank s of the schedule */
+                int ms = h_cluster_machine_of(&cl, t->src, P);
+                int md = h_cluster_machine_of(&cl, t->dst, P);
+                if (ms == md) continue;
+                double b = (double)sched_xfer_bytes(&sc, t);
+                out[ms] += b, in[md] += b;
+            }
+            for (int m = 0; m < M; m++) worst = fmax(worst, fmax(out[m], in[m]));
+        }
+        sched_free(&sc);
+        h_engine_opts_free(es.eopts);
+        h_cl_net_t net = {.nodes = N, .gpus_per_node = G, .beta = 1e-9};
+        h_cl_engine_t e = {.kind = H_PATTERN_PS, .servers = L[i].coloc ? 0 : S, .server_nodes = L[i].K, .colocate = L[i].coloc};
+        double nic, msgs;
+        h_cl_traffic(&net, &e, (double)count * 4, &nic, &msgs);
+        cr_expect_float_eq(nic, worst, 1e-6 * worst + 1e-9, "layout %zu (%dx%d S %d K %d%s): closed form %.0f, schedule %.0f", i,
+                           N, G, S, L[i].K, L[i].coloc ? " colocated" : "", nic, worst);
+    }
 }
 
 Test(clustermodel, ps_replies_follow_the_last_push)
