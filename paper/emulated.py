@@ -520,12 +520,12 @@ def model_check(results_dir, summary):
     rows, inside = [], False
     with open(p) as f:
         for t in f:
-            if t.startswith("# predicted against the emulated runs"):
+            if t.startswith("# out of sample: predicted") or t.startswith("# predicted against the emulated runs"):
                 if rows:
                     break
                 inside = True
                 continue
-            if inside and t.startswith("# mean"):
+            if inside and (t.startswith("# mean") or t.startswith("# counted")):
                 break
             w = t.split()
             if inside and len(w) == 8 and not t.startswith("#"):
@@ -543,7 +543,8 @@ def model_check(results_dir, summary):
                     "%.1f" % (sum(abs(r[6]) for r in R) / len(R)), "%+.1f" % max((r[6] for r in R), key=abs)))
     within = sum(abs(r[6]) <= 10 for r in rows)
     summary.append("cost model: %d of %d emulated configurations within 10%% (median of their launches)" % (within, len(rows)))
-    out = ["Predicted against every emulated configuration that was not host-bound (`results/emulated-model.txt`; "
+    out = ["Predicted out of sample, from constants fitted on collective-alone bench lines only, against every "
+           "emulated configuration that was not host-bound (`results/emulated-model.txt`, `results/model-fit-check.txt`; "
            "a configuration launched more than once is compared by its launches' median): %d of %d within 10%%, "
            "mean |error| %.1f%%." % (within, len(rows), sum(abs(r[6]) for r in rows) / len(rows)),
            table(["layout", "configurations", "launches", "within 10%", "mean abs error %", "worst %"], eng)]
