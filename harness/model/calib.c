@@ -340,6 +340,7 @@ int h_cal_load(h_cal_t *cal, const char *path)
     memset(cal, 0, sizeof *cal);
     json_error_t je;
     json_t *doc = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (!doc && je.line < 1) return err_set(ERR_IO, "%s", je.text);
     if (!doc) return err_set(ERR_CORRUPT, "%s: line %d: %s", path, je.line, je.text);
     int rc = 0;
     json_t *files = json_object_get(doc, "files"), *consts = json_object_get(doc, "constants");
