@@ -3,9 +3,9 @@
  * Derivations (n bytes per rank, P ranks, one full-duplex link per rank):
  *  - ring: each of the 2(P-1) steps moves one chunk n/P over every link at once and starts with one
  *    message latency; the P-1 reduce-scatter steps each add one chunk.
- *  - tree: both halves (n/2) travel their own tree concurrently, in segments of the engine's own size
- *    (tree_seg_default); the schedule is lock-step (tree.c: up-op of segment s at depth d in step
- *    s + D_t - d, down-op in step s + D_t + d). h_cm_tree replays that schedule: for every step it adds
+ *  - tree (host_tree.c, from the engine's declared segmented schedule): both halves (n/2) travel their
+ *    own tree concurrently, in segments of the engine's own size; the schedule is lock-step (up-op of
+ *    segment s at depth d in step s + D_t - d, down-op in step s + D_t + d). h_cm_tree replays it: for every step it adds
  *    the bytes each rank puts on its link and takes off it (full duplex: the busier direction counts)
  *    and the bytes it reduces, and charges the step alpha + (busiest link) beta + (most reduced) gamma.
  *    So the pipeline's fill and drain cost what they carry (at P = 2 a link carries one segment in the
@@ -34,7 +34,6 @@
  * per rank: the result). The prediction is max(network time, W / cores): the CPU work overlaps the
  * network's waits as long as it fits in them. */
 #include "harness/model/host_cost.h"
-#include "allreduce-tree/tree.h"
 #include <math.h>
 #include <stdlib.h>
 
@@ -56,10 +55,7 @@ double h_cm_cpu(const h_cm_t *m, int procs, double work)
     return m->cores > 0 && procs > m->cores ? work / m->cores : 0;
 }
 
-/* Run a schedule of ns steps over nl links (bytes[s * nl + l], red[s], alpha only where lat[s]):
- * once without a shaper; shaped, back to back from full buckets: 2 warm-up runs, then the mean of
- * 3. Returns < 0 when out of memory. */
-static double s_run(const h_cm_t *m, long ns, int nl, const double *bytes, const double *red, const char *lat)
+double h_cm_run(const h_cm_t *m, long ns, int nl, const double *bytes, const double *red, const char *lat)
 {
     double *tok = malloc((size_t)nl * sizeof *tok);
     if (!tok) return -1;
@@ -89,124 +85,11 @@ double h_cm_ring(const h_cm_t *m, int P, double n)
         if (!b) return -1;
         double *red = b + ns;
         for (long s = 0; s < ns; s++) b[s] = n / P, red[s] = s < P - 1 ? n / P : 0;
-        net = s_run(m, ns, 1, b, red, NULL);
+        net = h_cm_run(m, ns, 1, b, red, NULL);
         free(b);
     }
     double work = P * (4 * f * n * m->kappa + f * n * m->gamma + n * m->mu);
     return fmax(net, h_cm_cpu(m, P, work));
-}
-
-void h_cm_tree_shape(int P, int *depth, int *k, int *c)
-{
-    *depth = 0, *k = 0, *c = 0;
-    if (P <= 1) return;
-    int *dep = malloc((size_t)P * sizeof *dep);
-    if (!dep) return;
-    for (int t = 0; t < 2; t++) {
-        /* depth of every rank: walk up to the root (D <= ceil(log2 P), so this is cheap) */
-        for (int r = 0; r < P; r++) {
-            int d = 0, x = r, parent, ch[2];
-            for (;;) {
-                tree_shape(P, t, x, &parent, ch);
-                if (parent < 0 || d > P) break;
-                x = parent;
-                d++;
-            }
-            dep[r] = d;
-            if (d > *depth) *depth = d;
-        }
-    }
-    for (int r = 0; r < P; r++) {
-        int sends = 0, reduces = 0;
-        for (int t = 0; t < 2; t++) {
-            int parent, ch[2];
-            tree_shape(P, t, r, &parent, ch);
-            int nc = (ch[0] >= 0) + (ch[1] >= 0);
-            sends += (parent >= 0) + nc;
-            reduces += nc;
-        }
-        if (sends > *k) *k = sends;
-        if (reduces > *c) *c = reduces;
-    }
-    free(dep);
-}
-
-double h_cm_tree_seg(int P, double n)
-{
-    if (P <= 1 || n <= 0) return 0;
-    double sb = (double)tree_seg_default(P, (size_t)n);
-    if (sb >= 128) sb = floor(sb / 64) * 64;     /* tree.c: segments are whole multiples of 64 B */
-    return sb;
-}
-
-/* Depth of every rank in both trees of P (dep[t * P + r]) and each tree's depth D[t]. */
-static void s_tree_depths(int P, int *dep, int *D)
-{
-    for (int t = 0; t < 2; t++)
-        for (int r = 0; r < P; r++) {
-            int d = 0, x = r, parent, ch[2];
-            for (;;) {
-                tree_shape(P, t, x, &parent, ch);
-                if (parent < 0 || d > P) break;
-                x = parent;
-                d++;
-            }
-            dep[t * P + r] = d;
-            if (d > D[t]) D[t] = d;
-        }
-}
-
-double h_cm_tree(const h_cm_t *m, int P, double n, double seg)
-{
-    if (P <= 1 || n <= 0) return 0;
-    if (seg <= 0) seg = h_cm_tree_seg(P, n);
-    double half = ceil(n / 2);
-    if (seg > half) seg = half;
-    long nseg = (long)ceil(half / seg);
-    int *dep = malloc(2 * (size_t)P * sizeof *dep), D[2] = {0, 0};
-    if (!dep) return -1;
-    s_tree_depths(P, dep, D);
-    long T = nseg + 2L * (D[0] > D[1] ? D[0] : D[1]) + 1;
-    /* bytes each rank puts on its link (out), takes off it (in) and reduces, per lock-step step */
-    double *out = calloc((size_t)(3 * T) * (size_t)P, sizeof *out);
-    if (!out) { free(dep); return -1; }
-    double *in = out + T * P, *red = in + T * P;
-    for (int t = 0; t < 2; t++)
-        for (int r = 0; r < P; r++) {
-            int parent, ch[2], d = dep[t * P + r];
-            tree_shape(P, t, r, &parent, ch);
-            for (long sg = 0; sg < nseg; sg++) {
-                double len = fmin(seg, half - (double)sg * seg);
-                long up = sg + D[t] - d, dn = sg + D[t] + d;
-                if (parent >= 0) out[up * P + r] += len, in[up * P + parent] += len;
-                for (int c = 0; c < 2; c++) {
-                    if (ch[c] < 0) continue;
-                    red[up * P + r] += len;
-                    out[dn * P + r] += len, in[dn * P + ch[c]] += len;
-                }
-            }
-        }
-    /* the schedule as links: rank r's out direction is link 2r, its in direction 2r+1; steps that
-     * move and reduce nothing (a depth difference between the trees) are dropped */
-    double *lk = malloc((size_t)T * (2 * (size_t)P + 1) * sizeof *lk);
-    if (!lk) { free(out); free(dep); return -1; }
-    double *rd = lk + (size_t)T * 2 * (size_t)P, work = 0;
-    long ns = 0;
-    for (long tau = 0; tau < T; tau++) {
-        double any = 0, mr = 0;
-        for (int r = 0; r < P; r++) {
-            double o = out[tau * P + r], i = in[tau * P + r], d = red[tau * P + r];
-            lk[ns * 2 * P + 2 * r] = o, lk[ns * 2 * P + 2 * r + 1] = i;
-            any += o + i + d, mr = fmax(mr, d);
-            work += (o + i) * m->kappa + d * m->gamma;
-        }
-        if (any > 0) rd[ns++] = mr;
-    }
-    double time = s_run(m, ns, 2 * P, lk, rd, NULL);
-    free(lk);
-    free(out);
-    free(dep);
-    return time < 0 ? time : fmax(time, h_cm_cpu(m, P, work + P * n * m->mu));
 }
 
 double h_cm_ps(const h_cm_t *m, int N, int S, int colocate, double n, double part)
@@ -218,7 +101,7 @@ double h_cm_ps(const h_cm_t *m, int N, int S, int colocate, double n, double par
         double f = (double)(N - 1) / N;
         /* push then pull: every rank's out and in carry f n in both (one bucket: they are alike) */
         double b[2] = {f * n, f * n}, red[2] = {f * n, 0};
-        double net = s_run(m, 2, 1, b, red, NULL);
+        double net = h_cm_run(m, 2, 1, b, red, NULL);
         return fmax(net, h_cm_cpu(m, N, N * (4 * f * n * m->kappa + f * n * m->gamma + n * m->mu)));
     }
     if (S < 1) S = 1;
@@ -237,7 +120,7 @@ double h_cm_ps(const h_cm_t *m, int N, int S, int colocate, double n, double par
         red[j] = (N - 1) * pin;
         lat[j] = j == 0 || j == np;            /* the pipeline hides the latencies in between */
     }
-    double net = s_run(m, ns, 4, b, red, lat);
+    double net = h_cm_run(m, ns, 4, b, red, lat);
     free(b);
     free(lat);
     double work = N * (2 * n * m->kappa + n * m->mu) + S * (2 * N * per * m->kappa + (N - 1) * per * m->gamma);

@@ -32,7 +32,13 @@ double h_cm_cpu(const h_cm_t *m, int procs, double work);
  * and receive 2(P-1)/P n) + (P-1)/P n gamma + n mu (the result copy) each. */
 double h_cm_ring(const h_cm_t *m, int P, double n);
 
-/* The host double binary tree as allreduce-tree/tree.c runs it: each half of the buffer goes up and
+/* Run a schedule of ns steps over nl links (bytes[s * nl + l], red[s], alpha only where lat[s], lat NULL:
+ * every step): once without a shaper; shaped, back to back from full buckets: 2 warm-up runs, then the
+ * mean of 3. Returns < 0 when out of memory. */
+double h_cm_run(const h_cm_t *m, long ns, int nl, const double *bytes, const double *red, const char *lat);
+
+/* host_tree.c, from the tree engine's declared schedule (through the registry).
+ * The host double binary tree as allreduce-tree/tree.c runs it: each half of the buffer goes up and
  * down one tree in segments of seg bytes (0: the engine's own tree_seg_default). The lock-step schedule
  * is replayed: each step costs alpha + (most bytes on one rank's link, either direction) beta + (most
  * bytes one rank reduces) gamma (h_cm_step, every rank's in and out link its own bucket; back-to-back
@@ -42,8 +48,9 @@ double h_cm_tree(const h_cm_t *m, int P, double n, double seg);
 /* The pieces of the tree's steady state (exposed for tests): depth D, k (most segments a rank sends
  * in one step), c (most child segments it reduces) of the double binary tree of P. */
 void   h_cm_tree_shape(int P, int *depth, int *k, int *c);
-/* The tree engine's segment size for an n-byte allreduce over P ranks (tree_seg_default, rounded down
- * to 64 B as tree.c does; the transport's slot cap is not applied). */
+/* The tree engine's segment size for an n-byte allreduce over P ranks (its segmented schedule's pieces:
+ * tree_seg_default, rounded down to 64 B as tree.c does, at most a half; the transport's slot cap is not
+ * applied). */
 double h_cm_tree_seg(int P, double n);
 
 /* Parameter server, N workers, S dedicated servers (colocate = 0) or one server inside every worker
