@@ -367,7 +367,7 @@ const h_opt_t h_opt_table[] = {
     FN("measured", s_measured, nmeasured, "at most 64 files",
        "  --measured FILE       model: a results file to compare against (as a positional FILE)\n"),
     {.name = "no-check", .kind = K_FLAG, .off = F(no_check), .modes = " model ",
-     .help = "  --no-check            model: the files calibrate the model (incast fit, layout benches) but no check\n"
+     .help = "  --no-check            model: the files' bench lines calibrate the model (as model fit) but no check\n"
              "                        against their runs is printed or written\n"},
     FLAG("quiet", quiet, "  --quiet               no progress lines\n"),
     FLAG("peers", peers,
