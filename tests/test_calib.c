@@ -137,6 +137,9 @@ Test(calib, fit_and_check_do_not_depend_on_the_files_order, .init = s_setup, .ti
                          "\"shrink\":32,\"dilate\":1,\"grad_dtype\":\"f32\",\"host_bound\":false";
     fprintf(f, "{%s,\"engine\":\"ps\",\"impl\":\"ps-sync-servers1\",\"servers\":1,\"server_nodes\":1,\"emu_step_ms\":3000}\n", common);
     fprintf(f, "{%s,\"engine\":\"ring\",\"impl\":\"host\",\"servers\":0,\"emu_step_ms\":700}\n", common);
+    /* machine-local aggregation (--ps-local-agg) is no layout of the model's: not a point either */
+    fprintf(f, "{%s,\"engine\":\"ps\",\"impl\":\"ps-sync-servers1-localagg\",\"servers\":1,\"server_nodes\":1,"
+               "\"emu_step_ms\":900}\n", common);
     /* a bench line among the runs: never a point of the check */
     s_ps_line(f, 4, 4, 1, S_FAST, 16777216, 131072, 1e6);
     fclose(f);
@@ -152,7 +155,7 @@ Test(calib, fit_and_check_do_not_depend_on_the_files_order, .init = s_setup, .ti
     cr_assert_eq(run_cmd(cmd, o2, sizeof o2), 0, "%s", o2);
     cr_expect_str_eq(o1, o2, "the check moved with the files' order");
     cr_expect(strstr(o1, "# in sample") && strstr(o1, "# out of sample"), "%s", o1);
-    cr_expect(strstr(o1, "counted: 2 configurations (2 launches)"), "the bench line was checked:\n%s", o1);
+    cr_expect(strstr(o1, "counted: 2 configurations (2 launches)"), "the bench or local-aggregation line was checked:\n%s", o1);
     cr_expect(strstr(o1, "fit only on collective-alone bench lines"), "the split is not stated:\n%s", o1);
     /* the calibration names its files and their lines */
     f = fopen(c1, "r");

@@ -24,12 +24,14 @@ void h_mc_point_free(s_point_t *p)
 }
 
 /* The buckets and ready times of the model at one device and batch (unshrunk bytes, undilated). */
-int h_mc_point(s_point_t *p, const char *model, const char *device, size_t local_batch, double bucket_mb, int no_overlap)
+int h_mc_point(s_point_t *p, const char *model, const char *device, double device_sps, size_t local_batch,
+               double bucket_mb, int no_overlap)
 {
     memset(p, 0, sizeof *p);
     p->straggler_rank = -1;
     CHECK(workload_load(&p->wl, model));
     CHECK(wl_device_resolve(device ? device : "v100", p->wl, &p->dev));
+    if (device_sps > 0) p->dev.samples_per_s = device_sps; /* the run's own device, whatever the preset says now */
     p->local_batch = local_batch;
     p->bucket_mb = bucket_mb > 0 ? bucket_mb : 25;
     p->no_overlap = no_overlap;
@@ -276,6 +278,7 @@ int h_mc_layout_of(const h_jobj_t *r, int N)
     if (!strcmp(eng, "ring")) return 0;
     if (!strcmp(eng, "tree")) return 1;
     if (h_engine_pattern(eng) != H_PATTERN_PS) return -1;
+    if (strstr(impl, "-localagg")) return -1; /* machine-local aggregation: not a layout of this model's */
     if (strstr(impl, "colocated")) return 5;
     int S = (int)h_jnum(r, "servers", 0), K = (int)h_jnum(r, "server_nodes", 0);
     if (K > 0) return S == 1 && K == 1 ? 2 : (K == N && S == N ? 4 : (S == K && K > 1 && K < N ? 6 : -1));
@@ -327,7 +330,7 @@ int h_model_cluster(const h_model_cluster_cfg_t *o)
         return rc;
     }
     s_point_t p;
-    rc = h_mc_point(&p, o->model, o->emu_device, lb, o->bucket_mb, o->no_overlap);
+    rc = h_mc_point(&p, o->model, o->emu_device, 0, lb, o->bucket_mb, o->no_overlap);
     p.ps_pipelined = o->grad_dtype == DT_F32; /* as the engine decides (ps/ps_step.c; loss scaling implies half gradients) */
     if (rc == 0 && h_mc_straggler(o->straggler, &p.straggler_rank, &p.straggler_s) < 0)
         rc = err_set(ERR_INVAL, "--straggler '%s': expected RANK:MS", o->straggler);

@@ -123,15 +123,16 @@ int h_mc_check(const h_cal_t *cal, int nfiles, char **files, const h_out_t *out,
         if (h_mc_straggler(h_jstr(r, "straggler", ""), &srank, &lag) < 0) continue; /* one the model cannot read */
         if (srank >= P) srank = -1, lag = 0;
         char key[512];
-        snprintf(key, sizeof key, "%g|%d|%s|%s|%.6g|%.6g|%d|%d|%d|%d|%g|%g|%d|%d|%g|%g|%d", lag, hb, h_jstr(r, "model", ""),
-                 h_jstr(r, "device", ""), bps, eff, P, N, G, l, h_jnum(r, "servers", 0), h_jnum(r, "server_nodes", 0),
+        snprintf(key, sizeof key, "%g|%d|%s|%s %g|%.6g|%.6g|%d|%d|%d|%d|%g|%g|%d|%d|%g|%g|%d", lag, hb, h_jstr(r, "model", ""),
+                 h_jstr(r, "device", ""), h_jnum(r, "device_samples_per_s", 0), bps, eff, P, N, G, l, h_jnum(r, "servers", 0), h_jnum(r, "server_nodes", 0),
                  (int)h_jnum(r, "local_batch", 64), no_overlap, h_jnum(r, "bucket_mb", 25), h_jnum(r, "shrink", 1) *
                  1000 + h_jnum(r, "dilate", 1), pipelined);
         s_check_pt_t *c = s_check_find(&pts, &npts, &cap, key);
         if (!c) break;
         if (c->layout < 0) {
             s_point_t p;
-            if (h_mc_point(&p, h_jstr(r, "model", ""), h_jstr(r, "device", NULL), (size_t)h_jnum(r, "local_batch", 64),
+            if (h_mc_point(&p, h_jstr(r, "model", ""), h_jstr(r, "device", NULL), h_jnum(r, "device_samples_per_s", 0),
+                           (size_t)h_jnum(r, "local_batch", 64),
                         h_jnum(r, "bucket_mb", 25), no_overlap) < 0) {
                 h_mc_point_free(&p);
                 npts--;

@@ -46,13 +46,14 @@ typedef struct {
 } s_point_t;
 
 /* cluster.c: the model's layouts (H_MC_NLAYOUTS rows, ring first), a model point (the workload's
- * buckets and ready times at one device and batch) and its release, the predicted step of layout l on
+ * buckets and ready times at one device and batch; device_sps > 0: the device's samples/s a run recorded) and its release, the predicted step of layout l on
  * N machines of G, the congestion control the model runs at (--net's cc=, else the default) and whether
  * a line ran under it, and the layout a measured line ran (-1: none of the model's). */
 extern const s_layout_t h_mc_layouts[];
 #define H_MC_NLAYOUTS 7
 void h_mc_point_free(s_point_t *p);
-int h_mc_point(s_point_t *p, const char *model, const char *device, size_t local_batch, double bucket_mb, int no_overlap);
+int h_mc_point(s_point_t *p, const char *model, const char *device, double device_sps, size_t local_batch,
+               double bucket_mb, int no_overlap);
 double h_mc_step(const s_point_t *p, const h_cal_t *cal, int l, int N, int G, int K, double bps, double *exposed);
 const char *h_mc_model_cc(const h_model_cluster_cfg_t *o, char *buf, size_t len);
 int h_mc_line_cc_is(const h_jobj_t *r, const char *cc);
