@@ -41,8 +41,10 @@ int tree_sched(const void *opts, const sched_env_t *env, size_t count, size_t es
      * 128 on), lock-step: segment j's up-op at depth d in step j + D - d, its down-op in step j + D + d */
     size_t seg = cnt[0] > cnt[1] ? cnt[0] : cnt[1], nseg[2] = {cnt[0] ? 1 : 0, cnt[1] ? 1 : 0};
     if (env->segmented && count) {
-        size_t sb = env->seg_bytes ? env->seg_bytes : tree_seg_default(P, count * esz);
+        double sc = env->size_scale > 1 ? env->size_scale : 1; /* an emulation cut its shrunk buffer */
+        size_t sb = env->seg_bytes ? env->seg_bytes : tree_seg_default(P, (size_t)((double)(count * esz) / sc));
         if (sb >= 128) sb &= ~(size_t)63;
+        sb = (size_t)((double)sb * sc);
         seg = sb / esz ? sb / esz : 1;
         for (int t = 0; t < 2; t++) nseg[t] = (cnt[t] + seg - 1) / seg;
     }

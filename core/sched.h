@@ -1,7 +1,8 @@
 /* sched.h: an engine's communication schedule for one allreduce, as data: the pieces the buffer is cut
  * into, then steps of transfers (source, destination, piece, and whether the receiver adds it to what it
  * holds or stores it). A step's transfers all leave with what their senders held when the step began:
- * a rank sends a step's pieces once its receives of the step before are in. Engines declare theirs (engine_ops_t.schedule); `harness explain`
+ * a rank sends a step's pieces once its receives of the step before are in (or, in a dataflow schedule,
+ * once it holds each piece). Engines declare theirs (engine_ops_t.schedule); `harness explain`
  * prints them, and every reader that counts bytes (traffic matrices, cost models, a simulator) can
  * read the same data instead of an engine's own functions. */
 #ifndef SB_SCHED_H
@@ -40,6 +41,9 @@ typedef struct {
                            * the engine pipelines through its steps, as it runs them (a step's sends then wait
                            * only for the receives of the step before) */
     size_t seg_bytes;     /* segmented: the pipelining segment (--seg-kb); 0: the engine's default */
+    double size_scale;    /* > 1: the allreduce an emulated run's engine ran on tensors shrunk by this factor
+                           * (engine_cfg_t.size_scale), declared at full size: sizes the engine derives from its
+                           * buffer (segments cut from the shrunk buffer) come out this much larger; 0 or 1: none */
     int gpus_per_node;    /* workers a machine, consecutive ranks (worker w on machine w / G; what comm_t.node_of
                            * says at run time); 0 or 1: every worker a machine of its own. Engines that reduce
                            * within a machine first (a hierarchical allreduce, a PS's local aggregation) read it */
@@ -57,6 +61,10 @@ typedef struct {
     int    nsteps;
     sched_xfer_t *x;
     size_t nx;
+    int    dataflow;      /* 0: lock-step (a rank sends a step once all its receives of the step before are in);
+                           * 1: a rank forwards each piece once it holds it (its receives of that piece in earlier
+                           * steps are in), one transfer at a time on each connection, in schedule order, and the
+                           * next collective's transfers may start before this one's end (a PS's partitions) */
     int    bad;           /* out of memory while building: sched_done reports it */
     int    cap_p, cap_s;
     size_t cap_x;

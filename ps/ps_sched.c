@@ -5,7 +5,8 @@
  * stay inside the process). With --ps-local-agg on machines of G > 1 workers (sched_env_t.gpus_per_node:
  * worker w on machine w / G, its leader the machine's first rank): the machine's workers send every
  * partition to the leader, which sums; the leaders push; the servers answer the leaders; each leader hands
- * the result to its workers (ps_local.c). Colocated, server s is then inside machine s's leader. */
+ * the result to its workers (ps_local.c). Colocated, server s is then inside machine s's leader. A dataflow
+ * schedule: each partition moves on as soon as it can, as the engine's per-partition rounds do. */
 #include "ps/ps.h"
 #include "ps/ps_proto.h"
 #include "core/sched.h"
@@ -20,6 +21,7 @@ int ps_sched(const void *opts, const sched_env_t *env, size_t count, size_t esz,
     ps_layout_t lay;
     ps_layout_init(&lay, count, esz, po ? po->partition_bytes : 0, S);
     sched_init(s, coloc ? P : P + S, P, count, esz, "ps");
+    s->dataflow = 1; /* a server answers a partition once its pushes are in, while the others still arrive */
     if (G > 1)
         snprintf(s->about, sizeof s->about,
                  "parameter server with machine-local aggregation: %d machines of %d workers; the workers of a machine "

@@ -60,7 +60,8 @@ int ring_sched(const void *opts, const sched_env_t *env, size_t count, size_t es
      * from 64 on), segment-major: segment k through all 2 (P - 1) steps, then segment k + 1 */
     size_t seg = ring_chunk_len(count, P, 0), nseg = 1;
     if (env->segmented) {
-        seg = (env->seg_bytes ? env->seg_bytes : RING_DEFAULT_SEG_BYTES) / esz;
+        double sc = env->size_scale > 1 ? env->size_scale : 1; /* an emulation's segments, at full size */
+        seg = (size_t)((double)(env->seg_bytes ? env->seg_bytes : RING_DEFAULT_SEG_BYTES) * sc) / esz;
         if (seg >= 64) seg &= ~(size_t)15;
         if (seg == 0) seg = 1;
         nseg = (ring_chunk_len(count, P, 0) + seg - 1) / seg;

@@ -1,6 +1,7 @@
 /* modecfg.c: each mode's configuration from the parsed command line (modecfg.h); field for field, no
  * defaults of its own (those are the option table's, cli/opts_table.c, or the mode's). */
 #include "harness/cli/modecfg.h"
+#include "trainer/workload.h"
 #include <string.h>
 
 void h_out_of(const h_opts_t *o, h_out_t *out)
@@ -162,7 +163,23 @@ void h_simulate_cfg_of(const h_opts_t *o, h_simulate_cfg_t *c)
     c->size_max = o->size_max;
     c->factor = o->factor;
     c->esz = dt_size(o->dtype);
-    c->timeout_s = o->timeout_s;
+    /* a simulation of 1,024 GPUs runs for minutes: --timeout bounds it when given, else 30 minutes */
+    c->timeout_s = h_opts_given(o, "timeout") ? o->timeout_s : 1800;
+    c->engine_all = o->engine_all;
+    c->model = o->model && workload_is_known(o->model) && h_opts_given(o, "model") ? o->model : NULL;
+    c->device = o->emu_device;
+    c->batch_per_gpu = o->batch_per_gpu;
+    c->bucket_mb = o->bucket_mb;
+    c->no_overlap = o->no_overlap;
+    c->steps = h_opts_given(o, "steps") ? o->steps : 3;
+    c->seed = o->seed;
+    c->spread = o->spread;
+    c->max_groups = o->sim_groups;
+    c->nscaling = o->nscaling < H_SIM_MAX_SCALE ? o->nscaling : H_SIM_MAX_SCALE;
+    memcpy(c->scaling, o->scaling, (size_t)c->nscaling * sizeof c->scaling[0]);
+    c->emulated = o->sim_emulated;
+    c->nfiles = o->nmeasured;
+    c->files = (char **)o->measured;
     h_engset_of(o, &c->es);
     h_out_of(o, &c->out);
 }

@@ -255,6 +255,7 @@ static void s_defaults(h_opts_t *o, int argc, char **argv)
     o->data = "synthetic";
     o->batch = 256;
     o->lat_us = -1;
+    o->sim_groups = 64;
     o->steps = 50;
     o->warmup_steps = 5;
     o->optim = "sgd";
@@ -275,6 +276,8 @@ static int h_opts_check_cluster(h_opts_t *o)
 {
     if (o->mode && !strcmp(o->mode, "simulate")) { /* machines of simulated GPUs: no model, no ranks */
         if (o->procs || o->gpus) return err_set(ERR_INVAL, "simulate places GPUs with --nodes N --gpus-per-node G, not --procs or --gpus");
+        if (h_opts_given(o, "model") && !workload_is_known(o->model))
+            return err_set(ERR_INVAL, "simulate --model: a real model's profile (%s, or a .tsv profile)", workload_names());
         if (!o->nodes) o->nodes = 1;
         if (!o->gpus_per_node) o->gpus_per_node = 1;
         return 0;
@@ -311,7 +314,7 @@ static int s_finish(h_opts_t *o, int argc, char **argv, int next)
     if (next < argc) {
         o->pos = argv + next;
         o->npos = argc - next;
-        if (strcmp(o->mode, "report") && strcmp(o->mode, "model"))
+        if (strcmp(o->mode, "report") && strcmp(o->mode, "model") && !(!strcmp(o->mode, "simulate") && o->sim_emulated))
             return err_set(ERR_INVAL, "unexpected argument '%s'; see harness --help", argv[next]);
         /* model fit BENCH... / model check CALIBRATION RUN...: the action first, then the files */
         int first = 0;
@@ -342,6 +345,9 @@ static int s_finish(h_opts_t *o, int argc, char **argv, int next)
         return err_set(ERR_INVAL, "--nnodes needs --master HOST:PORT (the address of node 0)");
     if (o->nnodes && o->node_rank >= o->nnodes)
         return err_set(ERR_INVAL, "--node-rank %d must be < --nnodes %d", o->node_rank, o->nnodes);
+    if (o->engine_all && (!o->mode || strcmp(o->mode, "simulate")))
+        return err_set(ERR_INVAL, "--engine all is simulate's (every layout side by side); give engines by name (%s)",
+                       h_engine_names());
     CHECK(h_opts_check_cluster(o));
     return h_engine_opts_check(o->eopts) < 0 ? ERR_INVAL : 0; /* the engine's detail stays */
 }

@@ -64,6 +64,10 @@ typedef struct {
     int   server_nodes;               /* --server-nodes K: dedicated PS servers on CPU machines of their own */
     double lat_us;                    /* --lat US (simulate; < 0: not given) */
     double intra_bps;                 /* --intra RATE (simulate; 0: PCIe 3.0 x16) */
+    const char *spread;               /* --spread DIST (simulate: the GPUs' compute spread; NULL: its default) */
+    int   sim_groups;                 /* --sim-groups G (simulate; default 64, 0: no merging) */
+    int   engine_all;                 /* --engine all (simulate: every layout) */
+    int   sim_emulated;               /* --emulated (simulate: check against the emulated runs of the files) */
     /* the engines' own options (engine_ops_t.options), one blob per engine of the table, by index */
     void *eopts[H_MAX_ENGINES];
     int   device;                     /* inside a rank with --gpus: this rank's CUDA device */

@@ -80,6 +80,11 @@ static int s_engine(h_opts_t *o, const h_opt_t *d, const char *v)
     (void)d;
     snprintf(engbuf, sizeof engbuf, "%s", v);
     o->nengines = 0;
+    o->engine_all = 0;
+    if (!strcmp(v, "all")) { /* simulate: every layout of the registry (h_opts_parse refuses it elsewhere) */
+        o->engine_all = 1;
+        return 0;
+    }
     for (char *save = NULL, *t = strtok_r(engbuf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         if (h_engine_unbuilt(t)) return err_set(ERR_INVAL, "--engine %s: %s", t, h_engine_unbuilt(t));
         if (!h_engine_find(t)) return err_set(ERR_INVAL, "unknown engine '%s' (known: %s)", t, h_engine_names());
@@ -254,8 +259,9 @@ const h_opt_t h_opt_table[] = {
         "  --ranks-per-gpu K     with --gpus: K ranks share each GPU (world = N x K; e.g. the IPC tree or\n"
         "                        several PS workers on one GPU; NCCL refuses two ranks on one GPU)\n"),
     FLAG("tf32", tf32, "  --tf32                train --gpus: cuBLAS may use TF32 tensor cores (f32 otherwise)\n"),
-    FN("scaling", s_scaling, nscaling, "a comma list of world sizes, e.g. 1,2,4",
-       "  --scaling 1,2,4       repeat for each world size (with --procs)\n"),
+    {.name = "scaling", .kind = K_FN, .fn = s_scaling, .off = F(nscaling), .want = "a comma list of world sizes, e.g. 1,2,4",
+     .modes = " train bench run model selftest gemm explain simulate ",
+     .help = "  --scaling 1,2,4       repeat for each world size (with --procs); simulate: each machine count\n"},
     {.name = "rounds", .kind = K_INT, .off = F(rounds), .lo = 1, .hi = 100, .want = "a round count in [1, 100]",
      .modes = " run ", /* the other modes warn that it does nothing */
      .help = "  --rounds N            run: repeat the comparison N times, engines alternating (default 3)\n"},
@@ -301,7 +307,7 @@ const h_opt_t h_opt_table[] = {
     INT("check", check, 0, 1, "0 or 1", "  --check 0|1           check every result exactly (default 1)\n"),
     FN("minbytes", s_bytes, size_min, "bytes > 0 with K/M/G suffixes", NULL),
     FN("maxbytes", s_bytes, size_max, "bytes > 0 with K/M/G suffixes", NULL),
-    SECTION("\nTrain:\n", " train run gemm model "),
+    SECTION("\nTrain:\n", " train run gemm model simulate "),
     STR("model", model,
         "  --model mlp:784-1024-1024-10   --data synthetic|PATH   --batch B (global)   --steps N\n"
         "  --batch-per-gpu B (each worker's, as torchrun and Horovod scripts count; an emulated real model's\n"
@@ -312,7 +318,7 @@ const h_opt_t h_opt_table[] = {
     STR("data", data, NULL),
     INT("batch", batch, 1, 1 << 24, "a batch size >= 1", NULL),
     {.name = "batch-per-gpu", .kind = K_INT, .off = F(batch_per_gpu), .lo = 1, .hi = 1 << 20, .want = "a batch size >= 1",
-     .modes = " train run model "},
+     .modes = " train run model simulate "},
     INT("steps", steps, 1, 1 << 30, "an integer >= 1", NULL),
     INT("warmup-steps", warmup_steps, 0, 1 << 30, "an integer >= 0", NULL),
     STR("optim", optim, NULL),
@@ -342,6 +348,17 @@ const h_opt_t h_opt_table[] = {
              "                        no default: give the network's own\n"},
     {.name = "intra", .kind = K_FN, .fn = s_intra, .off = F(intra_bps), .want = "a rate such as 100gbit", .modes = " simulate ",
      .help = "  --intra RATE          simulate: a GPU's link to its machine, each way (default PCIe 3.0 x16, 126 Gbit/s)\n"},
+    {.name = "spread", .kind = K_STR, .off = F(spread), .modes = " simulate ",
+     .help = "  --spread DIST         simulate --model: each GPU's compute x a factor fixed for the run: none, uniform:R\n"
+             "                        ([1, 1 + R]) or normal:S (default uniform:0.08: same-SKU GPUs differ by 8% on\n"
+             "                        average, Sinha et al., SC'22, five clusters)\n"},
+    {.name = "emulated", .kind = K_FLAG, .off = F(sim_emulated), .modes = " simulate ",
+     .help = "  --emulated FILE...    simulate: check the simulator against the emulated training runs of the files\n"
+             "                        (latency and shared memory fitted from their bench lines only)\n"},
+    {.name = "sim-groups", .kind = K_INT, .off = F(sim_groups), .lo = 0, .hi = 1 << 20, .want = "a group count >= 0",
+     .modes = " simulate ",
+     .help = "  --sim-groups G        simulate: replay a collective's steps in at most G groups, the merged steps'\n"
+             "                        latencies kept (default 64; 0: every step; results/sim-reduction)\n"},
     FN("shrink", s_factor, shrink, "a factor >= 1 or auto",
        "  --shrink S|auto       divide every tensor and link rate by S (transfer times unchanged, host load / S;\n"
        "                        default auto: as much as this host needs)\n"),

@@ -15,7 +15,7 @@
  * timestamp option) in 1514 B (1500 B MTU + 14 B header) */
 #define H_SIM_TCP_FRAMING (1448.0 / 1514.0)
 
-typedef struct {
+typedef struct h_sim_platform {
     int    nodes, gpus_per_node;  /* GPU machines and GPUs a machine: workers w on machine w / G */
     int    server_nodes;          /* dedicated servers (ranks >= workers): K > 0 machines of their own, server
                                    * s on machine s mod K; 0: on the GPU machines, server s on machine s mod N */
@@ -26,19 +26,46 @@ typedef struct {
     int    timeout_s;             /* the whole simulation gives up after this */
 } h_sim_platform_t;
 
+/* A run to replay: nb collectives a step in submission order (a training step's gradient buckets, or one
+ * allreduce alone), each with its declared schedule; a worker starts bucket b's collective once its
+ * gradient is ready and the bucket before has finished on this worker (one collective at a time, as DDP's
+ * and Horovod's buckets go through one communication stream), while its backward goes on. */
+#define H_SIM_MAX_STEPS 16
 typedef struct {
-    double   time_s;              /* simulated: the last rank's end of the allreduce */
+    int nb;
+    const sched_t *sched;         /* nb schedules, the same world and workers */
+    const double *ready_s;        /* nb: when bucket b is ready on a nominal GPU, seconds from the step's start
+                                   * (forward included); NULL: all at 0 (the collective alone) */
+    double total_s;               /* forward + backward of a nominal GPU (0: no compute) */
+    double update_s;              /* a worker's optimizer update after its last bucket (0: none, or the servers') */
+    int steps;                    /* 1 .. H_SIM_MAX_STEPS */
+    const double *factor;         /* per worker: its compute time multiplier, fixed for the run (stragglers);
+                                   * NULL: every GPU nominal */
+    int max_groups;               /* the faithful reduction: a collective's steps merged into at most this many
+                                   * groups (sends of a pair summed; the merged steps' latencies kept as a delay);
+                                   * 0: every step replayed as its own */
+} h_sim_work_t;
+
+typedef struct {
+    double   time_s;              /* the mean simulated step (the collective alone: its time) */
+    double   step_s[H_SIM_MAX_STEPS]; /* each step: the last worker's end, from the step before's */
+    int      steps;
     double   wall_s;              /* how long simulating took */
-    uint64_t comms;               /* SimGrid communications replayed (a step's transfers between a pair: one) */
-    uint64_t nic_max_bytes;       /* the busiest machine NIC, one direction, payload */
+    uint64_t comms;               /* SimGrid communications replayed in all (a group's transfers between a pair: one) */
+    uint64_t nic_max_bytes;       /* the busiest machine NIC, one direction, payload, a step */
+    double   link_util;           /* the busiest link's (a NIC or a GPU's) payload a step over its capacity a step */
+    int      link_is_nic;         /* that link is a machine's NIC (else a GPU's link to its machine) */
+    int      merge;               /* the most steps merged into one group (1: none) */
     int      machines;            /* GPU machines plus server machines */
 } h_sim_result_t;
 
 /* 1 when this build has SimGrid; else 0 and why (a static string). */
 int h_sim_available(const char **why);
-/* Simulate the allreduce of schedule s on platform pl (in a child process: SimGrid runs one simulation
- * a process). 0, ERR_INVAL (a platform that cannot hold the schedule's ranks), ERR_TIMEOUT, ERR_NODEV
- * (no SimGrid), or another code with the child's reason (err_set). */
+/* Simulate w on platform pl (in a child process: SimGrid runs one simulation a process). 0, ERR_INVAL
+ * (a platform that cannot hold the schedules' ranks, bad work), ERR_TIMEOUT, ERR_NODEV (no SimGrid), or
+ * another code with the child's reason (err_set). */
+int h_sim_run(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_result_t *out);
+/* The allreduce of schedule s alone, every step replayed (h_sim_run of one bucket, one step). */
 int h_sim_collective(const h_sim_platform_t *pl, const sched_t *s, h_sim_result_t *out);
 
 #endif

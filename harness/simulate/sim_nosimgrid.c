@@ -18,3 +18,11 @@ int h_sim_collective(const h_sim_platform_t *pl, const sched_t *s, h_sim_result_
     memset(out, 0, sizeof *out);
     return err_set(ERR_NODEV, "simulate: " S_WHY);
 }
+
+int h_sim_run(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_result_t *out)
+{
+    (void)pl;
+    (void)w;
+    memset(out, 0, sizeof *out);
+    return err_set(ERR_NODEV, "simulate: " S_WHY);
+}

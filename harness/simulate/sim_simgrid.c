@@ -1,12 +1,15 @@
 /* sim_simgrid.c: sim.h with SimGrid (built when pkg-config finds simgrid). The platform is written as
  * SimGrid XML (one host a rank, a router a machine, one router for the switch, split-direction links:
- * the C API builds no platform), loaded in a child process, and each rank is an actor that replays its
- * part of the schedule step by step (s_actor: a step's sends wait for the receives of the step before). A step's transfers between one pair go as one
- * communication (one connection carries them one after another, so their total is what arrives when the
- * last does). Network options, each set rather than inherited: latency factor 1 and bandwidth factor 1
- * (LV08's 13.01 and 0.97 are fits to other networks; the payload share of a frame is pl->framing,
- * applied to the links' rates), no cross-traffic (the reverse direction is a link of its own). */
-#include "harness/simulate/sim.h"
+ * the C API builds no platform), loaded in a child process, and each rank is an actor that runs its
+ * steps: a worker computes (time passing, its straggler factor applied), and starts each bucket's part of
+ * the plan (sim_int.h) once the bucket is ready and its bucket before is done, group by group (a group's
+ * sends wait for the receives of the group before); a server rank replays its part of every bucket. A
+ * group's transfers between one pair go as one communication (one connection carries them one after
+ * another, so their total is what arrives when the last does). Network options, each set rather than
+ * inherited: latency factor 1 and bandwidth factor 1 (LV08's 13.01 and 0.97 are fits to other networks;
+ * the payload share of a frame is pl->framing, applied to the links' rates), no cross-traffic (the
+ * reverse direction is a link of its own). */
+#include "harness/simulate/sim_int.h"
 #include "core/err.h"
 #include <errno.h>
 #include <poll.h>
@@ -22,6 +25,8 @@
 #include <simgrid/engine.h>
 #include <simgrid/host.h>
 #include <simgrid/mailbox.h>
+#include <simgrid/cond.h>
+#include <simgrid/mutex.h>
 
 int h_sim_available(const char **why)
 {
@@ -29,89 +34,15 @@ int h_sim_available(const char **why)
     return 1;
 }
 
-/* One rank's part of one step: a peer it sends to or receives from, and the bytes (merged per pair). */
-typedef struct {
-    int step, peer, send;
-    uint64_t bytes;
-} s_entry_t;
-
+/* what the child's actors read (set before the fork) */
 static struct {
-    const sched_t *s;
-    s_entry_t *e;             /* all ranks' entries, rank by rank, each rank's by step */
-    size_t *first;            /* world + 1: rank r's entries are e[first[r] .. first[r + 1]) */
-    double *end;              /* per rank: when it finished */
+    const h_sim_plan_t *p;
+    const h_sim_work_t *w;
+    double *end;              /* steps x world: when each rank finished each step; < 0: out of memory */
 } g;
 
-static int s_cmp(const void *a, const void *b)
-{
-    const s_entry_t *x = a, *y = b;
-    if (x->step != y->step) return x->step - y->step;
-    if (x->send != y->send) return y->send - x->send;   /* sends first */
-    return x->peer - y->peer;
-}
-
-/* The machine a rank is on: workers on GPU machines; dedicated servers as pl says. */
-static int s_machine(const h_sim_platform_t *pl, const sched_t *s, int r)
-{
-    if (r < s->workers) return r / pl->gpus_per_node;
-    int j = r - s->workers;
-    return pl->server_nodes > 0 ? pl->nodes + j % pl->server_nodes : j % pl->nodes;
-}
-
-/* entries per rank (merged per step and pair), sorted by step; 0 or ERR_NOMEM */
-static int s_entries(const sched_t *s)
-{
-    size_t n = 0, W = (size_t)s->world;
-    for (size_t i = 0; i < s->nx; i++) n += s->x[i].src != s->x[i].dst ? 2 : 0;
-    size_t *cnt = calloc(W + 1, sizeof *cnt);
-    s_entry_t *e = malloc((n ? n : 1) * sizeof *e);
-    if (!cnt || !e) {
-        free(cnt), free(e);
-        return err_set(ERR_NOMEM, "simulate: out of memory for %zu transfers", n);
-    }
-    for (size_t i = 0; i < s->nx; i++)
-        if (s->x[i].src != s->x[i].dst) cnt[s->x[i].src]++, cnt[s->x[i].dst]++;
-    size_t *first = calloc(W + 1, sizeof *first), *at = calloc(W, sizeof *at);
-    if (!first || !at) {
-        free(cnt), free(e), free(first), free(at);
-        return err_set(ERR_NOMEM, "simulate: out of memory");
-    }
-    for (size_t r = 0; r < W; r++) first[r + 1] = first[r] + cnt[r], at[r] = first[r];
-    for (int k = 0; k < s->nsteps; k++)
-        for (size_t i = s->steps[k].first; i < s->steps[k].first + s->steps[k].n; i++) {
-            const sched_xfer_t *x = &s->x[i];
-            if (x->src == x->dst) continue;
-            uint64_t b = sched_xfer_bytes(s, x);
-            e[at[x->src]++] = (s_entry_t){.step = k, .peer = x->dst, .send = 1, .bytes = b};
-            e[at[x->dst]++] = (s_entry_t){.step = k, .peer = x->src, .send = 0, .bytes = b};
-        }
-    /* sort each rank's entries and merge the same (step, direction, peer) */
-    for (size_t r = 0; r < W; r++) {
-        s_entry_t *a = e + first[r];
-        size_t m = first[r + 1] - first[r], o = 0;
-        qsort(a, m, sizeof *a, s_cmp);
-        for (size_t i = 0; i < m; i++) {
-            if (o && a[o - 1].step == a[i].step && a[o - 1].send == a[i].send && a[o - 1].peer == a[i].peer)
-                a[o - 1].bytes += a[i].bytes;
-            else a[o++] = a[i];
-        }
-        cnt[r] = o;
-    }
-    /* compact */
-    size_t w = 0;
-    for (size_t r = 0; r < W; r++) {
-        memmove(e + w, e + first[r], cnt[r] * sizeof *e);
-        first[r] = w;
-        w += cnt[r];
-    }
-    first[W] = w;
-    free(cnt), free(at);
-    g.e = e;
-    g.first = first;
-    return 0;
-}
-
-static void s_mb(char *buf, size_t len, int src, int dst) { snprintf(buf, len, "%d>%d", src, dst); }
+/* the mailbox of connection conn from src to dst (a dataflow schedule's steps are connections of their own) */
+static void s_mb(char *buf, size_t len, int src, int dst, int conn) { snprintf(buf, len, "%d>%d:%d", src, dst, conn); }
 
 /* A growable array of communications. */
 typedef struct {
@@ -137,78 +68,239 @@ static void s_wait(s_comms_t *a)
     a->n = 0;
 }
 
-/* Rank r replays its entries step by step, as the engines run: a step's sends go once the receives of its
- * previous step are in (what it sends is what it received, reduced), without waiting for its earlier
- * sends to be taken (the transport's slots), at most S_SEND_GROUPS steps of sends in flight. */
+/* Rank r's part of one bucket, as the engines run it: a group's sends go once the receives of the group
+ * before are in (what it sends is what it received, reduced) and its merged steps' latencies have passed,
+ * without waiting for its earlier sends to be taken (the transport's slots), at most S_SEND_GROUPS groups
+ * of sends in flight; returns when all of its sends and receives are done. 0 or -1 (out of memory). */
 #define S_SEND_GROUPS 2
-static void s_actor(int argc, char **argv)
+typedef struct {
+    s_comms_t recv, sends[S_SEND_GROUPS];
+} s_rank_t;
+
+static int s_bucket(s_rank_t *k, const h_sim_bplan_t *bp, int r)
 {
-    (void)argc;
-    int r = atoi(argv[1]);
-    const s_entry_t *e = g.e + g.first[r], *end = g.e + g.first[r + 1];
+    const h_sim_entry_t *e = bp->e + bp->first[r], *end = bp->e + bp->first[r + 1];
     char name[32];
-    /* every mailbox this rank receives on: eager, data flows when sent (a TCP connection's buffers) */
-    for (const s_entry_t *p = e; p < end; p++)
-        if (!p->send) {
-            s_mb(name, sizeof name, p->peer, r);
-            sg_mailbox_set_receiver(name);
-        }
-    s_comms_t recv = {0}, sends[S_SEND_GROUPS] = {{0}};
     void *data = NULL;
-    int bad = 0;
-    for (size_t grp = 0; e < end && !bad; grp++) {
-        const s_entry_t *q = e;
-        while (q < end && q->step == e->step) q++;
-        s_wait(&recv);                                   /* the step before's receives */
-        s_comms_t *sd = &sends[grp % S_SEND_GROUPS];
-        s_wait(sd);                                      /* sends of S_SEND_GROUPS steps ago */
-        for (const s_entry_t *p = e; p < q && !bad; p++) {
+    for (size_t grp = 0; e < end; grp++) {
+        const h_sim_entry_t *q = e;
+        while (q < end && q->grp == e->grp) q++;
+        s_wait(&k->recv);                                /* the group before's receives */
+        s_comms_t *sd = &k->sends[grp % S_SEND_GROUPS];
+        s_wait(sd);                                      /* sends of S_SEND_GROUPS groups ago */
+        if (bp->delay[e->grp] > 0 && e->send) sg_actor_sleep_for(bp->delay[e->grp]);
+        for (const h_sim_entry_t *p = e; p < q; p++) {
+            int bad;
             if (p->send) {
-                s_mb(name, sizeof name, r, p->peer);
+                s_mb(name, sizeof name, r, p->peer, 0);
                 bad = s_push(sd, sg_mailbox_put_async(sg_mailbox_by_name(name), (void *)&g, (long)p->bytes)) < 0;
             } else {
-                s_mb(name, sizeof name, p->peer, r);
-                bad = s_push(&recv, sg_mailbox_get_async(sg_mailbox_by_name(name), &data)) < 0;
+                s_mb(name, sizeof name, p->peer, r, 0);
+                bad = s_push(&k->recv, sg_mailbox_get_async(sg_mailbox_by_name(name), &data)) < 0;
             }
+            if (bad) return -1;
         }
         e = q;
     }
-    s_wait(&recv);
-    for (int k = 0; k < S_SEND_GROUPS; k++) s_wait(&sends[k]);
-    free(recv.c);
-    for (int k = 0; k < S_SEND_GROUPS; k++) free(sends[k].c);
-    g.end[r] = bad ? -1 : simgrid_get_clock();
+    s_wait(&k->recv);
+    for (int i = 0; i < S_SEND_GROUPS; i++) s_wait(&k->sends[i]);
+    return 0;
+}
+
+/* A dataflow schedule's step on rank r (sched_t.dataflow): every bucket's transfers of this rank, a send
+ * once its bucket is released (a worker: its gradient ready; a server: at once) and this rank holds the
+ * piece (its earlier receives of the piece are in), each connection (peer and schedule step) carrying one
+ * transfer at a time in schedule order, as the transport does; the buckets overlap. Each connection is an
+ * actor of its own (a blocking put or get at a time), woken through one condition; the rank's actor
+ * releases the buckets and returns when all are done. 0 or -1 (out of memory). */
+#define S_FLOW_CONNS 4
+typedef struct {
+    int b, piece, peer, conn, req, send;
+    uint64_t bytes;
+} s_ftx_t;
+
+typedef struct {
+    sg_mutex_t mu;
+    sg_cond_t cv;
+    const s_ftx_t *t;
+    const ssize_t *nxt;
+    int *rcv;
+    char *released;
+    size_t left;
+    int rank;
+} s_flow_t;
+
+typedef struct {
+    s_flow_t *st;
+    ssize_t first;
+} s_conn_t;
+
+static void s_conn_actor(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    s_conn_t *c = sg_actor_self_get_data();
+    s_flow_t *st = c->st;
+    char name[48];
+    void *data = NULL;
+    for (ssize_t h = c->first; h >= 0; h = st->nxt[h]) {
+        const s_ftx_t *x = &st->t[h];
+        if (x->send) {
+            sg_mutex_lock(st->mu);
+            while (!st->released[x->b] || st->rcv[x->piece] < x->req) sg_cond_wait(st->cv, st->mu);
+            sg_mutex_unlock(st->mu);
+            s_mb(name, sizeof name, st->rank, x->peer, x->conn);
+            sg_mailbox_put(sg_mailbox_by_name(name), (void *)&g, (long)x->bytes);
+        } else {
+            s_mb(name, sizeof name, x->peer, st->rank, x->conn);
+            sg_mailbox_get(sg_mailbox_by_name(name));
+            (void)data;
+            st->rcv[x->piece]++;
+        }
+        sg_mutex_lock(st->mu);
+        st->left--;
+        sg_cond_notify_all(st->cv);
+        sg_mutex_unlock(st->mu);
+    }
+}
+
+static int s_flow(int r, double t0, double f, int worker)
+{
+    const h_sim_plan_t *p = g.p;
+    int W = p->world, nb = p->nb, rc = 0;
+    size_t nt = 0, npc = 0, nk = (size_t)W * S_FLOW_CONNS * 2;
+    for (int b = 0; b < nb; b++) nt += p->b[b].first[r + 1] - p->b[b].first[r], npc += (size_t)p->b[b].npieces;
+    if (!nt) return 0;
+    s_ftx_t *t = malloc(nt * sizeof *t);
+    size_t *poff = calloc((size_t)nb + 1, sizeof *poff);
+    int *rcv = calloc(npc + 1, sizeof *rcv), *seen = calloc(npc + 1, sizeof *seen);
+    ssize_t *head = malloc(nk * sizeof *head), *tail = malloc(nk * sizeof *tail), *nxt = malloc(nt * sizeof *nxt);
+    char *released = calloc((size_t)nb, 1);
+    s_conn_t *conns = malloc(nk * sizeof *conns);
+    if (!t || !poff || !rcv || !seen || !head || !tail || !nxt || !released || !conns) rc = -1;
+    size_t n = 0;
+    for (size_t k = 0; rc == 0 && k < nk; k++) head[k] = tail[k] = -1;
+    for (int b = 0; rc == 0 && b < nb; b++) {
+        const h_sim_bplan_t *bp = &p->b[b];
+        poff[b + 1] = poff[b] + (size_t)bp->npieces;
+        for (size_t i = bp->first[r]; i < bp->first[r + 1]; i++, n++) {
+            const h_sim_entry_t *e = &bp->e[i];
+            int conn = e->grp < S_FLOW_CONNS ? e->grp : S_FLOW_CONNS - 1;
+            size_t pi = poff[b] + (size_t)e->piece, key = ((size_t)e->peer * S_FLOW_CONNS + (size_t)conn) * 2 + !e->send;
+            t[n] = (s_ftx_t){.b = b, .piece = (int)pi, .peer = e->peer, .conn = conn, .send = e->send, .bytes = e->bytes,
+                             .req = e->send ? seen[pi] : 0};
+            if (!e->send) seen[pi]++;
+            nxt[n] = -1; /* appended to its connection's queue */
+            if (tail[key] >= 0) nxt[tail[key]] = (ssize_t)n;
+            else head[key] = (ssize_t)n;
+            tail[key] = (ssize_t)n;
+        }
+    }
+    s_flow_t st = {.t = t, .nxt = nxt, .rcv = rcv, .released = released, .left = nt, .rank = r};
+    if (rc == 0) {
+        st.mu = sg_mutex_init();
+        st.cv = sg_cond_init();
+        sg_host_t host = sg_host_self();
+        for (size_t k = 0; k < nk; k++) {
+            if (head[k] < 0) continue;
+            conns[k] = (s_conn_t){.st = &st, .first = head[k]};
+            char name[32];
+            snprintf(name, sizeof name, "c%d.%zu", r, k);
+            sg_actor_t a = sg_actor_init(name, host);
+            sg_actor_set_stacksize(a, 128 << 10);
+            sg_actor_set_data(a, &conns[k]);
+            sg_actor_start(a, s_conn_actor, 0, NULL);
+        }
+        /* release the buckets at their times, then wait for the connections to drain */
+        for (int b = 0; b < nb; b++) {
+            double at = worker && g.w->ready_s ? t0 + g.w->ready_s[b] * f : t0, now = simgrid_get_clock();
+            if (at > now) sg_actor_sleep_for(at - now);
+            sg_mutex_lock(st.mu);
+            released[b] = 1;
+            sg_cond_notify_all(st.cv);
+            sg_mutex_unlock(st.mu);
+        }
+        sg_mutex_lock(st.mu);
+        while (st.left) sg_cond_wait(st.cv, st.mu);
+        sg_mutex_unlock(st.mu);
+        sg_cond_destroy(st.cv);
+        sg_mutex_destroy(st.mu);
+    }
+    free(t), free(poff), free(rcv), free(seen), free(head), free(tail), free(nxt), free(released), free(conns);
+    return rc;
+}
+
+/* One rank: every step, a worker's forward and backward (its buckets ready at their times, stretched by
+ * its factor) with each bucket's collective as soon as it may start, then its update; a server's part of
+ * every bucket. */
+static void s_actor(int argc, char **argv)
+{
+    (void)argc;
+    int r = atoi(argv[1]), W = g.p->world, worker = r < g.p->workers;
+    char name[32];
+    /* every mailbox this rank receives on: eager, data flows when sent (a TCP connection's buffers) */
+    for (int b = 0; b < g.p->nb; b++) {
+        const h_sim_bplan_t *bp = &g.p->b[b];
+        for (size_t i = bp->first[r]; i < bp->first[r + 1]; i++)
+            if (!bp->e[i].send) {
+                int grp = bp->e[i].grp, conn = !bp->dataflow ? 0 : grp < S_FLOW_CONNS ? grp : S_FLOW_CONNS - 1;
+                s_mb(name, sizeof name, bp->e[i].peer, r, conn);
+                sg_mailbox_set_receiver(name);
+            }
+    }
+    s_rank_t k;
+    memset(&k, 0, sizeof k);
+    double f = worker && g.w->factor ? g.w->factor[r] : 1;
+    int bad = 0;
+    for (int st = 0; st < g.w->steps && !bad; st++) {
+        double t0 = simgrid_get_clock();
+        if (g.p->dataflow) bad = s_flow(r, t0, f, worker) < 0;
+        for (int b = 0; b < g.p->nb && !bad && !g.p->dataflow; b++) {
+            if (worker && g.w->ready_s) {
+                double ready = t0 + g.w->ready_s[b] * f, now = simgrid_get_clock();
+                if (ready > now) sg_actor_sleep_for(ready - now);
+            }
+            bad = s_bucket(&k, &g.p->b[b], r) < 0;
+        }
+        if (worker) {
+            double done = t0 + g.w->total_s * f, now = simgrid_get_clock();
+            if (done > now) sg_actor_sleep_for(done - now);
+            if (g.w->update_s > 0) sg_actor_sleep_for(g.w->update_s);
+        }
+        g.end[(size_t)st * W + r] = bad ? -1 : simgrid_get_clock();
+    }
+    free(k.recv.c);
+    for (int i = 0; i < S_SEND_GROUPS; i++) free(k.sends[i].c);
 }
 
 /* The platform as SimGrid XML into f: hosts r0..; routers m0.. (machines) and sw; links u/d (a host to
  * its machine and back), nu/nd (a machine to the switch and back). */
-static void s_xml(FILE *f, const h_sim_platform_t *pl, const sched_t *s, int machines)
+static void s_xml(FILE *f, const h_sim_platform_t *pl, const h_sim_plan_t *p)
 {
     double intra = pl->intra_bps * pl->framing / 8, inter = pl->inter_bps * pl->framing / 8;
     fprintf(f, "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
                "<platform version=\"4.1\">\n<zone id=\"world\" routing=\"DijkstraCache\">\n");
-    for (int r = 0; r < s->world; r++) fprintf(f, "<host id=\"r%d\" speed=\"1Gf\"/>\n", r);
-    for (int m = 0; m < machines; m++) fprintf(f, "<router id=\"m%d\"/>\n", m);
+    for (int r = 0; r < p->world; r++) fprintf(f, "<host id=\"r%d\" speed=\"1Gf\"/>\n", r);
+    for (int m = 0; m < p->machines; m++) fprintf(f, "<router id=\"m%d\"/>\n", m);
     fprintf(f, "<router id=\"sw\"/>\n");
-    for (int r = 0; r < s->world; r++)
+    for (int r = 0; r < p->world; r++)
         fprintf(f, "<link id=\"u%d\" bandwidth=\"%.17gBps\" latency=\"%.17gs\"/>\n"
                    "<link id=\"d%d\" bandwidth=\"%.17gBps\" latency=\"%.17gs\"/>\n", r, intra, pl->lat_s, r, intra, pl->lat_s);
-    for (int m = 0; m < machines; m++)
+    for (int m = 0; m < p->machines; m++)
         fprintf(f, "<link id=\"nu%d\" bandwidth=\"%.17gBps\" latency=\"%.17gs\"/>\n"
                    "<link id=\"nd%d\" bandwidth=\"%.17gBps\" latency=\"%.17gs\"/>\n", m, inter, pl->lat_s, m, inter, pl->lat_s);
-    for (int r = 0; r < s->world; r++) {
-        int m = s_machine(pl, s, r);
+    for (int r = 0; r < p->world; r++) {
+        int m = h_sim_machine(pl, p->workers, r);
         fprintf(f, "<route src=\"r%d\" dst=\"m%d\" symmetrical=\"NO\"><link_ctn id=\"u%d\"/></route>\n"
                    "<route src=\"m%d\" dst=\"r%d\" symmetrical=\"NO\"><link_ctn id=\"d%d\"/></route>\n", r, m, r, m, r, r);
     }
-    for (int m = 0; m < machines; m++)
+    for (int m = 0; m < p->machines; m++)
         fprintf(f, "<route src=\"m%d\" dst=\"sw\" symmetrical=\"NO\"><link_ctn id=\"nu%d\"/></route>\n"
                    "<route src=\"sw\" dst=\"m%d\" symmetrical=\"NO\"><link_ctn id=\"nd%d\"/></route>\n", m, m, m, m);
     fprintf(f, "</zone>\n</platform>\n");
 }
 
 /* The child: simulate, write the result (or a message starting with '!') to fd, exit. */
-static void s_child(int fd, const h_sim_platform_t *pl, const sched_t *s, int machines, h_sim_result_t *res)
+static void s_child(int fd, const h_sim_platform_t *pl, const h_sim_plan_t *p, h_sim_result_t *res)
 {
     char path[] = "/tmp/sb-sim-XXXXXX.xml";
     int x = mkstemps(path, 4);
@@ -217,7 +309,7 @@ static void s_child(int fd, const h_sim_platform_t *pl, const sched_t *s, int ma
         dprintf(fd, "!cannot write the platform file: %s", strerror(errno));
         _exit(1);
     }
-    s_xml(f, pl, s, machines);
+    s_xml(f, pl, p);
     if (fclose(f) != 0) {
         dprintf(fd, "!cannot write the platform file %s: %s", path, strerror(errno));
         unlink(path);
@@ -229,7 +321,7 @@ static void s_child(int fd, const h_sim_platform_t *pl, const sched_t *s, int ma
     simgrid_init(&ac, args);
     simgrid_load_platform(path);
     unlink(path);
-    for (int r = 0; r < s->world; r++) {
+    for (int r = 0; r < p->world; r++) {
         char host[32], num[16];
         snprintf(host, sizeof host, "r%d", r);
         snprintf(num, sizeof num, "%d", r);
@@ -237,64 +329,67 @@ static void s_child(int fd, const h_sim_platform_t *pl, const sched_t *s, int ma
         sg_actor_create(host, sg_host_by_name(host), s_actor, 2, a);
     }
     simgrid_run();
-    res->time_s = 0;
-    for (int r = 0; r < s->world; r++) {
-        if (g.end[r] < 0) {
-            dprintf(fd, "!rank %d ran out of memory replaying its schedule", r);
-            _exit(1);
+    /* a step ends when its last worker's does; servers finish a step's sends before its workers' receives */
+    double before = 0, sum = 0;
+    for (int st = 0; st < g.w->steps; st++) {
+        double last = 0;
+        for (int r = 0; r < p->world; r++) {
+            double e = g.end[(size_t)st * p->world + r];
+            if (e < 0) {
+                dprintf(fd, "!rank %d could not replay its schedule (out of memory, or pieces that never arrive)", r);
+                _exit(1);
+            }
+            if (r < p->workers && e > last) last = e;
         }
-        res->time_s = g.end[r] > res->time_s ? g.end[r] : res->time_s;
+        res->step_s[st] = last - before;
+        sum += last - before;
+        before = last;
     }
-    ssize_t w = write(fd, res, sizeof *res);
-    _exit(w == (ssize_t)sizeof *res ? 0 : 1);
+    res->steps = g.w->steps;
+    res->time_s = sum / g.w->steps;
+    char out[1 + sizeof *res];
+    out[0] = 'R'; /* a result, not a message ('!') */
+    memcpy(out + 1, res, sizeof *res);
+    ssize_t w = write(fd, out, sizeof out);
+    _exit(w == (ssize_t)sizeof out ? 0 : 1);
 }
 
-int h_sim_collective(const h_sim_platform_t *pl, const sched_t *s, h_sim_result_t *out)
+int h_sim_run(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_result_t *out)
 {
     memset(out, 0, sizeof *out);
-    if (pl->nodes < 1 || pl->gpus_per_node < 1 || s->workers > pl->nodes * pl->gpus_per_node)
-        return err_set(ERR_INVAL, "simulate: %d workers do not fit %d machines of %d GPUs", s->workers, pl->nodes,
-                       pl->gpus_per_node);
-    if (!(pl->inter_bps > 0) || !(pl->intra_bps > 0) || pl->lat_s < 0 || !(pl->framing > 0))
-        return err_set(ERR_INVAL, "simulate: link rates must be > 0 and the latency >= 0");
-    int machines = pl->nodes + (s->world > s->workers && pl->server_nodes > 0 ? pl->server_nodes : 0);
-    out->machines = machines;
-    /* the busiest NIC direction, from the schedule itself */
-    uint64_t *nic = calloc((size_t)machines * 2, sizeof *nic);
-    if (!nic) return err_set(ERR_NOMEM, "simulate: out of memory");
-    for (size_t i = 0; i < s->nx; i++) {
-        int a = s_machine(pl, s, s->x[i].src), b = s_machine(pl, s, s->x[i].dst);
-        if (a == b) continue;
-        nic[2 * a] += sched_xfer_bytes(s, &s->x[i]);
-        nic[2 * b + 1] += sched_xfer_bytes(s, &s->x[i]);
-    }
-    for (int m = 0; m < 2 * machines; m++) out->nic_max_bytes = nic[m] > out->nic_max_bytes ? nic[m] : out->nic_max_bytes;
-    free(nic);
-    g.s = s;
-    CHECK(s_entries(s));
-    out->comms = g.first[s->world] / 2;
-    g.end = calloc((size_t)s->world, sizeof *g.end);
-    int p[2];
-    if (!g.end || pipe(p) < 0) {
-        free(g.e), free(g.first), free(g.end);
-        return err_set(ERR_NOMEM, "simulate: %s", g.end ? strerror(errno) : "out of memory");
+    h_sim_plan_t p;
+    CHECK(h_sim_plan(pl, w, &p));
+    out->machines = p.machines;
+    out->nic_max_bytes = p.nic_max_bytes;
+    out->comms = p.comms_step * (uint64_t)w->steps;
+    out->merge = p.merge;
+    out->link_is_nic = p.busy_is_nic;
+    g.p = &p;
+    g.w = w;
+    g.end = calloc((size_t)w->steps * (size_t)p.world, sizeof *g.end);
+    int fds[2];
+    if (!g.end || pipe(fds) < 0) {
+        int e = errno;
+        free(g.end);
+        h_sim_plan_free(&p);
+        return err_set(ERR_NOMEM, "simulate: %s", g.end ? strerror(e) : "out of memory");
     }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
-        close(p[0]);
-        s_child(p[1], pl, s, machines, out);
+        close(fds[0]);
+        s_child(fds[1], pl, &p, out);
     }
-    close(p[1]);
+    close(fds[1]);
     int rc = 0;
     if (pid < 0) rc = err_set(ERR_IO, "simulate: fork: %s", strerror(errno));
-    char buf[sizeof *out + 512];
+    char buf[1 + sizeof *out + 512];
     size_t got = 0;
     int tmo_ms = (pl->timeout_s > 0 ? pl->timeout_s : 600) * 1000;
     while (rc == 0) {
-        struct pollfd pf = {.fd = p[0], .events = POLLIN};
+        struct pollfd pf = {.fd = fds[0], .events = POLLIN};
         clock_gettime(CLOCK_MONOTONIC, &t1);
         int left = tmo_ms - (int)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
         int pr = left > 0 ? poll(&pf, 1, left) : 0;
@@ -304,26 +399,37 @@ int h_sim_collective(const h_sim_platform_t *pl, const sched_t *s, h_sim_result_
             rc = err_set(ERR_TIMEOUT, "simulate: gave up after %d s (--timeout); the simulation was stopped", tmo_ms / 1000);
             break;
         }
-        ssize_t n = read(p[0], buf + got, sizeof buf - 1 - got);
+        ssize_t n = read(fds[0], buf + got, sizeof buf - 1 - got);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) break;
         got += (size_t)n;
     }
-    close(p[0]);
+    close(fds[0]);
     int st = 0;
     if (pid > 0) waitpid(pid, &st, 0);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    free(g.e), free(g.first), free(g.end);
+    double busy = p.busy_max_s;
+    free(g.end);
+    h_sim_plan_free(&p);
     memset(&g, 0, sizeof g);
     if (rc < 0) return rc;
     buf[got] = '\0';
     if (got && buf[0] == '!') return err_set(ERR_IO, "simulate: %s", buf + 1);
-    if (got != sizeof *out || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    if (got != 1 + sizeof *out || buf[0] != 'R' || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
         return err_set(ERR_IO, "simulate: the simulation failed (%s %d)", WIFSIGNALED(st) ? "signal" : "exit",
                        WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
     h_sim_result_t child;
-    memcpy(&child, buf, sizeof child);
+    memcpy(&child, buf + 1, sizeof child);
     out->time_s = child.time_s;
+    out->steps = child.steps;
+    memcpy(out->step_s, child.step_s, sizeof out->step_s);
+    out->link_util = out->time_s > 0 ? busy / out->time_s : 0;
     out->wall_s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     return 0;
+}
+
+int h_sim_collective(const h_sim_platform_t *pl, const sched_t *s, h_sim_result_t *out)
+{
+    h_sim_work_t w = {.nb = 1, .sched = s, .steps = 1};
+    return h_sim_run(pl, &w, out);
 }

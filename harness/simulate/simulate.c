@@ -13,6 +13,7 @@ int h_simulate(const h_simulate_cfg_t *o)
 {
     const char *why = NULL;
     if (!h_sim_available(&why)) return err_set(ERR_NODEV, "simulate: %s", why);
+    if (o->emulated) return h_simulate_check(o);
     h_netem_spec_t spec;
     char err[256];
     if (!o->net) return err_set(ERR_INVAL, "simulate: give the machines' NICs: --net inter=RATE (e.g. inter=25gbit)");
@@ -21,10 +22,18 @@ int h_simulate(const h_simulate_cfg_t *o)
         return err_set(ERR_INVAL, "simulate: give the latency of one hop, --lat US (a GPU to its machine, a machine to "
                                   "the switch; there is no default: it is the network's own)");
     int N = o->nodes > 0 ? o->nodes : 1, G = o->gpus_per_node > 0 ? o->gpus_per_node : 1, P = N * G;
-    if (P < 2) return err_set(ERR_INVAL, "simulate: at least 2 GPUs (--nodes N --gpus-per-node G)");
+    if (P < 2 && !o->model) return err_set(ERR_INVAL, "simulate: at least 2 GPUs (--nodes N --gpus-per-node G)");
     h_sim_platform_t pl = {.nodes = N, .gpus_per_node = G, .server_nodes = o->server_nodes,
                            .inter_bps = spec.bits_per_s, .intra_bps = o->intra_bps > 0 ? o->intra_bps : H_SIM_INTRA_PCIE3_BPS,
                            .lat_s = o->lat_us * 1e-6, .framing = H_SIM_TCP_FRAMING, .timeout_s = o->timeout_s};
+    if (o->model) {
+        printf("# syncbench simulate: machines of %d GPUs, NIC %.4g Gbit/s, GPU link %.4g Gbit/s each way, %g us a hop, "
+               "non-blocking star switch; payload %.4f of the line rate (TCP over Ethernet frames); SimGrid flow model, "
+               "latency and bandwidth factors 1, no cross-traffic\n", G, pl.inter_bps / 1e9, pl.intra_bps / 1e9, o->lat_us,
+               pl.framing);
+        return h_simulate_train(o, &pl);
+    }
+    if (o->engine_all) return err_set(ERR_INVAL, "simulate: --engine all is for training steps (--model M)");
     size_t esz = o->esz ? o->esz : 4;
     printf("# syncbench simulate: %d GPUs (%d machines x %d), NIC %.4g Gbit/s, GPU link %.4g Gbit/s each way, %g us a hop, "
            "non-blocking star switch; payload %.4f of the line rate (TCP over Ethernet frames); SimGrid flow model, latency "

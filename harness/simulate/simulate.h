@@ -1,14 +1,15 @@
-/* simulate.h: `harness simulate --engine E[,E...] --nodes N --gpus-per-node G --net inter=RATE --lat US
- * --sizes MIN:MAX`: each engine's declared allreduce schedule replayed on a simulated cluster (sim.h),
- * one line per size: simulated time, algbw, busbw, the busiest NIC's bytes, and how many communications
- * and how long simulating took. The schedules are the engines' segmented ones (sched_env_t.segmented).
- * The collective alone; training steps are not simulated yet. */
+/* simulate.h: `harness simulate --engine E[,E...]|all --nodes N --gpus-per-node G --net inter=RATE --lat US`
+ * on a simulated cluster (sim.h), from the engines' declared schedules in the segments they pipeline
+ * (sched_env_t.segmented). With --sizes MIN:MAX, the allreduce alone, one line per size (simulated time,
+ * algbw, busbw, the busiest NIC's bytes, communications, how long simulating took); with --model M,
+ * training steps (simulate_train.c), one line per engine or layout and machine count (--scaling). */
 #ifndef SB_HARNESS_SIMULATE_H
 #define SB_HARNESS_SIMULATE_H
 #include <stddef.h>
 #include "harness/registry/engines.h"
 #include "harness/record/result.h"
 
+#define H_SIM_MAX_SCALE 16
 typedef struct {
     const char *engines[H_MAX_ENGINES];
     int nengines;
@@ -20,6 +21,21 @@ typedef struct {
     double factor;                    /* --factor */
     size_t esz;                       /* bytes an element (--dtype) */
     int timeout_s;
+    int engine_all;                   /* --engine all: every layout (registry/layouts.h) */
+    /* training steps (--model) */
+    const char *model, *device;       /* --model (a real model's profile), --device (default v100) */
+    int batch_per_gpu;                /* --batch-per-gpu (0: 64) */
+    double bucket_mb;                 /* --bucket-mb */
+    int no_overlap;                   /* --no-overlap: every bucket waits for the whole backward */
+    int steps;                        /* --steps (simulated steps, 1 .. H_SIM_MAX_STEPS) */
+    unsigned long long seed;          /* --seed: the stragglers' draw */
+    const char *spread;               /* --spread DIST (NULL: the cited default) */
+    int max_groups;                   /* --sim-groups (0: every step of a schedule replayed as its own) */
+    int scaling[H_SIM_MAX_SCALE];     /* --scaling: machine counts (none: --nodes) */
+    int nscaling;
+    int emulated;                     /* --emulated FILE...: the check against the emulated runs (sim_check.c) */
+    int nfiles;
+    char **files;
     h_engset_t es;
     h_out_t out;
 } h_simulate_cfg_t;
@@ -27,5 +43,11 @@ typedef struct {
 /* Runs in the calling process; 0, ERR_INVAL (usage: err_detail says why), ERR_NODEV (no SimGrid), or
  * a simulation's failure. */
 int h_simulate(const h_simulate_cfg_t *o);
+/* simulate_train.c: the training steps of --model on base's platform (its nodes, or each of --scaling) */
+struct h_sim_platform;
+int h_simulate_train(const h_simulate_cfg_t *o, const struct h_sim_platform *base);
+/* sim_check.c: the simulator against the emulated training runs of o->files (constants fitted from their
+ * bench lines only) */
+int h_simulate_check(const h_simulate_cfg_t *o);
 
 #endif

@@ -1,0 +1,36 @@
+/* layouts.h: the engine configurations the harness compares side by side (`simulate --engine all`): each
+ * an engine of the table with some of its own options set and a placement of its extra ranks (PS servers),
+ * under the one label results use. The only list of them, beside the engine table (engines.c). */
+#ifndef SB_HARNESS_LAYOUTS_H
+#define SB_HARNESS_LAYOUTS_H
+#include "harness/registry/engines.h"
+
+/* server_nodes: where an engine's extra ranks live on N GPU machines */
+#define H_LAYOUT_OWN_N (-1)       /* N CPU-only machines of their own */
+typedef struct {
+    const char *label;            /* "ps-K=N": the name in every table and result line */
+    const char *engine;           /* an engine of the table */
+    const char *options;          /* its options, space separated "name" or "name=value"; value N: the GPU machines */
+    int server_nodes;             /* H_LAYOUT_OWN_N, 0 (on the GPU machines) or K machines of their own */
+    const char *about;            /* one line for help and headers */
+} h_layout_t;
+
+int h_layout_count(void);
+const h_layout_t *h_layout_at(int i);
+/* "ring, tree, ps-1server, ..." with each one's about, one a line, for help */
+void h_layouts_help(char *out, size_t len);
+/* The engine set of layout L on N GPU machines: base's settings and option blobs, copied into store (freed
+ * with h_layout_free) and L's options set on the copy. 0, ERR_NOMEM or ERR_INVAL (an option the engine
+ * lacks: err_set). */
+int  h_layout_engset(const h_layout_t *L, int N, const h_engset_t *base, h_engset_t *out, void *store[H_MAX_ENGINES]);
+void h_layout_free(void *store[H_MAX_ENGINES]);
+/* The engine set a recorded run ran with: base's, with the run's server count (servers > 0) and colocation
+ * set on the engine's own options (an engine without them refuses: ERR_INVAL). Freed with h_layout_free. */
+int  h_layout_engset_of_run(const char *engine, int servers, int colocated, const h_engset_t *base, h_engset_t *out,
+                            void *store[H_MAX_ENGINES]);
+/* 1 when a result label names a colocated configuration (h_engine_label's "-colocated") */
+int  h_engine_label_colocated(const char *label);
+/* server machines of layout L on N GPU machines */
+int  h_layout_server_nodes(const h_layout_t *L, int N);
+
+#endif

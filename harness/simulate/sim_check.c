@@ -1,0 +1,272 @@
+/* sim_check.c: `harness simulate --emulated FILE...` (simulate.h): the simulator against the emulated
+ * cluster's training runs. The split is declared before looking: the constants the simulator needs
+ * beyond a run's own options (the emulated network's per-hop latency, the emulated machines' shared
+ * memory path) are fitted from the files' collective-alone bench lines only; every emulated training
+ * line that is not host-bound is a check point. Each configuration (every launch of the same run) is
+ * simulated once, without stragglers (the emulated GPUs have none), and compared by its launches'
+ * median step; the error distribution is printed and written, whatever it is. */
+#include "harness/simulate/simulate.h"
+#include "harness/simulate/sim.h"
+#include "harness/registry/layouts.h"
+#include "harness/record/jsonl.h"
+#include "harness/emulate/netspec.h"
+#include "core/err.h"
+#include "trainer/workload.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int s_dcmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double s_median(double *v, int n)
+{
+    if (n <= 0) return 0;
+    qsort(v, (size_t)n, sizeof *v, s_dcmp);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* 1 when a line ran under the default congestion control (its "versions" names it) */
+static int s_default_cc(const h_jobj_t *r)
+{
+    const char *v = h_jstr(r, "versions", ""), *t = strstr(v, "tcp ");
+    if (!t) return 1;
+    t += 4;
+    size_t n = strcspn(t, ", ");
+    return n == strlen(H_NETEM_CC_DEFAULT) && !strncmp(t, H_NETEM_CC_DEFAULT, n);
+}
+
+/* The fitted constants: the per-hop latency from the host ring's benches across emulated machines (one
+ * rank a namespace over TCP: a least-squares line through time against bytes, per world; its intercept is
+ * 2 (P - 1) steps of 4 hops), and a GPU's link inside an emulated machine from the host ring's benches
+ * over shared memory (its bus bandwidth at the largest size, the median over worlds). */
+typedef struct {
+    double lat_s, shm_bps;
+    int nlat, nshm;
+} s_fit_t;
+
+static void s_fit(const h_jobj_t *objs, size_t n, s_fit_t *f)
+{
+    double lat[16], shm[16];
+    int nl = 0, nm = 0;
+    for (int P = 2; P <= 64; P++) {
+        double sx = 0, sy = 0, sxx = 0, sxy = 0, big = 0, bw = 0;
+        int k = 0;
+        for (size_t i = 0; i < n; i++) {
+            const h_jobj_t *r = &objs[i];
+            if (strcmp(h_jstr(r, "mode", ""), "bench") || strcmp(h_jstr(r, "engine_label", ""), "ring") ||
+                (int)h_jnum(r, "world", 0) != P || h_jnum(r, "wrong", 0) != 0)
+                continue;
+            double x = h_jnum(r, "bytes", 0), y = h_jnum(r, "time_us", 0) * 1e-6;
+            if (!(x > 0) || !(y > 0)) continue;
+            const char *tp = h_jstr(r, "transport", ""), *net = h_jstr(r, "net", "");
+            if (!strcmp(tp, "tcp") && *net && !h_jget(r, "nodes")) {
+                sx += x, sy += y, sxx += x * x, sxy += x * y, k++;
+            } else if (!strcmp(tp, "shm") && !*net && x >= big) {
+                big = x;
+                bw = x * 2.0 * (P - 1) / P / y * 8; /* bits/s on each rank's link */
+            }
+        }
+        if (k >= 2 && nl < 16) {
+            double b = (k * sxy - sx * sy) / (k * sxx - sx * sx), a = (sy - b * sx) / k;
+            lat[nl++] = (a > 0 ? a : 0) / (2.0 * (P - 1)) / 4;
+        }
+        if (bw > 0 && nm < 16) shm[nm++] = bw;
+    }
+    f->nlat = nl, f->nshm = nm;
+    f->lat_s = s_median(lat, nl);
+    f->shm_bps = s_median(shm, nm);
+}
+
+typedef struct {
+    char key[512], label[48], engine[16], model[32], device[32];
+    int P, N, G, servers, server_nodes, coloc, lb, overlap, esz;
+    double bps, shrink, dilate, bucket_mb, sim_ms, *ms;
+    int n, cap;
+} s_pt_t;
+
+static s_pt_t *s_find(s_pt_t **pts, int *npts, int *cap, const char *key)
+{
+    for (int k = 0; k < *npts; k++)
+        if (!strcmp((*pts)[k].key, key)) return &(*pts)[k];
+    if (*npts == *cap) {
+        int nc = *cap ? *cap * 2 : 64;
+        s_pt_t *np = realloc(*pts, (size_t)nc * sizeof *np);
+        if (!np) return NULL;
+        *pts = np, *cap = nc;
+    }
+    s_pt_t *c = &(*pts)[(*npts)++];
+    memset(c, 0, sizeof *c);
+    snprintf(c->key, sizeof c->key, "%s", key);
+    return c;
+}
+
+static int s_add(s_pt_t *c, double ms)
+{
+    if (c->n == c->cap) {
+        int nc = c->cap ? c->cap * 2 : 4;
+        double *p = realloc(c->ms, (size_t)nc * sizeof *p);
+        if (!p) return -1;
+        c->ms = p, c->cap = nc;
+    }
+    c->ms[c->n++] = ms;
+    return 0;
+}
+
+/* the configuration's simulated step (ms); 0 or a code */
+static int s_sim_point(const h_simulate_cfg_t *o, const s_fit_t *fit, s_pt_t *c)
+{
+    workload_t *wl = NULL;
+    CHECK(workload_load(&wl, c->model));
+    wl_device_t dev;
+    int rc = wl_device_resolve(c->device, wl, &dev);
+    size_t n = wl->ntensors, *ends = calloc(n, sizeof *ends), *counts = calloc(n, sizeof *counts);
+    double *tr = calloc(n, sizeof *tr), *ready = calloc(n, sizeof *ready);
+    if (rc == 0 && (!ends || !counts || !tr || !ready)) rc = err_set(ERR_NOMEM, "simulate: out of memory");
+    size_t cap = (size_t)(c->bucket_mb * 1048576.0), first = cap < (1u << 20) ? cap : (1u << 20);
+    int nb = rc == 0 ? wl_buckets(wl, 1, first, cap, ends) : 0;
+    if (rc == 0 && nb < 0) rc = nb;
+    double fwd = 0, total = 0;
+    if (rc == 0) {
+        wl_schedule(wl, &dev, (size_t)c->lb, 1, &fwd, tr, &total);
+        size_t begin = 0;
+        for (int b = 0; b < nb; b++) {
+            for (size_t i = begin; i < ends[b]; i++) counts[b] += wl->t[i].numel;
+            ready[b] = c->overlap ? tr[ends[b] - 1] : total;
+            begin = ends[b];
+        }
+    }
+    h_engset_t es;
+    void *store[H_MAX_ENGINES] = {0};
+    if (rc == 0) rc = h_layout_engset_of_run(c->engine, c->servers, c->coloc, &o->es, &es, store);
+    sched_t *s = rc == 0 ? calloc((size_t)nb, sizeof *s) : NULL;
+    if (rc == 0 && !s) rc = err_set(ERR_NOMEM, "simulate: out of memory");
+    int built = 0;
+    /* the emulated engines cut their shrunk tensors into their segments: at full size, shrink times larger */
+    sched_env_t env = {.workers = c->P, .device = -1, .segmented = 1, .seg_bytes = es.seg_bytes, .gpus_per_node = c->G,
+                       .size_scale = c->shrink};
+    for (int b = 0; rc == 0 && b < nb; b++, built++)
+        rc = h_engine_schedule(&es, c->engine, &env, counts[b], (size_t)c->esz, &s[b]);
+    const engine_ops_t *ops = h_engine_find(c->engine);
+    if (rc == 0) {
+        /* the emulated cluster in real time: its shared memory is shrink x dilate times faster than the
+         * shrunk, dilated links it sits beside; its TCP latency is reported divided by the dilation */
+        h_sim_platform_t pl = {.nodes = c->N, .gpus_per_node = c->G, .server_nodes = c->server_nodes,
+                               .inter_bps = c->bps, .intra_bps = fit->shm_bps * c->shrink * c->dilate,
+                               .lat_s = fit->lat_s / c->dilate, .framing = H_SIM_TCP_FRAMING, .timeout_s = o->timeout_s};
+        double update = wl_update_s(&dev, wl->params, 20, 1);
+        h_sim_work_t w = {.nb = nb, .sched = s, .ready_s = ready, .total_s = total,
+                          .update_s = ops && ops->serve && c->P > 1 ? 0 : update, .steps = 2, .max_groups = o->max_groups};
+        h_sim_result_t r;
+        rc = h_sim_run(&pl, &w, &r);
+        if (rc == 0) c->sim_ms = r.time_s * 1e3;
+    }
+    for (int b = 0; b < built; b++) sched_free(&s[b]);
+    free(s), free(ends), free(counts), free(tr), free(ready);
+    h_layout_free(store);
+    workload_destroy(&wl);
+    return rc;
+}
+
+int h_simulate_check(const h_simulate_cfg_t *o)
+{
+    h_jobj_t *objs = NULL;
+    size_t n = 0, nbad = 0;
+    if (o->nfiles < 1) return err_set(ERR_INVAL, "simulate --emulated: give the results files (FILE...)");
+    CHECK(h_jread_files(o->nfiles, o->files, &objs, &n, &nbad, stderr));
+    s_fit_t fit;
+    s_fit(objs, n, &fit);
+    if (!fit.nlat || !fit.nshm) {
+        h_jfree_all(&objs, &n);
+        return err_set(ERR_INVAL, "simulate --emulated: the files need the host ring's benches across emulated machines "
+                                  "(bench --net bw=RATE, e.g. results/net-bench.jsonl) and over shared memory "
+                                  "(e.g. results/bench-tree-ring.jsonl) to fit the latency and the shared-memory path");
+    }
+    s_pt_t *pts = NULL;
+    int npts = 0, cap = 0, rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const h_jobj_t *r = &objs[i];
+        if (!h_jflag(r, "emulated", 0) || strcmp(h_jstr(r, "mode", ""), "train") || h_jflag(r, "host_bound", 1) ||
+            *h_jstr(r, "straggler", "") || !s_default_cc(r))
+            continue;
+        const char *net = h_jstr(r, "net", "");
+        h_netem_spec_t ns;
+        char nerr[256];
+        if (!*net || h_netem_parse(net, &ns, nerr, sizeof nerr) < 0 || ns.queue_ms != H_NETEM_QUEUE_MS) continue;
+        double ms = h_jnum(r, "emu_step_ms", 0);
+        const char *model = h_jstr(r, "model", ""), *label = h_jstr(r, "engine_label", ""), *eng = h_jstr(r, "engine", "");
+        if (!(ms > 0) || !workload_is_known(model) || !h_engine_find(eng)) continue;
+        const char *gd = h_jstr(r, "grad_dtype", "f32");
+        char key[512];
+        snprintf(key, sizeof key, "%s|%s|%s|%g|%g|%g|%g|%g|%.6g|%g|%d|%g|%g|%g|%s", label, model, h_jstr(r, "device", "v100"),
+                 h_jnum(r, "world", 0), h_jnum(r, "nodes", 1), h_jnum(r, "gpus_per_node", 1), h_jnum(r, "servers", 0),
+                 h_jnum(r, "server_nodes", 0), ns.bits_per_s * ns.eff, h_jnum(r, "local_batch", 64), h_jflag(r, "overlap", 1),
+                 h_jnum(r, "bucket_mb", 25), h_jnum(r, "shrink", 1), h_jnum(r, "dilate", 1), gd);
+        s_pt_t *c = s_find(&pts, &npts, &cap, key);
+        if (!c) { rc = err_set(ERR_NOMEM, "simulate: out of memory"); break; }
+        if (!c->n) {
+            snprintf(c->label, sizeof c->label, "%s", label);
+            snprintf(c->engine, sizeof c->engine, "%s", eng);
+            snprintf(c->model, sizeof c->model, "%s", model);
+            snprintf(c->device, sizeof c->device, "%s", h_jstr(r, "device", "v100"));
+            c->N = (int)h_jnum(r, "nodes", 1), c->G = (int)h_jnum(r, "gpus_per_node", 1);
+            c->P = (int)h_jnum(r, "world", 0); /* the workers; "ranks" adds the servers */
+            c->servers = (int)h_jnum(r, "servers", 0), c->server_nodes = (int)h_jnum(r, "server_nodes", 0);
+            c->coloc = h_engine_label_colocated(label);
+            c->lb = (int)h_jnum(r, "local_batch", 64), c->overlap = h_jflag(r, "overlap", 1);
+            c->bucket_mb = h_jnum(r, "bucket_mb", 25), c->shrink = h_jnum(r, "shrink", 1), c->dilate = h_jnum(r, "dilate", 1);
+            c->bps = ns.bits_per_s * ns.eff, c->esz = strcmp(gd, "f32") ? 2 : 4;
+        }
+        if (s_add(c, ms) < 0) rc = err_set(ERR_NOMEM, "simulate: out of memory");
+    }
+    h_jfree_all(&objs, &n);
+    printf("# syncbench simulate --emulated: %d emulated configurations (not host-bound, default queue and congestion "
+           "control, no --straggler), each simulated without stragglers against the median of its launches\n", npts);
+    printf("# fitted from the bench lines only: %.2f us a hop (the host ring over TCP between namespaces, %d worlds), a GPU's "
+           "link inside a machine %.3g Gbit/s before shrink and dilation (the host ring over shared memory, %d worlds)\n",
+           fit.lat_s * 1e6, fit.nlat, fit.shm_bps / 1e9, fit.nshm);
+    printf("#  engine               model        GPUs  NxG    K  launches  emulated(ms)  simulated(ms)   error\n");
+    h_lines_t lines;
+    h_lines_open(&lines, &o->out, "simulate");
+    double *err = calloc((size_t)(npts ? npts : 1), sizeof *err);
+    int ne = 0;
+    for (int k = 0; k < npts && rc == 0; k++) {
+        s_pt_t *c = &pts[k];
+        if (c->P < 1 || c->N * c->G < c->P) continue;
+        rc = s_sim_point(o, &fit, c);
+        if (rc < 0) break;
+        double meas = s_median(c->ms, c->n), e = (c->sim_ms - meas) / meas;
+        err[ne++] = fabs(e);
+        printf("  %-20s %-12s %5d %3dx%-3d %2d %6d %13.1f %14.1f %+7.1f%%\n", c->label, c->model, c->P, c->N, c->G,
+               c->server_nodes, c->n, meas, c->sim_ms, 100 * e);
+        fflush(stdout);
+        if (o->out.json)
+            h_lines_add(&lines, json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:i, "
+                                          "s:f, s:f}",
+                                          "kind", "check", "engine", c->engine, "engine_label", c->label, "model", c->model,
+                                          "gpus", c->P, "nodes", c->N, "gpus_per_node", c->G, "server_nodes", c->server_nodes,
+                                          "launches", c->n, "emulated_ms", meas, "simulated_ms", c->sim_ms, "error", e,
+                                          "inter_bps", c->bps, "shrink", c->shrink, "dilate", c->dilate, "local_batch", c->lb,
+                                          "lat_us_fitted", fit.lat_s * 1e6, "shm_bps_fitted", fit.shm_bps));
+    }
+    if (rc == 0 && ne) {
+        double md = s_median(err, ne);
+        int w10 = 0;
+        for (int k = 0; k < ne; k++) w10 += err[k] <= 0.10;
+        printf("# %d configurations: |error| median %.1f%%, 90th percentile %.1f%%, worst %.1f%%; within 10%%: %d\n", ne,
+               100 * md, 100 * err[(int)floor(0.9 * (ne - 1))], 100 * err[ne - 1], w10);
+        if (o->out.json)
+            h_lines_add(&lines, json_pack("{s:s, s:i, s:f, s:f, s:f, s:i, s:f, s:f}", "kind", "check-summary", "configs", ne,
+                                          "error_median", md, "error_p90", err[(int)floor(0.9 * (ne - 1))],
+                                          "error_worst", err[ne - 1], "within_10pct", w10, "lat_us_fitted", fit.lat_s * 1e6,
+                                          "shm_bps_fitted", fit.shm_bps));
+    }
+    int wrc = h_lines_close(&lines, "the simulate lines");
+    for (int k = 0; k < npts; k++) free(pts[k].ms);
+    free(pts), free(err);
+    return rc < 0 ? rc : wrc;
+}

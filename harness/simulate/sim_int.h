@@ -1,0 +1,43 @@
+/* sim_int.h: what the SimGrid replay (sim_simgrid.c) takes from the plan (sim_plan.c): every bucket's
+ * schedule cut into each rank's entries, step by step or in merged groups, with the delays that keep the
+ * merged steps' latencies, and the links' bytes a step. */
+#ifndef SB_HARNESS_SIM_INT_H
+#define SB_HARNESS_SIM_INT_H
+#include "harness/simulate/sim.h"
+
+/* One rank's part of one group of a bucket's steps: a peer it sends to or receives from, and the bytes
+ * (merged per pair, direction and group). */
+typedef struct {
+    int grp, peer, send;
+    int piece;                    /* dataflow schedules: the piece (entries are then per transfer, in order) */
+    uint64_t bytes;
+} h_sim_entry_t;
+
+typedef struct {
+    h_sim_entry_t *e;             /* all ranks' entries, rank by rank, each rank's by group, sends first */
+    size_t *first;                /* world + 1: rank r's entries are e[first[r] .. first[r + 1]) */
+    double *delay;                /* per group: the latencies of its steps after the first (every rank waits
+                                   * them before the group's sends; 0 when nothing is merged) */
+    int ngroups;
+    int dataflow, npieces;        /* the schedule's sched_t.dataflow, and its pieces */
+} h_sim_bplan_t;
+
+typedef struct {
+    int world, workers, nb, machines;
+    h_sim_bplan_t *b;             /* nb */
+    uint64_t comms_step;          /* communications a step */
+    uint64_t nic_max_bytes;       /* the busiest NIC direction a step */
+    double busy_max_s;            /* the busiest link's bytes a step at its payload rate */
+    int busy_is_nic;
+    int merge;                    /* the most steps in one group */
+    int dataflow;                 /* the schedules are dataflow ones (sched_t.dataflow) */
+} h_sim_plan_t;
+
+/* The machine rank r is on: workers w on GPU machine w / G; dedicated servers (r >= workers) on machines
+ * of their own (server j on nodes + j mod K) or, without server machines, on GPU machine j mod N. */
+int h_sim_machine(const h_sim_platform_t *pl, int workers, int r);
+/* Cut w's schedules for pl: 0, ERR_INVAL (bad work, ranks that do not fit) or ERR_NOMEM (err_set). */
+int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *p);
+void h_sim_plan_free(h_sim_plan_t *p);
+
+#endif

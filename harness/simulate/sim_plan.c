@@ -1,0 +1,177 @@
+/* sim_plan.c: the replay's plan (sim_int.h), without SimGrid: each bucket's declared schedule as every
+ * rank's entries, and the faithful reduction for long schedules. Of a schedule of more steps than
+ * max_groups, runs of up to K = nsteps / max_groups consecutive ring-like steps of the same shape (every
+ * rank sends one transfer and receives one, the same pairs each step) become one group: a pair's
+ * transfers in it go as one communication, and the group's sends wait, beside the receives of the group
+ * before, the latencies of its steps after the first (a step's latency: the longest route of its
+ * transfers, 2 hops inside a machine, 4 across). Such a chain is bound by its slowest link whether it
+ * goes step by step or K steps at once; any other step (a tree's, whose lock-step max over several
+ * flows a merge would turn into a max of sums) is replayed as its own. results/sim-reduction measures
+ * the merged replay against the full one. */
+#include "harness/simulate/sim_int.h"
+#include "core/err.h"
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+int h_sim_machine(const h_sim_platform_t *pl, int workers, int r)
+{
+    if (r < workers) return r / pl->gpus_per_node;
+    int j = r - workers;
+    return pl->server_nodes > 0 ? pl->nodes + j % pl->server_nodes : j % pl->nodes;
+}
+
+static int s_cmp(const void *a, const void *b)
+{
+    const h_sim_entry_t *x = a, *y = b;
+    if (x->grp != y->grp) return x->grp - y->grp;
+    if (x->send != y->send) return y->send - x->send;   /* sends first */
+    return x->peer - y->peer;
+}
+
+/* The latency of a transfer's route: a GPU's link up and down inside a machine, and the two NICs' hops
+ * across machines. */
+static double s_route_lat(const h_sim_platform_t *pl, int workers, int a, int b)
+{
+    return (h_sim_machine(pl, workers, a) == h_sim_machine(pl, workers, b) ? 2 : 4) * pl->lat_s;
+}
+
+/* A step's shape for merging: a hash of its (source, destination) pairs when every rank sends at most one
+ * transfer and receives at most one (a ring's step), else 0 (never merged). */
+static uint64_t s_shape(const sched_t *s, int k, int *seen_s, int *seen_r, int mark)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = s->steps[k].first; i < s->steps[k].first + s->steps[k].n; i++) {
+        const sched_xfer_t *x = &s->x[i];
+        if (x->src == x->dst) continue;
+        if (seen_s[x->src] == mark || seen_r[x->dst] == mark) return 0;
+        seen_s[x->src] = seen_r[x->dst] = mark;
+        h += ((uint64_t)x->src * 1000003u + (uint64_t)x->dst) * 0x9e3779b97f4a7c15ull; /* order-free */
+    }
+    return h ? h : 1;
+}
+
+static int s_bucket(const h_sim_platform_t *pl, const sched_t *s, int max_groups, h_sim_bplan_t *bp, int *merge)
+{
+    size_t W = (size_t)s->world, n = 0;
+    int K = max_groups > 0 && s->nsteps > max_groups ? (s->nsteps + max_groups - 1) / max_groups : 1;
+    int *grp_of = calloc((size_t)(s->nsteps ? s->nsteps : 1), sizeof *grp_of);
+    int *seen = calloc(2 * W + 1, sizeof *seen);
+    if (!grp_of || !seen) {
+        free(grp_of), free(seen);
+        return err_set(ERR_NOMEM, "simulate: out of memory");
+    }
+    /* groups: runs of at most K consecutive steps of one ring-like shape; any other step is its own */
+    uint64_t prev = 0;
+    int g = -1, in = 0;
+    bp->dataflow = s->dataflow, bp->npieces = s->npieces;
+    for (int k = 0; k < s->nsteps; k++) {
+        uint64_t sh = s->dataflow ? 0 : s_shape(s, k, seen, seen + W, k + 1);
+        if (!sh || sh != prev || in == K) g++, in = 0;
+        grp_of[k] = g, in++, prev = sh;
+        if (in > *merge) *merge = in;
+    }
+    free(seen);
+    bp->ngroups = g + 1;
+    for (size_t i = 0; i < s->nx; i++) n += s->x[i].src != s->x[i].dst ? 2 : 0;
+    bp->e = malloc((n ? n : 1) * sizeof *bp->e);
+    bp->first = calloc(W + 1, sizeof *bp->first);
+    bp->delay = calloc((size_t)(bp->ngroups ? bp->ngroups : 1), sizeof *bp->delay);
+    size_t *at = calloc(W + 1, sizeof *at);
+    if (!bp->e || !bp->first || !bp->delay || !at) {
+        free(at), free(grp_of);
+        return err_set(ERR_NOMEM, "simulate: out of memory for %zu transfers", n);
+    }
+    for (size_t i = 0; i < s->nx; i++)
+        if (s->x[i].src != s->x[i].dst) at[s->x[i].src]++, at[s->x[i].dst]++;
+    for (size_t r = 0; r < W; r++) bp->first[r + 1] = bp->first[r] + at[r], at[r] = bp->first[r];
+    for (int k = 0; k < s->nsteps; k++) {
+        double lat = 0;
+        int grp = grp_of[k];
+        for (size_t i = s->steps[k].first; i < s->steps[k].first + s->steps[k].n; i++) {
+            const sched_xfer_t *x = &s->x[i];
+            if (x->src == x->dst) continue;
+            uint64_t b = sched_xfer_bytes(s, x);
+            bp->e[at[x->src]++] = (h_sim_entry_t){.grp = grp, .peer = x->dst, .send = 1, .piece = x->piece, .bytes = b};
+            bp->e[at[x->dst]++] = (h_sim_entry_t){.grp = grp, .peer = x->src, .send = 0, .piece = x->piece, .bytes = b};
+            double l = s_route_lat(pl, s->workers, x->src, x->dst);
+            if (l > lat) lat = l;
+        }
+        if (k && grp_of[k - 1] == grp) bp->delay[grp] += lat;
+    }
+    free(grp_of);
+    /* sort each rank's entries, merge the same (group, direction, peer), compact */
+    size_t w = 0;
+    for (size_t r = 0; r < W; r++) {
+        h_sim_entry_t *a = bp->e + bp->first[r];
+        size_t m = bp->first[r + 1] - bp->first[r], o = s->dataflow ? m : 0;
+        if (!s->dataflow) qsort(a, m, sizeof *a, s_cmp);
+        for (size_t i = 0; i < m && !s->dataflow; i++) {
+            if (o && a[o - 1].grp == a[i].grp && a[o - 1].send == a[i].send && a[o - 1].peer == a[i].peer)
+                a[o - 1].bytes += a[i].bytes;
+            else a[o++] = a[i];
+        }
+        memmove(bp->e + w, a, o * sizeof *a);
+        bp->first[r] = w;
+        w += o;
+    }
+    bp->first[W] = w;
+    free(at);
+    return 0;
+}
+
+int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *p)
+{
+    memset(p, 0, sizeof *p);
+    if (!w || w->nb < 1 || !w->sched) return err_set(ERR_INVAL, "simulate: nothing to replay");
+    if (w->steps < 1 || w->steps > H_SIM_MAX_STEPS) return err_set(ERR_INVAL, "simulate: 1 to %d steps", H_SIM_MAX_STEPS);
+    const sched_t *s0 = &w->sched[0];
+    if (pl->nodes < 1 || pl->gpus_per_node < 1 || s0->workers > pl->nodes * pl->gpus_per_node)
+        return err_set(ERR_INVAL, "simulate: %d workers do not fit %d machines of %d GPUs", s0->workers, pl->nodes,
+                       pl->gpus_per_node);
+    if (!(pl->inter_bps > 0) || !(pl->intra_bps > 0) || pl->lat_s < 0 || !(pl->framing > 0))
+        return err_set(ERR_INVAL, "simulate: link rates must be > 0 and the latency >= 0");
+    for (int b = 1; b < w->nb; b++)
+        if (w->sched[b].world != s0->world || w->sched[b].workers != s0->workers || w->sched[b].dataflow != s0->dataflow)
+            return err_set(ERR_INVAL, "simulate: bucket %d's schedule has another world", b);
+    p->world = s0->world, p->workers = s0->workers, p->nb = w->nb, p->merge = 1, p->dataflow = s0->dataflow;
+    p->machines = pl->nodes + (s0->world > s0->workers && pl->server_nodes > 0 ? pl->server_nodes : 0);
+    p->b = calloc((size_t)w->nb, sizeof *p->b);
+    uint64_t *nic = calloc((size_t)p->machines * 2, sizeof *nic), *gl = calloc((size_t)p->world * 2, sizeof *gl);
+    if (!p->b || !nic || !gl) {
+        free(nic), free(gl);
+        h_sim_plan_free(p);
+        return err_set(ERR_NOMEM, "simulate: out of memory");
+    }
+    int rc = 0;
+    for (int b = 0; b < w->nb && rc == 0; b++) {
+        const sched_t *s = &w->sched[b];
+        rc = s_bucket(pl, s, w->max_groups, &p->b[b], &p->merge);
+        if (rc == 0) p->comms_step += p->b[b].first[p->world] / 2;
+        for (size_t i = 0; rc == 0 && i < s->nx; i++) {
+            const sched_xfer_t *x = &s->x[i];
+            if (x->src == x->dst) continue;
+            uint64_t bytes = sched_xfer_bytes(s, x);
+            gl[2 * x->src] += bytes, gl[2 * x->dst + 1] += bytes;
+            int ma = h_sim_machine(pl, s->workers, x->src), mb = h_sim_machine(pl, s->workers, x->dst);
+            if (ma != mb) nic[2 * ma] += bytes, nic[2 * mb + 1] += bytes;
+        }
+    }
+    double nic_Bps = pl->inter_bps * pl->framing / 8, gpu_Bps = pl->intra_bps * pl->framing / 8;
+    for (int m = 0; rc == 0 && m < 2 * p->machines; m++) {
+        if (nic[m] > p->nic_max_bytes) p->nic_max_bytes = nic[m];
+        if (nic[m] / nic_Bps > p->busy_max_s) p->busy_max_s = nic[m] / nic_Bps, p->busy_is_nic = 1;
+    }
+    for (int r = 0; rc == 0 && r < 2 * p->world; r++)
+        if (gl[r] / gpu_Bps > p->busy_max_s) p->busy_max_s = gl[r] / gpu_Bps, p->busy_is_nic = 0;
+    free(nic), free(gl);
+    if (rc) h_sim_plan_free(p);
+    return rc;
+}
+
+void h_sim_plan_free(h_sim_plan_t *p)
+{
+    for (int b = 0; p->b && b < p->nb; b++) free(p->b[b].e), free(p->b[b].first), free(p->b[b].delay);
+    free(p->b);
+    memset(p, 0, sizeof *p);
+}

@@ -1,0 +1,200 @@
+/* simulate_train.c: `harness simulate --model M` (simulate.h): training steps of a real model's profile
+ * on the simulated cluster, for each engine or layout and each machine count: every GPU's forward and
+ * backward from the profile and device (wl_schedule), its gradients in DDP's buckets (wl_buckets), each
+ * bucket's allreduce the engine's own declared schedule replayed on SimGrid (sim.h) while the backward
+ * goes on, the optimizer where the engine runs it; a per-GPU compute spread for stragglers. Printed like
+ * train (step, samples/s, speedup and efficiency over one device) and written as "mode":"simulate" lines. */
+#include "harness/simulate/simulate.h"
+#include "harness/simulate/sim.h"
+#include "harness/registry/layouts.h"
+#include "core/err.h"
+#include "core/sched.h"
+#include "trainer/rng.h"
+#include "trainer/workload.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* --spread DIST: each GPU's compute time is multiplied by a factor fixed for the run. Default from
+ * Sinha et al., "Not All GPUs Are Created Equal: Characterizing Variability in Large-Scale,
+ * Accelerator-Rich Systems" (SC'22): same-SKU GPUs of Summit, Vortex, Frontera, Longhorn and Corona
+ * differ by 8% on average in performance (up to 22%); read here as a factor uniform in [1, 1.08]. */
+#define S_SPREAD_DEFAULT "uniform:0.08"
+
+static int s_spread_parse(const char *spec, char *kind, size_t klen, double *param)
+{
+    const char *s = spec && *spec ? spec : S_SPREAD_DEFAULT;
+    if (!strcmp(s, "none")) {
+        snprintf(kind, klen, "none");
+        *param = 0;
+        return 0;
+    }
+    const char *c = strchr(s, ':');
+    char *end;
+    double v = c ? strtod(c + 1, &end) : -1;
+    if (!c || end == c + 1 || *end || !(v >= 0) || v > 1 ||
+        (strncmp(s, "uniform:", 8) && strncmp(s, "normal:", 7)))
+        return err_set(ERR_INVAL, "--spread '%s': none, uniform:R (a factor in [1, 1 + R]) or normal:S (mean 1, "
+                                  "standard deviation S, at least 0.5), R and S in [0, 1]", s);
+    snprintf(kind, klen, "%.*s", (int)(c - s), s);
+    *param = v;
+    return 0;
+}
+
+static void s_factors(const char *kind, double param, uint64_t seed, int P, double *f)
+{
+    rng_t r;
+    rng_seed(&r, seed, 0x5eed5);
+    for (int i = 0; i < P; i++) {
+        double u = (double)(rng_next(&r) >> 11) * (1.0 / 9007199254740992.0);
+        if (!strcmp(kind, "uniform")) f[i] = 1 + param * u;
+        else if (!strcmp(kind, "normal")) {
+            double u2 = (double)(rng_next(&r) >> 11) * (1.0 / 9007199254740992.0);
+            double z = sqrt(-2 * log(u > 0 ? u : 1e-300)) * cos(2 * M_PI * u2);
+            f[i] = 1 + param * z;
+            if (f[i] < 0.5) f[i] = 0.5;
+        } else f[i] = 1;
+    }
+}
+
+/* One engine configuration to run: an engine named on the command line, or a layout. */
+typedef struct {
+    char label[48];
+    const char *engine;
+    const h_layout_t *layout;     /* NULL: the engine with the command line's options */
+} s_conf_t;
+
+static int s_one(const h_simulate_cfg_t *o, const s_conf_t *c, const h_sim_platform_t *base, const workload_t *wl,
+                 const wl_device_t *dev, size_t lb, int nb, const size_t *counts, const double *ready, double total,
+                 double update, double one_sps, h_lines_t *lines)
+{
+    h_sim_platform_t pl = *base;
+    int N = pl.nodes, G = pl.gpus_per_node, P = N * G;
+    h_engset_t es = o->es;
+    void *store[H_MAX_ENGINES] = {0};
+    if (c->layout) {
+        CHECK(h_layout_engset(c->layout, N, &o->es, &es, store));
+        pl.server_nodes = h_layout_server_nodes(c->layout, N);
+    }
+    const engine_ops_t *ops = h_engine_find(c->engine);
+    int servers_update = ops && ops->serve; /* an engine with servers updates there, not on the GPUs */
+    sched_t *s = calloc((size_t)nb, sizeof *s);
+    double *f = calloc((size_t)P, sizeof *f);
+    int rc = s && f ? 0 : err_set(ERR_NOMEM, "simulate: out of memory");
+    int built = 0;
+    sched_env_t env = {.workers = P, .device = -1, .segmented = 1, .seg_bytes = es.seg_bytes, .gpus_per_node = G};
+    for (int b = 0; rc == 0 && b < nb; b++, built++) rc = h_engine_schedule(&es, c->engine, &env, counts[b], 4, &s[b]);
+    char kind[16];
+    double param = 0;
+    if (rc == 0) rc = s_spread_parse(o->spread, kind, sizeof kind, &param);
+    if (rc == 0) s_factors(kind, param, o->seed, P, f);
+    h_sim_result_t r;
+    if (rc == 0) {
+        h_sim_work_t w = {.nb = nb, .sched = s, .ready_s = ready, .total_s = total,
+                          .update_s = servers_update && P > 1 ? 0 : update, .steps = o->steps, .factor = f,
+                          .max_groups = o->max_groups};
+        rc = h_sim_run(&pl, &w, &r);
+    }
+    if (rc == 0) {
+        double sps = (double)P * (double)lb / r.time_s, speedup = sps / one_sps;
+        printf("  %-13s %6d %4dx%-4d %9.2f %11.1f %8.2f %6.1f%% %9.1f %5.0f%% %-4s %10llu %3d %7.1f\n", c->label, P, N, G,
+               r.time_s * 1e3, sps, speedup, 100 * speedup / P, (double)r.nic_max_bytes / 1048576.0, 100 * r.link_util,
+               r.link_is_nic ? "nic" : "gpu", (unsigned long long)r.comms, r.merge, r.wall_s);
+        fflush(stdout);
+        if (o->out.json) {
+            json_t *each = json_array();
+            for (int k = 0; k < r.steps; k++) json_array_append_new(each, json_real(r.step_s[k] * 1e3));
+            h_lines_add(lines, json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, "
+                                         "s:o, s:f, s:f, s:f, s:I, s:f, s:s, s:I, s:i, s:i, s:f, s:f, s:f, s:f, s:f, "
+                                         "s:s, s:f, s:I}",
+                                         "kind", "train", "engine", c->engine, "engine_label", c->label, "model", wl->name,
+                                         "device", dev->name, "gpus", P, "world", s[0].world, "nodes", N,
+                                         "gpus_per_node", G, "server_nodes", pl.server_nodes, "batch_per_gpu", (int)lb,
+                                         "bucket_mb", o->bucket_mb, "step_ms", r.time_s * 1e3, "samples_per_s", sps,
+                                         "speedup", speedup, "step_ms_each", each, "efficiency", speedup / P,
+                                         "compute_ms", total * 1e3, "update_ms", update * 1e3,
+                                         "nic_max_bytes", (json_int_t)r.nic_max_bytes, "link_util", r.link_util,
+                                         "busiest_link", r.link_is_nic ? "nic" : "gpu", "comms", (json_int_t)r.comms,
+                                         "steps", r.steps, "merge", r.merge, "sim_wall_s", r.wall_s,
+                                         "inter_bps", pl.inter_bps, "intra_bps", pl.intra_bps, "lat_us", pl.lat_s * 1e6,
+                                         "framing", pl.framing, "spread", kind, "spread_param", param,
+                                         "seed", (json_int_t)o->seed));
+        }
+    }
+    for (int b = 0; b < built; b++) sched_free(&s[b]);
+    free(s);
+    free(f);
+    h_layout_free(store);
+    return rc;
+}
+
+int h_simulate_train(const h_simulate_cfg_t *o, const h_sim_platform_t *base)
+{
+    workload_t *wl = NULL;
+    CHECK(workload_load(&wl, o->model));
+    wl_device_t dev;
+    int rc = wl_device_resolve(o->device ? o->device : "v100", wl, &dev);
+    size_t n = wl->ntensors, *ends = calloc(n, sizeof *ends), *counts = calloc(n, sizeof *counts);
+    double *tr = calloc(n, sizeof *tr), *ready = calloc(n, sizeof *ready);
+    if (rc == 0 && (!ends || !counts || !tr || !ready)) rc = err_set(ERR_NOMEM, "simulate: out of memory");
+    size_t lb = o->batch_per_gpu > 0 ? (size_t)o->batch_per_gpu : 64;
+    double bmb = o->bucket_mb > 0 ? o->bucket_mb : 25;
+    size_t cap = (size_t)(bmb * 1048576.0), first = cap < (1u << 20) ? cap : (1u << 20);
+    int nb = rc == 0 ? wl_buckets(wl, 1, first, cap, ends) : 0;
+    if (rc == 0 && nb < 0) rc = nb;
+    double fwd = 0, total = 0;
+    if (rc == 0) {
+        wl_schedule(wl, &dev, lb, 1, &fwd, tr, &total);
+        size_t begin = 0;
+        for (int b = 0; b < nb; b++) {
+            for (size_t i = begin; i < ends[b]; i++) counts[b] += wl->t[i].numel;
+            ready[b] = o->no_overlap ? total : tr[ends[b] - 1];
+            begin = ends[b];
+        }
+    }
+    /* the optimizer on a GPU: SGD with momentum reads parameter, gradient and momentum and writes two */
+    double update = rc == 0 ? wl_update_s(&dev, wl->params, 20, 1) : 0, one_sps = (double)lb / (total + update);
+    s_conf_t confs[16];
+    int nc = 0;
+    if (o->engine_all)
+        for (int i = 0; i < h_layout_count() && nc < 16; i++, nc++) {
+            const h_layout_t *L = h_layout_at(i);
+            confs[nc] = (s_conf_t){.engine = L->engine, .layout = L};
+            snprintf(confs[nc].label, sizeof confs[nc].label, "%s", L->label);
+        }
+    for (int i = 0; i < o->nengines && nc < 16; i++, nc++) {
+        confs[nc] = (s_conf_t){.engine = o->engines[i]};
+        snprintf(confs[nc].label, sizeof confs[nc].label, "%s", o->engines[i]);
+    }
+    char kind[16];
+    double param;
+    if (rc == 0) rc = s_spread_parse(o->spread, kind, sizeof kind, &param);
+    if (rc == 0 && !nc) rc = err_set(ERR_INVAL, "simulate: no engine (--engine E[,E...] or --engine all)");
+    if (rc == 0) {
+        printf("# %s (%zu parameters in %d buckets of %.3g MiB, DDP's rule), %s at %.1f samples/s (%s), batch %zu a GPU: "
+               "forward %.2f ms, backward %.2f ms, update %.2f ms on the GPU (allreduce engines; a PS's servers update)\n",
+               wl->name, wl->params, nb, bmb, dev.name, dev.samples_per_s, dev.basis, lb, fwd * 1e3, (total - fwd) * 1e3,
+               update * 1e3);
+        printf("# one GPU alone: %.1f samples/s; %d steps a run; stragglers: --spread %s (seed %llu); a collective's steps "
+               "merged into at most %d groups (--sim-groups; merge column: steps a group)\n",
+               one_sps, o->steps, o->spread ? o->spread : S_SPREAD_DEFAULT, (unsigned long long)o->seed, o->max_groups);
+        printf("#  engine          GPUs  NxG     step(ms)   samples/s  speedup   eff.  NIC MiB/step busiest    comms   "
+               "K   sim(s)\n");
+    }
+    h_lines_t lines;
+    h_lines_open(&lines, &o->out, "simulate");
+    int scal[H_SIM_MAX_SCALE], ns = o->nscaling;
+    if (ns) memcpy(scal, o->scaling, sizeof scal);
+    else scal[0] = base->nodes, ns = 1;
+    for (int c = 0; rc == 0 && c < nc; c++)
+        for (int k = 0; rc == 0 && k < ns; k++) {
+            h_sim_platform_t pl = *base;
+            pl.nodes = scal[k];
+            rc = s_one(o, &confs[c], &pl, wl, &dev, lb, nb, counts, ready, total, update, one_sps, &lines);
+        }
+    int wrc = h_lines_close(&lines, "the simulate lines");
+    free(ends), free(counts), free(tr), free(ready);
+    workload_destroy(&wl);
+    return rc < 0 ? rc : wrc;
+}
