@@ -1,7 +1,9 @@
 /* tree_sched.c: the double binary tree's schedule as data (core/sched.h): the buffer's two halves, one
  * per tree (tree_split); in step tau a rank at depth d of tree t sends its partial sum of that half up
  * when tau = D - d and the complete half down to its children when tau = D + d (D: the tree's depth),
- * so 2 D + 1 steps; the engine pipelines segments through these same steps. */
+ * so 2 D + 1 steps; the engine pipelines segments through these same steps. A dataflow schedule
+ * (sched_t.dataflow): each of tree.c's ops waits for its own segment from its child or parent, not for
+ * every receive of the step before. */
 #include "allreduce-tree/tree.h"
 #include "core/sched.h"
 #include <stdio.h>
@@ -12,6 +14,7 @@ int tree_sched(const void *opts, const sched_env_t *env, size_t count, size_t es
     (void)opts;
     int P = env->workers;
     sched_init(s, P, P, count, esz, "tree");
+    s->dataflow = 1;
     size_t c0 = tree_split(count), cnt[2] = {c0, count - c0};
     int D[2] = {0, 0};
     int *depth = calloc((size_t)P * 2, sizeof *depth), *parent = calloc((size_t)P * 2, sizeof *parent);
@@ -20,6 +23,7 @@ int tree_sched(const void *opts, const sched_env_t *env, size_t count, size_t es
         free(depth), free(parent), free(child);
         sched_free(s);
         sched_init(s, P, P, count, esz, "tree");
+    s->dataflow = 1;
         s->bad = 1;
         return sched_done(s);
     }

@@ -357,8 +357,9 @@ const h_opt_t h_opt_table[] = {
              "                        (latency and shared memory fitted from their bench lines only)\n"},
     {.name = "sim-groups", .kind = K_INT, .off = F(sim_groups), .lo = 0, .hi = 1 << 20, .want = "a group count >= 0",
      .modes = " simulate ",
-     .help = "  --sim-groups G        simulate: replay a collective's steps in at most G groups, the merged steps'\n"
-             "                        latencies kept (default 64; 0: every step; results/sim-reduction)\n"},
+     .help = "  --sim-groups G        simulate: replay a ring's steps in at most G merged groups, their latencies kept\n"
+             "                        (0: every step; default: every step while a run stays under 4 M\n"
+             "                        communications, else 64; its error: results/sim-reduction)\n"},
     FN("shrink", s_factor, shrink, "a factor >= 1 or auto",
        "  --shrink S|auto       divide every tensor and link rate by S (transfer times unchanged, host load / S;\n"
        "                        default auto: as much as this host needs)\n"),

@@ -31,6 +31,8 @@ typedef struct h_sim_platform {
  * gradient is ready and the bucket before has finished on this worker (one collective at a time, as DDP's
  * and Horovod's buckets go through one communication stream), while its backward goes on. */
 #define H_SIM_MAX_STEPS 16
+#define H_SIM_EXACT_COMMS 4000000
+#define H_SIM_AUTO_GROUPS 64
 typedef struct {
     int nb;
     const sched_t *sched;         /* nb schedules, the same world and workers */
@@ -41,9 +43,10 @@ typedef struct {
     int steps;                    /* 1 .. H_SIM_MAX_STEPS */
     const double *factor;         /* per worker: its compute time multiplier, fixed for the run (stragglers);
                                    * NULL: every GPU nominal */
-    int max_groups;               /* the faithful reduction: a collective's steps merged into at most this many
+    int max_groups;               /* the reduction: a collective's ring-like steps merged into at most this many
                                    * groups (sends of a pair summed; the merged steps' latencies kept as a delay);
-                                   * 0: every step replayed as its own */
+                                   * 0: every step replayed as its own; < 0 (auto): every step while the run stays
+                                   * under H_SIM_EXACT_COMMS communications, else H_SIM_AUTO_GROUPS groups */
 } h_sim_work_t;
 
 typedef struct {

@@ -10,14 +10,19 @@
 typedef struct {
     int grp, peer, send;
     int piece;                    /* dataflow schedules: the piece (entries are then per transfer, in order) */
+    int conn;                     /* dataflow schedules: the connection, by the transfer's op (reductions towards an
+                                   * owner and complete values back travel FIFOs of their own, as a PS's pushes and
+                                   * pulls do); 0 otherwise */
     uint64_t bytes;
 } h_sim_entry_t;
 
 typedef struct {
     h_sim_entry_t *e;             /* all ranks' entries, rank by rank, each rank's by group, sends first */
     size_t *first;                /* world + 1: rank r's entries are e[first[r] .. first[r + 1]) */
-    double *delay;                /* per group: the latencies of its steps after the first (every rank waits
-                                   * them before the group's sends; 0 when nothing is merged) */
+    double *delay;                /* per group and rank (delay[g * world + r]): the latencies of the chain of
+                                   * transfers the rank's last send of the group waits for in a step-by-step
+                                   * replay, its group's steps after the first; it waits them before the
+                                   * group's sends. NULL when nothing is merged */
     int ngroups;
     int dataflow, npieces;        /* the schedule's sched_t.dataflow, and its pieces */
 } h_sim_bplan_t;

@@ -76,9 +76,13 @@ static int s_bucket(const h_sim_platform_t *pl, const sched_t *s, int max_groups
     for (size_t i = 0; i < s->nx; i++) n += s->x[i].src != s->x[i].dst ? 2 : 0;
     bp->e = malloc((n ? n : 1) * sizeof *bp->e);
     bp->first = calloc(W + 1, sizeof *bp->first);
-    bp->delay = calloc((size_t)(bp->ngroups ? bp->ngroups : 1), sizeof *bp->delay);
+    int merged = 0;
+    for (int k = 1; k < s->nsteps; k++) merged |= grp_of[k] == grp_of[k - 1];
+    bp->delay = merged ? calloc((size_t)bp->ngroups * W, sizeof *bp->delay) : NULL;
+    int *from = merged ? malloc((size_t)(K > 1 ? K : 1) * W * sizeof *from) : NULL;
     size_t *at = calloc(W + 1, sizeof *at);
-    if (!bp->e || !bp->first || !bp->delay || !at) {
+    if (!bp->e || !bp->first || (merged && (!bp->delay || !from)) || !at) {
+        free(from);
         free(at), free(grp_of);
         return err_set(ERR_NOMEM, "simulate: out of memory for %zu transfers", n);
     }
@@ -86,19 +90,43 @@ static int s_bucket(const h_sim_platform_t *pl, const sched_t *s, int max_groups
         if (s->x[i].src != s->x[i].dst) at[s->x[i].src]++, at[s->x[i].dst]++;
     for (size_t r = 0; r < W; r++) bp->first[r + 1] = bp->first[r] + at[r], at[r] = bp->first[r];
     for (int k = 0; k < s->nsteps; k++) {
-        double lat = 0;
         int grp = grp_of[k];
         for (size_t i = s->steps[k].first; i < s->steps[k].first + s->steps[k].n; i++) {
             const sched_xfer_t *x = &s->x[i];
             if (x->src == x->dst) continue;
             uint64_t b = sched_xfer_bytes(s, x);
-            bp->e[at[x->src]++] = (h_sim_entry_t){.grp = grp, .peer = x->dst, .send = 1, .piece = x->piece, .bytes = b};
-            bp->e[at[x->dst]++] = (h_sim_entry_t){.grp = grp, .peer = x->src, .send = 0, .piece = x->piece, .bytes = b};
-            double l = s_route_lat(pl, s->workers, x->src, x->dst);
-            if (l > lat) lat = l;
+            int conn = s->dataflow ? (int)x->op : 0;
+            bp->e[at[x->src]++] = (h_sim_entry_t){.grp = grp, .peer = x->dst, .send = 1, .piece = x->piece, .conn = conn, .bytes = b};
+            bp->e[at[x->dst]++] = (h_sim_entry_t){.grp = grp, .peer = x->src, .send = 0, .piece = x->piece, .conn = conn, .bytes = b};
         }
-        if (k && grp_of[k - 1] == grp) bp->delay[grp] += lat;
     }
+    /* a merged group's delays: step by step, rank r's send in the group's last step waits for the chain of
+     * receives behind it, one a step, back to the group's first step (a ring's: the links before r) */
+    for (int k0 = 0; merged && k0 < s->nsteps;) {
+        int k1 = k0, grp = grp_of[k0];
+        while (k1 + 1 < s->nsteps && grp_of[k1 + 1] == grp) k1++;
+        int n = k1 - k0 + 1;
+        for (int j = 0; j < n; j++) {
+            int *fr = from + (size_t)j * W;
+            for (size_t r = 0; r < W; r++) fr[r] = -1;
+            const sched_step_t *st = &s->steps[k0 + j];
+            for (size_t i = st->first; i < st->first + st->n; i++)
+                if (s->x[i].src != s->x[i].dst) fr[s->x[i].dst] = s->x[i].src;
+        }
+        for (size_t r = 0; n > 1 && r < W; r++) {
+            double d = 0;
+            int q = (int)r;
+            for (int j = n - 2; j >= 0 && q >= 0; j--) { /* the receive of step k0 + j feeds the send of k0 + j + 1 */
+                int src = from[(size_t)j * W + (size_t)q];
+                if (src < 0) break;
+                d += s_route_lat(pl, s->workers, src, q);
+                q = src;
+            }
+            bp->delay[(size_t)grp * W + r] = d;
+        }
+        k0 = k1 + 1;
+    }
+    free(from);
     free(grp_of);
     /* sort each rank's entries, merge the same (group, direction, peer), compact */
     size_t w = 0;
@@ -143,10 +171,15 @@ int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *
         h_sim_plan_free(p);
         return err_set(ERR_NOMEM, "simulate: out of memory");
     }
-    int rc = 0;
+    int rc = 0, groups = w->max_groups;
+    if (groups < 0) { /* auto: every step when affordable (a transfer a communication at most) */
+        uint64_t nx = 0;
+        for (int b = 0; b < w->nb; b++) nx += w->sched[b].nx;
+        groups = nx * (uint64_t)w->steps <= H_SIM_EXACT_COMMS ? 0 : H_SIM_AUTO_GROUPS;
+    }
     for (int b = 0; b < w->nb && rc == 0; b++) {
         const sched_t *s = &w->sched[b];
-        rc = s_bucket(pl, s, w->max_groups, &p->b[b], &p->merge);
+        rc = s_bucket(pl, s, groups, &p->b[b], &p->merge);
         if (rc == 0) p->comms_step += p->b[b].first[p->world] / 2;
         for (size_t i = 0; rc == 0 && i < s->nx; i++) {
             const sched_xfer_t *x = &s->x[i];

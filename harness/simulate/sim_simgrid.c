@@ -88,7 +88,8 @@ static int s_bucket(s_rank_t *k, const h_sim_bplan_t *bp, int r)
         s_wait(&k->recv);                                /* the group before's receives */
         s_comms_t *sd = &k->sends[grp % S_SEND_GROUPS];
         s_wait(sd);                                      /* sends of S_SEND_GROUPS groups ago */
-        if (bp->delay[e->grp] > 0 && e->send) sg_actor_sleep_for(bp->delay[e->grp]);
+        double dl = bp->delay ? bp->delay[(size_t)e->grp * (size_t)g.p->world + (size_t)r] : 0;
+        if (dl > 0 && e->send) sg_actor_sleep_for(dl);
         for (const h_sim_entry_t *p = e; p < q; p++) {
             int bad;
             if (p->send) {
@@ -109,7 +110,7 @@ static int s_bucket(s_rank_t *k, const h_sim_bplan_t *bp, int r)
 
 /* A dataflow schedule's step on rank r (sched_t.dataflow): every bucket's transfers of this rank, a send
  * once its bucket is released (a worker: its gradient ready; a server: at once) and this rank holds the
- * piece (its earlier receives of the piece are in), each connection (peer and schedule step) carrying one
+ * piece (its earlier receives of the piece are in), each connection (peer and transfer op) carrying one
  * transfer at a time in schedule order, as the transport does; the buckets overlap. Each connection is an
  * actor of its own (a blocking put or get at a time), woken through one condition; the rank's actor
  * releases the buckets and returns when all are done. 0 or -1 (out of memory). */
@@ -184,7 +185,7 @@ static int s_flow(int r, double t0, double f, int worker)
         poff[b + 1] = poff[b] + (size_t)bp->npieces;
         for (size_t i = bp->first[r]; i < bp->first[r + 1]; i++, n++) {
             const h_sim_entry_t *e = &bp->e[i];
-            int conn = e->grp < S_FLOW_CONNS ? e->grp : S_FLOW_CONNS - 1;
+            int conn = e->conn < S_FLOW_CONNS ? e->conn : S_FLOW_CONNS - 1;
             size_t pi = poff[b] + (size_t)e->piece, key = ((size_t)e->peer * S_FLOW_CONNS + (size_t)conn) * 2 + !e->send;
             t[n] = (s_ftx_t){.b = b, .piece = (int)pi, .peer = e->peer, .conn = conn, .send = e->send, .bytes = e->bytes,
                              .req = e->send ? seen[pi] : 0};
@@ -242,7 +243,7 @@ static void s_actor(int argc, char **argv)
         const h_sim_bplan_t *bp = &g.p->b[b];
         for (size_t i = bp->first[r]; i < bp->first[r + 1]; i++)
             if (!bp->e[i].send) {
-                int grp = bp->e[i].grp, conn = !bp->dataflow ? 0 : grp < S_FLOW_CONNS ? grp : S_FLOW_CONNS - 1;
+                int conn = bp->e[i].conn < S_FLOW_CONNS ? bp->e[i].conn : S_FLOW_CONNS - 1;
                 s_mb(name, sizeof name, bp->e[i].peer, r, conn);
                 sg_mailbox_set_receiver(name);
             }

@@ -176,9 +176,15 @@ int h_simulate_train(const h_simulate_cfg_t *o, const h_sim_platform_t *base)
                "forward %.2f ms, backward %.2f ms, update %.2f ms on the GPU (allreduce engines; a PS's servers update)\n",
                wl->name, wl->params, nb, bmb, dev.name, dev.samples_per_s, dev.basis, lb, fwd * 1e3, (total - fwd) * 1e3,
                update * 1e3);
-        printf("# one GPU alone: %.1f samples/s; %d steps a run; stragglers: --spread %s (seed %llu); a collective's steps "
-               "merged into at most %d groups (--sim-groups; merge column: steps a group)\n",
-               one_sps, o->steps, o->spread ? o->spread : S_SPREAD_DEFAULT, (unsigned long long)o->seed, o->max_groups);
+        char grp[96];
+        if (o->max_groups < 0)
+            snprintf(grp, sizeof grp, "every step up to %d M communications a run, else %d groups", H_SIM_EXACT_COMMS / 1000000,
+                     H_SIM_AUTO_GROUPS);
+        else if (o->max_groups == 0) snprintf(grp, sizeof grp, "every step");
+        else snprintf(grp, sizeof grp, "at most %d groups", o->max_groups);
+        printf("# one GPU alone: %.1f samples/s; %d steps a run; stragglers: --spread %s (seed %llu); a ring's steps: %s "
+               "(--sim-groups; K: the most steps in a group)\n",
+               one_sps, o->steps, o->spread ? o->spread : S_SPREAD_DEFAULT, (unsigned long long)o->seed, grp);
         printf("#  engine          GPUs  NxG     step(ms)   samples/s  speedup   eff.  NIC MiB/step busiest    comms   "
                "K   sim(s)\n");
     }
