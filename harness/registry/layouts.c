@@ -1,6 +1,6 @@
 /* layouts.c: the engine configurations compared side by side (layouts.h): the engines with their
  * defaults, then the parameter server's placements: the layouts of TensorFlow's PS, of BytePS and of a
- * single server, each with the engine options that make it. */
+ * single server, with and without machine-local aggregation, each with the engine options that make it. */
 #include "harness/registry/layouts.h"
 #include "core/err.h"
 #include <stdio.h>
@@ -14,6 +14,10 @@ static const h_layout_t s_layouts[] = {
     {"ps-per-node", "ps", "servers=N", 0, "one PS server on every GPU machine (TensorFlow's layout)"},
     {"ps-K=N", "ps", "servers=N", H_LAYOUT_OWN_N, "N PS servers on N CPU-only machines of their own (BytePS)"},
     {"ps-colocated", "ps", "ps-colocate", 0, "a PS server thread inside every worker, each owning a share"},
+    {"ps-K=N-localagg", "ps", "servers=N ps-local-agg", H_LAYOUT_OWN_N,
+     "ps-K=N with machine-local aggregation: a machine's GPUs sum first, its first pushes and pulls (BytePS)"},
+    {"ps-colocated-localagg", "ps", "ps-colocate ps-local-agg", 0,
+     "one PS server on every GPU machine, inside its first worker, with machine-local aggregation"},
 };
 #define S_N ((int)(sizeof s_layouts / sizeof s_layouts[0]))
 
@@ -52,18 +56,15 @@ int h_layout_engset(const h_layout_t *L, int N, const h_engset_t *base, h_engset
     return s_apply(L->label, L->engine, L->options, N, base, out, store);
 }
 
-int h_engine_label_colocated(const char *label)
-{
-    size_t n = strlen(label), k = strlen("-colocated");
-    return n > k && !strcmp(label + n - k, "-colocated");
-}
+int h_engine_label_colocated(const char *label) { return strstr(label, "-colocated") != NULL; }
 
-int h_layout_engset_of_run(const char *engine, int servers, int colocated, const h_engset_t *base, h_engset_t *out,
+int h_layout_engset_of_run(const char *engine, const char *label, int servers, const h_engset_t *base, h_engset_t *out,
                            void *store[H_MAX_ENGINES])
 {
-    char opts[64] = "";
-    if (colocated) snprintf(opts, sizeof opts, "ps-colocate");
+    char opts[96] = "";
+    if (h_engine_label_colocated(label)) snprintf(opts, sizeof opts, "ps-colocate");
     else if (servers > 0) snprintf(opts, sizeof opts, "servers=%d", servers);
+    if (strstr(label, "-localagg")) snprintf(opts + strlen(opts), sizeof opts - strlen(opts), " ps-local-agg");
     return s_apply(engine, engine, opts, 0, base, out, store);
 }
 

@@ -24,9 +24,10 @@ void h_layouts_help(char *out, size_t len);
  * lacks: err_set). */
 int  h_layout_engset(const h_layout_t *L, int N, const h_engset_t *base, h_engset_t *out, void *store[H_MAX_ENGINES]);
 void h_layout_free(void *store[H_MAX_ENGINES]);
-/* The engine set a recorded run ran with: base's, with the run's server count (servers > 0) and colocation
- * set on the engine's own options (an engine without them refuses: ERR_INVAL). Freed with h_layout_free. */
-int  h_layout_engset_of_run(const char *engine, int servers, int colocated, const h_engset_t *base, h_engset_t *out,
+/* The engine set a recorded run ran with: base's, with the run's server count (servers > 0), colocation and
+ * local aggregation (its label's "-colocated", "-localagg") set on the engine's own options (an engine
+ * without them refuses: ERR_INVAL). Freed with h_layout_free. */
+int  h_layout_engset_of_run(const char *engine, const char *label, int servers, const h_engset_t *base, h_engset_t *out,
                             void *store[H_MAX_ENGINES]);
 /* 1 when a result label names a colocated configuration (h_engine_label's "-colocated") */
 int  h_engine_label_colocated(const char *label);

@@ -142,7 +142,7 @@ static int s_sim_point(const h_simulate_cfg_t *o, const s_fit_t *fit, s_pt_t *c)
     }
     h_engset_t es;
     void *store[H_MAX_ENGINES] = {0};
-    if (rc == 0) rc = h_layout_engset_of_run(c->engine, c->servers, c->coloc, &o->es, &es, store);
+    if (rc == 0) rc = h_layout_engset_of_run(c->engine, c->label, c->servers, &o->es, &es, store);
     sched_t *s = rc == 0 ? calloc((size_t)nb, sizeof *s) : NULL;
     if (rc == 0 && !s) rc = err_set(ERR_NOMEM, "simulate: out of memory");
     int built = 0;

@@ -120,46 +120,70 @@ typedef struct {
     uint64_t bytes;
 } s_ftx_t;
 
+typedef struct s_conn s_conn_t;
 typedef struct {
     sg_mutex_t mu;
-    sg_cond_t cv;
+    sg_cond_t done;               /* the rank's actor: every transfer of the step is done */
     const s_ftx_t *t;
     const ssize_t *nxt;
     int *rcv;
     char *released;
     size_t left;
     int rank;
+    s_conn_t *conns;
+    ssize_t *wait_piece;          /* per piece: the first connection waiting for it (wnext links the rest) */
+    ssize_t wait_rel;             /* the connections waiting for their bucket's release */
 } s_flow_t;
 
-typedef struct {
+/* A connection's actor; a send waits on its own condition, registered where it waits (a piece, or the
+ * release), so that a receive or a release wakes only the connections it concerns. */
+struct s_conn {
     s_flow_t *st;
-    ssize_t first;
-} s_conn_t;
+    ssize_t first, wnext;
+    sg_cond_t cv;
+};
+
+static void s_wake(s_flow_t *st, ssize_t *list)
+{
+    for (ssize_t k = *list; k >= 0;) {
+        ssize_t n = st->conns[k].wnext;
+        st->conns[k].wnext = -1;
+        sg_cond_notify_one(st->conns[k].cv);
+        k = n;
+    }
+    *list = -1;
+}
 
 static void s_conn_actor(int argc, char **argv)
 {
     (void)argc, (void)argv;
     s_conn_t *c = sg_actor_self_get_data();
     s_flow_t *st = c->st;
+    ssize_t me = c - st->conns;
     char name[48];
-    void *data = NULL;
     for (ssize_t h = c->first; h >= 0; h = st->nxt[h]) {
         const s_ftx_t *x = &st->t[h];
         if (x->send) {
             sg_mutex_lock(st->mu);
-            while (!st->released[x->b] || st->rcv[x->piece] < x->req) sg_cond_wait(st->cv, st->mu);
+            while (!st->released[x->b] || st->rcv[x->piece] < x->req) {
+                ssize_t *list = !st->released[x->b] ? &st->wait_rel : &st->wait_piece[x->piece];
+                c->wnext = *list;
+                *list = me;
+                sg_cond_wait(c->cv, st->mu);
+            }
             sg_mutex_unlock(st->mu);
             s_mb(name, sizeof name, st->rank, x->peer, x->conn);
             sg_mailbox_put(sg_mailbox_by_name(name), (void *)&g, (long)x->bytes);
         } else {
             s_mb(name, sizeof name, x->peer, st->rank, x->conn);
             sg_mailbox_get(sg_mailbox_by_name(name));
-            (void)data;
-            st->rcv[x->piece]++;
         }
         sg_mutex_lock(st->mu);
-        st->left--;
-        sg_cond_notify_all(st->cv);
+        if (!x->send) {
+            st->rcv[x->piece]++;
+            s_wake(st, &st->wait_piece[x->piece]);
+        }
+        if (--st->left == 0) sg_cond_notify_all(st->done);
         sg_mutex_unlock(st->mu);
     }
 }
@@ -177,7 +201,9 @@ static int s_flow(int r, double t0, double f, int worker)
     ssize_t *head = malloc(nk * sizeof *head), *tail = malloc(nk * sizeof *tail), *nxt = malloc(nt * sizeof *nxt);
     char *released = calloc((size_t)nb, 1);
     s_conn_t *conns = malloc(nk * sizeof *conns);
-    if (!t || !poff || !rcv || !seen || !head || !tail || !nxt || !released || !conns) rc = -1;
+    ssize_t *wait_piece = malloc((npc + 1) * sizeof *wait_piece);
+    if (!t || !poff || !rcv || !seen || !head || !tail || !nxt || !released || !conns || !wait_piece) rc = -1;
+    for (size_t k = 0; rc == 0 && k <= npc; k++) wait_piece[k] = -1;
     size_t n = 0;
     for (size_t k = 0; rc == 0 && k < nk; k++) head[k] = tail[k] = -1;
     for (int b = 0; rc == 0 && b < nb; b++) {
@@ -196,18 +222,20 @@ static int s_flow(int r, double t0, double f, int worker)
             tail[key] = (ssize_t)n;
         }
     }
-    s_flow_t st = {.t = t, .nxt = nxt, .rcv = rcv, .released = released, .left = nt, .rank = r};
+    s_flow_t st = {.t = t, .nxt = nxt, .rcv = rcv, .released = released, .left = nt, .rank = r, .conns = conns,
+                   .wait_piece = wait_piece, .wait_rel = -1};
     if (rc == 0) {
         st.mu = sg_mutex_init();
-        st.cv = sg_cond_init();
+        st.done = sg_cond_init();
         sg_host_t host = sg_host_self();
         for (size_t k = 0; k < nk; k++) {
+            conns[k].cv = NULL;
             if (head[k] < 0) continue;
-            conns[k] = (s_conn_t){.st = &st, .first = head[k]};
+            conns[k] = (s_conn_t){.st = &st, .first = head[k], .wnext = -1, .cv = sg_cond_init()};
             char name[32];
             snprintf(name, sizeof name, "c%d.%zu", r, k);
             sg_actor_t a = sg_actor_init(name, host);
-            sg_actor_set_stacksize(a, 128 << 10);
+            sg_actor_set_stacksize(a, 64 << 10);
             sg_actor_set_data(a, &conns[k]);
             sg_actor_start(a, s_conn_actor, 0, NULL);
         }
@@ -217,16 +245,18 @@ static int s_flow(int r, double t0, double f, int worker)
             if (at > now) sg_actor_sleep_for(at - now);
             sg_mutex_lock(st.mu);
             released[b] = 1;
-            sg_cond_notify_all(st.cv);
+            s_wake(&st, &st.wait_rel);
             sg_mutex_unlock(st.mu);
         }
         sg_mutex_lock(st.mu);
-        while (st.left) sg_cond_wait(st.cv, st.mu);
+        while (st.left) sg_cond_wait(st.done, st.mu);
         sg_mutex_unlock(st.mu);
-        sg_cond_destroy(st.cv);
+        for (size_t k = 0; k < nk; k++)
+            if (head[k] >= 0) sg_cond_destroy(conns[k].cv);
+        sg_cond_destroy(st.done);
         sg_mutex_destroy(st.mu);
     }
-    free(t), free(poff), free(rcv), free(seen), free(head), free(tail), free(nxt), free(released), free(conns);
+    free(t), free(poff), free(rcv), free(seen), free(head), free(tail), free(nxt), free(released), free(conns), free(wait_piece);
     return rc;
 }
 
@@ -316,9 +346,11 @@ static void s_child(int fd, const h_sim_platform_t *pl, const h_sim_plan_t *p, h
         unlink(path);
         _exit(1);
     }
+    /* no guard page under each actor's stack: a PS's connections are tens of thousands of actors, and
+     * two mappings each would pass Linux's vm.max_map_count */
     char *args[] = {"simulate", "--cfg=network/latency-factor:1", "--cfg=network/bandwidth-factor:1",
-                    "--cfg=network/crosstraffic:0", "--log=root.thres:critical", NULL};
-    int ac = 5;
+                    "--cfg=network/crosstraffic:0", "--cfg=contexts/guard-size:0", "--log=root.thres:critical", NULL};
+    int ac = 6;
     simgrid_init(&ac, args);
     simgrid_load_platform(path);
     unlink(path);
