@@ -14,7 +14,9 @@
  * Every link's sends and receives follow the same order (RS 0..P-2 then AG 0..P-2 per segment), so
  * the FIFO channels match up. A rank never has more than one segment more sent than received, so a
  * channel of >= 2 slots can't deadlock; while rank i reduces segment k, its previous segment is in
- * flight to i+1 and i-1 is producing the next one. */
+ * flight to i+1 and i-1 is producing the next one. The ring may run over a subset of the ranks in any
+ * order (ring_allreduce_ranks; i above is then a place on it), as the hierarchical allreduce's machine
+ * leaders run it (ring_hier.c). */
 #include "ring/ring.h"
 #include "core/ncclw.h"
 #include "core/arstep.h"
@@ -49,32 +51,48 @@ void ring_schedule(int P, int me, int step, ring_step_t *out)
     out->recv_chunk = ((out->allgather ? me - s : me - s - 1) % P + P) % P;
 }
 
-int ring_allreduce_host(comm_t *comm, const void *sendbuf, void *recvbuf, size_t count, dtype_t dt,
-                        redop_t op, size_t seg_bytes, int timeout_ms)
+size_t ring_seg_elems(comm_t *comm, int peer, size_t seg_bytes, size_t esz)
 {
-    const int P = comm->world, me = comm->rank;
-    const size_t esz = dt_size(dt);
-    if (!esz) return err_set(ERR_INVAL, "ring: bad dtype %d", (int)dt);
-    if (op != OP_SUM && op != OP_AVG && op != OP_MOVE) return err_set(ERR_INVAL, "ring: bad op %d", (int)op);
-    const float scale = op == OP_AVG ? 1.0f / (float)P : 1.0f;
-    const int move = op == OP_MOVE; /* the ceiling: the same segments travel, copied instead of reduced */
-    if (P == 1 || count == 0) {
-        if (count && sendbuf != recvbuf) memcpy(recvbuf, sendbuf, count * esz);
-        return 0;
-    }
-    tp_t *tp = comm->tp;
-    const int right = (me + 1) % P, left = (me + P - 1) % P;
-    size_t slot = tp_slot_bytes(tp, right);
+    size_t slot = tp_slot_bytes(comm->tp, peer);
     size_t sb = seg_bytes ? seg_bytes : RING_DEFAULT_SEG;
     if (sb > slot) sb = slot;
     size_t seg = sb / esz;
     if (seg >= 64) seg &= ~(size_t)15; /* keep segments a multiple of 16 elements (vector width) */
-    if (seg == 0) seg = 1;
+    return seg ? seg : 1;
+}
+
+int ring_allreduce_host(comm_t *comm, const void *sendbuf, void *recvbuf, size_t count, dtype_t dt,
+                        redop_t op, size_t seg_bytes, int timeout_ms)
+{
+    return ring_allreduce_ranks(comm, NULL, comm->world, sendbuf, recvbuf, count, dt, op, 0, seg_bytes,
+                                deadline_in(timeout_ms));
+}
+
+int ring_allreduce_ranks(comm_t *comm, const int *ranks, int P, const void *sendbuf, void *recvbuf, size_t count,
+                         dtype_t dt, redop_t op, int avg_of, size_t seg_bytes, uint64_t dl)
+{
+    const size_t esz = dt_size(dt);
+    if (!esz) return err_set(ERR_INVAL, "ring: bad dtype %d", (int)dt);
+    if (op != OP_SUM && op != OP_AVG && op != OP_MOVE) return err_set(ERR_INVAL, "ring: bad op %d", (int)op);
+    if (P < 1 || P > comm->world) return err_set(ERR_INVAL, "ring: a ring of %d ranks in a world of %d", P, comm->world);
+    int me = -1; /* this rank's place on the ring */
+    for (int i = 0; i < P && me < 0; i++)
+        if ((ranks ? ranks[i] : i) == comm->rank) me = i;
+    if (me < 0) return err_set(ERR_INVAL, "ring: rank %d is not on the ring of %d ranks it was asked to join", comm->rank, P);
+    const float scale = op == OP_AVG ? 1.0f / (float)(avg_of > 0 ? avg_of : P) : 1.0f;
+    const int move = op == OP_MOVE; /* the ceiling: the same segments travel, copied instead of reduced */
+    if (P == 1 || count == 0) {
+        if (count && sendbuf != recvbuf) memcpy(recvbuf, sendbuf, count * esz);
+        if (count && scale != 1.0f) dt_scale(recvbuf, count, dt, scale);
+        return 0;
+    }
+    tp_t *tp = comm->tp;
+    const int right = ranks ? ranks[(me + 1) % P] : (me + 1) % P, left = ranks ? ranks[(me + P - 1) % P] : (me + P - 1) % P;
+    const size_t seg = ring_seg_elems(comm, right, seg_bytes, esz);
     const size_t maxchunk = ring_chunk_len(count, P, 0);
     const size_t nseg = (maxchunk + seg - 1) / seg;
     const char *src = sendbuf;
     char *dst = recvbuf;
-    uint64_t dl = deadline_in(timeout_ms);
 
     for (size_t k = 0; k < nseg; k++) {
         /* segment k of chunk c: [start(c) + k*seg, + n) */
@@ -172,6 +190,10 @@ static int s_host_fn(void *ctx, const void *send, void *recv, size_t count, dtyp
 {
     engine_t *self = ctx;
     size_t bytes = count * dt_size(dt);
+    if (self->opts.hier && ring_hier_applies(self->comm)) {
+        atomic_store(&self->algo, "hier");
+        return ring_hier_allreduce(self->comm, send, recv, count, dt, op, self->cfg.seg_bytes, timeout_ms);
+    }
     if (self->board && self->comm->world > 1 && count &&
         (self->opts.algo == RING_ALGO_ONESHOT || bytes <= ring_oneshot_auto_max(&self->opts, self->comm->world))) {
         atomic_store(&self->algo, "oneshot");
@@ -191,6 +213,9 @@ static int s_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
         return err_set(ERR_INVAL, "ring: --impl nccl needs GPU buffers (--gpus N)");
     if (!strcmp(impl, "host") && cfg->device >= 0)
         return err_set(ERR_INVAL, "ring: the host ring works on host buffers; with --gpus use --impl nccl");
+    if (cfg->opts && ((const ring_opts_t *)cfg->opts)->hier && cfg->device >= 0)
+        return err_set(ERR_INVAL, "ring: --ring-hier runs on host buffers; on GPUs NCCL builds its own rings across "
+                       "machines (drop --ring-hier or --gpus)");
     engine_t *self = calloc(1, sizeof *self);
     if (!self) return ERR_NOMEM;
     self->comm = comm;
@@ -198,7 +223,7 @@ static int s_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
     if (cfg->opts) self->opts = *(const ring_opts_t *)cfg->opts;
     else ring_opts_init(&self->opts);
     if (self->cfg.timeout_ms <= 0) self->cfg.timeout_ms = comm->timeout_ms;
-    atomic_store(&self->algo, cfg->device >= 0 ? NULL : "ring");
+    atomic_store(&self->algo, cfg->device >= 0 ? NULL : self->opts.hier && ring_hier_applies(comm) ? "hier" : "ring");
     int rc = 0;
     if (cfg->device >= 0) rc = ncclw_new(&self->nccl, comm, cfg->device, "Ring", self->cfg.timeout_ms);
     else if (self->opts.algo == RING_ALGO_ONESHOT && comm->world > 1 && !board_possible(comm))

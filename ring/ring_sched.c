@@ -1,9 +1,11 @@
 /* ring_sched.c: the ring engine's schedule as data (core/sched.h) for one host allreduce: the one-shot
  * over the shared-memory board where the engine would take it (ring.c's s_host_fn decides the same
- * way), else the ring's 2 (P - 1) steps from ring_schedule. */
+ * way), the hierarchical allreduce with --ring-hier across machines (ring_hier.c), else the ring's
+ * 2 (P - 1) steps from ring_schedule. */
 #include "ring/ring.h"
 #include "core/sched.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Whether the engine runs the one-shot for this allreduce: the board exists (every rank on this host
@@ -12,6 +14,109 @@ static int s_oneshot(const ring_opts_t *o, const sched_env_t *env, size_t bytes)
 {
     if (env->device >= 0 || !env->one_host_shm || env->workers < 2 || !bytes || o->algo == RING_ALGO_RING) return 0;
     return o->algo == RING_ALGO_ONESHOT || bytes <= ring_oneshot_auto_max(o, env->workers);
+}
+
+/* The pipelining segment in elements, as ring_seg_elems cuts it (the slot aside). */
+static size_t s_seg(const sched_env_t *env, size_t esz, size_t count)
+{
+    if (!env->segmented) return count ? count : 1;
+    double sc = env->size_scale > 1 ? env->size_scale : 1; /* an emulation's segments, at full size */
+    size_t seg = (size_t)((double)(env->seg_bytes ? env->seg_bytes : RING_DEFAULT_SEG_BYTES) * sc) / esz;
+    if (seg >= 64) seg &= ~(size_t)15;
+    return seg ? seg : 1;
+}
+
+/* The ring's pieces and steps over ranks[0 .. n-1] (NULL: 0 .. n-1): the buffer in n chunks, every chunk in
+ * segments of seg elements when segmented (else one piece a chunk), segment-major: segment k through all
+ * 2 (n - 1) steps, then segment k + 1, as ring_allreduce_ranks runs it. what: a prefix of the step titles. */
+static void s_ring(sched_t *s, const int *ranks, int n, size_t count, size_t seg, int segmented, const char *what)
+{
+    char name[16];
+    size_t nseg = 1;
+    if (segmented) {
+        nseg = (ring_chunk_len(count, n, 0) + seg - 1) / seg;
+        if (!nseg) nseg = 1;
+    } else {
+        seg = ring_chunk_len(count, n, 0);
+    }
+    int base = s->npieces;
+    for (size_t k = 0; k < nseg; k++)
+        for (int c = 0; c < n; c++) {
+            size_t len = ring_chunk_len(count, n, c), o = k * seg, m = o >= len ? 0 : (len - o < seg ? len - o : seg);
+            if (nseg > 1) snprintf(name, sizeof name, "c%d.%u", c % 100000, (unsigned)(k % 100000u));
+            else snprintf(name, sizeof name, "c%d", c);
+            sched_piece(s, ring_chunk_start(count, n, c) + (o < len ? o : len), m, name);
+        }
+    for (size_t k = 0; k < nseg; k++)
+        for (int step = 0; step < 2 * (n - 1); step++) {
+            int ag = step >= n - 1, j = ag ? step - (n - 1) : step;
+            if (nseg > 1)
+                sched_step(s, "%ssegment %zu of %zu, %s %d of %d", what, k + 1, nseg, ag ? "allgather" : "reduce-scatter",
+                           j + 1, n - 1);
+            else sched_step(s, "%s%s %d of %d", what, ag ? "allgather" : "reduce-scatter", j + 1, n - 1);
+            for (int r = 0; r < n; r++) {
+                ring_step_t st;
+                ring_schedule(n, r, step, &st);
+                int pc = base + (int)(k * (size_t)n) + st.send_chunk;
+                /* an empty segment of a short chunk is no transfer (the engine sends an empty slot) */
+                if (nseg == 1 || (pc < s->npieces && s->pieces[pc].count))
+                    sched_xfer(s, ranks ? ranks[r] : r, ranks ? ranks[st.to] : st.to, pc, ag ? SCHED_STORE : SCHED_REDUCE);
+            }
+        }
+}
+
+/* --ring-hier on machines of G workers (worker w on machine w / G, its leader the lowest, M machines): a
+ * chain reduce within each machine (the highest rank first, one segment a step, pipelined), the ring among
+ * the leaders, a chain broadcast within each machine, the three one after another as ring_hier.c runs them. */
+static int s_hier(const sched_env_t *env, size_t count, size_t esz, sched_t *s)
+{
+    const int P = env->workers, G = env->gpus_per_node, M = (P + G - 1) / G;
+    char name[16];
+    sched_init(s, P, P, count, esz, "hier");
+    snprintf(s->about, sizeof s->about,
+             "hierarchical (--ring-hier): %d machines of %d workers; a chain reduces each machine's inputs to its lowest "
+             "rank, the %d leaders run the ring (%d chunks), a chain broadcasts within each machine; only leaders send "
+             "across machines, 2 (M - 1) / M of the buffer each", M, G, M, M);
+    size_t seg = s_seg(env, esz, count), nseg = count ? (count + seg - 1) / seg : 1;
+    int base = s->npieces;
+    for (size_t k = 0; k < nseg; k++) {
+        size_t off = k * seg, n = off >= count ? 0 : (count - off < seg ? count - off : seg);
+        if (nseg > 1) snprintf(name, sizeof name, "s%u", (unsigned)(k % 100000000u));
+        else snprintf(name, sizeof name, "all");
+        sched_piece(s, off, n, name);
+    }
+    /* the chain reduce: at step t, place j of a machine of L sends segment t - (L - 1 - j) to place j - 1 */
+    int T = (int)nseg + G - 2;
+    for (int t = 0; t < T; t++) {
+        sched_step(s, "local reduce %d of %d", t + 1, T);
+        for (int m = 0; m < M; m++) {
+            int first = m * G, L = P - first < G ? P - first : G;
+            for (int j = L - 1; j >= 1; j--) {
+                long k = (long)t - (L - 1 - j);
+                if (k >= 0 && k < (long)nseg) sched_xfer(s, first + j, first + j - 1, base + (int)k, SCHED_REDUCE);
+            }
+        }
+    }
+    int *leaders = malloc((size_t)M * sizeof *leaders);
+    if (!leaders) {
+        s->bad = 1;   /* sched_done reports it */
+        return sched_done(s);
+    }
+    for (int m = 0; m < M; m++) leaders[m] = m * G;
+    s_ring(s, leaders, M, count, seg, env->segmented, "leaders' ring, ");
+    free(leaders);
+    /* the chain broadcast: at step t, place j sends segment t - j to place j + 1 */
+    for (int t = 0; t < T; t++) {
+        sched_step(s, "local broadcast %d of %d", t + 1, T);
+        for (int m = 0; m < M; m++) {
+            int first = m * G, L = P - first < G ? P - first : G;
+            for (int j = 0; j + 1 < L; j++) {
+                long k = (long)t - j;
+                if (k >= 0 && k < (long)nseg) sched_xfer(s, first + j, first + j + 1, base + (int)k, SCHED_STORE);
+            }
+        }
+    }
+    return sched_done(s);
 }
 
 int ring_sched(const void *opts, const sched_env_t *env, size_t count, size_t esz, sched_t *s)
@@ -25,6 +130,7 @@ int ring_sched(const void *opts, const sched_env_t *env, size_t count, size_t es
     int P = env->workers;
     size_t bytes = count * esz;
     char name[16];
+    if (o->hier && env->device < 0 && env->gpus_per_node > 1 && P > env->gpus_per_node) return s_hier(env, count, esz, s);
     if (s_oneshot(o, env, bytes)) {
         size_t lim = ring_oneshot_auto_max(o, P), piece = o->oneshot_max / esz;
         sched_init(s, P, P, count, esz, "oneshot");
@@ -53,41 +159,10 @@ int ring_sched(const void *opts, const sched_env_t *env, size_t count, size_t es
     sched_init(s, P, P, count, esz, "ring");
     snprintf(s->about, sizeof s->about,
              "ring: the buffer is cut into %d chunks, one per rank; %d reduce-scatter steps then %d allgather steps, each "
-             "rank sending one chunk to rank + 1 per step%s", P, P - 1, P - 1,
+             "rank sending one chunk to rank + 1 per step%s%s", P, P - 1, P - 1,
              env->one_host_shm && env->device < 0 && o->algo == RING_ALGO_AUTO && P > 1
-                 ? " (a message within auto's one-shot limit would take the one-shot)" : "");
-    /* segmented: every chunk in segments of seg elements as ring_allreduce_host cuts them (a multiple of 16
-     * from 64 on), segment-major: segment k through all 2 (P - 1) steps, then segment k + 1 */
-    size_t seg = ring_chunk_len(count, P, 0), nseg = 1;
-    if (env->segmented) {
-        double sc = env->size_scale > 1 ? env->size_scale : 1; /* an emulation's segments, at full size */
-        seg = (size_t)((double)(env->seg_bytes ? env->seg_bytes : RING_DEFAULT_SEG_BYTES) * sc) / esz;
-        if (seg >= 64) seg &= ~(size_t)15;
-        if (seg == 0) seg = 1;
-        nseg = (ring_chunk_len(count, P, 0) + seg - 1) / seg;
-        if (!nseg) nseg = 1;
-    }
-    for (size_t k = 0; k < nseg; k++)
-        for (int c = 0; c < P; c++) {
-            size_t len = ring_chunk_len(count, P, c), o = k * seg, n = o >= len ? 0 : (len - o < seg ? len - o : seg);
-            if (nseg > 1) snprintf(name, sizeof name, "c%d.%u", c % 100000, (unsigned)(k % 100000u));
-            else snprintf(name, sizeof name, "c%d", c);
-            sched_piece(s, ring_chunk_start(count, P, c) + (o < len ? o : len), n, name);
-        }
-    for (size_t k = 0; k < nseg; k++)
-        for (int step = 0; step < 2 * (P - 1); step++) {
-            int ag = step >= P - 1, j = ag ? step - (P - 1) : step;
-            if (nseg > 1)
-                sched_step(s, "segment %zu of %zu, %s %d of %d", k + 1, nseg, ag ? "allgather" : "reduce-scatter", j + 1, P - 1);
-            else sched_step(s, "%s %d of %d", ag ? "allgather" : "reduce-scatter", j + 1, P - 1);
-            for (int r = 0; r < P; r++) {
-                ring_step_t st;
-                ring_schedule(P, r, step, &st);
-                int pc = (int)(k * (size_t)P) + st.send_chunk;
-                /* an empty segment of a short chunk is no transfer (the engine sends an empty slot) */
-                if (nseg == 1 || (pc < s->npieces && s->pieces[pc].count))
-                    sched_xfer(s, r, st.to, pc, ag ? SCHED_STORE : SCHED_REDUCE);
-            }
-        }
+                 ? " (a message within auto's one-shot limit would take the one-shot)" : "",
+             o->hier && env->device < 0 ? "; --ring-hier: one machine, or one rank a machine, is the flat ring" : "");
+    s_ring(s, NULL, P, count, s_seg(env, esz, count), env->segmented, "");
     return sched_done(s);
 }

@@ -22,6 +22,9 @@ const engine_opt_t ring_options[] = {
     {"ring-oneshot-kb", 1, "KB",
      "ring: largest message auto sends one-shot (default 16 up to 4 ranks, 32 from 8) and each piece of a forced one-shot (default " RING_ONESHOT_KB_DEFAULT_S ")",
      "KiB, 1 to 65536"},
+    {"ring-hier", 0, NULL,
+     "ring: hierarchical allreduce on host buffers across machines: reduce within each machine to its lowest rank, "
+     "a ring among those leaders, broadcast within (one machine, or one rank a machine: the flat ring)", NULL},
     {NULL, 0, NULL, NULL, NULL}};
 
 void ring_opts_init(void *opts)
@@ -40,6 +43,8 @@ int ring_opt_set(void *opts, const char *name, const char *v)
         int a = ring_algo_parse(v);
         if (a < 0) return err_set(ERR_INVAL, "ring: --ring-algo '%s': want auto, ring or oneshot", v ? v : "");
         o->algo = a;
+    } else if (!strcmp(name, "ring-hier")) {
+        o->hier = 1;
     } else if (!strcmp(name, "ring-oneshot-kb")) {
         char *end;
         errno = 0;
