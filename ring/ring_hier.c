@@ -3,9 +3,10 @@
  *
  * The machines are comm->node_of's nodes (the host identity includes the network namespace, so the
  * emulated cluster's machines are machines); a machine's ranks in ascending order m_0 < m_1 < ... < m_{L-1},
- * its leader m_0. The three phases run one after another, each pipelined in the segments of the flat ring
- * (ring_seg_elems: the same on every rank, since every transport slot has one size):
- *   local reduce   a chain m_{L-1} -> m_{L-2} -> ... -> m_0: for segment k, m_{L-1} sends its own values,
+ * its leader m_0. The three phases run one after another, each pipelined in the segments the leaders' ring
+ * cuts (ring_seg_elems, the same on every rank since every transport slot has one size: segment k of each of
+ * the M chunks, for k, then the chunk; the local phases move the ring's pieces):
+ *   local reduce   a chain m_{L-1} -> m_{L-2} -> ... -> m_0: for each segment, m_{L-1} sends its own values,
  *                  m_j (0 < j < L-1) adds its own to what m_{j+1} sent straight into the send slot towards
  *                  m_{j-1}, and m_0 adds its own into the output; so the leader holds
  *                  x_0 + (x_1 + (... + x_{L-1})), a fixed order;
@@ -26,11 +27,26 @@ int ring_hier_applies(const comm_t *comm)
     return comm->nnodes > 1 && comm->nnodes < comm->world;
 }
 
-/* Segment k of the whole buffer: [k * seg, + n). */
-static size_t s_seg_len(size_t count, size_t seg, size_t k)
+/* The units the local phases move, in order: segment k of the leaders' ring's chunk c, for k, then c (the
+ * pieces the ring moves, so that the three phases cut the buffer alike); an empty one is skipped on both sides. */
+typedef struct {
+    size_t count, seg, nseg;
+    int M;
+} s_units_t;
+
+static s_units_t s_units(size_t count, int M, size_t seg)
 {
-    size_t off = k * seg;
-    return off >= count ? 0 : (count - off < seg ? count - off : seg);
+    s_units_t u = {.count = count, .seg = seg, .M = M};
+    u.nseg = (ring_chunk_len(count, M, 0) + seg - 1) / seg;
+    return u;
+}
+
+/* Unit i (0 .. nseg * M - 1): its offset and length (0: empty). */
+static size_t s_unit(const s_units_t *u, size_t i, size_t *off)
+{
+    size_t k = i / (size_t)u->M, len = ring_chunk_len(u->count, u->M, (int)(i % (size_t)u->M)), o = k * u->seg;
+    *off = ring_chunk_start(u->count, u->M, (int)(i % (size_t)u->M)) + o;
+    return o >= len ? 0 : (len - o < u->seg ? len - o : u->seg);
 }
 
 static int s_recv_n(tp_t *tp, int peer, size_t want, const void **in, uint64_t dl, const char *what)
@@ -46,16 +62,16 @@ static int s_recv_n(tp_t *tp, int peer, size_t want, const void **in, uint64_t d
 }
 
 /* The chain reduce of this rank's machine (mine[0 .. L-1], this rank at place j) into dst on the leader. */
-static int s_local_reduce(tp_t *tp, const int *mine, int L, int j, const char *src, char *dst, size_t count,
-                          size_t seg, size_t esz, dtype_t dt, int move, uint64_t dl)
+static int s_local_reduce(tp_t *tp, const int *mine, int L, int j, const char *src, char *dst, const s_units_t *u,
+                          size_t esz, dtype_t dt, int move, uint64_t dl)
 {
     if (L == 1) {
-        if (count && src != dst) memcpy(dst, src, count * esz);
+        if (u->count && src != dst) memcpy(dst, src, u->count * esz);
         return 0;
     }
-    size_t nseg = (count + seg - 1) / seg;
-    for (size_t k = 0; k < nseg; k++) {
-        size_t off = k * seg, n = s_seg_len(count, seg, k);
+    for (size_t i = 0; i < u->nseg * (size_t)u->M; i++) {
+        size_t off, n = s_unit(u, i, &off);
+        if (!n) continue;
         const void *in = NULL;
         void *out = NULL;
         if (j == L - 1) {   /* the chain's start: its own values */
@@ -85,13 +101,13 @@ static int s_local_reduce(tp_t *tp, const int *mine, int L, int j, const char *s
 }
 
 /* The chain broadcast of the leader's dst within its machine. */
-static int s_local_bcast(tp_t *tp, const int *mine, int L, int j, char *dst, size_t count, size_t seg, size_t esz,
+static int s_local_bcast(tp_t *tp, const int *mine, int L, int j, char *dst, const s_units_t *u, size_t esz,
                          uint64_t dl)
 {
     if (L == 1) return 0;
-    size_t nseg = (count + seg - 1) / seg;
-    for (size_t k = 0; k < nseg; k++) {
-        size_t off = k * seg, n = s_seg_len(count, seg, k);
+    for (size_t i = 0; i < u->nseg * (size_t)u->M; i++) {
+        size_t off, n = s_unit(u, i, &off);
+        if (!n) continue;
         const void *in = NULL;
         void *out = NULL;
         if (j == 0) {
@@ -150,11 +166,11 @@ int ring_hier_allreduce(comm_t *comm, const void *sendbuf, void *recvbuf, size_t
     uint64_t dl = deadline_in(timeout_ms);
     /* one segment size for all three phases: every rank computes the same (one slot size per transport) */
     size_t seg = rc == 0 ? ring_seg_elems(comm, L > 1 ? mine[j ? j - 1 : 1] : leaders[(comm->node + 1) % M], seg_bytes, esz) : 1;
-    if (rc == 0)
-        rc = s_local_reduce(comm->tp, mine, L, j, sendbuf, recvbuf, count, seg, esz, dt, op == OP_MOVE, dl);
+    s_units_t u = s_units(count, M, seg);
+    if (rc == 0) rc = s_local_reduce(comm->tp, mine, L, j, sendbuf, recvbuf, &u, esz, dt, op == OP_MOVE, dl);
     if (rc == 0 && j == 0)
         rc = ring_allreduce_ranks(comm, leaders, M, recvbuf, recvbuf, count, dt, op, P, seg * esz, dl);
-    if (rc == 0) rc = s_local_bcast(comm->tp, mine, L, j, recvbuf, count, seg, esz, dl);
+    if (rc == 0) rc = s_local_bcast(comm->tp, mine, L, j, recvbuf, &u, esz, dl);
     free(leaders);
     free(mine);
     return rc;

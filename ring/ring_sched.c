@@ -26,27 +26,33 @@ static size_t s_seg(const sched_env_t *env, size_t esz, size_t count)
     return seg ? seg : 1;
 }
 
-/* The ring's pieces and steps over ranks[0 .. n-1] (NULL: 0 .. n-1): the buffer in n chunks, every chunk in
- * segments of seg elements when segmented (else one piece a chunk), segment-major: segment k through all
- * 2 (n - 1) steps, then segment k + 1, as ring_allreduce_ranks runs it. what: a prefix of the step titles. */
-static void s_ring(sched_t *s, const int *ranks, int n, size_t count, size_t seg, int segmented, const char *what)
+/* The ring's pieces over n chunks: every chunk in segments of seg elements when segmented (else one piece a
+ * chunk), piece base + k * n + c = segment k of chunk c; returns the number of segments a chunk. */
+static size_t s_ring_pieces(sched_t *s, int n, size_t count, size_t *seg, int segmented)
 {
     char name[16];
     size_t nseg = 1;
     if (segmented) {
-        nseg = (ring_chunk_len(count, n, 0) + seg - 1) / seg;
+        nseg = (ring_chunk_len(count, n, 0) + *seg - 1) / *seg;
         if (!nseg) nseg = 1;
     } else {
-        seg = ring_chunk_len(count, n, 0);
+        *seg = ring_chunk_len(count, n, 0);
     }
-    int base = s->npieces;
     for (size_t k = 0; k < nseg; k++)
         for (int c = 0; c < n; c++) {
-            size_t len = ring_chunk_len(count, n, c), o = k * seg, m = o >= len ? 0 : (len - o < seg ? len - o : seg);
+            size_t len = ring_chunk_len(count, n, c), o = k * *seg, m = o >= len ? 0 : (len - o < *seg ? len - o : *seg);
             if (nseg > 1) snprintf(name, sizeof name, "c%d.%u", c % 100000, (unsigned)(k % 100000u));
             else snprintf(name, sizeof name, "c%d", c);
             sched_piece(s, ring_chunk_start(count, n, c) + (o < len ? o : len), m, name);
         }
+    return nseg;
+}
+
+/* The ring's steps over ranks[0 .. n-1] (NULL: 0 .. n-1) on the pieces from base (s_ring_pieces), segment-major:
+ * segment k through all 2 (n - 1) steps, then segment k + 1, as ring_allreduce_ranks runs it. what: a prefix
+ * of the step titles. */
+static void s_ring_steps(sched_t *s, const int *ranks, int n, int base, size_t nseg, const char *what)
+{
     for (size_t k = 0; k < nseg; k++)
         for (int step = 0; step < 2 * (n - 1); step++) {
             int ag = step >= n - 1, j = ag ? step - (n - 1) : step;
@@ -65,57 +71,61 @@ static void s_ring(sched_t *s, const int *ranks, int n, size_t count, size_t seg
         }
 }
 
+/* The flat ring over ranks 0 .. n-1. */
+static void s_ring(sched_t *s, int n, size_t count, size_t seg, int segmented)
+{
+    int base = s->npieces;
+    size_t nseg = s_ring_pieces(s, n, count, &seg, segmented);
+    s_ring_steps(s, NULL, n, base, nseg, "");
+}
+
+/* One chain of the hierarchy: at step t, place j of a machine of L (its ranks first .. first + L - 1) sends
+ * batch t - d(j) to place j - 1 (reduce: d = L - 1 - j) or j + 1 (broadcast: d = j). A batch is one piece
+ * when segmented (the chain pipelines them), else all of them (each hop moves the whole buffer); empty
+ * pieces are no transfer (the engine skips them). */
+static void s_chain(sched_t *s, int P, int G, int base, int npieces, int segmented, int bcast)
+{
+    const int nb = segmented ? npieces : 1, T = nb + G - 2;
+    for (int t = 0; t < T; t++) {
+        sched_step(s, "local %s %d of %d", bcast ? "broadcast" : "reduce", t + 1, T);
+        for (int first = 0; first < P; first += G) {
+            int L = P - first < G ? P - first : G;
+            for (int j = 0; j < L; j++) {
+                int to = bcast ? j + 1 : j - 1, b = t - (bcast ? j : L - 1 - j);
+                if (to < 0 || to >= L || b < 0 || b >= nb) continue;
+                for (int p = segmented ? b : 0; p < (segmented ? b + 1 : npieces); p++)
+                    if (s->pieces[base + p].count)
+                        sched_xfer(s, first + j, first + to, base + p, bcast ? SCHED_STORE : SCHED_REDUCE);
+            }
+        }
+    }
+}
+
 /* --ring-hier on machines of G workers (worker w on machine w / G, its leader the lowest, M machines): a
- * chain reduce within each machine (the highest rank first, one segment a step, pipelined), the ring among
- * the leaders, a chain broadcast within each machine, the three one after another as ring_hier.c runs them. */
+ * chain reduce within each machine (the highest rank first), the ring among the leaders, a chain broadcast
+ * within each machine, one after another and all on the leaders' ring's pieces, as ring_hier.c runs them. */
 static int s_hier(const sched_env_t *env, size_t count, size_t esz, sched_t *s)
 {
     const int P = env->workers, G = env->gpus_per_node, M = (P + G - 1) / G;
-    char name[16];
     sched_init(s, P, P, count, esz, "hier");
     snprintf(s->about, sizeof s->about,
              "hierarchical (--ring-hier): %d machines of %d workers; a chain reduces each machine's inputs to its lowest "
              "rank, the %d leaders run the ring (%d chunks), a chain broadcasts within each machine; only leaders send "
              "across machines, 2 (M - 1) / M of the buffer each", M, G, M, M);
-    size_t seg = s_seg(env, esz, count), nseg = count ? (count + seg - 1) / seg : 1;
-    int base = s->npieces;
-    for (size_t k = 0; k < nseg; k++) {
-        size_t off = k * seg, n = off >= count ? 0 : (count - off < seg ? count - off : seg);
-        if (nseg > 1) snprintf(name, sizeof name, "s%u", (unsigned)(k % 100000000u));
-        else snprintf(name, sizeof name, "all");
-        sched_piece(s, off, n, name);
-    }
-    /* the chain reduce: at step t, place j of a machine of L sends segment t - (L - 1 - j) to place j - 1 */
-    int T = (int)nseg + G - 2;
-    for (int t = 0; t < T; t++) {
-        sched_step(s, "local reduce %d of %d", t + 1, T);
-        for (int m = 0; m < M; m++) {
-            int first = m * G, L = P - first < G ? P - first : G;
-            for (int j = L - 1; j >= 1; j--) {
-                long k = (long)t - (L - 1 - j);
-                if (k >= 0 && k < (long)nseg) sched_xfer(s, first + j, first + j - 1, base + (int)k, SCHED_REDUCE);
-            }
-        }
-    }
     int *leaders = malloc((size_t)M * sizeof *leaders);
     if (!leaders) {
         s->bad = 1;   /* sched_done reports it */
         return sched_done(s);
     }
     for (int m = 0; m < M; m++) leaders[m] = m * G;
-    s_ring(s, leaders, M, count, seg, env->segmented, "leaders' ring, ");
+    size_t seg = s_seg(env, esz, count);
+    int base = s->npieces;
+    size_t nseg = s_ring_pieces(s, M, count, &seg, env->segmented);
+    int np = s->npieces - base;
+    s_chain(s, P, G, base, np, env->segmented, 0);
+    s_ring_steps(s, leaders, M, base, nseg, "leaders' ring, ");
+    s_chain(s, P, G, base, np, env->segmented, 1);
     free(leaders);
-    /* the chain broadcast: at step t, place j sends segment t - j to place j + 1 */
-    for (int t = 0; t < T; t++) {
-        sched_step(s, "local broadcast %d of %d", t + 1, T);
-        for (int m = 0; m < M; m++) {
-            int first = m * G, L = P - first < G ? P - first : G;
-            for (int j = 0; j + 1 < L; j++) {
-                long k = (long)t - j;
-                if (k >= 0 && k < (long)nseg) sched_xfer(s, first + j, first + j + 1, base + (int)k, SCHED_STORE);
-            }
-        }
-    }
     return sched_done(s);
 }
 
@@ -163,6 +173,6 @@ int ring_sched(const void *opts, const sched_env_t *env, size_t count, size_t es
              env->one_host_shm && env->device < 0 && o->algo == RING_ALGO_AUTO && P > 1
                  ? " (a message within auto's one-shot limit would take the one-shot)" : "",
              o->hier && env->device < 0 ? "; --ring-hier: one machine, or one rank a machine, is the flat ring" : "");
-    s_ring(s, NULL, P, count, s_seg(env, esz, count), env->segmented, "");
+    s_ring(s, P, count, s_seg(env, esz, count), env->segmented);
     return sched_done(s);
 }

@@ -256,3 +256,94 @@ Test(sched, malformed_is_refused)
     cr_expect_eq(sched_done(&s), ERR_INVAL);
     sched_free(&s);
 }
+
+/* --ring-hier on machines of G workers: the hierarchical schedule (chain reduce within each machine, the
+ * leaders' ring, chain broadcast) is an allreduce for even and uneven machines, whole and segmented; with one
+ * machine, one worker a machine, or GPU buffers it is the flat choice. */
+static void s_hier_correct(int P, int G, size_t count, int segmented, size_t seg_bytes, const char *algo)
+{
+    ring_opts_t o;
+    ring_opts_init(&o);
+    cr_assert_eq(ring_opt_set(&o, "ring-hier", NULL), 0);
+    sched_env_t env = {.workers = P, .one_host_shm = 0, .device = -1, .segmented = segmented, .seg_bytes = seg_bytes,
+                       .gpus_per_node = G};
+    sched_t s;
+    cr_assert_eq(ring_sched(&o, &env, count, 4, &s), 0, "hier P=%d G=%d n=%zu: %s", P, G, count, err_detail());
+    cr_expect_str_eq(s.algo, algo, "P=%d G=%d n=%zu", P, G, count);
+    char why[256];
+    cr_expect_eq(s_replay(&s, why, sizeof why), 0, "hier P=%d G=%d n=%zu seg %d: %s", P, G, count, segmented, why);
+    sched_free(&s);
+}
+
+Test(sched, hier_schedule_is_an_allreduce)
+{
+    for (int P = 2; P <= 12; P++)
+        for (int G = 1; G <= 5; G++)
+            for (size_t n = 1; n <= 41; n += 20) {
+                const char *algo = G > 1 && P > G ? "hier" : "ring";
+                s_hier_correct(P, G, n, 0, 0, algo);
+                s_hier_correct(P, G, n, 1, 8, algo);   /* 2 elements a segment: many, some of a chunk empty */
+            }
+    /* the flat choice where there is nothing to gain: one machine on one host (the one-shot at this size),
+     * GPU buffers */
+    ring_opts_t o;
+    ring_opts_init(&o);
+    o.hier = 1;
+    sched_env_t env = {.workers = 4, .one_host_shm = 1, .device = -1, .gpus_per_node = 4};
+    sched_t s;
+    cr_assert_eq(ring_sched(&o, &env, 16, 4, &s), 0);
+    cr_expect_str_eq(s.algo, "oneshot", "one machine: the flat choice");
+    sched_free(&s);
+    env = (sched_env_t){.workers = 8, .device = 0, .gpus_per_node = 4};
+    cr_assert_eq(ring_sched(&o, &env, 4096, 4, &s), 0);
+    cr_expect_str_eq(s.algo, "ring", "GPU buffers: not the host hierarchy");
+    sched_free(&s);
+    o.hier = 0;
+    env = (sched_env_t){.workers = 8, .device = -1, .gpus_per_node = 4};
+    cr_assert_eq(ring_sched(&o, &env, 4096, 4, &s), 0);
+    cr_expect_str_eq(s.algo, "ring", "without --ring-hier: the flat ring");
+    sched_free(&s);
+}
+
+/* Bytes: each machine's leader sends 2 (M - 1) / M of the buffer across machines, to the next leader only;
+ * no other worker sends across machines; inside a machine every worker but the leader sends the buffer once
+ * towards the leader (the reduce) and every worker but the last once away from it (the broadcast). The same
+ * bytes whole and segmented. */
+Test(sched, hier_link_bytes)
+{
+    ring_opts_t o;
+    ring_opts_init(&o);
+    o.hier = 1;
+    const size_t count = 1200, B = count * 4;
+    const int shapes[][2] = {{8, 4}, {12, 4}, {6, 2}, {16, 8}, {10, 4}};
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++)
+        for (int segd = 0; segd < 2; segd++) {
+            int P = shapes[t][0], G = shapes[t][1], M = (P + G - 1) / G;
+            sched_env_t env = {.workers = P, .device = -1, .gpus_per_node = G, .segmented = segd, .seg_bytes = 256};
+            sched_t s;
+            cr_assert_eq(ring_sched(&o, &env, count, 4, &s), 0);
+            cr_assert_str_eq(s.algo, "hier");
+            uint64_t *m = calloc((size_t)P * (size_t)P, sizeof *m);
+            sched_links(&s, -1, m);
+            for (int i = 0; i < P; i++) {
+                int mi = i / G, last = (mi + 1) * G - 1 < P - 1 ? (mi + 1) * G - 1 : P - 1;
+                uint64_t across = 0;
+                for (int j = 0; j < P; j++) {
+                    uint64_t b = m[(size_t)i * (size_t)P + (size_t)j], want = 0;
+                    if (j / G != mi) {
+                        across += b;
+                        if (i % G == 0 && j == ((mi + 1) % M) * G) want = 2u * (uint64_t)(M - 1) * B / (uint64_t)M;
+                    } else if (j == i - 1 && i % G) {
+                        want = B;   /* the reduce, towards the leader */
+                    } else if (j == i + 1 && i < last) {
+                        want = B;   /* the broadcast, away from it */
+                    }
+                    cr_expect_eq(b, want, "P=%d G=%d seg %d: %d -> %d carries %llu, want %llu", P, G, segd, i, j,
+                                 (unsigned long long)b, (unsigned long long)want);
+                }
+                if (i % G) cr_expect_eq(across, 0u, "P=%d G=%d: worker %d is no leader and sends nothing across", P, G, i);
+            }
+            free(m);
+            sched_free(&s);
+        }
+}

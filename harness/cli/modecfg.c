@@ -100,6 +100,7 @@ void h_explain_cfg_of(const h_opts_t *o, h_explain_cfg_t *c)
     c->bytes = o->size_max;
     c->dtype = o->dtype;
     c->plots_dir = o->plots_dir;
+    c->gpus_per_node = o->gpus_per_node;
     h_engset_of(o, &c->es);
 }
 

@@ -34,7 +34,8 @@ void h_opts_usage(FILE *f)
 "  model check calibration.json RUN...     its training runs predicted from the calibration alone: the\n"
 "                    error distribution in sample (the bench lines) and out of sample (the training runs)\n"
 "  explain           an engine's allreduce schedule step by step for a small world (--engine ring|tree|ps,\n"
-"                    --procs N, --servers S, --sizes BYTES; --plots DIR: an SVG per step) and its bytes per link\n"
+"                    --procs N, --servers S, --sizes BYTES, --gpus-per-node G: machines of G workers; --plots DIR:\n"
+"                    an SVG per step) and its bytes per link\n"
 "  simulate          each engine's schedule replayed on a simulated cluster with SimGrid (--nodes N\n"
 "                    --gpus-per-node G --net inter=RATE --lat US --sizes ...): the collective alone, to 1024 GPUs\n");
     for (size_t i = 0; i < S_NOPTS; i++) {
@@ -280,6 +281,12 @@ static int h_opts_check_cluster(h_opts_t *o)
             return err_set(ERR_INVAL, "simulate --model: a real model's profile (%s, or a .tsv profile)", workload_names());
         if (!o->nodes) o->nodes = 1;
         if (!o->gpus_per_node) o->gpus_per_node = 1;
+        return 0;
+    }
+    if (o->mode && !strcmp(o->mode, "explain")) { /* --procs workers, --gpus-per-node G a machine: no model, no NICs */
+        if (o->nodes || o->server_nodes)
+            return err_set(ERR_INVAL, "explain places its --procs workers on machines of --gpus-per-node G (not --nodes "
+                                      "or --server-nodes)");
         return 0;
     }
     int emulated = workload_is_known(o->model);

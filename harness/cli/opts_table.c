@@ -340,7 +340,9 @@ const h_opt_t h_opt_table[] = {
     INT("nodes", nodes, 1, 4096, "a machine count >= 1",
         "  --nodes N --gpus-per-node G   N machines of G emulated GPUs (one rank each); with --net inter=RATE\n"
         "                        every machine gets one shaped NIC (root), ranks of a machine share memory\n"),
-    INT("gpus-per-node", gpus_per_node, 1, 1024, "a GPU count >= 1", NULL),
+    /* explain too: its --procs workers on machines of G (the schedules of engines that reduce within a machine) */
+    {.name = "gpus-per-node", .kind = K_INT, .off = F(gpus_per_node), .lo = 1, .hi = 1024, .want = "a GPU count >= 1",
+     .modes = " train model bench simulate explain "},
     INT("server-nodes", server_nodes, 0, 4096, "a machine count >= 0",
         "  --server-nodes K      dedicated PS servers on K CPU-only machines (the BytePS layout)\n"),
     {.name = "lat", .kind = K_FN, .fn = s_lat, .off = F(lat_us), .want = "microseconds >= 0", .modes = " simulate ",

@@ -197,8 +197,10 @@ int h_explain(const h_explain_cfg_t *o, FILE *out, uint64_t *links, int *world)
         return err_set(ERR_INVAL, "explain: --size (or the largest of --sizes) must hold at least one %s element", dt_name(o->dtype));
     if (P < 2 || P > H_EXPLAIN_MAX)
         return err_set(ERR_INVAL, "explain: a small world: 2 to %d ranks in all (have %d)", H_EXPLAIN_MAX, P);
-    /* the world explain shows: P local ranks over shared memory, host buffers (what --procs P runs) */
-    sched_env_t env = {.workers = P, .one_host_shm = 1, .device = -1};
+    /* the world explain shows: P local ranks over shared memory, host buffers (what --procs P runs); with
+     * --gpus-per-node G < P they are machines of G (shared memory within each only) */
+    int G = o->gpus_per_node > 0 ? o->gpus_per_node : 0;
+    sched_env_t env = {.workers = P, .one_host_shm = !G || G >= P, .device = -1, .gpus_per_node = G};
     sched_t s;
     int rc = h_engine_schedule(&o->es, eng, &env, count, esz, &s);
     if (rc < 0) {
@@ -242,8 +244,10 @@ int h_explain(const h_explain_cfg_t *o, FILE *out, uint64_t *links, int *world)
         g_d.dir = o->plots_dir;
     }
     s_bytes((double)(count * esz), a, sizeof a);
-    fprintf(out, "# harness explain: %s allreduce of %s (%zu %s elements), %d workers%s; the engine runs %s here\n", eng, a,
-            count, dt_name(o->dtype), P, W > P ? " + dedicated servers" : "", s.algo);
+    char mach[64] = "";
+    if (G) snprintf(mach, sizeof mach, " on %d machine%s of %d", (P + G - 1) / G, (P + G - 1) / G == 1 ? "" : "s", G);
+    fprintf(out, "# harness explain: %s allreduce of %s (%zu %s elements), %d workers%s%s; the engine runs %s here\n", eng,
+            a, count, dt_name(o->dtype), P, mach, W > P ? " + dedicated servers" : "", s.algo);
     fprintf(out, "# %s\n# pieces:", s.about);
     for (int p = 0; p < s.npieces; p++) {
         s_bytes((double)(s.pieces[p].count * esz), a, sizeof a);

@@ -1,4 +1,4 @@
-/* explain.h: `harness explain --engine ring|tree|ps [--procs N] [--servers S] [--sizes BYTES]`: an
+/* explain.h: `harness explain --engine ring|tree|ps [--procs N] [--servers S] [--sizes BYTES] [--gpus-per-node G]`: an
  * engine's allreduce schedule for a small world, step by step, from the schedule code the engines run
  * (ring_schedule, tree_shape/tree_depth/tree_split, ps_layout_init), ending with the bytes per link;
  * with --plots DIR also one diagram per step (DIR/step_K.svg and .png, explain_draw.h). Each step and the
@@ -18,6 +18,8 @@ typedef struct {
     size_t bytes;
     dtype_t dtype;
     const char *plots_dir;            /* --plots DIR: also one diagram per step (NULL: none) */
+    int gpus_per_node;                /* --gpus-per-node G: the workers on machines of G (worker w on machine w / G);
+                                       * 0: all on one host over shared memory */
     h_engset_t es;
 } h_explain_cfg_t;
 
