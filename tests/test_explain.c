@@ -1,7 +1,7 @@
 /* test_explain.c: the measured traffic matrices (bench's "traffic_bytes": a 4-rank ring moves bytes
  * exactly between ring neighbours, a PS exactly on its server's row and column) and `harness explain`:
- * its schedule's bytes per link equal what a real run of the engine counts, its SVG and PNG diagrams,
- * and the link ratios (h_traffic_stats). */
+ * its schedule's bytes per link equal what a real run of the engine counts (the hierarchical ring's on
+ * emulated machines too), its SVG and PNG diagrams, and the link ratios (h_traffic_stats). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +12,7 @@
 #include "tests/lib/tmpdir.h"
 #include "harness/record/jsonl.h"
 #include "harness/record/traffic.h"
+#include "harness/launch/netem.h"
 
 static char g_harness[512];
 
@@ -116,11 +117,11 @@ static int s_explain(const char *args, size_t bytes, double *m, int maxw)
 /* The schedule explain prints (from the engines' own schedule code) moves exactly the bytes a real run
  * counts per link: a bench of 1 warm-up + 2 timed allreduces is 3 times the schedule (the PS adds a
  * header per message, so its links carry at least the schedule and at most 1% more). */
-static void s_same(const char *engine_args, size_t bytes, int exact)
+static void s_same_as(const char *engine_args, const char *explain_args, size_t bytes, int exact)
 {
     double meas[256], sched[256];
     int w = s_bench(engine_args, bytes, meas, 16);
-    cr_assert_eq(s_explain(engine_args, bytes, sched, 16), w, "%s: worlds differ", engine_args);
+    cr_assert_eq(s_explain(explain_args, bytes, sched, 16), w, "%s: worlds differ", engine_args);
     for (int i = 0; i < w * w; i++) {
         double want = 3 * sched[i];
         if (exact) cr_expect_eq(meas[i], want, "%s link %d->%d: measured %.0f, schedule x3 %.0f", engine_args, i / w,
@@ -130,11 +131,22 @@ static void s_same(const char *engine_args, size_t bytes, int exact)
     }
 }
 
+static void s_same(const char *engine_args, size_t bytes, int exact) { s_same_as(engine_args, engine_args, bytes, exact); }
+
 Test(explain, ring_schedule_matches_run, .timeout = 120) { s_same("--procs 4 --engine ring", 100000, 1); }
 Test(explain, tree_schedule_matches_run, .timeout = 120) { s_same("--procs 5 --engine tree", 100000, 1); }
 Test(explain, ps_schedule_matches_run, .timeout = 120) { s_same("--procs 3 --servers 2 --engine ps --ps-partition-kb 16", 100000, 0); }
 /* a small message: the engine takes the one-shot, and explain shows the one-shot, whose reads a run counts */
 Test(explain, ring_oneshot_schedule_matches_run, .timeout = 120) { s_same("--procs 4 --engine ring", 4096, 1); }
+/* the hierarchical ring on 2 emulated machines of 3 (network namespaces this test's harness makes, root):
+ * what a run counts per link is explain's schedule on machines of 3 */
+Test(explain, ring_hier_schedule_matches_run, .timeout = 120)
+{
+    if (geteuid() != 0) cr_skip_test("needs root (network namespaces, veth, tc)");
+    if (!h_netem_have("ip") || !h_netem_have("tc")) cr_skip_test("ip / tc (iproute2) not installed");
+    s_same_as("--engine ring --ring-hier --nodes 2 --gpus-per-node 3 --net inter=1gbit",
+              "--engine ring --ring-hier --procs 6 --gpus-per-node 3", 100000, 1);
+}
 
 
 /* h_traffic_stats: a 4-rank ring's links and NICs are uniform; one PS server's NIC carries every
@@ -274,6 +286,18 @@ Test(explain, shows_the_engines_choice, .timeout = 60)
     cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
     cr_expect(strstr(out, "the engine runs ring here"), "%s", out);
     cr_expect_eq(s_count(out, "\nstep "), 14, "%s", out);
+    /* machines of 3: the hierarchy with --ring-hier (2 local reduce, 2 ring, 2 local broadcast steps), the
+     * ring without; --nodes is not explain's */
+    snprintf(cmd, sizeof cmd, "%s explain --engine ring --ring-hier --procs 6 --gpus-per-node 3 --sizes 96", g_harness);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "6 workers on 2 machines of 3; the engine runs hier here"), "%s", out);
+    cr_expect_eq(s_count(out, "\nstep "), 6, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s explain --engine ring --procs 6 --gpus-per-node 3 --sizes 96", g_harness);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "the engine runs ring here"), "%s", out);
+    snprintf(cmd, sizeof cmd, "%s explain --engine ring --procs 6 --nodes 2 --sizes 96", g_harness);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "--gpus-per-node G (not --nodes"), "%s", out);
     snprintf(cmd, sizeof cmd, "%s explain --engine nonesuch --procs 4", g_harness);
     cr_expect_eq(run_cmd(cmd, out, sizeof out), 2, "%s", out);
     cr_expect(strstr(out, "unknown engine 'nonesuch'"), "%s", out);
