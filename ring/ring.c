@@ -247,7 +247,8 @@ ARSTEP_FORWARD_ALLREDUCE(step)
 static void s_stats(engine_t *self, engine_stats_t *out)
 {
     arstep_stats(self->step, out);
-    out->impl = self->nccl ? ncclw_algo(self->nccl) : "host";
+    /* a descriptive impl, as the PS's: the configuration's label is then "ring-hier" in every table and report */
+    out->impl = self->nccl ? ncclw_algo(self->nccl) : self->opts.hier && ring_hier_applies(self->comm) ? "ring-hier" : "host";
     out->algo = atomic_load(&self->algo);
     out->bytes_sent += atomic_load(&self->board_bytes);
     out->bytes_received += atomic_load(&self->board_bytes);

@@ -3,7 +3,7 @@
  * world sizes and machine shapes (even, uneven, interleaved ranks, a machine of one), uneven counts, every
  * dtype, in and out of place, tiny segments; the same bits on every rank; the flat ring's result up to
  * reassociation; the flat ring where there is one machine or one rank a machine; the engine's submit/wait
- * path (what the trainer uses) and the algorithm it reports; a dead rank giving an error, not a hang. */
+ * path (what the trainer uses) and the algorithm and impl it reports; a dead rank giving an error, not a hang. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -240,9 +240,10 @@ static int s_engine_rank(int rank, int world, void *arg)
     bad += s_same_everywhere(comm, p, ENG_N * sizeof(float), "engine parameters");
     engine_stats_t st;
     ring_engine.stats(e, &st);
-    const char *algo = ring_hier_applies(comm) ? "hier" : "ring";
-    if (!st.algo || strcmp(st.algo, algo)) {
-        fprintf(stderr, "rank %d: the engine says it ran %s, want %s\n", rank, st.algo ? st.algo : "(none)", algo);
+    const char *algo = ring_hier_applies(comm) ? "hier" : "ring", *impl = ring_hier_applies(comm) ? "ring-hier" : "host";
+    if (!st.algo || strcmp(st.algo, algo) || !st.impl || strcmp(st.impl, impl)) {
+        fprintf(stderr, "rank %d: the engine says it ran %s (impl %s), want %s (%s)\n", rank, st.algo ? st.algo : "(none)",
+                st.impl ? st.impl : "(none)", algo, impl);
         bad = 1;
     }
     ring_engine.destroy(&e);
