@@ -1,8 +1,9 @@
 /* test_netem.c: --net's emulated network (harness/launch/netem.c, harness/emulate/netspec.c): spec parsing (delay= refused with the
- * reason), and, as root, namespace set-up (addresses, tbf on both veth ends, TCP between two
+ * reason, lat= parsed), and, as root, lat='s delay measured as TCP round trips between two machines, namespace set-up (addresses, tbf on both veth ends, TCP between two
  * namespaces at about the shaped rate) and clean-up (nothing left in /var/run/netns). */
 #include <criterion/criterion.h>
 #include <arpa/inet.h>
+#include <netinet/tcp.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -42,6 +43,18 @@ Test(netem, parse)
     cr_assert_str_eq(h_netem_spec_cc(&s), "cubic");
     cr_assert_eq(h_netem_parse("bw=1gbit,cc=No Such", &s, err, sizeof err), -1);
     cr_assert(strstr(err, "congestion control"), "%s", err);
+    /* lat=: microseconds a hop, with or without "us" */
+    cr_assert(s.lat_us == 0, "default lat %g", s.lat_us);
+    cr_assert_eq(h_netem_parse("inter=10gbit,lat=20", &s, err, sizeof err), 0, "%s", err);
+    cr_assert(s.lat_us == 20 && s.bits_per_s == 10e9);
+    cr_assert_eq(h_netem_parse("inter=10gbit,queue=5,lat=2.5us", &s, err, sizeof err), 0, "%s", err);
+    cr_assert(s.lat_us == 2.5 && s.queue_ms == 5);
+    static const char *badlat[] = {"bw=1gbit,lat=", "bw=1gbit,lat=-1", "bw=1gbit,lat=5ms", "bw=1gbit,lat=x",
+                                   "bw=1gbit,lat=200000", "bw=1gbit,lat=nan", NULL};
+    for (int i = 0; badlat[i]; i++) {
+        cr_assert_eq(h_netem_parse(badlat[i], &s, err, sizeof err), -1, "accepted '%s'", badlat[i]);
+        cr_assert(strstr(err, "lat=") && strstr(err, "microseconds"), "unclear: %s", err);
+    }
     cr_assert_eq(h_netem_parse("bw=1gbit,delay=1ms", &s, err, sizeof err), -1);
     cr_assert(strstr(err, "sch_netem"), "%s", err);
     static const char *bad[] = {"", "bw", "bw=", "bw=1", "bw=fast", "bw=-1gbit", "bw=1gbit,per=host", "per=node",
@@ -146,6 +159,92 @@ Test(netem, setup_shaping_cleanup, .timeout = 60)
     cr_assert_null(net);
     h_netem_destroy(&net);    /* safe twice */
     for (int i = 0; i < 4; i++) cr_assert(!s_ns_exists(names[i]), "%s left behind", names[i]);
+}
+
+/* The median of 200 one-byte TCP round trips (us) from rank 1's machine to rank 0's. */
+static double s_rtt_us(h_netem_t *net)
+{
+    int ready[2], res[2];
+    cr_assert_eq(pipe(ready), 0);
+    cr_assert_eq(pipe(res), 0);
+    enum { N = 200 };
+    pid_t srv = fork();
+    if (srv == 0) {
+        if (h_netem_enter(net, 0) < 0) _exit(2);
+        int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+        setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(29502)};
+        inet_pton(AF_INET, h_netem_addr(net, 0), &a.sin_addr);
+        if (bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 1) < 0) _exit(3);
+        if (write(ready[1], "x", 1) != 1) _exit(4);
+        int c = accept(l, NULL, NULL);
+        setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        char b;
+        while (read(c, &b, 1) == 1)
+            if (write(c, &b, 1) != 1) _exit(5);
+        _exit(0);
+    }
+    char x;
+    cr_assert_eq(read(ready[0], &x, 1), 1);
+    pid_t cli = fork();
+    if (cli == 0) {
+        if (h_netem_enter(net, 1) < 0) _exit(2);
+        int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+        setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(29502)};
+        inet_pton(AF_INET, h_netem_addr(net, 0), &a.sin_addr);
+        if (connect(s, (struct sockaddr *)&a, sizeof a) < 0) _exit(3);
+        static double t[N];
+        for (int i = 0; i < N; i++) {
+            char b = 'p';
+            double t0 = s_now();
+            if (write(s, &b, 1) != 1 || read(s, &b, 1) != 1) _exit(4);
+            t[i] = (s_now() - t0) * 1e6;
+        }
+        close(s);
+        for (int i = 1; i < N; i++) /* insertion sort: the median */
+            for (int j = i; j > 0 && t[j] < t[j - 1]; j--) { double y = t[j]; t[j] = t[j - 1]; t[j - 1] = y; }
+        _exit(write(res[1], &t[N / 2], sizeof t[0]) == sizeof t[0] ? 0 : 5);
+    }
+    int st;
+    cr_assert_eq(waitpid(cli, &st, 0), cli);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "ping client exit %d", WEXITSTATUS(st));
+    cr_assert_eq(waitpid(srv, &st, 0), srv);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "ping server exit %d", WEXITSTATUS(st));
+    double med = 0;
+    cr_assert_eq(read(res[0], &med, sizeof med), (ssize_t)sizeof med);
+    close(ready[0]), close(ready[1]), close(res[0]), close(res[1]);
+    return med;
+}
+
+/* lat=US: a round trip between two machines pays 2 x H_NETEM_LAT_HOPS x US more than without it (each
+ * direction leaves one NIC), the tbf is still there, and nothing is left behind (helper or namespace). */
+Test(netem, latency_measured, .timeout = 60)
+{
+    if (geteuid() != 0) cr_skip_test("needs root (network namespaces, veth, tc)");
+    if (!h_netem_have("ip") || !h_netem_have("tc")) cr_skip_test("ip / tc (iproute2) not installed");
+    if (!h_netem_have("iptables")) cr_skip_test("iptables not installed: lat= needs it");
+    h_netem_spec_t spec;
+    char err[512], names[2][64], cmd[256];
+    h_netem_t *net = NULL;
+    cr_assert_eq(h_netem_parse("bw=1gbit,per=node,nodes=2", &spec, err, sizeof err), 0);
+    cr_assert_eq(h_netem_new(&net, &spec, 2, err, sizeof err), 0, "%s", err);
+    double base = s_rtt_us(net);
+    h_netem_destroy(&net);
+    cr_assert_eq(h_netem_parse("bw=1gbit,per=node,nodes=2,lat=250", &spec, err, sizeof err), 0);
+    cr_assert_eq(h_netem_new(&net, &spec, 2, err, sizeof err), 0, "%s", err);
+    for (int r = 0; r < 2; r++) snprintf(names[r], sizeof names[r], "%s", h_netem_ns(net, r));
+    snprintf(cmd, sizeof cmd, "tc -n %s qdisc show dev eth0 | grep -q 'tbf.*rate 1Gbit'", names[1]);
+    cr_assert_eq(system(cmd), 0, "no tbf in %s beside the delay", names[1]);
+    snprintf(cmd, sizeof cmd, "ip netns exec %s iptables -S OUTPUT | grep -q -- '-o eth0 -j NFQUEUE'", names[1]);
+    cr_assert_eq(system(cmd), 0, "no NFQUEUE rule on eth0 in %s", names[1]);
+    double with = s_rtt_us(net), want = 2.0 * H_NETEM_LAT_HOPS * 250;
+    h_netem_destroy(&net);
+    fprintf(stderr, "test_netem: median TCP round trip %.0f us without lat=, %.0f us with lat=250 (+%.0f, expected +%.0f)\n",
+            base, with, with - base, want);
+    cr_assert(with - base > 0.9 * want && with - base < 1.5 * want, "lat=250: the round trip grew %.0f us (%.0f -> %.0f), "
+              "expected %.0f", with - base, base, with, want);
+    for (int r = 0; r < 2; r++) cr_assert(!s_ns_exists(names[r]), "%s left behind", names[r]);
 }
 
 /* The namespace's congestion control as its own processes see it. */

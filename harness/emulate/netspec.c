@@ -14,7 +14,7 @@ int h_netem_parse(const char *spec, h_netem_spec_t *out, char *err, size_t errle
     out->queue_ms = H_NETEM_QUEUE_MS;
     char buf[256];
     if (!spec || strlen(spec) >= sizeof buf) {
-        snprintf(err, errlen, "--net: expected bw=RATE[,per=rank|node][,nodes=K][,queue=MS][,gso=off][,cc=NAME]");
+        snprintf(err, errlen, "--net: expected bw=RATE[,per=rank|node][,nodes=K][,queue=MS][,gso=off][,cc=NAME][,lat=US]");
         return -1;
     }
     snprintf(buf, sizeof buf, "%s", spec);
@@ -78,12 +78,21 @@ int h_netem_parse(const char *spec, h_netem_spec_t *out, char *err, size_t errle
                 return -1;
             }
             snprintf(out->cc, sizeof out->cc, "%s", v);
+        } else if (!strcmp(k, "lat")) {
+            char *end;
+            double l = strtod(v, &end);
+            if (end == v || (*end && strcmp(end, "us")) || !(l >= 0) || l > H_NETEM_LAT_MAX_US) {
+                snprintf(err, errlen, "--net: lat='%s': expected a per-hop latency in microseconds, 0..%.0f (e.g. lat=20 or "
+                         "lat=20us; a transfer across machines pays %d hops)", v, H_NETEM_LAT_MAX_US, H_NETEM_LAT_HOPS);
+                return -1;
+            }
+            out->lat_us = l;
         } else if (!strcmp(k, "delay") || !strcmp(k, "loss") || !strcmp(k, "jitter")) {
-            snprintf(err, errlen, "--net: %s= is not available: this kernel has no sch_netem, so tc cannot add delay or "
-                     "loss; only bw= (tc tbf) is emulated", k);
+            snprintf(err, errlen, "--net: %s= is not available (this kernel has no sch_netem): a constant per-hop delay is "
+                     "lat=US; loss and jitter are not emulated", k);
             return -1;
         } else {
-            snprintf(err, errlen, "--net: unknown key '%s' (bw or inter, per, nodes, eff, queue, gso, cc)", k);
+            snprintf(err, errlen, "--net: unknown key '%s' (bw or inter, per, nodes, eff, queue, gso, cc, lat)", k);
             return -1;
         }
     }

@@ -73,6 +73,7 @@ static int s_drive_net(h_opts_t *o, const char *mode_override)
                            "8 kbit/s: use a smaller --shrink or --dilate", o->net, o->shrink, o->dilate, spec.bits_per_s);
         snprintf(spec.rate, sizeof spec.rate, "%.0fbit", spec.bits_per_s);
         spec.queue_ms *= c.dilate > 0 ? c.dilate : 1; /* the emulated port's buffer, in dilated time */
+        spec.lat_us *= c.dilate > 0 ? c.dilate : 1;   /* and the per-hop latency */
         snprintf(what, sizeof what, "emulated NIC %.4g Gbit/s x eff %g = %.4g Mbit/s shaped (shrink %g, dilate %g); shared "
                  "memory within a machine", c.inter_bps / spec.eff / 1e9, spec.eff, spec.bits_per_s / 1e6, c.shrink, c.dilate);
     }
@@ -88,9 +89,9 @@ static int s_drive_net(h_opts_t *o, const char *mode_override)
         rc = ERR_NOMEM;
     } else {
         if (!o->quiet)
-            fprintf(stderr, "harness: --net %s: %d namespaces (%s..), tc tbf %s each way (queue %g ms), TCP %s, %s\n",
-                    o->net, h_netem_namespaces(s_net), h_netem_ns(s_net, 0), spec.rate, spec.queue_ms, h_netem_cc(s_net),
-                    what);
+            fprintf(stderr, "harness: --net %s: %d namespaces (%s..), tc tbf %s each way (queue %g ms), %g us held on each "
+                    "NIC's egress, TCP %s, %s\n", o->net, h_netem_namespaces(s_net), h_netem_ns(s_net, 0), spec.rate,
+                    spec.queue_ms, H_NETEM_LAT_HOPS * spec.lat_us, h_netem_cc(s_net), what);
         rc = s_net_sig ? h_interrupt(s_net_sig) : h_drive(o, mode_override);
     }
     h_netem_destroy(&s_net);

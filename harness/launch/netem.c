@@ -1,7 +1,9 @@
 /* netem.c: the emulated network of --net (see netem.h): namespaces, a bridge in its own namespace,
- * veth pairs, addresses, tc tbf on both ends of every veth, and their removal. Commands run as
+ * veth pairs, addresses, tc tbf on both ends of every veth, lat='s iptables NFQUEUE rule and its delay helper
+ * (netdelay.c), and their removal. Commands run as
  * `ip` / `tc` child processes (argv, no shell); their stderr becomes the error message. */
 #include "harness/launch/netem.h"
+#include "harness/launch/netdelay.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +30,7 @@ struct h_netem {
     int *map;                 /* h_netem_map's placement (per rank), or NULL: contiguous groups */
     int created_br, ncreated; /* what exists (for the clean-up) */
     char cc[16];              /* the TCP congestion control the namespaces run */
+    pid_t delay_pid;          /* lat=: the delay helper, or -1 */
 };
 
 
@@ -123,6 +126,7 @@ void h_netem_destroy(h_netem_t **self_p)
     h_netem_t *self = self_p ? *self_p : NULL;
     if (!self) return;
     char err[512];
+    h_netdelay_stop(self->delay_pid);
     for (int i = 0; i < self->nns; i++)
         if (self->fd && self->fd[i] >= 0) close(self->fd[i]);
     /* deleting a namespace deletes its end of the veth, which deletes the peer, and the qdiscs */
@@ -204,6 +208,11 @@ int h_netem_new(h_netem_t **self_p, const h_netem_spec_t *spec, int nranks, char
         snprintf(err, errlen, "--net needs the ip and tc programs (Debian: apt-get install iproute2)");
         return -1;
     }
+    if (spec->lat_us > 0 && !h_netem_have("iptables")) {
+        snprintf(err, errlen, "--net lat= needs the iptables program (this kernel has neither sch_netem nor nftables' "
+                 "queue: the delay is an iptables NFQUEUE rule; Debian: apt-get install iptables)");
+        return -1;
+    }
     if (nranks < 1 || nranks > 60000) {
         snprintf(err, errlen, "--net: %d ranks is outside 1..60000", nranks);
         return -1;
@@ -227,6 +236,7 @@ int h_netem_new(h_netem_t **self_p, const h_netem_spec_t *spec, int nranks, char
         return -1;
     }
     for (int i = 0; i < self->nns; i++) self->fd[i] = -1;
+    self->delay_pid = -1;
     snprintf(self->cc, sizeof self->cc, "%s", h_netem_spec_cc(spec));
     for (int r = 0; r < nranks; r++)
         self->group[r] = (int)((long long)r * self->nns / nranks);
@@ -276,6 +286,13 @@ int h_netem_new(h_netem_t **self_p, const h_netem_spec_t *spec, int nranks, char
                     self->cc, why, avail, host);
             snprintf(self->cc, sizeof self->cc, "%s", host);
         }
+    }
+    if (spec->lat_us > 0) {
+        /* the helper binds every queue before a rule sends packets to it (a queue without a listener drops) */
+        if (h_netdelay_start(&self->delay_pid, self->nns, self->fd, H_NETEM_LAT_HOPS * spec->lat_us, e, sizeof e) < 0) goto fail;
+        for (int i = 0; i < self->nns; i++)
+            if (s_cmd(e, sizeof e, "ip netns exec %s iptables -w -A OUTPUT -o eth0 -j NFQUEUE --queue-num 0", self->ns[i]) < 0)
+                goto fail;
     }
     *self_p = self;
     return 0;

@@ -22,6 +22,9 @@ typedef struct h_sim_platform {
     double inter_bps;             /* a machine's NIC, bits/s each way */
     double intra_bps;             /* a GPU's link to its machine's switch, bits/s each way */
     double lat_s;                 /* latency of one hop: a GPU to its machine, a machine to the switch */
+    double nic_lat_s;             /* added to each machine-switch hop only (a transfer across machines pays it
+                                   * twice, one inside a machine never): the emulated cluster's lat=, which
+                                   * delays the NICs and not shared memory; 0 elsewhere */
     double framing;               /* payload share of the line rate (H_SIM_TCP_FRAMING; 1: none) */
     int    timeout_s;             /* the whole simulation gives up after this */
 } h_sim_platform_t;

@@ -4,7 +4,10 @@
  * memory path) are fitted from the files' collective-alone bench lines only; every emulated training
  * line that is not host-bound is a check point. Each configuration (every launch of the same run) is
  * simulated once, without stragglers (the emulated GPUs have none), and compared by its launches'
- * median step; the error distribution is printed and written, whatever it is. */
+ * median step; the error distribution is printed and written, whatever it is. A run with --net ...,lat=US
+ * is simulated with its own latency on top of the fitted one: lat=US holds a packet 4 x US on the sending
+ * NIC (netspec.h), so each of the two machine-switch hops of a transfer across machines gets 2 x US more,
+ * the hops inside a machine none; its errors are summarised apart as well. */
 #include "harness/simulate/simulate.h"
 #include "harness/simulate/sim.h"
 #include "harness/registry/layouts.h"
@@ -64,6 +67,9 @@ static void s_fit(const h_jobj_t *objs, size_t n, s_fit_t *f)
             double x = h_jnum(r, "bytes", 0), y = h_jnum(r, "time_us", 0) * 1e-6;
             if (!(x > 0) || !(y > 0)) continue;
             const char *tp = h_jstr(r, "transport", ""), *net = h_jstr(r, "net", "");
+            h_netem_spec_t bs;
+            char berr[256];
+            if (*net && (h_netem_parse(net, &bs, berr, sizeof berr) < 0 || bs.lat_us > 0)) continue; /* fit without lat= */
             if (!strcmp(tp, "tcp") && *net && !h_jget(r, "nodes")) {
                 sx += x, sy += y, sxx += x * x, sxy += x * y, k++;
             } else if (!strcmp(tp, "shm") && !*net && x >= big) {
@@ -85,7 +91,7 @@ static void s_fit(const h_jobj_t *objs, size_t n, s_fit_t *f)
 typedef struct {
     char key[512], label[48], engine[16], model[32], device[32];
     int P, N, G, servers, server_nodes, coloc, lb, overlap, esz;
-    double bps, shrink, dilate, bucket_mb, sim_ms, *ms;
+    double bps, shrink, dilate, bucket_mb, lat_us, sim_ms, *ms;
     int n, cap;
 } s_pt_t;
 
@@ -115,6 +121,26 @@ static int s_add(s_pt_t *c, double ms)
     }
     c->ms[c->n++] = ms;
     return 0;
+}
+
+/* The |error| distribution of n configurations (what: which ones, "" for all), printed and, with json, a
+ * check-summary line; err is sorted in place. */
+static void s_summary(const char *what, double *err, int n, h_lines_t *lines, int json, const s_fit_t *fit)
+{
+    if (n < 1) {
+        if (*what) printf("# %s: no configurations\n", what);
+        return;
+    }
+    double md = s_median(err, n), p90 = err[(int)floor(0.9 * (n - 1))];
+    int w10 = 0;
+    for (int k = 0; k < n; k++) w10 += err[k] <= 0.10;
+    printf("# %s%s%d configurations: |error| median %.1f%%, 90th percentile %.1f%%, worst %.1f%%; within 10%%: %d\n", what,
+           *what ? ": " : "", n, 100 * md, 100 * p90, 100 * err[n - 1], w10);
+    if (json)
+        h_lines_add(lines, json_pack("{s:s, s:s, s:i, s:f, s:f, s:f, s:i, s:f, s:f}", "kind", "check-summary", "subset",
+                                     *what ? what : "all", "configs", n, "error_median", md, "error_p90", p90, "error_worst",
+                                     err[n - 1], "within_10pct", w10, "lat_us_fitted", fit->lat_s * 1e6, "shm_bps_fitted",
+                                     fit->shm_bps));
 }
 
 /* the configuration's simulated step (ms); 0 or a code */
@@ -157,7 +183,8 @@ static int s_sim_point(const h_simulate_cfg_t *o, const s_fit_t *fit, s_pt_t *c)
          * shrunk, dilated links it sits beside; its TCP latency is reported divided by the dilation */
         h_sim_platform_t pl = {.nodes = c->N, .gpus_per_node = c->G, .server_nodes = c->server_nodes,
                                .inter_bps = c->bps, .intra_bps = fit->shm_bps * c->shrink * c->dilate,
-                               .lat_s = fit->lat_s / c->dilate, .framing = H_SIM_TCP_FRAMING, .timeout_s = o->timeout_s};
+                               .lat_s = fit->lat_s / c->dilate, .nic_lat_s = c->lat_us * 1e-6 * H_NETEM_LAT_HOPS / 2,
+                               .framing = H_SIM_TCP_FRAMING, .timeout_s = o->timeout_s};
         double update = wl_update_s(&dev, wl->params, 20, 1);
         h_sim_work_t w = {.nb = nb, .sched = s, .ready_s = ready, .total_s = total,
                           .update_s = ops && ops->serve && c->P > 1 ? 0 : update, .steps = 2, .max_groups = o->max_groups};
@@ -202,10 +229,10 @@ int h_simulate_check(const h_simulate_cfg_t *o)
         if (!(ms > 0) || !workload_is_known(model) || !h_engine_find(eng)) continue;
         const char *gd = h_jstr(r, "grad_dtype", "f32");
         char key[512];
-        snprintf(key, sizeof key, "%s|%s|%s|%g|%g|%g|%g|%g|%.6g|%g|%d|%g|%g|%g|%s", label, model, h_jstr(r, "device", "v100"),
+        snprintf(key, sizeof key, "%s|%s|%s|%g|%g|%g|%g|%g|%.6g|%g|%d|%g|%g|%g|%s|%g", label, model, h_jstr(r, "device", "v100"),
                  h_jnum(r, "world", 0), h_jnum(r, "nodes", 1), h_jnum(r, "gpus_per_node", 1), h_jnum(r, "servers", 0),
                  h_jnum(r, "server_nodes", 0), ns.bits_per_s * ns.eff, h_jnum(r, "local_batch", 64), h_jflag(r, "overlap", 1),
-                 h_jnum(r, "bucket_mb", 25), h_jnum(r, "shrink", 1), h_jnum(r, "dilate", 1), gd);
+                 h_jnum(r, "bucket_mb", 25), h_jnum(r, "shrink", 1), h_jnum(r, "dilate", 1), gd, ns.lat_us);
         s_pt_t *c = s_find(&pts, &npts, &cap, key);
         if (!c) { rc = err_set(ERR_NOMEM, "simulate: out of memory"); break; }
         if (!c->n) {
@@ -219,6 +246,7 @@ int h_simulate_check(const h_simulate_cfg_t *o)
             c->coloc = h_engine_label_colocated(label);
             c->lb = (int)h_jnum(r, "local_batch", 64), c->overlap = h_jflag(r, "overlap", 1);
             c->bucket_mb = h_jnum(r, "bucket_mb", 25), c->shrink = h_jnum(r, "shrink", 1), c->dilate = h_jnum(r, "dilate", 1);
+            c->lat_us = ns.lat_us;
             c->bps = ns.bits_per_s * ns.eff, c->esz = strcmp(gd, "f32") ? 2 : 4;
         }
         if (s_add(c, ms) < 0) rc = err_set(ERR_NOMEM, "simulate: out of memory");
@@ -229,11 +257,13 @@ int h_simulate_check(const h_simulate_cfg_t *o)
     printf("# fitted from the bench lines only: %.2f us a hop (the host ring over TCP between namespaces, %d worlds), a GPU's "
            "link inside a machine %.3g Gbit/s before shrink and dilation (the host ring over shared memory, %d worlds)\n",
            fit.lat_s * 1e6, fit.nlat, fit.shm_bps / 1e9, fit.nshm);
-    printf("#  engine               model        GPUs  NxG    K  launches  emulated(ms)  simulated(ms)   error\n");
+    printf("#  engine               model        GPUs  NxG    K  lat  launches  emulated(ms)  simulated(ms)   error\n");
     h_lines_t lines;
     h_lines_open(&lines, &o->out, "simulate");
-    double *err = calloc((size_t)(npts ? npts : 1), sizeof *err);
-    int ne = 0;
+    double *err = calloc((size_t)(npts ? npts : 1), sizeof *err), *errn = calloc((size_t)(npts ? npts : 1), sizeof *errn),
+           *errl = calloc((size_t)(npts ? npts : 1), sizeof *errl);
+    if (!err || !errn || !errl) rc = err_set(ERR_NOMEM, "simulate: out of memory");
+    int ne = 0, nn = 0, nl = 0;
     for (int k = 0; k < npts && rc == 0; k++) {
         s_pt_t *c = &pts[k];
         if (c->P < 1 || c->N * c->G < c->P) continue;
@@ -241,32 +271,27 @@ int h_simulate_check(const h_simulate_cfg_t *o)
         if (rc < 0) break;
         double meas = s_median(c->ms, c->n), e = (c->sim_ms - meas) / meas;
         err[ne++] = fabs(e);
-        printf("  %-20s %-12s %5d %3dx%-3d %2d %6d %13.1f %14.1f %+7.1f%%\n", c->label, c->model, c->P, c->N, c->G,
-               c->server_nodes, c->n, meas, c->sim_ms, 100 * e);
+        if (c->lat_us > 0) errl[nl++] = fabs(e);
+        else errn[nn++] = fabs(e);
+        printf("  %-20s %-12s %5d %3dx%-3d %2d %4g %6d %13.1f %14.1f %+7.1f%%\n", c->label, c->model, c->P, c->N, c->G,
+               c->server_nodes, c->lat_us, c->n, meas, c->sim_ms, 100 * e);
         fflush(stdout);
         if (o->out.json)
             h_lines_add(&lines, json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:i, "
-                                          "s:f, s:f}",
+                                          "s:f, s:f, s:f}",
                                           "kind", "check", "engine", c->engine, "engine_label", c->label, "model", c->model,
                                           "gpus", c->P, "nodes", c->N, "gpus_per_node", c->G, "server_nodes", c->server_nodes,
                                           "launches", c->n, "emulated_ms", meas, "simulated_ms", c->sim_ms, "error", e,
                                           "inter_bps", c->bps, "shrink", c->shrink, "dilate", c->dilate, "local_batch", c->lb,
-                                          "lat_us_fitted", fit.lat_s * 1e6, "shm_bps_fitted", fit.shm_bps));
+                                          "lat_us", c->lat_us, "lat_us_fitted", fit.lat_s * 1e6, "shm_bps_fitted", fit.shm_bps));
     }
-    if (rc == 0 && ne) {
-        double md = s_median(err, ne);
-        int w10 = 0;
-        for (int k = 0; k < ne; k++) w10 += err[k] <= 0.10;
-        printf("# %d configurations: |error| median %.1f%%, 90th percentile %.1f%%, worst %.1f%%; within 10%%: %d\n", ne,
-               100 * md, 100 * err[(int)floor(0.9 * (ne - 1))], 100 * err[ne - 1], w10);
-        if (o->out.json)
-            h_lines_add(&lines, json_pack("{s:s, s:i, s:f, s:f, s:f, s:i, s:f, s:f}", "kind", "check-summary", "configs", ne,
-                                          "error_median", md, "error_p90", err[(int)floor(0.9 * (ne - 1))],
-                                          "error_worst", err[ne - 1], "within_10pct", w10, "lat_us_fitted", fit.lat_s * 1e6,
-                                          "shm_bps_fitted", fit.shm_bps));
+    if (rc == 0) {
+        s_summary("", err, ne, &lines, o->out.json != NULL, &fit);
+        s_summary("without lat=", errn, nn, &lines, o->out.json != NULL, &fit);
+        s_summary("with lat=", errl, nl, &lines, o->out.json != NULL, &fit);
     }
     int wrc = h_lines_close(&lines, "the simulate lines");
     for (int k = 0; k < npts; k++) free(pts[k].ms);
-    free(pts), free(err);
+    free(pts), free(err), free(errn), free(errl);
     return rc < 0 ? rc : wrc;
 }

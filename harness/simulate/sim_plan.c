@@ -33,7 +33,7 @@ static int s_cmp(const void *a, const void *b)
  * across machines. */
 static double s_route_lat(const h_sim_platform_t *pl, int workers, int a, int b)
 {
-    return (h_sim_machine(pl, workers, a) == h_sim_machine(pl, workers, b) ? 2 : 4) * pl->lat_s;
+    return h_sim_machine(pl, workers, a) == h_sim_machine(pl, workers, b) ? 2 * pl->lat_s : 4 * pl->lat_s + 2 * pl->nic_lat_s;
 }
 
 /* A step's shape for merging: a hash of its (source, destination) pairs when every rank sends at most one
@@ -157,7 +157,7 @@ int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *
     if (pl->nodes < 1 || pl->gpus_per_node < 1 || s0->workers > pl->nodes * pl->gpus_per_node)
         return err_set(ERR_INVAL, "simulate: %d workers do not fit %d machines of %d GPUs", s0->workers, pl->nodes,
                        pl->gpus_per_node);
-    if (!(pl->inter_bps > 0) || !(pl->intra_bps > 0) || pl->lat_s < 0 || !(pl->framing > 0))
+    if (!(pl->inter_bps > 0) || !(pl->intra_bps > 0) || pl->lat_s < 0 || pl->nic_lat_s < 0 || !(pl->framing > 0))
         return err_set(ERR_INVAL, "simulate: link rates must be > 0 and the latency >= 0");
     for (int b = 1; b < w->nb; b++)
         if (w->sched[b].world != s0->world || w->sched[b].workers != s0->workers || w->sched[b].dataflow != s0->dataflow)

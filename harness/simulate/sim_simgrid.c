@@ -318,7 +318,8 @@ static void s_xml(FILE *f, const h_sim_platform_t *pl, const h_sim_plan_t *p)
                    "<link id=\"d%d\" bandwidth=\"%.17gBps\" latency=\"%.17gs\"/>\n", r, intra, pl->lat_s, r, intra, pl->lat_s);
     for (int m = 0; m < p->machines; m++)
         fprintf(f, "<link id=\"nu%d\" bandwidth=\"%.17gBps\" latency=\"%.17gs\"/>\n"
-                   "<link id=\"nd%d\" bandwidth=\"%.17gBps\" latency=\"%.17gs\"/>\n", m, inter, pl->lat_s, m, inter, pl->lat_s);
+                   "<link id=\"nd%d\" bandwidth=\"%.17gBps\" latency=\"%.17gs\"/>\n", m, inter, pl->lat_s + pl->nic_lat_s, m, inter,
+                pl->lat_s + pl->nic_lat_s);
     for (int r = 0; r < p->world; r++) {
         int m = h_sim_machine(pl, p->workers, r);
         fprintf(f, "<route src=\"r%d\" dst=\"m%d\" symmetrical=\"NO\"><link_ctn id=\"u%d\"/></route>\n"
