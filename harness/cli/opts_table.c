@@ -369,11 +369,13 @@ const h_opt_t h_opt_table[] = {
        "  --dilate K            compute times x K, link rates / K, reported times / K (default 1)\n"),
     SECTION("\nOutput:\n", " train bench run model report gemm explain simulate "),
     STR("net", net,
-        "  --net bw=RATE[,per=rank|node][,nodes=K][,queue=MS][,gso=off][,cc=NAME]   emulated network (root):\n"
+        "  --net bw=RATE[,per=rank|node][,nodes=K][,queue=MS][,gso=off][,cc=NAME][,lat=US]   emulated network (root):\n"
         "                        one namespace per rank (or per node group), veth + bridge, tc tbf at RATE both\n"
         "                        ways (e.g. bw=1gbit), a packet waiting at most queue= ms (default 100) before\n"
         "                        a drop; gso=off: one MTU frame per packet, a 1 ms token bucket at any rate;\n"
-        "                        ranks talk TCP with congestion control cc= (default " H_NETEM_CC_DEFAULT ", not the host's)\n"),
+        "                        ranks talk TCP with congestion control cc= (default " H_NETEM_CC_DEFAULT ", not the host's);\n"
+        "                        lat=US: a per-hop latency, 4 hops (4 x US x --dilate) held on each NIC's egress, as\n"
+        "                        `simulate --lat` counts a transfer across machines (needs iptables: an NFQUEUE)\n"),
     STR("json", json, "  --json FILE           append one JSON object per line per result ('-' = stdout)\n"),
     STR("label", label,
         "  --label NAME          name this run: written into every JSON line (\"label\"), shown by report;\n"
