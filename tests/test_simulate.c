@@ -4,6 +4,7 @@
  * of its own takes P buffers through its NIC each way. And `harness simulate` itself: its refusals and
  * its result lines. Skipped, saying why, in a build without SimGrid. */
 #include <criterion/criterion.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -284,7 +285,8 @@ Test(simulate, train_mode_every_layout, .timeout = 180)
 }
 
 /* --emulated: the latency comes from the bench lines alone (a least-squares line through the host ring's
- * times over TCP: its intercept is 2 (P - 1) steps of 4 hops), and each training line is a check point. */
+ * times over TCP: its intercept is 2 (P - 1) steps of 4 hops; a bench with lat= is left out of the fit), and
+ * each training line is a check point; one with lat= is its own configuration, simulated with its latency. */
 Test(simulate, the_check_fits_on_benches_and_checks_on_training, .timeout = 120)
 {
     s_need_simgrid();
@@ -299,19 +301,42 @@ Test(simulate, the_check_fits_on_benches_and_checks_on_training, .timeout = 120)
     for (int k = 1; k <= 4; k *= 4)
         fprintf(f, "{\"mode\":\"bench\",\"engine_label\":\"ring\",\"world\":2,\"transport\":\"tcp\",\"net\":\"bw=1gbit\","
                    "\"bytes\":%d,\"time_us\":%.3f}\n", k << 20, 80 + 8e-3 * (double)(k << 20));
+    /* 5 ms more: fitted, it would move the hop latency far from 10 us */
+    fprintf(f, "{\"mode\":\"bench\",\"engine_label\":\"ring\",\"world\":2,\"transport\":\"tcp\",\"net\":\"bw=1gbit,lat=500\","
+               "\"bytes\":%d,\"time_us\":%.3f}\n", 2 << 20, 5080 + 8e-3 * (double)(2 << 20));
     fprintf(f, "{\"mode\":\"bench\",\"engine_label\":\"ring\",\"world\":4,\"transport\":\"shm\",\"net\":\"\","
                "\"bytes\":67108864,\"time_us\":50000}\n");
     fprintf(f, "{\"mode\":\"train\",\"emulated\":true,\"host_bound\":false,\"engine\":\"ring\",\"engine_label\":\"ring\","
                "\"model\":\"resnet50\",\"device\":\"v100\",\"world\":4,\"nodes\":2,\"gpus_per_node\":2,\"servers\":0,"
                "\"server_nodes\":0,\"net\":\"inter=25gbit\",\"local_batch\":64,\"bucket_mb\":25,\"overlap\":true,"
                "\"shrink\":32,\"dilate\":1,\"grad_dtype\":\"f32\",\"emu_step_ms\":180.0}\n");
+    fprintf(f, "{\"mode\":\"train\",\"emulated\":true,\"host_bound\":false,\"engine\":\"ring\",\"engine_label\":\"ring\","
+               "\"model\":\"resnet50\",\"device\":\"v100\",\"world\":4,\"nodes\":2,\"gpus_per_node\":2,\"servers\":0,"
+               "\"server_nodes\":0,\"net\":\"inter=25gbit,lat=2000\",\"local_batch\":64,\"bucket_mb\":25,\"overlap\":true,"
+               "\"shrink\":32,\"dilate\":1,\"grad_dtype\":\"f32\",\"emu_step_ms\":180.0}\n");
     fclose(f);
     snprintf(cmd, sizeof cmd, "%s simulate --json %s/c.jsonl --emulated %s", h, dir, path);
     cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
     cr_expect(strstr(out, "10.00 us a hop"), "%s", out);
-    cr_expect(strstr(out, "1 configurations"), "%s", out);
+    cr_expect(strstr(out, "# 2 configurations") && strstr(out, "without lat=: 1 configurations") &&
+              strstr(out, "with lat=: 1 configurations"), "%s", out);
     snprintf(path, sizeof path, "%s/c.jsonl", dir);
-    cr_expect_eq(count_lines(path, "\"kind\":\"check\""), 1);
-    cr_expect_eq(count_lines(path, "\"kind\":\"check-summary\""), 1);
+    cr_expect_eq(count_lines(path, "\"kind\":\"check\""), 2);
+    cr_expect_eq(count_lines(path, "\"kind\":\"check-summary\""), 3, "all, without lat=, with lat=");
+    cr_expect_eq(count_lines(path, "\"subset\":\"all\""), 1);
+    /* lat=2000: each machine-switch hop 4 ms more, a transfer across machines 8 ms; the ring's steps across
+     * machines pay it, so the simulated step grows by well over 8 ms */
+    double sim[2] = {0, 0};
+    FILE *c = fopen(path, "r");
+    cr_assert(c);
+    char line[4096];
+    while (fgets(line, sizeof line, c)) {
+        json_t *j = json_loads(line, 0, NULL);
+        if (j && !strcmp(json_string_value(json_object_get(j, "kind")) ? json_string_value(json_object_get(j, "kind")) : "", "check"))
+            sim[json_number_value(json_object_get(j, "lat_us")) > 0] = json_number_value(json_object_get(j, "simulated_ms"));
+        json_decref(j);
+    }
+    fclose(c);
+    cr_expect(sim[0] > 0 && sim[1] > sim[0] + 8, "simulated %.1f ms without lat=, %.1f with lat=2000", sim[0], sim[1]);
     tmpdir_remove(dir);
 }
