@@ -57,7 +57,7 @@ TEST_LIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/lib/*.c))
 TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 LIB := $(BUILD)/libsyncbench.a
 
-.PHONY: all deps run test clean paper peers
+.PHONY: all deps run test clean paper peers docs
 all: $(BUILD)/harness $(TESTS)
 
 # A missing library is named (pkg-config, package by package) before any compiling, not found by the linker.
@@ -149,6 +149,10 @@ test: deps
 
 paper:
 	@$(MAKE) --no-print-directory -C paper
+
+# docs/results.md and README.md's headline block, generated from results/ (tests/test_docs.c fails when stale)
+docs:
+	@scripts/gen-docs
 
 clean:
 	rm -rf $(BUILD)

@@ -273,9 +273,9 @@ Test(simulate, train_mode_every_layout, .timeout = 180)
              "%s simulate --engine all --model resnet50 --nodes 2 --gpus-per-node 2 --net inter=25gbit --lat 5 --steps 2 "
              "--json %s", h, path);
     cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
-    cr_expect_eq(count_lines(path, "\"kind\":\"train\""), 8, "ring, tree and six PS layouts: %s", out);
+    cr_expect_eq(count_lines(path, "\"kind\":\"train\""), 9, "ring, ring-hier, tree and six PS layouts: %s", out);
     cr_expect_eq(count_lines(path, "\"engine_label\":\"ps-K=N\""), 1, "%s", out);
-    cr_expect_eq(count_lines(path, "\"spread\":\"uniform\""), 8, "the cited default spread: %s", out);
+    cr_expect_eq(count_lines(path, "\"spread\":\"uniform\""), 9, "the cited default spread: %s", out);
     snprintf(cmd, sizeof cmd, "%s train --engine all --procs 2", h);
     cr_expect_eq(run_cmd(cmd, out, sizeof out), 2, "--engine all outside simulate: %s", out);
     cr_expect(strstr(out, "simulate's"), "%s", out);

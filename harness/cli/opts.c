@@ -352,6 +352,10 @@ static int s_finish(h_opts_t *o, int argc, char **argv, int next)
         return err_set(ERR_INVAL, "--nnodes needs --master HOST:PORT (the address of node 0)");
     if (o->nnodes && o->node_rank >= o->nnodes)
         return err_set(ERR_INVAL, "--node-rank %d must be < --nnodes %d", o->node_rank, o->nnodes);
+    for (int i = 0; i < o->nengines && (!o->mode || strcmp(o->mode, "simulate")); i++)
+        if (!h_engine_find(o->engines[i]))
+            return err_set(ERR_INVAL, "--engine %s: a layout's label is simulate's; give the engine and its options (%s)",
+                           o->engines[i], h_engine_names());
     if (o->engine_all && (!o->mode || strcmp(o->mode, "simulate")))
         return err_set(ERR_INVAL, "--engine all is simulate's (every layout side by side); give engines by name (%s)",
                        h_engine_names());

@@ -1,6 +1,7 @@
 /* opts_table.c: the harness option table (name, argument kind, where the value goes, help text) and
  * the value parsers it names; opts.c makes getopt_long's array, the parser and the help from it. */
 #include "harness/cli/opts_int.h"
+#include "harness/registry/layouts.h"
 #include "harness/emulate/netspec.h"
 #include "core/err.h"
 #include <errno.h>
@@ -87,7 +88,10 @@ static int s_engine(h_opts_t *o, const h_opt_t *d, const char *v)
     }
     for (char *save = NULL, *t = strtok_r(engbuf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         if (h_engine_unbuilt(t)) return err_set(ERR_INVAL, "--engine %s: %s", t, h_engine_unbuilt(t));
-        if (!h_engine_find(t)) return err_set(ERR_INVAL, "unknown engine '%s' (known: %s)", t, h_engine_names());
+        /* a layout's label (ps-K=N, ring-hier, ...) names an engine configuration: simulate's (h_opts_parse) */
+        if (!h_engine_find(t) && !h_layout_find(t))
+            return err_set(ERR_INVAL, "unknown engine '%s' (known: %s; simulate also takes the layouts of --engine all)", t,
+                           h_engine_names());
         if (o->nengines >= H_MAX_ENGINES) return h_opt_bad("--engine", v, "at most 8 engines");
         o->engines[o->nengines++] = t;
     }

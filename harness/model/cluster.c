@@ -242,6 +242,65 @@ static void s_verdict(const h_model_cluster_cfg_t *o, const s_point_t *p, const 
            sp[ar] >= sp[ps] ? ">=" : "<", h_mc_layouts[ps].label, sp[ps], win == ar ? h_mc_layouts[ar].label : "the PS layout");
 }
 
+/* Beside the model's table, the simulator's figures for the same model, device, batch, machines of G and
+ * NIC rate where the files hold `harness simulate --model` lines (they are read, not run: the simulator is
+ * a room above this one): speedups over one device with latency, link sharing and stragglers simulated. */
+static void s_sim_beside(const h_model_cluster_cfg_t *o, const s_point_t *p, int G, double line_bps)
+{
+    h_jobj_t *objs = NULL;
+    size_t n = 0, nbad = 0;
+    if (!o->nfiles || h_jread_files(o->nfiles, o->files, &objs, &n, &nbad, NULL) < 0) return;
+    int gp[32], ng = 0;
+    char labels[16][48];
+    int nl = 0;
+    for (size_t i = 0; i < n; i++) {
+        const h_jobj_t *r = &objs[i];
+        if (strcmp(h_jstr(r, "mode", ""), "simulate") || strcmp(h_jstr(r, "kind", ""), "train") ||
+            strcmp(h_jstr(r, "model", ""), p->wl->name) || strcmp(h_jstr(r, "device", ""), p->dev.name) ||
+            (int)h_jnum(r, "gpus_per_node", 0) != G || (size_t)h_jnum(r, "batch_per_gpu", 0) != p->local_batch ||
+            fabs(h_jnum(r, "inter_bps", 0) - line_bps) > 1e-6 * line_bps)
+            continue;
+        int g = (int)h_jnum(r, "gpus", 0), k, seen = 0;
+        for (k = 0; k < ng; k++) seen |= gp[k] == g;
+        if (!seen && ng < 32) gp[ng++] = g;
+        const char *lab = h_jstr(r, "engine_label", "");
+        for (k = 0, seen = 0; k < nl; k++) seen |= !strcmp(labels[k], lab);
+        if (!seen && nl < 16) snprintf(labels[nl++], sizeof labels[0], "%s", lab);
+    }
+    if (!ng) {
+        h_jfree_all(&objs, &n);
+        return;
+    }
+    for (int a = 0; a < ng; a++) /* ascending GPUs */
+        for (int b = a + 1; b < ng; b++)
+            if (gp[b] < gp[a]) { int t = gp[a]; gp[a] = gp[b]; gp[b] = t; }
+    printf("# the simulator's speedups over one device (harness simulate lines in the files, SimGrid: latency, link\n"
+           "# sharing, incast and stragglers simulated, docs/simulate.md), beside the model's above; the last one for\n"
+           "# a configuration in the files\n# %-20s", "simulated");
+    for (int k = 0; k < ng; k++) printf(" %7d", gp[k]);
+    printf("\n");
+    for (int l = 0; l < nl; l++) {
+        printf("  %-20s", labels[l]);
+        for (int k = 0; k < ng; k++) {
+            double sp = -1;
+            for (size_t i = 0; i < n; i++) {
+                const h_jobj_t *r = &objs[i];
+                if (!strcmp(h_jstr(r, "mode", ""), "simulate") && !strcmp(h_jstr(r, "kind", ""), "train") &&
+                    !strcmp(h_jstr(r, "model", ""), p->wl->name) && !strcmp(h_jstr(r, "device", ""), p->dev.name) &&
+                    (int)h_jnum(r, "gpus_per_node", 0) == G && (int)h_jnum(r, "gpus", 0) == gp[k] &&
+                    (size_t)h_jnum(r, "batch_per_gpu", 0) == p->local_batch &&
+                    fabs(h_jnum(r, "inter_bps", 0) - line_bps) <= 1e-6 * line_bps &&
+                    !strcmp(h_jstr(r, "engine_label", ""), labels[l]))
+                    sp = h_jnum(r, "speedup", -1);
+            }
+            if (sp >= 0) printf(" %7.2f", sp);
+            else printf(" %7s", "-");
+        }
+        printf("\n");
+    }
+    h_jfree_all(&objs, &n);
+}
+
 /* Prints the table; with --json appends its lines ("kind":"cluster") in one write, whole or not at all. */
 static int s_extrapolate(const h_model_cluster_cfg_t *o, const s_point_t *p, const h_cal_t *t, int G, double bps)
 {
@@ -353,6 +412,7 @@ int h_model_cluster(const h_model_cluster_cfg_t *o)
            "# it on the same machines, else the incast law); the emulated runs share them, a real cluster may not\n",
            cc);
     rc = s_extrapolate(o, &p, &cal, G, bps);
+    if (rc == 0) s_sim_beside(o, &p, G, bps / eff);
     if (rc == 0 && o->nfiles && !o->no_check) rc = h_mc_check(&cal, o->nfiles, o->files, &o->out, NULL);
     h_mc_point_free(&p);
     h_cal_free(&cal);

@@ -9,6 +9,8 @@
 
 static const h_layout_t s_layouts[] = {
     {"ring", "ring", "", 0, "the ring allreduce (reduce-scatter, allgather; the one-shot for small messages)"},
+    {"ring-hier", "ring", "ring-hier", 0,
+     "the hierarchical allreduce (Horovod, NCCL): reduce to each machine's first GPU, ring among them, broadcast"},
     {"tree", "tree", "", 0, "the double binary tree allreduce (reduce up two trees, broadcast down)"},
     {"ps-1server", "ps", "servers=1", 1, "one dedicated PS server on a CPU machine of its own"},
     {"ps-per-node", "ps", "servers=N", 0, "one PS server on every GPU machine (TensorFlow's layout)"},
@@ -22,6 +24,13 @@ static const h_layout_t s_layouts[] = {
 #define S_N ((int)(sizeof s_layouts / sizeof s_layouts[0]))
 
 int h_layout_count(void) { return S_N; }
+
+const h_layout_t *h_layout_find(const char *label)
+{
+    for (int i = 0; label && i < S_N; i++)
+        if (!strcmp(s_layouts[i].label, label)) return &s_layouts[i];
+    return NULL;
+}
 const h_layout_t *h_layout_at(int i) { return i >= 0 && i < S_N ? &s_layouts[i] : NULL; }
 
 void h_layouts_help(char *out, size_t len)

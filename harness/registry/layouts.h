@@ -17,6 +17,8 @@ typedef struct {
 
 int h_layout_count(void);
 const h_layout_t *h_layout_at(int i);
+/* the layout of that label, or NULL */
+const h_layout_t *h_layout_find(const char *label);
 /* "ring, tree, ps-1server, ..." with each one's about, one a line, for help */
 void h_layouts_help(char *out, size_t len);
 /* The engine set of layout L on N GPU machines: base's settings and option blobs, copied into store (freed

@@ -3,6 +3,7 @@
  * written as "mode":"simulate" result lines. */
 #include "harness/simulate/simulate.h"
 #include "harness/simulate/sim.h"
+#include "harness/registry/layouts.h"
 #include "harness/emulate/netspec.h"
 #include "core/err.h"
 #include "core/sched.h"
@@ -55,10 +56,19 @@ int h_simulate(const h_simulate_cfg_t *o)
             sched_env_t env = {.workers = P, .one_host_shm = 0, .device = -1, .segmented = 1, .seg_bytes = o->es.seg_bytes,
                                .gpus_per_node = G};
             sched_t s;
-            rc = h_engine_schedule(&o->es, eng, &env, count, esz, &s);
+            const h_layout_t *L = h_engine_find(eng) ? NULL : h_layout_find(eng); /* a layout's label */
+            h_engset_t es = o->es;
+            void *store[H_MAX_ENGINES] = {0};
+            h_sim_platform_t lp = pl;
+            if (L) {
+                rc = h_layout_engset(L, N, &o->es, &es, store);
+                lp.server_nodes = h_layout_server_nodes(L, N);
+            }
+            if (rc == 0) rc = h_engine_schedule(&es, L ? L->engine : eng, &env, count, esz, &s);
+            h_layout_free(store);
             if (rc < 0) break;
             h_sim_result_t r;
-            rc = h_sim_collective(&pl, &s, &r);
+            rc = h_sim_collective(&lp, &s, &r);
             if (rc == 0) {
                 double bytes = (double)(count * esz), algbw = bytes / r.time_s / 1e9, busbw = algbw * 2.0 * (P - 1) / P;
                 printf("  %12zu  %-8s %10.1f %8.3f %8.3f %12llu %9llu %8.2f\n", count * esz, s.algo, r.time_s * 1e6, algbw,

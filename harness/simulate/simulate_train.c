@@ -89,6 +89,11 @@ static int s_one(const h_simulate_cfg_t *o, const s_conf_t *c, const h_sim_platf
     double param = 0;
     if (rc == 0) rc = s_spread_parse(o->spread, kind, sizeof kind, &param);
     if (rc == 0) s_factors(kind, param, o->seed, P, f);
+    char label[112];
+    snprintf(label, sizeof label, "%.47s", c->label);
+    /* an engine whose options change its algorithm (the ring's --ring-hier) says so, as its runs' labels do */
+    if (rc == 0 && !c->layout && strcmp(s[nb - 1].algo, c->engine) && strcmp(s[nb - 1].algo, "oneshot"))
+        snprintf(label, sizeof label, "%.40s-%.15s", c->engine, s[nb - 1].algo);
     h_sim_result_t r;
     if (rc == 0) {
         h_sim_work_t w = {.nb = nb, .sched = s, .ready_s = ready, .total_s = total,
@@ -98,7 +103,7 @@ static int s_one(const h_simulate_cfg_t *o, const s_conf_t *c, const h_sim_platf
     }
     if (rc == 0) {
         double sps = (double)P * (double)lb / r.time_s, speedup = sps / one_sps;
-        printf("  %-13s %6d %4dx%-4d %9.2f %11.1f %8.2f %6.1f%% %9.1f %5.0f%% %-4s %10llu %3d %7.1f\n", c->label, P, N, G,
+        printf("  %-15s %6d %4dx%-4d %9.2f %11.1f %8.2f %6.1f%% %9.1f %5.0f%% %-4s %10llu %3d %7.1f\n", label, P, N, G,
                r.time_s * 1e3, sps, speedup, 100 * speedup / P, (double)r.nic_max_bytes / 1048576.0, 100 * r.link_util,
                r.link_is_nic ? "nic" : "gpu", (unsigned long long)r.comms, r.merge, r.wall_s);
         fflush(stdout);
@@ -108,7 +113,7 @@ static int s_one(const h_simulate_cfg_t *o, const s_conf_t *c, const h_sim_platf
             h_lines_add(lines, json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, "
                                          "s:o, s:f, s:f, s:f, s:I, s:f, s:s, s:I, s:i, s:i, s:f, s:f, s:f, s:f, s:f, "
                                          "s:s, s:f, s:I}",
-                                         "kind", "train", "engine", c->engine, "engine_label", c->label, "model", wl->name,
+                                         "kind", "train", "engine", c->engine, "engine_label", label, "model", wl->name,
                                          "device", dev->name, "gpus", P, "world", s[0].world, "nodes", N,
                                          "gpus_per_node", G, "server_nodes", pl.server_nodes, "batch_per_gpu", (int)lb,
                                          "bucket_mb", o->bucket_mb, "step_ms", r.time_s * 1e3, "samples_per_s", sps,
@@ -163,8 +168,9 @@ int h_simulate_train(const h_simulate_cfg_t *o, const h_sim_platform_t *base)
             confs[nc] = (s_conf_t){.engine = L->engine, .layout = L};
             snprintf(confs[nc].label, sizeof confs[nc].label, "%s", L->label);
         }
-    for (int i = 0; i < o->nengines && nc < 16; i++, nc++) {
-        confs[nc] = (s_conf_t){.engine = o->engines[i]};
+    for (int i = 0; i < o->nengines && nc < 16; i++, nc++) { /* an engine with the command line's options, or a layout */
+        const h_layout_t *L = h_engine_find(o->engines[i]) ? NULL : h_layout_find(o->engines[i]);
+        confs[nc] = (s_conf_t){.engine = L ? L->engine : o->engines[i], .layout = L};
         snprintf(confs[nc].label, sizeof confs[nc].label, "%s", o->engines[i]);
     }
     char kind[16];
@@ -185,7 +191,7 @@ int h_simulate_train(const h_simulate_cfg_t *o, const h_sim_platform_t *base)
         printf("# one GPU alone: %.1f samples/s; %d steps a run; stragglers: --spread %s (seed %llu); a ring's steps: %s "
                "(--sim-groups; K: the most steps in a group)\n",
                one_sps, o->steps, o->spread ? o->spread : S_SPREAD_DEFAULT, (unsigned long long)o->seed, grp);
-        printf("#  engine          GPUs  NxG     step(ms)   samples/s  speedup   eff.  NIC MiB/step busiest    comms   "
+        printf("#  engine            GPUs  NxG     step(ms)   samples/s  speedup   eff.  NIC MiB/step busiest    comms   "
                "K   sim(s)\n");
     }
     h_lines_t lines;
