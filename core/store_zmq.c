@@ -26,6 +26,7 @@
 #include "core/store_zmq.h"
 #include "core/store.h"
 #include "core/auth.h"
+#include "core/zsec.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/timer.h"
@@ -44,6 +45,7 @@ typedef struct {
     const boot_cfg_t *cfg;
     void *ctx, *dealer;
     server_t *srv;           /* rank 0 only */
+    zsec_watch_t *watch;     /* the dealer's handshakes, until the hello */
     uint64_t seq;
 } zstore_t;
 
@@ -125,6 +127,8 @@ static int s_zmq_open(void **impl_p, const boot_cfg_t *cfg, uint64_t deadline)
     if (!(z->ctx = zmq_ctx_new())) return err_set(ERR_SYS, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
     if (cfg->rank == 0) CHECK(szmq_server_start(&z->srv, z->ctx, cfg));
     if (!(z->dealer = zmq_socket(z->ctx, ZMQ_DEALER))) return err_set(ERR_SYS, "zmq_socket: %s", zmq_strerror(zmq_errno()));
+    CHECK(zsec_client(&cfg->auth, z->dealer, "store"));
+    CHECK(zsec_watch(&z->watch, z->ctx, z->dealer));
     int zero = 0, sndto = cfg->timeout_ms, rcvhwm = STORE_RCVHWM, sndhwm = STORE_SNDHWM;
     int64_t maxmsg = STORE_MAXMSG;
     zmq_setsockopt(z->dealer, ZMQ_LINGER, &zero, sizeof zero);
@@ -178,7 +182,17 @@ static int s_zmq_hello(void *impl, uint64_t deadline)
     int st;
     size_t dl;
     void *detail = NULL;
-    int rc = cfg->auth.set ? s_zmq_challenge(z, deadline, hv) : 0;
+    char why[128] = "";
+    int rc = zsec_wait_handshake(z->watch, deadline_left_ms(deadline), why, sizeof why);
+    zsec_unwatch(&z->watch);
+    if (rc == ERR_AUTH && !cfg->auth.set)
+        return err_set(ERR_AUTH, "the store at %s:%d requires a job secret and this rank has none (its handshake: %s): set "
+                       "SYNCBENCH_JOB_SECRET or SYNCBENCH_JOB_SECRET_FILE as rank 0's", cfg->host, cfg->port, why);
+    if (rc == ERR_AUTH)
+        return err_set(ERR_AUTH, "the store at %s:%d could not prove it knows the job secret (its CURVE handshake %s): "
+                       "not joining it (rank 0 has another SYNCBENCH_JOB_SECRET or none, or something else listens on "
+                       "that port)", cfg->host, cfg->port, why);
+    if (rc == 0 && cfg->auth.set) rc = s_zmq_challenge(z, deadline, hv);
     if (rc == 0) rc = s_call(z, 'H', cfg->job, hv, cfg->auth.set ? sizeof hv : 8, deadline, &st, &detail, &dl);
     if (rc == ERR_TIMEOUT)
         return err_set(ERR_TIMEOUT, "could not reach master %s:%d within %.1f s (is rank 0 running there? check "
@@ -263,6 +277,7 @@ static void s_zmq_destroy(void *impl, int leave)
         if (s_call(z, 'L', "", "", 0, deadline_in(wait), &st, &d, &dl) == 0) free(d);
     }
     szmq_server_stop(&z->srv, leave != 1);
+    zsec_unwatch(&z->watch);
     if (z->dealer) zmq_close(z->dealer);
     if (z->ctx) zmq_ctx_term(z->ctx);
     free(z);

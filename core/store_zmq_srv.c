@@ -5,6 +5,7 @@
 #include "core/store_zmq_int.h"
 #include "core/store.h"
 #include "core/auth.h"
+#include "core/zsec.h"
 #include "core/hash.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -152,6 +153,7 @@ typedef struct {
 
 struct server {
     void *router;
+    zsec_t *zap;                 /* the ZAP handler of the store's context (NULL without a secret) */
     auth_t auth;
     chal_t chal[CHAL_MAX];
     int chal_next;
@@ -483,6 +485,7 @@ static void s_server_free(server_t *s)
 {
     if (!s) return;
     if (s->router) zmq_close(s->router);
+    zsec_close(&s->zap);
     s_map_free(&s->map);
     auth_wipe(&s->auth);
     free(s->rid); free(s->rlen); free(s->joined); free(s->left); free(s->w);
@@ -510,8 +513,11 @@ int szmq_server_start(server_t **out, void *ctx, const boot_cfg_t *cfg)
     s->joined = calloc((size_t)cfg->world, 1);
     s->left = calloc((size_t)cfg->world, 1);
     if (!s->rid || !s->rlen || !s->joined || !s->left) { s_server_free(s); return err_set(ERR_NOMEM, "store server"); }
+    int zrc = zsec_open(&s->zap, ctx, &cfg->auth, "store");
+    if (zrc < 0) { s_server_free(s); return zrc; }
     s->router = zmq_socket(ctx, ZMQ_ROUTER);
     if (!s->router) { s_server_free(s); return err_set(ERR_SYS, "zmq_socket: %s", zmq_strerror(zmq_errno())); }
+    if ((zrc = zsec_server(&cfg->auth, s->router, "store")) < 0) { s_server_free(s); return zrc; }
     int zero = 0, sndto = 1000, rcvhwm = STORE_RCVHWM, sndhwm = STORE_SNDHWM;
     int64_t maxmsg = STORE_MAXMSG;
     zmq_setsockopt(s->router, ZMQ_LINGER, &zero, sizeof zero);

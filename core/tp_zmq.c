@@ -14,6 +14,7 @@
  * delivers misaligned is copied once into an aligned bounce buffer. Frames are validated (routing id
  * length, rank range, frame count, size); anything else is dropped and counted. */
 #include "core/tp_backend.h"
+#include "core/zsec.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/timer.h"
@@ -50,6 +51,7 @@ typedef struct {
     auth_t auth;
     store_t *store;
     void *zctx, *router;
+    zsec_t *zap;                 /* the ZAP handler of zctx (NULL without a secret) */
     zpeer_t *p;
     pthread_mutex_t pool_mu;
     void **pool;
@@ -93,6 +95,7 @@ static void s_destroy(void **be_p)
         }
     }
     if (self->router) zmq_close(self->router);
+    zsec_close(&self->zap);
     if (self->zctx) zmq_ctx_term(self->zctx); /* waits for zero-copy sends to release their buffers */
     for (int i = 0; i < self->npool; i++) free(self->pool[i]);
     free(self->pool);
@@ -122,8 +125,10 @@ static int s_open(void **be_p, const tp_backend_cfg_t *cfg)
     self->p = calloc((size_t)self->world, sizeof(zpeer_t));
     if (!self->pool || !self->p) { rc = ERR_NOMEM; goto fail; }
     self->zctx = zmq_ctx_new();
+    if (self->zctx) CHECK_GOTO(rc, zsec_open(&self->zap, self->zctx, &self->auth, "transport"), fail);
     self->router = self->zctx ? zmq_socket(self->zctx, ZMQ_ROUTER) : NULL;
     if (!self->router) { rc = err_set(ERR_SYS, "zmq: %s", zmq_strerror(zmq_errno())); goto fail; }
+    CHECK_GOTO(rc, zsec_server(&self->auth, self->router, "tp"), fail);
     int zero = 0, hwm = self->hwm;
     int64_t maxmsg = (int64_t)(self->slot_bytes > HELLO_BYTES ? self->slot_bytes : HELLO_BYTES);
     zmq_setsockopt(self->router, ZMQ_LINGER, &zero, sizeof zero);
@@ -198,6 +203,8 @@ static int s_dealer(zmq_be_t *self, int peer, uint64_t dl)
     free(val);
     void *s = zmq_socket(self->zctx, ZMQ_DEALER);
     if (!s) return err_set(ERR_SYS, "zmq_socket: %s", zmq_strerror(zmq_errno()));
+    int zrc = zsec_client(&self->auth, s, "tp");
+    if (zrc < 0) { zmq_close(s); return zrc; }
     int zero = 0, one = 1, hwm = self->hwm;
     int64_t maxmsg = 64; /* the peer's ROUTER never sends to us */
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);

@@ -45,6 +45,7 @@
  * (overlapping the partitions still outstanding); wait/attach return after the last copy. allreduce
  * stages the same way per partition (copy partition k, push it, copy k+1 while k travels). */
 #include "ps/ps_int.h"
+#include "core/zsec.h"
 
 static _Atomic unsigned s_gen_counter;
 
@@ -210,6 +211,7 @@ static int ps_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
         rc = err_set(ERR_IO, "ps: no ZeroMQ context");
         goto fail;
     }
+    if (self->is_server || colocate) CHECK_GOTO(rc, zsec_open(&self->zap, self->zctx, &comm->boot.auth, "ps server"), fail);
     /* with local aggregation a server's workers are the machines' leaders; its averages still over W */
     ps_server_cfg_t sc = {.zctx = self->zctx, .comm = comm, .nservers = S, .nworkers = self->lagg ? self->nmachines : W,
                           .wrank = self->lagg ? self->leaders : NULL, .ndiv = W, .mode = po.mode,
@@ -239,6 +241,7 @@ static int ps_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
         conn_t *c = &self->conns[s];
         c->sock = ps_van_socket(self->zctx, ZMQ_DEALER, self->cfg.timeout_ms, ps_max_frame(self->opt.partition_bytes));
         if (!c->sock) { rc = err_set(ERR_IO, "ps: cannot create a socket"); goto fail; }
+        CHECK_GOTO(rc, zsec_client(&comm->boot.auth, c->sock, "ps"), fail);
         zmq_setsockopt(c->sock, ZMQ_ROUTING_ID, self->id, PS_ID_LEN);
         char ep[300];
         if (colocate && psw_server_rank(self, s) == comm->rank) {
@@ -420,6 +423,7 @@ static void ps_destroy(engine_t **self_p)
         }
         free(self->conns);
     }
+    zsec_close(&self->zap);
     if (self->zctx) zmq_ctx_term(self->zctx);
     /* after the context: ZeroMQ no longer holds zero-copy frames of the staging buffers */
     if (self->stream) (void)dev_stream_wait(self->stream, 1000);

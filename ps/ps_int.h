@@ -57,6 +57,7 @@ struct engine {
     uint64_t job;
     unsigned char id[PS_ID_LEN];
     void *zctx;
+    struct zsec *zap;              /* the ZAP handler of zctx (NULL without a secret) */
     ps_server_t *server;      /* dedicated, or the colocated actor */
     conn_t *conns;            /* one per server (workers) */
     /* attached parameters */

@@ -26,6 +26,7 @@
  * the same s_on_message; before a ZeroMQ message of that worker, its lane messages sent earlier are
  * handled (zseq), and replies to it go back through the lane (pss_send). */
 #include "ps/ps_server_int.h"
+#include "core/zsec.h"
 #include <errno.h>
 #include <unistd.h>
 
@@ -505,7 +506,8 @@ int ps_server_new(ps_server_t **self_p, const ps_server_cfg_t *cfg)
     }
     for (int w = 0; w < cfg->nworkers; w++) ps_routing_id(self->job, w, self->ids[w]);
     self->router = ps_van_socket(cfg->zctx, ZMQ_ROUTER, self->cfg.timeout_ms, ps_max_frame(self->cfg.part_bytes));
-    int rc = s_bind(self);
+    int rc = self->router ? zsec_server(&self->auth, self->router, "ps") : err_set(ERR_IO, "ps server: no socket");
+    if (rc == 0) rc = s_bind(self);
     if (rc < 0) {
         ps_server_destroy(&self);
         return rc;

@@ -1,7 +1,7 @@
 /* test_auth.c: the job secret (core/auth.h): generation and hex round trip, MACs that fail on a tampered
  * byte, a replayed transcript or a reflected role, loading from SYNCBENCH_JOB_SECRET and a secret file
- * (mode 0644 refused), require_auth without a secret refused, and the ZeroMQ store: an intruder that
- * knows the job id and port but not the secret cannot register a rank (raw or through store_new) while
+ * (mode 0644 refused), require_auth without a secret refused, and the ZeroMQ store under CURVE: an intruder that
+ * knows the job id and port but not the secret gets no request through (NULL mechanism, or an unknown client key refused by ZAP), nor does store_new, while
  * the real rank still joins, and a rank refuses a master without the secret. Traffic on 127.0.0.1 only. */
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -17,6 +17,14 @@
 #include "core/boot.h"
 #include "core/err.h"
 #include "core/port.h"
+#include "core/zsec.h"
+#include <sodium.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include "tests/lib/flood.h"
+#include "tests/lib/ranks.h"
 
 #define HEX_A "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 #define HEX_B "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100"
@@ -145,7 +153,8 @@ static void s_cfg(rank_t *r, const char *m, int rank, const char *hex)
 }
 
 /* A raw DEALER: one request, one reply's status and detail. */
-static int s_raw(void *d, char op, const char *key, const void *val, size_t vlen, int *status, char *detail, size_t dlen)
+static int s_raw(void *d, char op, const char *key, const void *val, size_t vlen, int *status, char *detail, size_t dlen,
+                 int wait_ms)
 {
     unsigned char seq[8] = {9};
     zmq_send(d, &op, 1, ZMQ_SNDMORE);
@@ -153,7 +162,7 @@ static int s_raw(void *d, char op, const char *key, const void *val, size_t vlen
     zmq_send(d, key, strlen(key), ZMQ_SNDMORE);
     zmq_send(d, val, vlen, 0);
     zmq_pollitem_t it = {.socket = d, .events = ZMQ_POLLIN};
-    if (zmq_poll(&it, 1, 5000) != 1) return -1;
+    if (zmq_poll(&it, 1, wait_ms) != 1) return -1;
     unsigned char st[4] = {0}, sq[8];
     zmq_recv(d, st, 4, 0);
     zmq_recv(d, sq, 8, 0);
@@ -176,24 +185,37 @@ Test(auth_store, intruder_cannot_register_a_rank, .timeout = 30)
     pthread_t t0;
     pthread_create(&t0, NULL, s_join, &r0);
 
-    /* a raw intruder: knows the job id and the port, says HELLO as rank 1 with a made-up MAC */
+    /* a raw intruder without CURVE (NULL mechanism): knows the job id and the port, says HELLO as rank 1
+     * with a made-up MAC; the handshake fails on the mechanism, so no request reaches the store */
+    unsigned char hv[8 + AUTH_MAC_BYTES] = {1, 0, 0, 0, 2, 0, 0, 0};
+    memset(hv + 8, 0x77, AUTH_MAC_BYTES);
+    int st = 0;
+    char det[512], why[128] = "";
     void *ctx = zmq_ctx_new(), *d = zmq_socket(ctx, ZMQ_DEALER);
     int zero = 0;
     zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero);
+    zsec_watch_t *w = NULL;
+    cr_assert_eq(zsec_watch(&w, ctx, d), 0);
     zmq_connect(d, m);
-    unsigned char nc[AUTH_NONCE_BYTES] = {1}, hv[8 + AUTH_MAC_BYTES] = {1, 0, 0, 0, 2, 0, 0, 0};
-    memset(hv + 8, 0x77, AUTH_MAC_BYTES);
-    int st = 0;
-    char det[512];
-    cr_assert_eq(s_raw(d, 'H', r0.cfg.job, hv, 8, &st, det, sizeof det), 0);
-    cr_expect_eq(st, ERR_AUTH, "plain HELLO: %d %s", st, det);
-    cr_assert_eq(s_raw(d, 'C', r0.cfg.job, nc, sizeof nc, &st, det, sizeof det), 0);
-    cr_expect_eq(st, 0);
-    cr_assert_eq(s_raw(d, 'H', r0.cfg.job, hv, sizeof hv, &st, det, sizeof det), 0);
-    cr_expect_eq(st, ERR_AUTH, "forged MAC: %d %s", st, det);
-    cr_expect(strstr(det, "could not prove"), "%s", det);
-    cr_assert_eq(s_raw(d, 'S', "k", "v", 1, &st, det, sizeof det), 0);
-    cr_expect_eq(st, ERR_STATE, "no op before a HELLO that counted");
+    cr_expect_eq(zsec_wait_handshake(w, 5000, why, sizeof why), ERR_AUTH, "NULL mechanism: %s", why);
+    cr_expect_eq(s_raw(d, 'H', r0.cfg.job, hv, sizeof hv, &st, det, sizeof det, 1000), -1, "no reply to a NULL peer");
+    zsec_unwatch(&w);
+    zmq_close(d);
+    /* one that knows the server's public key (it is public) but not a client key of the job: ZAP refuses */
+    d = zmq_socket(ctx, ZMQ_DEALER);
+    zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero);
+    unsigned char spk[32], ssk[32], cpk[32], csk[32];
+    zsec_keypair(&r0.cfg.auth, "store", "server", spk, ssk);
+    crypto_box_keypair(cpk, csk);
+    zmq_setsockopt(d, ZMQ_CURVE_SERVERKEY, spk, 32);
+    zmq_setsockopt(d, ZMQ_CURVE_PUBLICKEY, cpk, 32);
+    zmq_setsockopt(d, ZMQ_CURVE_SECRETKEY, csk, 32);
+    cr_assert_eq(zsec_watch(&w, ctx, d), 0);
+    zmq_connect(d, m);
+    cr_expect_eq(zsec_wait_handshake(w, 5000, why, sizeof why), ERR_AUTH, "unknown client key: %s", why);
+    cr_expect(strstr(why, "ZAP"), "%s", why);
+    cr_expect_eq(s_raw(d, 'H', r0.cfg.job, hv, sizeof hv, &st, det, sizeof det, 1000), -1, "no reply to an unknown key");
+    zsec_unwatch(&w);
     zmq_close(d);
     zmq_ctx_term(ctx);
 
@@ -230,6 +252,65 @@ Test(auth_store, rank_refuses_a_master_without_the_secret, .timeout = 30)
     cr_expect_eq(r.rc, ERR_AUTH, "%d %s", r.rc, r.detail);
     cr_expect(strstr(r.detail, "store at 127.0.0.1"), "%s", r.detail);
     store_destroy(&st);
+}
+
+/* A raw peer floods the store's port: a ZMTP greeting (mech), then up to 256 MiB of 1 MiB frames flagged
+ * "more". Returns the RSS growth in KiB with the connection still open; *sent the bytes that went out. */
+static long s_flood_store(int port, const char *mech, size_t *sent)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    long before = rss_kb();
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert(fd >= 0);
+    struct timeval tv = {.tv_sec = 2};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    *sent = 0;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
+        unsigned char pre[128];
+        size_t n = flood_zmtp_greeting(pre, mech);
+        if (send(fd, pre, n, MSG_NOSIGNAL) == (ssize_t)n) *sent = n + flood_more_frames(fd, 256);
+    }
+    usleep(300000);
+    long grew = rss_kb() - before;
+    close(fd);
+    return grew;
+}
+
+/* Issue 33 section 1: an unfinished multi-frame message from a peer without the secret is never buffered.
+ * The same measurement without a secret (no CURVE) sees the store buffer the flood, so its bound detects
+ * buffering; with the secret the connection is dropped at the greeting and RSS stays within 32 MiB. */
+Test(auth_store, more_frames_flood_is_not_buffered, .timeout = 60)
+{
+    s_clean();
+    for (int secure = 0; secure < 2; secure++) {
+        for (int mech = 0; mech < (secure ? 2 : 1); mech++) {
+            int port = port_free_loopback();
+            char m[64];
+            snprintf(m, sizeof m, "tcp://127.0.0.1:%d", port);
+            rank_t r0, r1;
+            s_cfg(&r0, m, 0, secure ? HEX_A : NULL);
+            s_cfg(&r1, m, 1, secure ? HEX_A : NULL);
+            pthread_t t0;
+            pthread_create(&t0, NULL, s_join, &r0);
+            usleep(200000);
+            size_t sent = 0;
+            const char *mn = mech ? "CURVE" : "NULL";
+            long grew = s_flood_store(port, mn, &sent);
+            fprintf(stderr, "store %s, a %s greeting then 1 MiB more-frames: %.1f MiB sent, RSS grew %.1f MiB\n",
+                    secure ? "with a secret (CURVE)" : "without a secret", mn, sent / 1048576.0, grew / 1024.0);
+            if (secure) {
+                cr_expect_lt(grew, 32 * 1024, "RSS grew %ld KiB", grew);
+                cr_expect_lt(sent, (size_t)128 << 20, "the flood was refused (%zu bytes went out)", sent);
+            } else {
+                cr_expect_gt(grew, 128 * 1024, "without CURVE the store buffers the flood (the bound detects it): %ld KiB", grew);
+            }
+            s_join(&r1); /* the store still serves a real rank */
+            cr_expect_eq(r1.rc, 0, "%s", r1.detail);
+            pthread_join(t0, NULL);
+            cr_expect_eq(r0.rc, 0, "%s", r0.detail);
+        }
+    }
 }
 
 Test(auth_store, require_auth_without_secret_is_refused, .timeout = 10)

