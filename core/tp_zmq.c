@@ -130,7 +130,7 @@ static int s_open(void **be_p, const tp_backend_cfg_t *cfg)
     if (!self->router) { rc = err_set(ERR_SYS, "zmq: %s", zmq_strerror(zmq_errno())); goto fail; }
     CHECK_GOTO(rc, zsec_server(&self->auth, self->router, "tp"), fail);
     int zero = 0, hwm = self->hwm;
-    int64_t maxmsg = (int64_t)(self->slot_bytes > HELLO_BYTES ? self->slot_bytes : HELLO_BYTES);
+    int64_t maxmsg = (int64_t)(self->slot_bytes > HELLO_BYTES ? self->slot_bytes : HELLO_BYTES) + ZSEC_OVERHEAD;
     zmq_setsockopt(self->router, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(self->router, ZMQ_RCVHWM, &hwm, sizeof hwm);
     zmq_setsockopt(self->router, ZMQ_SNDHWM, &hwm, sizeof hwm);
@@ -206,7 +206,7 @@ static int s_dealer(zmq_be_t *self, int peer, uint64_t dl)
     int zrc = zsec_client(&self->auth, s, "tp");
     if (zrc < 0) { zmq_close(s); return zrc; }
     int zero = 0, one = 1, hwm = self->hwm;
-    int64_t maxmsg = 64; /* the peer's ROUTER never sends to us */
+    int64_t maxmsg = 4096; /* the peer's ROUTER never sends to us: room for CURVE's WELCOME and READY only */
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof hwm);
     zmq_setsockopt(s, ZMQ_RCVHWM, &one, sizeof one);

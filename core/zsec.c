@@ -120,6 +120,7 @@ static void s_serve_one(zsec_t *z)
         sodium_memzero(sk, sizeof sk);
         ok = sodium_memcmp(pk, zmq_msg_data(&f[6]), 32) == 0;
     }
+
     const char *code = ok ? "200" : "400", *text = ok ? "OK" : "not a key of this job";
     zmq_send(z->rep, "1.0", 3, ZMQ_SNDMORE);
     zmq_send(z->rep, zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), ZMQ_SNDMORE);

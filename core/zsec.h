@@ -14,6 +14,9 @@
 #include "core/auth.h"
 
 #define ZSEC_HANDSHAKE_MS 5000       /* a peer that has not finished the CURVE handshake is dropped */
+/* CURVE sends a frame as a MESSAGE command: name, nonce, MAC and flags, 33 bytes more than the frame;
+ * a ZMQ_MAXMSGSIZE must leave this much room or a full-sized frame closes the connection */
+#define ZSEC_OVERHEAD 64
 #define ZSEC_REPORT_MS 10000         /* refusals are reported at most once an interval, with a count */
 
 typedef struct zsec zsec_t;
