@@ -13,7 +13,8 @@
  * peer in pooled, 64-byte aligned buffers, so reductions read aligned data in place) and the
  * listener. A commit returns once its segment is in the kernel, while reads keep flowing, so two
  * ranks writing to each other at once never deadlock on full socket buffers. Everything received is
- * checked: a hello with the wrong magic, nonce, rank or MAC, or a length above the slot size (checked
+ * checked (a hello must be in within 2 s of connecting; with 64 connections waiting, the oldest goes for
+ * a newer one, so idle connections never keep a peer out; drops are reported once per 10 s): a hello with the wrong magic, nonce, rank or MAC, or a length above the slot size (checked
  * before anything is allocated), closes that connection and is counted; EOF from a connected peer is
  * ERR_PEER naming the rank. A peer whose queue holds TCP_QUEUE_SLOTS x slots segments is not read
  * until the caller takes some (TCP flow control holds the sender back), so no peer sizes our memory. */
@@ -67,7 +68,11 @@ typedef struct {
     int fd;
     unsigned char buf[HELLO_BYTES];
     size_t got;
+    uint64_t since_ns;       /* accepted at; dropped past TCP_HELLO_MS without a whole hello */
 } pending_t;
+
+#define TCP_HELLO_MS 2000    /* a connection's hello (84 bytes, sent right after connect) must be in by then */
+#define TCP_WARN_MS 10000    /* dropped connections are reported at most once an interval, with a count */
 
 typedef struct {
     store_t *store;
@@ -83,6 +88,8 @@ typedef struct {
     int npend;
     seg_t *pool;
     uint64_t rejected;
+    uint64_t unreported, warned_ns;  /* drops not yet reported, when last reported */
+    char last_why[96];
     int spins;               /* non-blocking polls before sleeping in poll() */
     int yield_us;            /* oversubscribed: poll-and-yield this long before sleeping */
 } tcp_t;
@@ -207,8 +214,16 @@ fail:
 static void s_reject(tcp_t *self, int fd, const char *why)
 {
     self->rejected++;
-    LOG_W("transport: dropped a TCP connection: %s", why);
+    self->unreported++;
+    snprintf(self->last_why, sizeof self->last_why, "%s", why);
     close(fd);
+    uint64_t now = now_ns();
+    if (self->unreported == self->rejected || now - self->warned_ns >= (uint64_t)TCP_WARN_MS * 1000000u) {
+        LOG_W("transport: rank %d dropped %llu TCP connection(s) that did not authenticate as a peer (latest: %s; "
+              "%llu in all)", self->rank, (unsigned long long)self->unreported, why, (unsigned long long)self->rejected);
+        self->unreported = 0;
+        self->warned_ns = now;
+    }
 }
 
 /* Read whatever is available on peer r's connection into its queue. */
@@ -282,13 +297,25 @@ static int s_accept(tcp_t *self)
         int fd = accept4(self->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) break;
         if (self->npend == (int)(sizeof self->pend / sizeof self->pend[0])) {
-            s_reject(self, fd, "too many half-open connections");
-            continue;
+            /* full: the oldest goes, never the newcomer (a real peer says hello at once, so idle
+             * connections cannot keep it out) */
+            int old = 0;
+            for (int i = 1; i < self->npend; i++)
+                if (self->pend[i].since_ns < self->pend[old].since_ns) old = i;
+            s_reject(self, self->pend[old].fd, "the oldest of 64 connections without a hello, for a newer one");
+            self->pend[old] = self->pend[--self->npend];
         }
-        self->pend[self->npend++] = (pending_t){.fd = fd};
+        self->pend[self->npend++] = (pending_t){.fd = fd, .since_ns = now_ns()};
     }
+    uint64_t now = now_ns();
     for (int i = 0; i < self->npend; i++) {
         pending_t *q = &self->pend[i];
+        if (now - q->since_ns > (uint64_t)TCP_HELLO_MS * 1000000u) {
+            s_reject(self, q->fd, "no hello within 2 s of connecting");
+            *q = self->pend[--self->npend];
+            i--;
+            continue;
+        }
         ssize_t n = recv(q->fd, (char *)q->buf + q->got, sizeof q->buf - q->got, 0);
         int drop = 0;
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) drop = 1;
@@ -592,7 +619,7 @@ int tp_tcp_fuzz_feed(const void *data, size_t len, tp_tcp_fuzz_t *cfg)
         self->p[peer].fd = sv[0];
         self->p[peer].await_reply = 1;            /* Nc: zeros (calloc) */
     } else {
-        self->pend[self->npend++] = (pending_t){.fd = sv[0]};
+        self->pend[self->npend++] = (pending_t){.fd = sv[0], .since_ns = now_ns()};
     }
     const unsigned char *d = data;
     size_t off = 0, chunk = cfg->chunk ? cfg->chunk : 1;

@@ -611,3 +611,53 @@ Test(tp_trust, small_dev_shm_says_how_much_it_needs, .timeout = 60)
         cr_skip_test("cannot mount a small tmpfs on /dev/shm: %s", strerror(errno));
     cr_assert_eq(run_ranks(2, s_small_shm_rank, NULL, 50000), 0);
 }
+
+/* Issue 33 section 1: 100 idle TCP connections to rank 1's listener (more than its 64 places for
+ * connections without a hello) before rank 0 connects: rank 0 still gets its place and the exchange is
+ * exact (before: "too many half-open connections" turned rank 0 away and the job failed). */
+static int s_idle_rank(int rank, int world, void *arg)
+{
+    (void)world; (void)arg;
+    comm_t *comm = NULL;
+    tp_t *tp = NULL;
+    int rc = s_setup(&comm, &tp, &(tp_opts_t){.kind = "tcp", .slot_bytes = SLOT}, 20000);
+    if (rc < 0) return s_fail(rank, "setup", rc);
+    size_t n = 3 * SLOT / 2;
+    unsigned char *buf = malloc(n);
+    enum { IDLE = 100 };
+    int fds[IDLE];
+    for (int i = 0; i < IDLE; i++) fds[i] = -1;
+    if (rank == 0) {
+        char ep[256];
+        if ((rc = s_published(comm, tp, "tcp", 1, ep, sizeof ep)) < 0) return s_fail(rank, "endpoint", rc);
+        int opened = 0;
+        for (int i = 0; i < IDLE; i++) opened += (fds[i] = s_tcp_connect(ep)) >= 0;
+        if (opened < IDLE) fprintf(stderr, "rank 0: only %d of %d idle connections opened\n", opened, IDLE);
+        s_fill(buf, 0, 1, n);
+        rc = tp_send(tp, 1, buf, n, 10000);
+        if (rc == 0) rc = tp_recv(tp, 1, buf, 1, 10000);
+        if (rc == 0 && buf[0] != 1) rc = ERR_WRONG;
+    } else {
+        s_sleep_ms(500); /* the idle connections are queued on the listener before rank 0's */
+        memset(buf, 0, n);
+        rc = tp_recv(tp, 0, buf, n, 10000);
+        if (rc == 0) {
+            unsigned char ok = (unsigned char)s_same(buf, 0, 1, n, rank);
+            rc = tp_send(tp, 0, &ok, 1, 10000);
+            if (rc == 0 && !ok) rc = ERR_WRONG;
+        }
+    }
+    free(buf);
+    if (rc < 0) return s_fail(rank, "exchange past 100 idle connections", rc);
+    if ((rc = comm_barrier(comm, 10000)) < 0) return s_fail(rank, "barrier", rc);
+    for (int i = 0; i < IDLE; i++) if (fds[i] >= 0) close(fds[i]);
+    tp_destroy(&tp);
+    comm_destroy(&comm);
+    return 0;
+}
+
+Test(tp_trust, idle_tcp_connections_never_take_a_peers_place, .timeout = 60)
+{
+    setenv("SYNCBENCH_JOB_SECRET", SECRET_HEX, 1);
+    cr_assert_eq(run_ranks(2, s_idle_rank, NULL, 50000), 0);
+}
