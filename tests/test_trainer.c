@@ -240,6 +240,14 @@ Test(trainer, bad_checkpoints_are_refused_clearly)
     unlink(path);
     cr_assert_eq(trainer_resume(r, path), ERR_IO);
     cr_assert(strstr(err_detail(), path), "%s", err_detail());
+    /* a FIFO (opening it once waited for a writer forever) and a directory: refused at once */
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    cr_assert_eq(trainer_resume(r, path), ERR_INVAL);
+    cr_assert(strstr(err_detail(), "not a regular file"), "%s", err_detail());
+    unlink(path);
+    cr_assert_eq(mkdir(path, 0700), 0);
+    cr_assert_eq(trainer_resume(r, path), ERR_INVAL);
+    rmdir(path);
     /* another model */
     s_write(path, buf, (size_t)len);
     trainer_t *o = NULL;

@@ -137,12 +137,25 @@ int ckpt_read(const char *path, ckpt_t *c)
 {
     if (!path || !c) return err_set(ERR_INVAL, "checkpoint: bad arguments");
     memset(c, 0, sizeof *c);
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_set(ERR_IO, "checkpoint '%s': %s", path, strerror(errno));
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; anything but a regular file is refused */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return err_set(ERR_IO, "checkpoint '%s': %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fileno(f), &st) != 0) {
+    if (fstat(fd, &st) != 0) {
         int e = errno;
-        fclose(f);
+        close(fd);
+        return err_set(ERR_IO, "checkpoint '%s': %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return err_set(ERR_INVAL, "checkpoint '%s' is not a regular file (a FIFO, device or directory): refusing to "
+                       "read it", path);
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
         return err_set(ERR_IO, "checkpoint '%s': %s", path, strerror(e));
     }
     s_hdr_t h;
