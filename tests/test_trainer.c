@@ -247,7 +247,12 @@ Test(trainer, bad_checkpoints_are_refused_clearly)
     unlink(path);
     cr_assert_eq(mkdir(path, 0700), 0);
     cr_assert_eq(trainer_resume(r, path), ERR_INVAL);
+    /* --save's path is checked before training: a directory there, a missing directory, a good path */
+    cr_assert_eq(ckpt_check_path(path), ERR_INVAL);
     rmdir(path);
+    cr_assert_eq(ckpt_check_path("/nonexistent-sb-dir/x.ckpt"), ERR_IO);
+    cr_assert(strstr(err_detail(), "/nonexistent-sb-dir"), "%s", err_detail());
+    cr_assert_eq(ckpt_check_path(path), 0, "%s", err_detail());
     /* another model */
     s_write(path, buf, (size_t)len);
     trainer_t *o = NULL;

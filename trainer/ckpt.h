@@ -36,6 +36,10 @@ int  ckpt_write(const char *path, const ckpt_t *c);
 /* Reads and verifies (magic, version, sizes, checksum); params and opt[] are malloc'd: free with
  * ckpt_free. A missing, truncated or corrupted file gives ERR_IO / ERR_CORRUPT with the reason. */
 int  ckpt_read(const char *path, ckpt_t *c);
+/* Before training: 0 when a checkpoint can be written at path (its directory exists and is writable,
+ * and path, if it exists, is a regular file), else ERR_IO / ERR_INVAL saying why, so a run never
+ * trains only to lose its steps to a late check. */
+int  ckpt_check_path(const char *path);
 void ckpt_free(ckpt_t *c);
 
 /* Fast 64-bit hash of a byte range (4 independent multiply-xor lanes; not cryptographic). */

@@ -24,6 +24,7 @@
 #include "core/mem.h"
 #include "core/timer.h"
 #include "trainer/trainer.h"
+#include "trainer/ckpt.h"
 #include "trainer/workload.h"
 #include "harness/emulate/train_emu.h"
 #include "harness/emulate/cluster.h"
@@ -166,6 +167,7 @@ static int s_run_worker(const h_train_cfg_t *o, comm_t *comm, const char *name, 
     if (o->resume) CHECK(trainer_resume(t, o->resume));
     CHECK(trainer_attach(t, ops, *eng));
     if (o->save) CHECK(trainer_can_save(t)); /* every rank, before training: fail early and together */
+    if (o->save) CHECK(ckpt_check_path(o->save)); /* the path too: a missing directory must not cost the run */
 
     int W = o->warmup_steps > 0 ? o->warmup_steps : 0, S = o->steps > 0 ? o->steps : 1;
     s_series_t s = {calloc((size_t)S, sizeof(double)), calloc((size_t)S, sizeof(double)), calloc((size_t)S, sizeof(double)),
