@@ -1,4 +1,5 @@
-# Makefile: builds libsyncbench (core + engines + trainer), the harness and the Criterion tests.
+# Makefile: builds libsyncbench (core + engines + trainer; the shared libsyncbench.so with the public API of
+# include/syncbench.h), the harness and the Criterion tests.
 # CUDA is auto-detected (nvcc and nccl.h under CUDA_HOME); `make CUDA=0` forces a host-only build.
 CUDA_HOME ?= /usr/local/cuda
 CUDA ?= $(shell test -x $(CUDA_HOME)/bin/nvcc && test -f $(CUDA_HOME)/include/nccl.h && echo 1 || echo 0)
@@ -9,7 +10,8 @@ PKGS := libzmq msgpack hwloc openblas libsodium jansson
 OPT ?= -O3 -march=x86-64-v2
 # -ffp-contract=off: no FMA contraction on the host (core/optim.c must match the device optimizer bit
 # for bit whatever -std or -march says; -std=c11 implies it today, gnu11 or -march=native would not).
-CFLAGS += -std=c11 $(OPT) -ffp-contract=off -g -Wall -Wextra -Werror -D_GNU_SOURCE -I. \
+# -fPIC: the same objects go into libsyncbench.a and libsyncbench.so.
+CFLAGS += -std=c11 $(OPT) -fPIC -ffp-contract=off -g -Wall -Wextra -Werror -D_GNU_SOURCE -I. \
           $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -pthread -MMD -MP
 LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm -lrt
 NVFLAGS ?= -O3 -std=c++17 -I. -arch=sm_90 -gencode arch=compute_90,code=sm_90 \
@@ -56,9 +58,20 @@ HLIB := $(BUILD)/libharness.a
 TEST_LIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/lib/*.c))
 TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 LIB := $(BUILD)/libsyncbench.a
+# The shared library of the public API (include/syncbench.h, docs/api.md): core, the host engines and api/,
+# exporting only sb_* and syncbench_* (api/syncbench.map); SONAME libsyncbench.so.MAJOR.
+SO_VER := $(shell sed -n 's/^\#define SYNCBENCH_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' include/syncbench.h | paste -sd.)
+SO_MAJOR := $(firstword $(subst ., ,$(SO_VER)))
+# api/ is only in the shared library (libsyncbench.a holds no sb_* symbol, so test_api links both unambiguously).
+SO_DIRS := core ring allreduce-tree ps
+API_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard api/*.c))
+SO_OBJ := $(filter $(SO_DIRS:%=$(BUILD)/obj/%/%),$(LIB_OBJ)) $(API_OBJ)
+SO := $(BUILD)/libsyncbench.so.$(SO_VER)
+SO_LINKS := $(BUILD)/libsyncbench.so.$(SO_MAJOR) $(BUILD)/libsyncbench.so
+PC := $(BUILD)/syncbench.pc
 
 .PHONY: all deps run test clean paper peers docs
-all: $(BUILD)/harness $(TESTS)
+all: $(BUILD)/harness $(TESTS) $(SO_LINKS) $(PC)
 
 # A missing library is named (pkg-config, package by package) before any compiling, not found by the linker.
 # Debian/Ubuntu packages: libzmq3-dev libmsgpack-dev (Ubuntu: universe) libhwloc-dev libopenblas-dev
@@ -71,7 +84,7 @@ check-libs:
 	@scripts/check-libs $(PKGS) -- $(PKGS_DEB)
 check-criterion:
 	@scripts/check-libs criterion -- $(PKGS_DEB)
-$(LIB_OBJ) $(HARNESS_OBJ) $(HARNESS_MAIN) $(TEST_LIB_OBJ): | check-libs
+$(LIB_OBJ) $(API_OBJ) $(HARNESS_OBJ) $(HARNESS_MAIN) $(TEST_LIB_OBJ): | check-libs
 $(TESTS): | check-criterion
 
 # make install PREFIX=DIR (default /usr/local; DESTDIR for packaging): harness on PATH with a syncbench
@@ -80,6 +93,9 @@ PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 MANDIR ?= $(PREFIX)/share/man/man1
 COMPDIR ?= $(PREFIX)/share/bash-completion/completions
+LIBDIR ?= $(PREFIX)/lib
+INCDIR ?= $(PREFIX)/include
+PCDIR ?= $(LIBDIR)/pkgconfig
 .PHONY: install uninstall man completion
 man: $(BUILD)/harness.1
 completion: $(BUILD)/harness.bash
@@ -87,8 +103,14 @@ $(BUILD)/harness.1: $(BUILD)/harness scripts/gen-man
 	scripts/gen-man $(BUILD)/harness > $@.tmp && mv $@.tmp $@
 $(BUILD)/harness.bash: $(BUILD)/harness scripts/gen-completion
 	scripts/gen-completion $(BUILD)/harness > $@.tmp && mv $@.tmp $@
-install: $(BUILD)/harness $(BUILD)/harness.1 $(BUILD)/harness.bash
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR) $(DESTDIR)$(COMPDIR)
+install: $(BUILD)/harness $(BUILD)/harness.1 $(BUILD)/harness.bash $(SO_LINKS) $(PC)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR) $(DESTDIR)$(COMPDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) \
+	    $(DESTDIR)$(PCDIR)
+	install -m 755 $(SO) $(DESTDIR)$(LIBDIR)/$(notdir $(SO))
+	ln -sf $(notdir $(SO)) $(DESTDIR)$(LIBDIR)/libsyncbench.so.$(SO_MAJOR)
+	ln -sf libsyncbench.so.$(SO_MAJOR) $(DESTDIR)$(LIBDIR)/libsyncbench.so
+	install -m 644 include/syncbench.h $(DESTDIR)$(INCDIR)/syncbench.h
+	install -m 644 $(PC) $(DESTDIR)$(PCDIR)/syncbench.pc
 	install -m 755 $(BUILD)/harness $(DESTDIR)$(BINDIR)/harness
 	ln -sf harness $(DESTDIR)$(BINDIR)/syncbench
 	install -m 644 $(BUILD)/harness.1 $(DESTDIR)$(MANDIR)/harness.1
@@ -96,7 +118,10 @@ install: $(BUILD)/harness $(BUILD)/harness.1 $(BUILD)/harness.bash
 	install -m 644 $(BUILD)/harness.bash $(DESTDIR)$(COMPDIR)/harness
 	ln -sf harness $(DESTDIR)$(COMPDIR)/syncbench
 	@echo "installed: $(DESTDIR)$(BINDIR)/harness (and syncbench), man harness, bash completion in $(DESTDIR)$(COMPDIR)"
+	@echo "installed: libsyncbench $(SO_VER) in $(DESTDIR)$(LIBDIR), syncbench.h in $(DESTDIR)$(INCDIR), syncbench.pc in $(DESTDIR)$(PCDIR)"
 uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/$(notdir $(SO)) $(DESTDIR)$(LIBDIR)/libsyncbench.so.$(SO_MAJOR) $(DESTDIR)$(LIBDIR)/libsyncbench.so \
+	      $(DESTDIR)$(INCDIR)/syncbench.h $(DESTDIR)$(PCDIR)/syncbench.pc
 	rm -f $(DESTDIR)$(BINDIR)/harness $(DESTDIR)$(BINDIR)/syncbench $(DESTDIR)$(MANDIR)/harness.1 \
 	      $(DESTDIR)$(MANDIR)/syncbench.1 $(DESTDIR)$(COMPDIR)/harness $(DESTDIR)$(COMPDIR)/syncbench
 
@@ -106,6 +131,23 @@ deps:
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(@D)
 	$(AR) rcs $@ $^
+
+$(SO): $(SO_OBJ) api/syncbench.map
+	@mkdir -p $(@D)
+	$(CC) -shared -Wl,-soname,libsyncbench.so.$(SO_MAJOR) -Wl,--version-script=api/syncbench.map -Wl,--no-undefined \
+	    -o $@ $(SO_OBJ) $(LDLIBS)
+$(SO_LINKS): $(SO)
+	ln -sf $(notdir $(SO)) $(BUILD)/libsyncbench.so.$(SO_MAJOR)
+	ln -sf libsyncbench.so.$(SO_MAJOR) $(BUILD)/libsyncbench.so
+$(PC): api/syncbench.pc.in Makefile
+	@mkdir -p $(@D)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' -e 's|@VERSION@|$(SO_VER)|' $< > $@
+# test_api tests the shared library itself, through the public header alone (and the rank launcher).
+# (-lsyncbench first: the API's symbols come from the .so; the rank launcher's from libsyncbench.a.)
+$(BUILD)/tests/test_api: tests/test_api.c $(BUILD)/obj/tests/lib/ranks.o $(SO_LINKS) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< -L$(BUILD) -lsyncbench -Wl,-rpath,'$$ORIGIN/..' $(BUILD)/obj/tests/lib/ranks.o $(LIB) \
+	    $(shell pkg-config --libs criterion 2>/dev/null) $(LDLIBS)
 
 $(HLIB): $(HARNESS_OBJ)
 	@mkdir -p $(@D)
@@ -131,6 +173,7 @@ $(SB_VERSION_H): FORCE
 	@mkdir -p $(@D)
 	@scripts/gen-version $@
 $(BUILD)/obj/harness/record/result.o: $(SB_VERSION_H)
+$(BUILD)/obj/api/comm.o: $(SB_VERSION_H)
 CFLAGS += -I$(BUILD)/gen
 
 $(BUILD)/obj/%.cu.o: %.cu
@@ -157,7 +200,7 @@ docs:
 clean:
 	rm -rf $(BUILD)
 
--include $(LIB_OBJ:.o=.d) $(HARNESS_OBJ:.o=.d) $(HARNESS_MAIN:.o=.d) $(TEST_LIB_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(API_OBJ:.o=.d) $(HARNESS_OBJ:.o=.d) $(HARNESS_MAIN:.o=.d) $(TEST_LIB_OBJ:.o=.d)
 -include $(TESTS:=.d)
 
 # The peers we compare against, built only on request: OpenMPI's MPI_Allreduce alone, and PyTorch
