@@ -1,5 +1,5 @@
 /* test_layers.c: the architecture as a check on the sources: arrows point down (harness > trainer >
- * engines > core, and inside harness/ the rooms in their order), an engine never includes another,
+ * engines > core, the public API in api/ beside the trainer, and inside harness/ the rooms in their order), an engine never includes another,
  * only the registry names engines in the harness (with the listed exceptions, each with its reason),
  * no test includes a harness .c file (they link libharness.a), and every source file opens with a line
  * naming itself and what it is for. */
@@ -46,7 +46,8 @@ static void s_fail(const char *fmt, const char *a, const char *b)
     g_nbad++;
 }
 
-/* Layer of a path relative to the checkout: 0 core, 1 engines, 2 trainer, 3 harness; -1 other. */
+/* Layer of a path relative to the checkout: 0 core, 1 engines, 2 trainer and the public API (api/, with its
+ * own engine table), 3 harness; -1 other. */
 static int s_layer(const char *rel)
 {
     if (!strncmp(rel, "core/", 5)) return 0;
@@ -54,7 +55,7 @@ static int s_layer(const char *rel)
         size_t n = strlen(s_engines[i]);
         if (!strncmp(rel, s_engines[i], n) && rel[n] == '/') return 1;
     }
-    if (!strncmp(rel, "trainer/", 8)) return 2;
+    if (!strncmp(rel, "trainer/", 8) || !strncmp(rel, "api/", 4)) return 2;
     if (!strncmp(rel, "harness/", 8)) return 3;
     return -1;
 }
@@ -135,7 +136,7 @@ static int s_visit(const char *path, const struct stat *st, int type, struct FTW
 Test(layers, arrows_point_down)
 {
     s_root();
-    static const char *const dirs[] = {"core", "ring", "ps", "allreduce-tree", "mpi", "trainer", "harness", "tests"};
+    static const char *const dirs[] = {"core", "ring", "ps", "allreduce-tree", "mpi", "trainer", "api", "include", "harness", "tests"};
     for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
         char d[PATH_MAX + 32];
         snprintf(d, sizeof d, "%s/%s", g_root, dirs[i]);
@@ -156,6 +157,7 @@ Test(layers, the_rules_catch_a_breach)
     static const struct { const char *rel, *text, *want; } cases[] = {
         {"core/x.c", "/* x.c: a core file */\n#include \"trainer/trainer.h\"\n", "a layer above its own"},
         {"ring/x.c", "/* x.c: an engine */\n#include \"ps/ps.h\"\n", "an engine includes another engine"},
+        {"api/x.c", "/* x.c: the API */\n#include \"harness/registry/engines.h\"\n", "a layer above its own"},
         {"harness/record/x.c", "/* x.c: a record file */\n#include \"harness/modes/modes.h\"\n", "a room above its own"},
         {"harness/modes/x.c", "/* x.c: a mode */\n#include \"ring/ring.h\"\n", "only the registry names engines"},
         {"tests/x.c", "/* x.c: a test */\n#include \"harness/record/jsonl.c\"\n", "tests link libharness.a"},
