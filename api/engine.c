@@ -197,10 +197,8 @@ static int s_submit(sb_engine_t *e, const sb_req_t *tmpl, sb_req_t **out)
     return 0;
 }
 
-/* sb_wait, saying in *pending whether r is still pending (then not freed) */
-static int s_wait(sb_req_t *r, int timeout_ms, int *pending)
+int sb_wait(sb_req_t *r, int timeout_ms)
 {
-    *pending = 0;
     if (!r) return api_fail_text(ERR_INVAL, "sb_wait: NULL request");
     sb_engine_t *e = r->eng;
     if (timeout_ms <= 0) timeout_ms = e->c->comm->timeout_ms;
@@ -215,21 +213,12 @@ static int s_wait(sb_req_t *r, int timeout_ms, int *pending)
     int done = r->done;
     pthread_mutex_unlock(&e->mu);
     if (!done) {
-        *pending = 1;
         char t[160];
         snprintf(t, sizeof t, "the collective did not complete within %d ms (the request is still pending)", timeout_ms);
         return api_fail_text(ERR_TIMEOUT, t);
     }
-    int rc = r->rc;
-    if (rc < 0) api_fail_text(rc, r->msg);
-    free(r);
-    return rc;
-}
-
-int sb_wait(sb_req_t *r, int timeout_ms)
-{
-    int pending;
-    return s_wait(r, timeout_ms, &pending);
+    if (r->rc < 0) api_fail_text(r->rc, r->msg);
+    return r->rc;
 }
 
 int sb_test(const sb_req_t *r)
@@ -257,9 +246,7 @@ void sb_req_free(sb_req_t **rp)
     sb_req_t *r = rp ? *rp : NULL;
     if (!r) return;
     *rp = NULL;
-    int pending;
-    s_wait(r, 0, &pending);
-    if (pending) s_detach(r); /* else s_wait freed it */
+    s_detach(r);
 }
 
 /* A blocking call: queue, then wait for it beyond the timeouts of the collectives ahead of it. */
@@ -271,10 +258,10 @@ static int s_blocking(sb_engine_t *e, const sb_req_t *tmpl)
     long ahead = e->queued;
     pthread_mutex_unlock(&e->mu);
     long t = (long)s_tmo(e, tmpl->timeout_ms) * ahead + WAIT_SLACK_MS;
-    int pending;
-    int rc = s_wait(r, t > INT32_MAX ? INT32_MAX : (int)t, &pending);
-    if (pending) { /* the communication thread frees it */
-        s_detach(r);
+    int rc = sb_wait(r, t > INT32_MAX ? INT32_MAX : (int)t);
+    int pending = !sb_test(r);
+    s_detach(r); /* frees it, or, still pending, the communication thread will */
+    if (pending) {
         pthread_mutex_lock(&e->mu);
         if (!e->broken) {
             e->broken = 1;

@@ -116,12 +116,13 @@ int  sb_allreduce(sb_engine_t *eng, void *buf, size_t count, sb_dtype_t dtype, s
  * done. timeout_ms bounds the collective itself once it starts. */
 int  sb_allreduce_async(sb_engine_t *eng, void *buf, size_t count, sb_dtype_t dtype, sb_op_t op, int timeout_ms,
                         sb_req_t **req);
-/* Wait up to timeout_ms for req: the collective's result (0 or SB_ERR_*), after which req is freed;
- * SB_ERR_TIMEOUT (req still pending, wait again or free it) when the wait itself ran out. */
+/* Wait up to timeout_ms for req: the collective's result (0 or SB_ERR_*) once it is done (sb_test is then
+ * 1; waiting again returns the same), or SB_ERR_TIMEOUT with sb_test 0 when the wait itself ran out. */
 int  sb_wait(sb_req_t *req, int timeout_ms);
-/* 1 when req is done (sb_wait then returns at once), 0 when not. */
+/* 1 when req is done, 0 when not. */
 int  sb_test(const sb_req_t *req);
-/* Give up a request: waits for it (a queued collective cannot be taken back), then frees it. NULL-safe. */
+/* Free a request: a done one at once; a pending one is handed to the communication thread, which frees it
+ * when it completes (a queued collective cannot be taken back; buf must stay valid until then). NULL-safe. */
 void sb_req_free(sb_req_t **req);
 /* root's nbytes of buf end up in buf on every worker, bit for bit (any data). */
 int  sb_broadcast(sb_engine_t *eng, void *buf, size_t nbytes, int root, int timeout_ms);

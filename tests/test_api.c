@@ -124,6 +124,8 @@ static int s_collectives_rank(int rank, int world, void *arg)
     for (int k = 0; k < NA; k++) {
         FAILIF(!sb_test(req[k]), "request %d not done after the broadcast queued behind it", k);
         FAILIF(sb_wait(req[k], TMO) < 0, "wait %d: %s", k, sb_last_error());
+        FAILIF(sb_wait(req[k], 1) < 0 || !sb_test(req[k]), "a done request waits again: %s", sb_last_error());
+        sb_req_free(&req[k]);
         for (int i = 0; i < NB; i++)
             FAILIF(y[k][i] != (float)(P * k + P * (P - 1) / 2), "async %d [%d] = %g", k, i, (double)y[k][i]);
         free(y[k]);
