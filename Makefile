@@ -211,6 +211,14 @@ peers/.venv/.done:
 	python3 -m venv peers/.venv
 	peers/.venv/bin/pip install --quiet torch numpy
 	touch $@
+# make python: the syncbench package (python/, pure Python over libsyncbench.so) into PYVENV (default peers/.venv,
+# beside torch; made when missing); no compiler and no download (--no-build-isolation: the venv's setuptools).
+PYVENV ?= peers/.venv
+.PHONY: python
+python: $(SO_LINKS)
+	@[ -x $(PYVENV)/bin/pip ] || python3 -m venv $(PYVENV)
+	$(PYVENV)/bin/pip install --quiet --no-build-isolation ./python
+	$(PYVENV)/bin/python -c 'import syncbench, syncbench._lib as l; print("syncbench", syncbench.version(), "from", l.where())'
 $(BUILD)/peers/mpi_allreduce: peers/mpi_allreduce.c
 	@mkdir -p $(@D)
 	mpicc -O3 -o $@ $<
