@@ -159,9 +159,10 @@ Test(harness, full_disk_loses_nothing, .timeout = 60)
     cr_expect(strstr(out, "No space") != NULL, "%s", out);
 }
 
-/* Two ranks started by hand with an init method, as srun/mpirun/torchrun users do. */
-static int s_two_ranks(const char *method, const char *w0, const char *w1, char *out0, char *out1, size_t len,
-                       double *secs, int timeout_s)
+/* Two ranks started by hand with an init method, as srun/mpirun/torchrun users do; args[r]: rank r's
+ * mode and options (NULL: a short ring bench). */
+static int s_two_ranks_args(const char *method, const char *w0, const char *w1, char *out0, char *out1, size_t len,
+                            double *secs, int timeout_s, const char *const args[2])
 {
     char cmd[2][2048];
     const char *w[2] = {w0, w1};
@@ -173,8 +174,8 @@ static int s_two_ranks(const char *method, const char *w0, const char *w1, char 
         else snprintf(m, sizeof m, " ");
         snprintf(cmd[r], sizeof cmd[r],
                  "env -u SYNCBENCH_JOB -u SYNCBENCH_LAUNCHED RANK=%d WORLD_SIZE=%s MASTER_ADDR=127.0.0.1 MASTER_PORT=%d "
-                 "%s bench --engine ring --sizes 64K --iters 2 --timeout %d %s",
-                 r, w[r], port, g_harness, timeout_s, m);
+                 "%s %s --timeout %d %s", r, w[r], port, g_harness,
+                 args && args[r] ? args[r] : "bench --engine ring --sizes 64K --iters 2", timeout_s, m);
     }
     char script[5000];
     char f0[] = "/tmp/sb-o0-XXXXXX", f1[] = "/tmp/sb-o1-XXXXXX";
@@ -195,6 +196,36 @@ static int s_two_ranks(const char *method, const char *w0, const char *w1, char 
     unlink(f0);
     unlink(f1);
     return rc;
+}
+
+static int s_two_ranks(const char *method, const char *w0, const char *w1, char *out0, char *out1, size_t len,
+                       double *secs, int timeout_s)
+{
+    return s_two_ranks_args(method, w0, w1, out0, out1, len, secs, timeout_s, NULL);
+}
+
+/* Issue 33 section 3: two env-started PS ranks that differ in the learning rate, then in --steps, fail
+ * both, at once, naming the option and the ranks (before: exit 0 with different results, and a 15 s
+ * allgather timeout) */
+Test(harness, ranks_that_disagree_on_options_fail_together, .timeout = 120)
+{
+    s_find();
+    static char o0[1 << 15], o1[1 << 15];
+    const char *lr[2] = {"train --engine ps --steps 10 --optim sgd:lr=0.1", "train --engine ps --steps 10 --optim sgd:lr=0.2"};
+    const char *st[2] = {"train --engine ps --steps 10", "train --engine ps --steps 30"};
+    const char *const *cases[2] = {lr, st};
+    const char *want[2][2] = {{"disagree on --optim: rank 0 has sgd:lr=0.1, rank(s) 1 have sgd:lr=0.2",
+                               "disagree on --optim: rank 1 has sgd:lr=0.2, rank 0 has sgd:lr=0.1"},
+                              {"disagree on --steps: rank 0 has 10, rank(s) 1 have 30",
+                               "disagree on --steps: rank 1 has 30, rank 0 has 10"}};
+    for (int c = 0; c < 2; c++) {
+        double secs = 0;
+        int rc = s_two_ranks_args("env", "2", "2", o0, o1, sizeof o0, &secs, 30, cases[c]);
+        cr_expect_eq(rc, 1 * 16 + 1, "both ranks fail (case %d):\nrank 0:\n%s\nrank 1:\n%s", c, o0, o1);
+        cr_expect(strstr(o0, want[c][0]), "rank 0 (case %d):\n%s", c, o0);
+        cr_expect(strstr(o1, want[c][1]), "rank 1 (case %d):\n%s", c, o1);
+        cr_expect_lt(secs, 15, "case %d took %.1f s", c, secs);
+    }
 }
 
 Test(harness, init_methods_by_hand, .timeout = 120)

@@ -25,6 +25,7 @@
 #include "core/timer.h"
 #include "trainer/trainer.h"
 #include "trainer/ckpt.h"
+#include "harness/modes/agree.h"
 #include "trainer/workload.h"
 #include "harness/emulate/train_emu.h"
 #include "harness/emulate/cluster.h"
@@ -493,6 +494,29 @@ int h_train(const h_train_cfg_t *o, comm_t *comm)
     h_meta_t meta;
     memset(&meta, 0, sizeof meta);
     if (comm->rank == 0) h_meta_fill(&meta, o->out.argc, o->out.argv);
+    /* every rank, servers too, runs the same training: a rank started with other options fails them all */
+    h_agree_t ag = {0};
+    char engines[160] = "";
+    for (int i = 0; i < o->nengines; i++)
+        snprintf(engines + strlen(engines), sizeof engines - strlen(engines), "%s%s", i ? "," : "", o->engines[i]);
+    h_agree_add(&ag, "--engine", "%s", engines);
+    h_agree_add(&ag, "--impl", "%s", o->es.impl ? o->es.impl : "(default)");
+    h_agree_add(&ag, "--seg-kb", "%zu", o->es.seg_bytes);
+    h_agree_add(&ag, "--model", "%s", o->model ? o->model : "(default)");
+    h_agree_add(&ag, "--data", "%s", o->data ? o->data : "(default)");
+    h_agree_add(&ag, "--optim", "%s", o->optim ? o->optim : "(default)");
+    h_agree_add(&ag, "--grad-dtype", "%d", (int)o->grad_dtype);
+    h_agree_add(&ag, "--steps", "%d", o->steps);
+    h_agree_add(&ag, "--warmup-steps", "%d", o->warmup_steps);
+    h_agree_add(&ag, "--batch", "%d", o->batch);
+    h_agree_add(&ag, "--batch-per-gpu", "%d", o->batch_per_gpu);
+    h_agree_add(&ag, "--bucket-mb", "%.17g", o->bucket_mb);
+    h_agree_add(&ag, "--no-overlap", "%d", o->no_overlap);
+    h_agree_add(&ag, "--drop-last", "%d", o->drop_last);
+    h_agree_add(&ag, "--seed", "%llu", o->seed);
+    h_agree_add(&ag, "--gpus", "%d", o->gpus);
+    h_agree_add(&ag, "--resume", "%s", o->resume ? "yes" : "no");
+    CHECK(h_agree(comm, "train", &ag, o->timeout_s > 0 ? o->timeout_s * 1000 : 60000));
     for (int i = 0; i < o->nengines; i++) CHECK(s_train_engine(o, comm, o->engines[i], &meta));
     return 0;
 }
