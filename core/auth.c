@@ -109,8 +109,8 @@ int auth_require(const auth_t *a, const char *what)
     if (a && a->set) return 0;
     if (a && a->require)
         return err_set(ERR_AUTH, "%s: this job has no secret and authentication is required: set "
-                       "SYNCBENCH_JOB_SECRET (hex) or SYNCBENCH_JOB_SECRET_FILE (mode 0600), or start it with "
-                       "`harness launch`", what);
+                       "SYNCBENCH_JOB_SECRET (hex) or SYNCBENCH_JOB_SECRET_FILE (mode 0600), or start the ranks "
+                       "with `harness MODE --procs N` (the launcher makes a secret for one node)", what);
     if (!atomic_exchange(&warned, 1))
         LOG_W("job has no secret: anyone who can reach its ports can join it (set SYNCBENCH_JOB_SECRET or "
               "SYNCBENCH_JOB_SECRET_FILE; --require-auth refuses to run without one)");

@@ -322,5 +322,6 @@ Test(auth_store, require_auth_without_secret_is_refused, .timeout = 10)
     store_t *st = NULL;
     cr_expect_eq(store_new(&st, &cfg), ERR_AUTH);
     cr_expect(strstr(err_detail(), "authentication is required"), "%s", err_detail());
+    cr_expect(strstr(err_detail(), "--procs") && !strstr(err_detail(), "harness launch"), "a fix that exists: %s", err_detail());
     cr_expect_null(st);
 }

@@ -286,7 +286,7 @@ const h_opt_t h_opt_table[] = {
     CHOICE("bind", bind, "core|block|numa|none|auto", "auto, core, block, numa or none",
            "  --bind auto|core|numa|none   bind ranks with hwloc (auto: bench binds local rank i to core i mod cores, "
            "train does not bind)\n"),
-    INT("timeout", timeout_s, 1, 86400, "seconds >= 1",
+    INT("timeout", timeout_s, 1, 86400, "seconds from 1 to 86400 (one day)",
         "  --timeout S           every blocking step gives up after S seconds (default 60)\n"),
     FLAG("require-auth", require_auth,
          "  --require-auth        refuse to run without a job secret (SYNCBENCH_JOB_SECRET or _FILE; the launcher\n"
