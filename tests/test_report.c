@@ -533,3 +533,15 @@ Test(report, ceilings_pair_op_move_twins)
     cr_assert(!strstr(t, "tcp"), "a configuration without a twin has no ceiling row:\n%s", t);
     unlink(path);
 }
+
+/* Issue 33 section 5: a device is no results file (report /dev/zero once said "nothing to report", exit 0) */
+Test(report, a_device_is_refused_not_read_as_empty)
+{
+    h_jobj_t *objs = NULL;
+    size_t n = 0, bad = 0;
+    char *files[] = {"/dev/zero"};
+    cr_expect_eq(h_jread_files(1, files, &objs, &n, &bad, NULL), ERR_INVAL);
+    cr_expect(strstr(err_detail(), "not a results file"), "%s", err_detail());
+    cr_expect_eq(n, 0);
+    h_jfree_all(&objs, &n);
+}

@@ -231,18 +231,28 @@ int h_jread_files(int nfiles, char **files, h_jobj_t **objs, size_t *nobjs, size
             status = err_set(ERR_IO, "cannot read %s: %s", files[fi], strerror(errno));
             continue;
         }
+        struct stat st;
+        if (fstat(fileno(f), &st) == 0 && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISDIR(st.st_mode))) {
+            if (dg) fprintf(dg, "harness: %s is not a results file (a device or directory)\n", files[fi]);
+            status = err_set(ERR_INVAL, "%s is not a results file (a device or directory)", files[fi]);
+            fclose(f);
+            continue;
+        }
         char *line = NULL;
         size_t lcap = 0, lineno = 0;
-        ssize_t n;
+        ssize_t n = 0;
         int rc = 0;
+        errno = 0;
         while (rc == 0 && (n = getline(&line, &lcap, f)) >= 0) {
             size_t len = (size_t)n;
             while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
             rc = s_read_line(line, len, files[fi], ++lineno, objs, nobjs, &cap, nbad, dg);
         }
-        if (rc == 0 && ferror(f)) {
-            if (dg) fprintf(dg, "harness: error reading %s: %s\n", files[fi], strerror(errno));
-            rc = err_set(ERR_IO, "error reading %s: %s", files[fi], strerror(errno));
+        /* a read that stopped before the end (an I/O error, or getline out of memory) is an error, never EOF */
+        if (rc == 0 && (ferror(f) || (n < 0 && !feof(f)))) {
+            int e = errno ? errno : EIO;
+            if (dg) fprintf(dg, "harness: error reading %s after line %zu: %s\n", files[fi], lineno, strerror(e));
+            rc = err_set(e == ENOMEM ? ERR_NOMEM : ERR_IO, "error reading %s after line %zu: %s", files[fi], lineno, strerror(e));
         }
         free(line);
         fclose(f);
