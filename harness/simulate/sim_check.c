@@ -12,6 +12,7 @@
 #include "harness/simulate/sim.h"
 #include "harness/registry/layouts.h"
 #include "harness/record/jsonl.h"
+#include "harness/record/stats.h"
 #include "harness/emulate/netspec.h"
 #include "core/err.h"
 #include "trainer/workload.h"
@@ -20,18 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int s_dcmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double s_median(double *v, int n)
-{
-    if (n <= 0) return 0;
-    qsort(v, (size_t)n, sizeof *v, s_dcmp);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+/* the median of n values (sorted in place): record/stats.h's */
+static double s_median(double *v, int n) { return n > 0 ? h_median(v, (size_t)n) : 0; }
 
 /* 1 when a line ran under the default congestion control (its "versions" names it) */
 static int s_default_cc(const h_jobj_t *r)
@@ -146,26 +137,12 @@ static void s_summary(const char *what, double *err, int n, h_lines_t *lines, in
 /* the configuration's simulated step (ms); 0 or a code */
 static int s_sim_point(const h_simulate_cfg_t *o, const s_fit_t *fit, s_pt_t *c)
 {
-    workload_t *wl = NULL;
-    CHECK(workload_load(&wl, c->model));
-    wl_device_t dev;
-    int rc = wl_device_resolve(c->device, wl, &dev);
-    size_t n = wl->ntensors, *ends = calloc(n, sizeof *ends), *counts = calloc(n, sizeof *counts);
-    double *tr = calloc(n, sizeof *tr), *ready = calloc(n, sizeof *ready);
-    if (rc == 0 && (!ends || !counts || !tr || !ready)) rc = err_set(ERR_NOMEM, "simulate: out of memory");
-    size_t cap = (size_t)(c->bucket_mb * 1048576.0), first = cap < (1u << 20) ? cap : (1u << 20);
-    int nb = rc == 0 ? wl_buckets(wl, 1, first, cap, ends) : 0;
-    if (rc == 0 && nb < 0) rc = nb;
-    double fwd = 0, total = 0;
-    if (rc == 0) {
-        wl_schedule(wl, &dev, (size_t)c->lb, 1, &fwd, tr, &total);
-        size_t begin = 0;
-        for (int b = 0; b < nb; b++) {
-            for (size_t i = begin; i < ends[b]; i++) counts[b] += wl->t[i].numel;
-            ready[b] = c->overlap ? tr[ends[b] - 1] : total;
-            begin = ends[b];
-        }
-    }
+    h_sim_point_t pt;
+    CHECK(h_sim_point(&pt, c->model, c->device, (size_t)c->lb, c->bucket_mb, !c->overlap));
+    int rc = 0, nb = pt.nb;
+    const size_t *counts = pt.counts;
+    const double *ready = pt.ready;
+    double total = pt.total_s;
     h_engset_t es;
     void *store[H_MAX_ENGINES] = {0};
     if (rc == 0) rc = h_layout_engset_of_run(c->engine, c->label, c->servers, &o->es, &es, store);
@@ -185,7 +162,7 @@ static int s_sim_point(const h_simulate_cfg_t *o, const s_fit_t *fit, s_pt_t *c)
                                .inter_bps = c->bps, .intra_bps = fit->shm_bps * c->shrink * c->dilate,
                                .lat_s = fit->lat_s / c->dilate, .nic_lat_s = c->lat_us * 1e-6 * H_NETEM_LAT_HOPS / 2,
                                .framing = H_SIM_TCP_FRAMING, .timeout_s = o->timeout_s};
-        double update = wl_update_s(&dev, wl->params, 20, 1);
+        double update = pt.update_s;
         h_sim_work_t w = {.nb = nb, .sched = s, .ready_s = ready, .total_s = total,
                           .update_s = ops && ops->serve && c->P > 1 ? 0 : update, .steps = 2, .max_groups = o->max_groups};
         h_sim_result_t r;
@@ -193,9 +170,9 @@ static int s_sim_point(const h_simulate_cfg_t *o, const s_fit_t *fit, s_pt_t *c)
         if (rc == 0) c->sim_ms = r.time_s * 1e3;
     }
     for (int b = 0; b < built; b++) sched_free(&s[b]);
-    free(s), free(ends), free(counts), free(tr), free(ready);
+    free(s);
     h_layout_free(store);
-    workload_destroy(&wl);
+    h_sim_point_free(&pt);
     return rc;
 }
 

@@ -43,6 +43,21 @@ typedef struct {
 /* Runs in the calling process; 0, ERR_INVAL (usage: err_detail says why), ERR_NODEV (no SimGrid), or
  * a simulation's failure. */
 int h_simulate(const h_simulate_cfg_t *o);
+/* A model's step on one GPU as the simulator replays it: its profile and device, DDP's buckets (a first
+ * bucket of 1 MiB, then bucket_mb) with their element counts and ready times, forward + backward, and the
+ * optimizer's update on the GPU (SGD with momentum: 20 bytes a parameter). */
+#include "trainer/workload.h"
+typedef struct {
+    workload_t *wl;
+    wl_device_t dev;
+    int nb;
+    size_t *counts;
+    double *ready;
+    double fwd_s, total_s, update_s;
+} h_sim_point_t;
+int  h_sim_point(h_sim_point_t *p, const char *model, const char *device, size_t local_batch, double bucket_mb,
+                 int no_overlap);
+void h_sim_point_free(h_sim_point_t *p);
 /* simulate_train.c: the training steps of --model on base's platform (its nodes, or each of --scaling) */
 struct h_sim_platform;
 int h_simulate_train(const h_simulate_cfg_t *o, const struct h_sim_platform *base);

@@ -134,32 +134,53 @@ static int s_one(const h_simulate_cfg_t *o, const s_conf_t *c, const h_sim_platf
     return rc;
 }
 
-int h_simulate_train(const h_simulate_cfg_t *o, const h_sim_platform_t *base)
+int h_sim_point(h_sim_point_t *p, const char *model, const char *device, size_t lb, double bucket_mb, int no_overlap)
 {
-    workload_t *wl = NULL;
-    CHECK(workload_load(&wl, o->model));
-    wl_device_t dev;
-    int rc = wl_device_resolve(o->device ? o->device : "v100", wl, &dev);
-    size_t n = wl->ntensors, *ends = calloc(n, sizeof *ends), *counts = calloc(n, sizeof *counts);
-    double *tr = calloc(n, sizeof *tr), *ready = calloc(n, sizeof *ready);
-    if (rc == 0 && (!ends || !counts || !tr || !ready)) rc = err_set(ERR_NOMEM, "simulate: out of memory");
-    size_t lb = o->batch_per_gpu > 0 ? (size_t)o->batch_per_gpu : 64;
-    double bmb = o->bucket_mb > 0 ? o->bucket_mb : 25;
-    size_t cap = (size_t)(bmb * 1048576.0), first = cap < (1u << 20) ? cap : (1u << 20);
-    int nb = rc == 0 ? wl_buckets(wl, 1, first, cap, ends) : 0;
-    if (rc == 0 && nb < 0) rc = nb;
-    double fwd = 0, total = 0;
+    memset(p, 0, sizeof *p);
+    CHECK(workload_load(&p->wl, model));
+    int rc = wl_device_resolve(device ? device : "v100", p->wl, &p->dev);
+    size_t n = p->wl->ntensors, *ends = calloc(n, sizeof *ends);
+    double *tr = calloc(n, sizeof *tr);
+    p->counts = calloc(n, sizeof *p->counts);
+    p->ready = calloc(n, sizeof *p->ready);
+    if (rc == 0 && (!ends || !tr || !p->counts || !p->ready)) rc = err_set(ERR_NOMEM, "simulate: out of memory");
+    size_t cap = (size_t)((bucket_mb > 0 ? bucket_mb : 25) * 1048576.0), first = cap < (1u << 20) ? cap : (1u << 20);
+    p->nb = rc == 0 ? wl_buckets(p->wl, 1, first, cap, ends) : 0;
+    if (rc == 0 && p->nb < 0) rc = p->nb;
     if (rc == 0) {
-        wl_schedule(wl, &dev, lb, 1, &fwd, tr, &total);
+        wl_schedule(p->wl, &p->dev, lb, 1, &p->fwd_s, tr, &p->total_s);
         size_t begin = 0;
-        for (int b = 0; b < nb; b++) {
-            for (size_t i = begin; i < ends[b]; i++) counts[b] += wl->t[i].numel;
-            ready[b] = o->no_overlap ? total : tr[ends[b] - 1];
+        for (int b = 0; b < p->nb; b++) {
+            for (size_t i = begin; i < ends[b]; i++) p->counts[b] += p->wl->t[i].numel;
+            p->ready[b] = no_overlap ? p->total_s : tr[ends[b] - 1];
             begin = ends[b];
         }
+        p->update_s = wl_update_s(&p->dev, p->wl->params, 20, 1);
     }
-    /* the optimizer on a GPU: SGD with momentum reads parameter, gradient and momentum and writes two */
-    double update = rc == 0 ? wl_update_s(&dev, wl->params, 20, 1) : 0, one_sps = (double)lb / (total + update);
+    free(ends), free(tr);
+    if (rc < 0) h_sim_point_free(p);
+    return rc;
+}
+
+void h_sim_point_free(h_sim_point_t *p)
+{
+    free(p->counts), free(p->ready);
+    workload_destroy(&p->wl);
+    memset(p, 0, sizeof *p);
+}
+
+int h_simulate_train(const h_simulate_cfg_t *o, const h_sim_platform_t *base)
+{
+    size_t lb = o->batch_per_gpu > 0 ? (size_t)o->batch_per_gpu : 64;
+    double bmb = o->bucket_mb > 0 ? o->bucket_mb : 25;
+    h_sim_point_t pt;
+    CHECK(h_sim_point(&pt, o->model, o->device, lb, bmb, o->no_overlap));
+    int rc = 0, nb = pt.nb;
+    workload_t *wl = pt.wl;
+    const wl_device_t dev = pt.dev;
+    const size_t *counts = pt.counts;
+    const double *ready = pt.ready;
+    double fwd = pt.fwd_s, total = pt.total_s, update = pt.update_s, one_sps = (double)lb / (total + update);
     s_conf_t confs[16];
     int nc = 0;
     if (o->engine_all)
@@ -206,7 +227,6 @@ int h_simulate_train(const h_simulate_cfg_t *o, const h_sim_platform_t *base)
             rc = s_one(o, &confs[c], &pl, wl, &dev, lb, nb, counts, ready, total, update, one_sps, &lines);
         }
     int wrc = h_lines_close(&lines, "the simulate lines");
-    free(ends), free(counts), free(tr), free(ready);
-    workload_destroy(&wl);
+    h_sim_point_free(&pt);
     return rc < 0 ? rc : wrc;
 }
