@@ -119,6 +119,10 @@ int ps_test_raw_send(void *sock, const wire_hdr_t *h, const void *const *fr, con
     unsigned char buf[WIRE_HDR_MAX];
     int hl = wire_encode(h, buf, sizeof buf);
     if (hl < 0) return hl;
+    /* a bounded send: a DEALER whose only peer refused its handshake (an intruder's socket) has no pipe
+     * left, and zmq_send would then block for ever */
+    int to = 2000;
+    zmq_setsockopt(sock, ZMQ_SNDTIMEO, &to, sizeof to);
     if (zmq_send(sock, buf, (size_t)hl, nfr ? ZMQ_SNDMORE : 0) < 0) return ERR_IO;
     for (int i = 0; i < nfr; i++)
         if (zmq_send(sock, fr[i], len[i], i + 1 < nfr ? ZMQ_SNDMORE : 0) < 0) return ERR_IO;

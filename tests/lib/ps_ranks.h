@@ -45,7 +45,7 @@ int ps_test_plain_step(engine_t *e, float *g, size_t n, uint64_t t, int rank);
 extern char ps_test_last_detail[512];
 
 /* Raw wire messages on a ZeroMQ socket, past the engine: send header h and nfr payload frames
- * (0 or ERR_IO); receive one reply (waits up to 5 s): its header in h, its first payload frame (up to
+ * (0, or ERR_IO: a frame that cannot leave within 2 s); receive one reply (waits up to 5 s): its header in h, its first payload frame (up to
  * cap bytes) in out (may be NULL); returns its type, or -1. */
 int ps_test_raw_send(void *sock, const wire_hdr_t *h, const void *const *fr, const size_t *len, int nfr);
 int ps_test_raw_recv(void *sock, wire_hdr_t *h, void *out, size_t cap);
