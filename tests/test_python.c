@@ -1,8 +1,11 @@
-/* test_python.c: runs the syncbench Python package's own tests (python/tests/test_numpy.py) against this
- * build's libsyncbench.so with a python3 that has numpy; skipped, saying why, where none has it. */
+/* test_python.c: runs the syncbench Python package's own tests against this build's libsyncbench.so:
+ * python/tests/test_numpy.py with a python3 that has numpy, python/tests/test_torch.py (syncbench.torch: the
+ * DDP comm hook, Horovod's API) with a python that has torch and gloo ($SYNCBENCH_TORCH_PYTHON, else
+ * peers/.venv's, which `make peers` makes); each skipped, saying why, where no python has what it needs. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 #include "tests/lib/ranks.h"
 #include "tests/lib/scripts.h"
@@ -30,7 +33,34 @@ Test(python, numpy_package_tests, .timeout = 600)
     snprintf(lib, sizeof lib, "%s", h);
     *strrchr(lib, '/') = '\0';
     snprintf(cmd, sizeof cmd, "cd '%s' && SYNCBENCH_LIB='%s/libsyncbench.so.0' %s -m unittest discover -s python/tests "
-             "-p 'test_*.py'", s, lib, py);
+             "-p 'test_numpy.py'", s, lib, py);
+    int rc = run_cmd(cmd, out, sizeof out);
+    cr_assert_eq(rc, 0, "%s:\n%s", cmd, out);
+}
+
+Test(python, torch_package_tests, .timeout = 900)
+{
+    char h[4096], s[4096];
+    cr_assert(harness_path(h, sizeof h) == 0, "build the harness first (make)");
+    test_script(h, "run-tests", s, sizeof s);
+    char *cut = strstr(s, "/scripts/run-tests");
+    cr_assert(cut, "cannot find the checkout from %s", s);
+    *cut = '\0';
+    char py[4200], cmd[16384], out[1 << 16];
+    const char *env = getenv("SYNCBENCH_TORCH_PYTHON");
+    if (env && *env) snprintf(py, sizeof py, "%s", env);
+    else snprintf(py, sizeof py, "%s/peers/.venv/bin/python", s);
+    if (!(env && *env) && access(py, X_OK) != 0) snprintf(py, sizeof py, "python3");
+    snprintf(cmd, sizeof cmd, "%s -c 'import torch, torch.distributed as d; assert d.is_gloo_available()' "
+             ">/dev/null 2>&1", py);
+    if (system(cmd) != 0)
+        cr_skip_test("torch with gloo is not importable by %s: `make peers` installs it into peers/.venv "
+                     "(or set SYNCBENCH_TORCH_PYTHON)", py);
+    char lib[4096];
+    snprintf(lib, sizeof lib, "%s", h);
+    *strrchr(lib, '/') = '\0';
+    snprintf(cmd, sizeof cmd, "cd '%s' && SYNCBENCH_LIB='%s/libsyncbench.so.0' %s -m unittest discover -s python/tests "
+             "-p 'test_torch.py' 2>&1", s, lib, py);
     int rc = run_cmd(cmd, out, sizeof out);
     cr_assert_eq(rc, 0, "%s:\n%s", cmd, out);
 }

@@ -7,6 +7,7 @@ import os
 import queue
 import sys
 import threading
+import time
 
 from . import _lib
 from ._lib import SyncbenchError, check
@@ -176,9 +177,12 @@ class Request:
 
 def allreduce_async_ptr(ptr, count, dtype, op, timeout, keep, result=None):
     req = ctypes.c_void_p()
-    check(_lib.load().sb_allreduce_async(job().eng, ptr, count, dtype, op, _lib.ms(timeout), ctypes.byref(req)),
+    j = job()
+    check(_lib.load().sb_allreduce_async(j.eng, ptr, count, dtype, op, _lib.ms(timeout), ctypes.byref(req)),
           "allreduce_async")
-    return Request(req, keep, result)
+    q = Request(req, keep, result)
+    q.timeout_ms = _lib.ms(timeout) or j.timeout_ms or 300000  # what bounds the collective once it starts
+    return q
 
 
 class _Completer:
@@ -198,12 +202,29 @@ class _Completer:
             if item is None:
                 return
             request, on_done = item
+            # the collective is bounded by its own timeout once it starts, and starts when the one before it
+            # (waited on here just before) is done: twice that and a margin is a library that stopped answering
+            bound = time.monotonic() + 2 * request.timeout_ms / 1000.0 + 10
+            err = None
+            while True:
+                try:
+                    request.wait(timeout=1.0)
+                    break
+                except SyncbenchError as e:
+                    if request.test():  # done, with the collective's own error (a dead rank, its timeout)
+                        err = e
+                        break
+                    if time.monotonic() > bound:
+                        err = _lib.SyncbenchTimeout(_lib.ERR_TIMEOUT, "allreduce: still pending %.0f s after it "
+                                                    "was queued" % (2 * request.timeout_ms / 1000.0 + 10))
+                        break
+                except BaseException as e:
+                    err = e
+                    break
             try:
-                request.wait()
-            except BaseException as e:  # handed to the callback (a DDP future's exception)
-                on_done(e)
-                continue
-            on_done(None)
+                on_done(err)  # a DDP future's result or exception
+            except BaseException as e:
+                print("syncbench: a completion callback failed: %r" % (e,), file=sys.stderr)
 
     def stop(self):
         self.q.put(None)
