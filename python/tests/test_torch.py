@@ -61,6 +61,23 @@ class TorchJobs(unittest.TestCase):
             self.assertTrue(all(rc in (0, 3) for rc, _ in out[:2]), "%s:\n%s" % (spec, _report(out)))
             self.assertIn(0, [rc for rc, _ in out[:2]], "%s: no survivor named rank 2:\n%s" % (spec, _report(out)))
 
+    def test_examples(self):
+        """examples/ddp_train.py over gloo and over the hook print the same losses; the Horovod example runs."""
+        ex = os.path.join(os.path.dirname(_spawn.PKG), "examples")
+        losses = {}
+        for comm in ("gloo", "syncbench"):
+            out = _spawn.run(2, os.path.join(ex, "ddp_train.py"), ["--comm", comm, "--engine", "tree", "--epochs", "2",
+                                                                   "--samples", "512"], timeout=180)
+            self.assertTrue(all(rc == 0 for rc, _ in out), "ddp_train.py --comm %s:\n%s" % (comm, _report(out)))
+            losses[comm] = [float(line.split()[3]) for line in out[0][1].splitlines() if line.startswith("epoch ")]
+        self.assertEqual(len(losses["gloo"]), 2, _report(out))
+        for lg, ls in zip(losses["gloo"], losses["syncbench"]):
+            self.assertAlmostEqual(lg, ls, delta=1e-5 * abs(lg) + 1e-6, msg=str(losses))
+        out = _spawn.run(2, os.path.join(ex, "horovod_train.py"), ["--engine", "ps:colocate", "--epochs", "1",
+                                                                   "--samples", "256"], timeout=180)
+        self.assertTrue(all(rc == 0 for rc, _ in out), "horovod_train.py:\n%s" % _report(out))
+        self.assertIn("epoch 0 loss", out[0][1], _report(out))
+
 
 if __name__ == "__main__":
     unittest.main()
