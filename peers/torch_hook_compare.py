@@ -16,8 +16,10 @@ Per config: step p50 and p99 over every timed step of every round, samples/s (gl
 communication a step (p50 minus local's p50, what the step waits for beyond its compute) and the final loss;
 and the step-time ratio hook / gloo, of the p50s and per round. After the steps the gloo and hook models have
 seen the same batches: their largest parameter difference is reported (float rounding only).
-Then --bench-sizes: syncbench.torch.allreduce_ (in place, f32 sum) of each size, --iters timed after --warmup,
-each iteration the slowest rank's time, the median over iterations (as `harness bench` reports time_us).
+Then --bench-sizes: syncbench.torch.allreduce_ (in place, f32 sum) of each size, --iters back to back after
+--warmup (one gloo barrier before the warm-up, none between iterations, as `harness bench` runs them), each
+iteration the slowest rank's time, the median over iterations (as `harness bench` reports time_us); the
+buffer is zeros (an in-place sum keeps them), then one untimed allreduce of rank + 1 counts wrong elements.
 `summary FILE...` prints the step tables and, beside `harness bench` lines of the same engine, world and
 size found in the files, the Python API's overhead over the engine alone.
 One torch thread a rank; ranks unbound. Models: mlp (784-1024-1024-10, as `harness train`) or
@@ -64,7 +66,7 @@ def args_of(argv):
     p.add_argument("--warmup-steps", type=int, default=3)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--bucket-mb", type=float, default=25.0)
-    p.add_argument("--bench-sizes", default="1M:64M")
+    p.add_argument("--bench-sizes", default="1M:64M", help="LO:HI, or none")
     p.add_argument("--factor", type=float, default=4.0)
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--warmup", type=int, default=2)
@@ -230,18 +232,19 @@ def rank_main(a):
                      ratio_rounds=[h / g for h, g in zip(per_round["hook"], per_round["gloo"])],
                      max_param_diff=diff))
     # the Python API's allreduce alone, timed like harness bench
-    for nbytes in sizes(a.bench_sizes, a.factor) if a.bench_sizes else []:
+    for nbytes in sizes(a.bench_sizes, a.factor) if a.bench_sizes not in ("", "none") else []:
         n = nbytes // 4
-        buf = torch.empty(n)
+        buf = torch.zeros(n)  # zeros stay zeros under the in-place sum: back-to-back iterations, no refill
         mine = []
+        dist.barrier()
         for it in range(a.warmup + a.iters):
-            buf.fill_(float(r + 1))
-            dist.barrier()
             t0 = time.perf_counter()
             hvd.allreduce_(buf, op=hvd.Sum)
             dt = time.perf_counter() - t0
             if it >= a.warmup:
                 mine.append(dt)
+        buf.fill_(float(r + 1))  # one more, untimed, on values that show a wrong sum
+        hvd.allreduce_(buf, op=hvd.Sum)
         wrong = int((buf != P * (P + 1) / 2).sum().item())
         t = torch.tensor(mine + [float(wrong)], dtype=torch.float64)
         every = [torch.empty_like(t) for _ in range(P)]

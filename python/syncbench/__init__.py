@@ -1,4 +1,4 @@
-"""syncbench: syncbench's ring, tree and parameter-server engines from Python (docs/python.md), over
+"""syncbench: syncbench's ring, tree and parameter-server engines from Python (docs/api.md; PyTorch: docs/torch.md), over
 libsyncbench.so through ctypes. The top level works on numpy arrays in place, with Horovod's names:
 
     import numpy as np, syncbench
