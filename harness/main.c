@@ -18,6 +18,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/topo.h"
+#include <limits.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -188,6 +189,46 @@ static int s_check_writable(const char *flag, const char *path)
     return 0;
 }
 
+/* A file written at the end by a temporary file and a rename in its folder (--timeline): that folder must
+ * exist and be writable now, not after the run. */
+static int s_check_folder_of(const char *flag, const char *path)
+{
+    if (!path || !*path) return 0;
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = '\0';
+    else *slash = '\0';
+    struct stat st;
+    if (stat(dir, &st) != 0) return err_set(ERR_INVAL, "%s %s: no folder %s: %s", flag, path, dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return err_set(ERR_INVAL, "%s %s: %s is not a folder", flag, path, dir);
+    if (access(dir, W_OK | X_OK) != 0) return err_set(ERR_INVAL, "%s %s: cannot write in %s: %s", flag, path, dir, strerror(errno));
+    return 0;
+}
+
+/* A folder made if missing (--plots): it, or the nearest folder above it that exists, must be writable. */
+static int s_check_folder(const char *flag, const char *path)
+{
+    if (!path || !*path) return 0;
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    struct stat st;
+    for (;;) {
+        if (stat(dir, &st) == 0) {
+            if (!S_ISDIR(st.st_mode)) return err_set(ERR_INVAL, "%s %s: %s is not a folder", flag, path, dir);
+            if (access(dir, W_OK | X_OK) != 0)
+                return err_set(ERR_INVAL, "%s %s: cannot write in %s: %s", flag, path, dir, strerror(errno));
+            return 0;
+        }
+        char *slash = strrchr(dir, '/');
+        while (slash && slash > dir && slash[1] == '\0') { *slash = '\0'; slash = strrchr(dir, '/'); }
+        if (!slash) { snprintf(dir, sizeof dir, "."); continue; }
+        if (slash == dir) { dir[1] = '\0'; continue; }
+        *slash = '\0';
+    }
+}
+
 /* `harness report`: h_report returns an exit code (>= 0) or an err.h code (< 0, explained on stderr or
  * by err_detail, shown as "harness: report: ...") */
 static int s_report(h_opts_t *o)
@@ -267,7 +308,10 @@ int main(int argc, char **argv)
     }
     if (h_is_launched()) return s_exit(s_rank_main(&o), 1);
     if (h_opts_check_mode(&o) < 0) return s_exit(ERR_INVAL, 2);
-    if (s_check_writable("--json", o.json) < 0) return s_exit(ERR_INVAL, 2);
+    /* every output path before any work: a run must not be lost to a late check */
+    if (s_check_writable("--json", o.json) < 0 || s_check_folder_of("--timeline", o.timeline) < 0 ||
+        s_check_folder("--plots", o.plots_dir) < 0)
+        return s_exit(ERR_INVAL, 2);
     if (!strcmp(o.mode, "report")) return s_report(&o);
     if (!strcmp(o.mode, "explain")) {
         h_explain_cfg_t c;

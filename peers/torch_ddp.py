@@ -86,6 +86,10 @@ def parse_args(argv):
     a.size_max = parse_size(hi) if hi else a.size_min
     if a.procs < 1 or a.size_min > a.size_max or a.factor <= 1:
         p.error("bad --procs, --sizes or --factor")
+    if a.steps < 1 or a.warmup_steps < 0:
+        p.error("--steps must be >= 1 and --warmup-steps >= 0")
+    if a.warmup_steps >= a.steps:  # the warm-up is part of --steps and leaves one timed step (as syncbench's)
+        a.warmup_steps = a.steps - 1
     return a
 
 
@@ -278,7 +282,8 @@ def train(rank, world, a):
     losses = []
     correct = 0
     t_start = None
-    total = a.warmup_steps + a.steps
+    # --steps counts every optimizer step, the untimed warm-up included (as syncbench's train)
+    total, timed = a.steps, a.steps - a.warmup_steps
     for step in range(total):
         if step == a.warmup_steps:
             dist.barrier()
@@ -307,10 +312,10 @@ def train(rank, world, a):
             correct = int((out.argmax(dim=1) == yb).sum())
         if rank == 0 and not a.quiet:
             what = "warm-up %d/%d" % (step + 1, a.warmup_steps) if step < a.warmup_steps else \
-                "step %d/%d" % (step + 1 - a.warmup_steps, a.steps)
+                "step %d/%d" % (step + 1 - a.warmup_steps, timed)
             print("# torch-ddp-gloo %s: loss %.4f, step %.2f ms" % (what, losses[-1], dt), file=sys.stderr)
     secs = time.perf_counter() - t_start
-    sps = lb * a.steps / secs if secs > 0 else 0.0
+    sps = lb * timed / secs if secs > 0 else 0.0
     # parameters identical on every rank (DDP's promise): checksums compared
     flat = torch.cat([p.detach().view(-1) for p in net.parameters()]).double()
     ck = torch.tensor([flat.sum().item(), (flat * flat).sum().item()], dtype=torch.float64)
@@ -342,7 +347,8 @@ def train(rank, world, a):
         sys.stdout.flush()
     m = meta(a)
     emit(a, dict(mode="train", engine="torch-ddp-gloo", impl="torch %s gloo" % torch.__version__, peer=True,
-                 world=world, ranks=world, servers=0, steps=a.steps, warmup_steps=a.warmup_steps, batch=lb * world,
+                 world=world, ranks=world, servers=0, steps=a.steps, warmup_steps=a.warmup_steps,
+                 timed_steps=a.steps - a.warmup_steps, batch=lb * world,
                  local_batch=lb, model=a.model,
                  params=nparams, data="synthetic", optim=a.optim, grad_dtype="f32", bucket_mb=a.bucket_mb,
                  overlap=not a.no_overlap, blas_threads=1, samples_per_s=round(S["sps"], 3),

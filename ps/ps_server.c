@@ -27,6 +27,7 @@
  * handled (zseq), and replies to it go back through the lane (pss_send). */
 #include "ps/ps_server_int.h"
 #include "core/zsec.h"
+#include "core/rundir.h"
 #include <errno.h>
 #include <unistd.h>
 
@@ -461,18 +462,15 @@ static int s_bind(ps_server_t *self)
         zmq_getsockopt(self->router, ZMQ_LAST_ENDPOINT, tcp, &l);
     }
     if (cfg->van != PS_VAN_TCP) {
-        /* a directory only we can enter holds the socket: other users cannot reach it at all */
-        const char *tmp = getenv("TMPDIR");
-        if (!tmp || !*tmp || strlen(tmp) > 64 || strchr(tmp, '\n')) tmp = "/tmp";
-        snprintf(self->ipc_dir, sizeof self->ipc_dir, "%s/sb-ps-XXXXXX", tmp);
-        if (!mkdtemp(self->ipc_dir)) {
-            int e = errno;
+        /* a directory only we can enter holds the socket: other users cannot reach it at all; named with our
+         * pid, so that if we are killed the launcher (or the next server) removes it (core/rundir.h) */
+        if (rundir_make("ps", self->ipc_dir, sizeof self->ipc_dir) < 0) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", err_detail());
             self->ipc_dir[0] = 0;
             if (cfg->van == PS_VAN_IPC)
-                return err_set(ERR_IO, "ps server %d: cannot create a directory in %s for its ipc socket: %s",
-                               cfg->index, tmp, strerror(e));
-            LOG_W("ps server %d: no ipc endpoint (cannot create a directory in %s: %s); workers use tcp",
-                  cfg->index, tmp, strerror(e));
+                return err_set(ERR_IO, "ps server %d: no directory for its ipc socket: %s", cfg->index, why);
+            LOG_W("ps server %d: no ipc endpoint (%s); workers use tcp", cfg->index, why);
         } else {
             snprintf(self->ipc_path, sizeof self->ipc_path, "%s/s%d", self->ipc_dir, cfg->index);
             snprintf(ipc, sizeof ipc, "ipc://%s", self->ipc_path);

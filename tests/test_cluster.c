@@ -270,7 +270,7 @@ Test(cluster_run, host_made_busy_is_named, .timeout = 120)
             for (volatile unsigned long x = 0;; x++) {}
         }
     snprintf(cmd, sizeof cmd, "%s train --model %s --device throughput=400 --nodes 1 --gpus-per-node 2 --engine ring "
-             "--batch 16 --steps 6 --warmup-steps 1 --quiet", g_harness, prof);
+             "--batch 16 --steps 7 --warmup-steps 1 --quiet", g_harness, prof);
     int rc = run_cmd(cmd, out, sizeof out);
     for (int i = 0; i < nb; i++) {
         kill(burn[i], SIGKILL);
@@ -294,7 +294,7 @@ Test(cluster_run, two_machines_shaped_links_match_the_schedule, .timeout = 180)
     /* 8 samples a GPU at 40/s: 200 ms of compute, the big gradient ready at 100 ms. The NICs at 200 Mbit/s:
      * the ring (P = 4, 2 machines) moves 1.5 x 4 MB through each, about 0.25 s */
     snprintf(cmd, sizeof cmd, "%s train --model %s --device throughput=40 --nodes 2 --gpus-per-node 2 --net inter=200mbit "
-             "--shrink 1 --bucket-mb 1 --engine ring --batch 32 --steps 4 --warmup-steps 1 --quiet --json %s",
+             "--shrink 1 --bucket-mb 1 --engine ring --batch 32 --steps 5 --warmup-steps 1 --quiet --json %s",
              g_harness, prof, json);
     int rc = run_cmd(cmd, out, sizeof out);
     unlink(prof);

@@ -1,8 +1,13 @@
 /* test_core_misc.c: sanity of the small core modules: memory accounting (RSS, peak, reset, tracked
- * counters) and the hwloc topology (summary, CPU model, core count, binding). */
+ * counters), the hwloc topology (summary, CPU model, core count, binding) and run directories (the sweep). */
 #include "core/err.h"
 #include "core/mem.h"
 #include "core/topo.h"
+#include "core/rundir.h"
+#include "tests/lib/tmpdir.h"
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <criterion/criterion.h>
 #include <sched.h>
 #include <stdio.h>
@@ -119,4 +124,42 @@ Test(topo, bind_policies)
     cr_assert_eq(topo_bind("numa", 0, 1, desc, sizeof desc), 0, "%s", err_detail());
     cr_assert(strstr(desc, "NUMA"), "%s", desc);
     cr_assert_geq(affinity(&s2), c1);
+}
+
+/* Run directories: named with the pid; the sweep removes a dead process's (with the socket file in it) and
+ * keeps a live one's, a name that is not ours and a directory holding a folder. */
+Test(rundir, sweep_removes_only_dead_processes_dirs)
+{
+    char *base = tmpdir_make();
+    setenv("TMPDIR", base, 1);
+    pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    waitpid(dead, NULL, 0);
+    char p[512];
+    snprintf(p, sizeof p, "%s/sb-ps-%d-abcdef", base, (int)dead);
+    cr_assert_eq(mkdir(p, 0700), 0);
+    snprintf(p, sizeof p, "%s/sb-ps-%d-abcdef/s0", base, (int)dead);
+    int fd = open(p, O_CREAT | O_WRONLY, 0600);
+    cr_assert(fd >= 0);
+    close(fd);
+    snprintf(p, sizeof p, "%s/sb-ps-%d-nested", base, (int)dead); /* holds a folder: not a run directory's shape */
+    cr_assert_eq(mkdir(p, 0700), 0);
+    snprintf(p, sizeof p, "%s/sb-ps-%d-nested/sub", base, (int)dead);
+    cr_assert_eq(mkdir(p, 0700), 0);
+    snprintf(p, sizeof p, "%s/sb-ps-x%d-abcdef", base, (int)dead); /* not sb-WHAT-PID-XXXXXX */
+    cr_assert_eq(mkdir(p, 0700), 0);
+    char mine[512];
+    cr_assert_eq(rundir_make("ps", mine, sizeof mine), 0, "%s", err_detail());
+    char want[64];
+    snprintf(want, sizeof want, "/sb-ps-%d-", (int)getpid());
+    cr_expect(strstr(mine, want) != NULL, "%s", mine);
+    /* rundir_make swept already: the dead process's directory is gone, the rest stays */
+    snprintf(p, sizeof p, "%s/sb-ps-%d-abcdef", base, (int)dead);
+    cr_expect(access(p, F_OK) != 0, "a dead process's run directory was left: %s", p);
+    cr_expect_eq(rundir_sweep(), 0);
+    cr_expect(access(mine, F_OK) == 0, "a live process's run directory was removed");
+    cr_expect_eq(tmpdir_entries_with(base, "sb-"), 3);
+    cr_expect_eq(rundir_make("P/S", mine, sizeof mine), ERR_INVAL);
+    unsetenv("TMPDIR");
+    tmpdir_remove(base);
 }

@@ -80,7 +80,7 @@ Test(harness, train_json_fields, .timeout = 120)
     s_find();
     char json[] = "/tmp/sb-test-XXXXXX", cmd[2048], out[1 << 16];
     close(mkstemp(json));
-    snprintf(cmd, sizeof cmd, "%s train --engine tree,ps --procs 2 --steps 3 --warmup-steps 1 --quiet --json %s",
+    snprintf(cmd, sizeof cmd, "%s train --engine tree,ps --procs 2 --steps 4 --warmup-steps 1 --quiet --json %s",
              g_harness, json);
     int rc = run_cmd(cmd, out, sizeof out);
     cr_assert_eq(rc, 0, "%s", out);
@@ -204,21 +204,24 @@ static int s_two_ranks(const char *method, const char *w0, const char *w1, char 
     return s_two_ranks_args(method, w0, w1, out0, out1, len, secs, timeout_s, NULL);
 }
 
-/* Issue 33 section 3: two env-started PS ranks that differ in the learning rate, then in --steps, fail
- * both, at once, naming the option and the ranks (before: exit 0 with different results, and a 15 s
- * allgather timeout) */
+/* Issue 33 section 3: two env-started PS ranks that differ in the learning rate, then in --steps, then in
+ * --steps and an engine's own option, fail both, at once, naming every option that differs and the ranks
+ * (before: exit 0 with different results, and a 15 s allgather timeout) */
 Test(harness, ranks_that_disagree_on_options_fail_together, .timeout = 120)
 {
     s_find();
     static char o0[1 << 15], o1[1 << 15];
     const char *lr[2] = {"train --engine ps --steps 10 --optim sgd:lr=0.1", "train --engine ps --steps 10 --optim sgd:lr=0.2"};
     const char *st[2] = {"train --engine ps --steps 10", "train --engine ps --steps 30"};
-    const char *const *cases[2] = {lr, st};
-    const char *want[2][2] = {{"disagree on --optim: rank 0 has sgd:lr=0.1, rank(s) 1 have sgd:lr=0.2",
-                               "disagree on --optim: rank 1 has sgd:lr=0.2, rank 0 has sgd:lr=0.1"},
-                              {"disagree on --steps: rank 0 has 10, rank(s) 1 have 30",
-                               "disagree on --steps: rank 1 has 30, rank 0 has 10"}};
-    for (int c = 0; c < 2; c++) {
+    const char *eo[2] = {"train --engine ps --steps 10 --ps-partition-kb 64", "train --engine ps --steps 20 --ps-partition-kb 128"};
+    const char *const *cases[3] = {lr, st, eo};
+    const char *want[3][2] = {{"disagree on 1 option: --optim (rank 0: sgd:lr=0.1; rank 1: sgd:lr=0.2)",
+                               "disagree on 1 option: --optim (rank 1: sgd:lr=0.2; rank 0: sgd:lr=0.1)"},
+                              {"disagree on 1 option: --steps (rank 0: 10; rank 1: 30)",
+                               "disagree on 1 option: --steps (rank 1: 30; rank 0: 10)"},
+                              {"disagree on 2 options: --steps (rank 0: 10; rank 1: 20), --ps-partition-kb (rank 0: 64; rank 1: 128)",
+                               "disagree on 2 options: --steps (rank 1: 20; rank 0: 10), --ps-partition-kb (rank 1: 128; rank 0: 64)"}};
+    for (int c = 0; c < 3; c++) {
         double secs = 0;
         int rc = s_two_ranks_args("env", "2", "2", o0, o1, sizeof o0, &secs, 30, cases[c]);
         cr_expect_eq(rc, 1 * 16 + 1, "both ranks fail (case %d):\nrank 0:\n%s\nrank 1:\n%s", c, o0, o1);
@@ -299,8 +302,8 @@ static void s_checksum_of(const char *out, unsigned long long step, char *sum, s
     if (p) snprintf(sum, len, "%.16s", p + strlen(want));
 }
 
-/* For every engine: 20 steps (warm-up included) + --save, then --resume and 20 more, equals 40 steps bit
- * for bit. The PS keeps momentum on its servers: a stateless SGD there, and a clear refusal with momentum. */
+/* For every engine: --steps 20 (its 5 warm-up steps included) + --save, then --resume --steps 20, equals
+ * --steps 40 bit for bit: --steps counts every optimizer step, so runs compose. The PS keeps momentum on its servers: a stateless SGD there, and a clear refusal with momentum. */
 Test(harness, save_resume_equals_one_run_for_every_engine, .timeout = 240)
 {
     s_find();
@@ -310,27 +313,77 @@ Test(harness, save_resume_equals_one_run_for_every_engine, .timeout = 240)
     const char *common = "--procs 2 --model mlp:784-32-10 --batch 32 --warmup-steps 5 --seed 7";
     for (int i = 0; i < 3; i++) {
         const char *optim = strcmp(engines[i], "ps") ? "sgd:lr=0.05,momentum=0.9" : "sgd:lr=0.05,momentum=0";
-        snprintf(cmd, sizeof cmd, "%s train --engine %s %s --optim %s --steps 15 --save %s", g_harness, engines[i],
+        snprintf(cmd, sizeof cmd, "%s train --engine %s %s --optim %s --steps 20 --save %s", g_harness, engines[i],
                  common, optim, ck);
         int rc = run_cmd(cmd, out, sizeof out);
         cr_assert_eq(rc, 0, "%s --save: exit %d\n%s", engines[i], rc, out);
-        snprintf(cmd, sizeof cmd, "%s train --engine %s %s --optim %s --steps 15 --resume %s", g_harness, engines[i],
+        snprintf(cmd, sizeof cmd, "%s train --engine %s %s --optim %s --steps 20 --resume %s", g_harness, engines[i],
                  common, optim, ck);
         rc = run_cmd(cmd, out, sizeof out);
         cr_assert_eq(rc, 0, "%s --resume: exit %d\n%s", engines[i], rc, out);
         s_checksum_of(out, 40, a, sizeof a);
-        snprintf(cmd, sizeof cmd, "%s train --engine %s %s --optim %s --steps 35", g_harness, engines[i], common, optim);
+        snprintf(cmd, sizeof cmd, "%s train --engine %s %s --optim %s --steps 40", g_harness, engines[i], common, optim);
         rc = run_cmd(cmd, out, sizeof out);
         cr_assert_eq(rc, 0, "%s 40 steps: exit %d\n%s", engines[i], rc, out);
         s_checksum_of(out, 40, b, sizeof b);
         cr_expect(a[0] && !strcmp(a, b), "%s: 20 + 20 steps give %s, 40 steps give %s", engines[i], a, b);
     }
-    snprintf(cmd, sizeof cmd, "%s train --engine ps %s --optim sgd:lr=0.05,momentum=0.9 --steps 2 --save %s", g_harness,
+    snprintf(cmd, sizeof cmd, "%s train --engine ps %s --optim sgd:lr=0.05,momentum=0.9 --steps 6 --save %s", g_harness,
              common, ck);
     int rc = run_cmd(cmd, out, sizeof out);
     cr_expect_neq(rc, 0, "ps with momentum saved a checkpoint without its optimizer state:\n%s", out);
     cr_expect(strstr(out, "lives on its servers") != NULL, "%s", out);
     unlink(ck);
+}
+
+/* --steps counts the warm-up: a warm-up given that leaves no timed step is refused before any rank starts, the
+ * default one shortens to leave one, and the JSON line says how many steps were timed. */
+Test(harness, steps_count_the_warmup, .timeout = 60)
+{
+    s_find();
+    char cmd[2048], out[1 << 15];
+    snprintf(cmd, sizeof cmd, "%s train --engine ring --procs 2 --steps 5 --warmup-steps 5", g_harness);
+    int rc = run_cmd(cmd, out, sizeof out);
+    cr_expect(rc != 0 && strstr(out, "--warmup-steps 5 leaves no timed step of --steps 5"), "(%d)\n%s", rc, out);
+    snprintf(cmd, sizeof cmd, "%s train --engine ring --procs 2 --model mlp:784-32-10 --batch 32 --steps 3 --json -", g_harness);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "\"steps\": 3,") && strstr(out, "\"warmup_steps\": 2,") && strstr(out, "\"timed_steps\": 1"),
+              "--steps 3 with the default warm-up: 2 untimed, 1 timed:\n%s", out);
+    cr_expect(strstr(out, "parameters after step 3:") != NULL, "3 optimizer steps in all:\n%s", out);
+}
+
+/* A PS server killed with SIGKILL cannot remove its ipc socket's run directory: the launcher does, once its
+ * ranks are reaped (core/rundir.h), so an abnormal end leaves nothing in $TMPDIR. */
+Test(harness, killed_ps_server_leaves_no_run_directory, .timeout = 60)
+{
+    s_find();
+    char cmd[4096], out[1 << 14];
+    snprintf(cmd, sizeof cmd,
+             "d=$(mktemp -d /tmp/sb-rd-XXXXXX) || exit 1; export TMPDIR=$d; "
+             "%s train --engine ps --servers 1 --procs 2 --steps 1000000 --model mlp:784-32-10 --batch 32 --quiet "
+             ">$d.out 2>&1 & L=$!; for i in $(seq 100); do ls $d | grep -q '^sb-ps-' && break; sleep 0.1; done; "
+             "echo before=$(ls $d | grep -c '^sb-ps-'); sleep 0.5; pkill -KILL -P $L; wait $L; echo rc=$?; "
+             "echo after=$(ls $d | grep -c '^sb-ps-'); rm -rf $d $d.out", g_harness);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "before=1") != NULL, "the server made no run directory to leave behind:\n%s", out);
+    cr_expect(strstr(out, "rc=0") == NULL, "killed ranks, yet the launcher exited 0:\n%s", out);
+    cr_expect(strstr(out, "after=0") != NULL, "a killed server's run directory was left behind:\n%s", out);
+}
+
+/* Output paths are checked before any work: a --timeline in a missing folder and --plots under a file fail at
+ * once, naming the flag, instead of after the run. */
+Test(harness, output_paths_checked_before_the_run, .timeout = 30)
+{
+    s_find();
+    char cmd[2048], out[1 << 14];
+    snprintf(cmd, sizeof cmd, "%s train --engine ring --procs 2 --steps 100000 --timeline /nonexistent-sb/t.json", g_harness);
+    double secs;
+    int rc = run_cmd_timed(cmd, out, sizeof out, &secs);
+    cr_expect(rc != 0 && strstr(out, "--timeline /nonexistent-sb/t.json: no folder /nonexistent-sb"), "(%d)\n%s", rc, out);
+    cr_expect(secs < 5, "the check came after %.1f s", secs);
+    snprintf(cmd, sizeof cmd, "%s report --plots /etc/hostname/plots results/tmp/none.jsonl", g_harness);
+    rc = run_cmd(cmd, out, sizeof out);
+    cr_expect(rc != 0 && strstr(out, "--plots /etc/hostname/plots: /etc/hostname is not a folder"), "(%d)\n%s", rc, out);
 }
 
 /* The small ones users met: bench --quiet still prints its table; busbw is 0 at P = 1; --straggler names a
@@ -348,7 +401,7 @@ Test(harness, user_visible_details, .timeout = 120)
     int rc = run_cmd(cmd, out, sizeof out);
     cr_expect(rc != 0 && strstr(out, "--straggler") != NULL, "a straggler rank >= world was accepted (%d):\n%s", rc, out);
     snprintf(cmd, sizeof cmd, "%s train --engine ring --procs 2 --grad-dtype f16 --model mlp:784-32-10 --batch 32 "
-             "--optim sgd:lr=1e8 --warmup-steps 5 --steps 1 --json -", g_harness);
+             "--optim sgd:lr=1e8 --warmup-steps 5 --steps 6 --json -", g_harness);
     cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
     const char *sk = strstr(out, "\"skipped_steps\": ");
     cr_expect(sk && atoi(sk + 17) >= 4, "warm-up overflow skips not counted:\n%s", sk ? sk : out);

@@ -95,7 +95,7 @@ Test(mpi, train_in_sync_like_ring, .timeout = 180)
     s_need_mpi();
     char json[] = "/tmp/sb-mpi-XXXXXX", cmd[2048], out[1 << 16];
     close(mkstemp(json));
-    snprintf(cmd, sizeof cmd, "%s train --engine mpi,ring --procs 2 --steps 6 --warmup-steps 1 --batch 64 "
+    snprintf(cmd, sizeof cmd, "%s train --engine mpi,ring --procs 2 --steps 7 --warmup-steps 1 --batch 64 "
              "--bucket-mb 1 --check-every 2 --json %s", g_harness, json);
     int rc = run_cmd(cmd, out, sizeof out);
     cr_assert_eq(rc, 0, "train --engine mpi,ring failed:\n%s", out);

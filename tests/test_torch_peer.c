@@ -50,7 +50,7 @@ Test(torch_peer, train_ddp_in_sync, .timeout = 240)
     s_need_torch();
     char json[] = "/tmp/sb-torch-XXXXXX", cmd[2048], out[1 << 16];
     close(mkstemp(json));
-    snprintf(cmd, sizeof cmd, "%s train --engine ring --peers --procs 2 --steps 4 --warmup-steps 1 --batch 64 "
+    snprintf(cmd, sizeof cmd, "%s train --engine ring --peers --procs 2 --steps 5 --warmup-steps 1 --batch 64 "
              "--bucket-mb 1 --json %s", g_harness, json);
     int rc = run_cmd(cmd, out, sizeof out);
     cr_assert_eq(rc, 0, "harness train --peers failed:\n%s", out);

@@ -271,7 +271,7 @@ Test(trace, harness_train_timeline, .timeout = 120)
     char dir[] = "/tmp/sb-trace-XXXXXX", path[256], cmd[2048], out[1 << 16];
     cr_assert_not_null(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/t.json", dir);
-    snprintf(cmd, sizeof cmd, "%s train --engine ring --procs 2 --steps 3 --warmup-steps 1 --timeline %s", g_harness, path);
+    snprintf(cmd, sizeof cmd, "%s train --engine ring --procs 2 --steps 4 --warmup-steps 1 --timeline %s", g_harness, path);
     int rc = run_cmd(cmd, out, sizeof out);
     cr_assert_eq(rc, 0, "harness train --timeline failed:\n%s", out);
     cr_expect(strstr(out, "# timeline:") != NULL, "no note of the file:\n%s", out);
@@ -324,7 +324,7 @@ Test(trace, harness_ps_timeline_names_senders, .timeout = 120)
     char dir[] = "/tmp/sb-trace-XXXXXX", path[256], cmd[PATH_MAX + 512], out[1 << 16];
     cr_assert_not_null(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/t.json", dir);
-    snprintf(cmd, sizeof cmd, "%s train --engine ps --servers 1 --procs 2 --steps 4 --warmup-steps 1 --timeline %s",
+    snprintf(cmd, sizeof cmd, "%s train --engine ps --servers 1 --procs 2 --steps 5 --warmup-steps 1 --timeline %s",
              g_harness, path);
     int rc = run_cmd(cmd, out, sizeof out);
     cr_assert_eq(rc, 0, "harness train --engine ps --timeline failed:\n%s", out);

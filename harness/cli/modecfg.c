@@ -68,6 +68,7 @@ void h_train_cfg_of(const h_opts_t *o, h_train_cfg_t *c)
     c->no_overlap = o->no_overlap;
     c->check_every = o->check_every;
     c->save = o->save;
+    c->eopt_given = o->eopt_given;
     c->resume = o->resume;
     c->drop_last = o->drop_last;
     c->seed = o->seed;

@@ -340,6 +340,15 @@ static int s_finish(h_opts_t *o, int argc, char **argv, int next)
         snprintf(master, sizeof master, "%s:%s", o->master_addr, o->master_port ? o->master_port : "29500");
         o->master = master;
     }
+    /* --steps counts every optimizer step a run takes, its untimed warm-up included, so that a run of S
+     * steps saved and resumed for S more equals one of 2 S. The default warm-up (5) leaves one timed step of
+     * a short run; a warm-up given on the command line must leave one. */
+    if (o->warmup_steps >= o->steps) {
+        if (h_opts_given(o, "warmup-steps"))
+            return err_set(ERR_INVAL, "--warmup-steps %d leaves no timed step of --steps %d (--steps counts every "
+                           "optimizer step, the warm-up included)", o->warmup_steps, o->steps);
+        o->warmup_steps = o->steps - 1;
+    }
     if (h_opts_given(o, "batch") && h_opts_given(o, "batch-per-gpu"))
         return err_set(ERR_INVAL, "--batch B is the global batch and --batch-per-gpu B each worker's: give one");
     if (o->size_min > o->size_max)
@@ -400,6 +409,7 @@ int h_opts_parse(h_opts_t *o, int argc, char **argv)
             char flag[64];
             snprintf(flag, sizeof flag, "--%s", eo->name);
             if (h_engine_opt_set(o->eopts, c - S_ENGOPT, v) < 0) return h_opt_bad(flag, v ? v : "", eo->want ? eo->want : "a valid value");
+            if (c - S_ENGOPT < H_MAX_ENGOPTS) o->eopt_given[c - S_ENGOPT] = v ? v : "on"; /* for the ranks' agreement */
         } else if (c == ':') {
             if (optopt && optopt < 256) return err_set(ERR_INVAL, "-%c needs a value", optopt);
             return err_set(ERR_INVAL, "%s needs a value", argv[optind - 1]);

@@ -70,6 +70,8 @@ typedef struct {
     int   sim_emulated;               /* --emulated (simulate: check against the emulated runs of the files) */
     /* the engines' own options (engine_ops_t.options), one blob per engine of the table, by index */
     void *eopts[H_MAX_ENGINES];
+    const char *eopt_given[H_MAX_ENGOPTS]; /* engine option k (h_engine_opt) as given: its value, "on" for a
+                                            * switch, NULL when not on the command line */
     int   device;                     /* inside a rank with --gpus: this rank's CUDA device */
     /* output */
     const char *json;                 /* --json FILE|- */

@@ -316,7 +316,8 @@ const h_opt_t h_opt_table[] = {
         "  --model mlp:784-1024-1024-10   --data synthetic|PATH   --batch B (global)   --steps N\n"
         "  --batch-per-gpu B (each worker's, as torchrun and Horovod scripts count; an emulated real model's\n"
         "    default: 64, the batch of Horovod's and BytePS's benchmarks; the MLP's default: --batch 256)\n"
-        "  --warmup-steps N  --optim sgd:lr=0.05,momentum=0.9 | adam:lr=1e-3   --grad-dtype f32|f16|bf16\n"
+        "  --steps N counts every optimizer step, the first --warmup-steps W (default 5) untimed among them\n"
+        "  --optim sgd:lr=0.05,momentum=0.9 | adam:lr=1e-3   --grad-dtype f32|f16|bf16\n"
         "  --bucket-mb MB  --no-overlap  --check-every N  --save PATH  --resume PATH  --drop-last  --seed N\n"
         "  --straggler RANK:MS\n"),
     STR("data", data, NULL),

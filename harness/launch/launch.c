@@ -12,6 +12,7 @@
 #include "harness/launch/launch.h"
 #include "core/auth.h"
 #include "core/err.h"
+#include "core/rundir.h"
 #include "core/tp.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -514,6 +515,8 @@ static void s_reap_all(s_launch_t *L)
             while (waitpid(r->pid, NULL, 0) < 0 && errno == EINTR) {}
         }
     }
+    /* what killed ranks (and their strays) left in their run directories: sockets of a PS server */
+    (void)rundir_sweep();
 }
 
 /* The launch's outcome as h_launch returns it. */

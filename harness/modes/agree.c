@@ -45,16 +45,6 @@ static void s_value(const char *enc, const char *name, char *v, size_t len)
     snprintf(v, len, "(none)");
 }
 
-/* The first option of a whose value in other differs, or -1. */
-static int s_first_diff(const h_agree_t *a, const char *other, char *v, size_t len)
-{
-    for (int i = 0; i < a->n; i++) {
-        s_value(other, a->name[i], v, len);
-        if (strcmp(v, a->val[i])) return i;
-    }
-    return -1;
-}
-
 int h_agree(comm_t *comm, const char *what, const h_agree_t *a, int timeout_ms)
 {
     char enc[H_AGREE_MAX * 190], key[96], v[160];
@@ -62,9 +52,10 @@ int h_agree(comm_t *comm, const char *what, const h_agree_t *a, int timeout_ms)
     snprintf(key, sizeof key, "agree/%s/%d", what, comm->rank);
     CHECK(store_set(comm->store, key, enc, el + 1));
     int lo = comm->rank == 0 ? 1 : 0, hi = comm->rank == 0 ? comm->world : 1;
-    char diff_ranks[256] = "";
-    int diff_opt = -1, ndiff = 0;
-    char other_val[160] = "";
+    /* per option: the ranks that differ from this one (up to 8 named) and the first of them's value */
+    static __thread struct { char ranks[48]; int n; char other[160]; } d[H_AGREE_MAX];
+    memset(d, 0, sizeof d);
+    int ndiff = 0;
     for (int r = lo; r < hi; r++) {
         void *val = NULL;
         size_t len = 0;
@@ -72,20 +63,29 @@ int h_agree(comm_t *comm, const char *what, const h_agree_t *a, int timeout_ms)
         int rc = store_get(comm->store, key, &val, &len, timeout_ms);
         if (rc < 0) return err_set(rc, "%s: rank %d did not post its options within %.1f s", what, r, timeout_ms / 1000.0);
         if (!len || ((char *)val)[len - 1]) { free(val); return err_set(ERR_PROTO, "%s: rank %d posted malformed options", what, r); }
-        int d = s_first_diff(a, val, v, sizeof v);
-        free(val);
-        if (d < 0) continue;
-        if (diff_opt < 0) { diff_opt = d; snprintf(other_val, sizeof other_val, "%s", v); }
-        if (d == diff_opt && ndiff < 16) {
-            size_t l = strlen(diff_ranks);
-            snprintf(diff_ranks + l, sizeof diff_ranks - l, "%s%d", ndiff ? "," : "", r);
-            ndiff++;
+        for (int i = 0; i < a->n; i++) {
+            s_value(val, a->name[i], v, sizeof v);
+            if (!strcmp(v, a->val[i])) continue;
+            if (!d[i].n++) { snprintf(d[i].other, sizeof d[i].other, "%s", v); ndiff++; }
+            size_t l = strlen(d[i].ranks);
+            if (d[i].n <= 8) snprintf(d[i].ranks + l, sizeof d[i].ranks - l, "%s%d", d[i].n > 1 ? "," : "", r);
+            else if (d[i].n == 9) snprintf(d[i].ranks + l, sizeof d[i].ranks - l, ",...");
         }
+        free(val);
     }
-    if (diff_opt < 0) return 0;
-    if (comm->rank == 0)
-        return err_set(ERR_MISMATCH, "%s: the ranks disagree on %s: rank 0 has %s, rank(s) %s have %s (every rank must be "
-                       "started with the same options)", what, a->name[diff_opt], a->val[diff_opt], diff_ranks, other_val);
-    return err_set(ERR_MISMATCH, "%s: the ranks disagree on %s: rank %d has %s, rank 0 has %s (every rank must be started "
-                   "with the same options)", what, a->name[diff_opt], comm->rank, a->val[diff_opt], other_val);
+    if (!ndiff) return 0;
+    /* every option that differs, each with this rank's value and the others' */
+    char msg[1536];
+    size_t off = 0;
+    for (int i = 0; i < a->n && off < sizeof msg; i++) {
+        if (!d[i].n) continue;
+        if (comm->rank == 0)
+            off += (size_t)snprintf(msg + off, sizeof msg - off, "%s%s (rank 0: %s; rank%s %s: %s)", off ? ", " : "",
+                                    a->name[i], a->val[i], d[i].n > 1 ? "s" : "", d[i].ranks, d[i].other);
+        else
+            off += (size_t)snprintf(msg + off, sizeof msg - off, "%s%s (rank %d: %s; rank 0: %s)", off ? ", " : "",
+                                    a->name[i], comm->rank, a->val[i], d[i].other);
+    }
+    return err_set(ERR_MISMATCH, "%s: the ranks disagree on %d option%s: %s; every rank must be started with the same "
+                   "options", what, ndiff, ndiff > 1 ? "s" : "", msg);
 }

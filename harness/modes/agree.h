@@ -6,7 +6,7 @@
 #define SB_H_AGREE_H
 #include "core/comm.h"
 
-#define H_AGREE_MAX 32
+#define H_AGREE_MAX 96
 
 typedef struct {
     int n;

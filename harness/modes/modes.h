@@ -45,6 +45,7 @@ typedef struct {
     int no_overlap;                   /* --no-overlap */
     int check_every;                  /* --check-every */
     const char *save, *resume;        /* --save, --resume */
+    const char *const *eopt_given;    /* the engines' own options as given (h_opts_t.eopt_given, H_MAX_ENGOPTS) */
     int drop_last;                    /* --drop-last */
     unsigned long long seed;          /* --seed */
     const char *straggler;            /* --straggler RANK:MS */

@@ -170,7 +170,8 @@ static int s_run_worker(const h_train_cfg_t *o, comm_t *comm, const char *name, 
     if (o->save) CHECK(trainer_can_save(t)); /* every rank, before training: fail early and together */
     if (o->save) CHECK(ckpt_check_path(o->save)); /* the path too: a missing directory must not cost the run */
 
-    int W = o->warmup_steps > 0 ? o->warmup_steps : 0, S = o->steps > 0 ? o->steps : 1;
+    /* --steps optimizer steps in all: the first W (warm-up) untimed, the S after them timed */
+    int W = o->warmup_steps > 0 ? o->warmup_steps : 0, S = o->steps - W > 0 ? o->steps - W : 1;
     s_series_t s = {calloc((size_t)S, sizeof(double)), calloc((size_t)S, sizeof(double)), calloc((size_t)S, sizeof(double)),
                     calloc((size_t)S, sizeof(double)), calloc((size_t)S, sizeof(double)), calloc((size_t)S, sizeof(double))};
     int rc = 0;
@@ -361,7 +362,9 @@ static int s_json(const h_train_cfg_t *o, const char *name, const char *label, c
         "local_batch", (json_int_t)S->lb, "model", S->model, "params", (json_int_t)S->params, "data", trainer_data_name(t),
         "optim", o->optim ? o->optim : "sgd", "grad_dtype", dt_name(o->grad_dtype),
         "bucket_mb", o->bucket_mb > 0 ? o->bucket_mb : 25.0, "nbuckets", all[0].nbuckets, "overlap", !o->no_overlap);
-    int bad = h_jmerge(body, json_pack("{s:i, s:f, s:o, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I}",
+    /* steps: every optimizer step, warm-up included (older files: the timed steps, with no timed_steps) */
+    int bad = h_jmerge(body, json_pack("{s:i}", "timed_steps", o->steps - o->warmup_steps));
+    bad = bad || h_jmerge(body, json_pack("{s:i, s:f, s:o, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I}",
         "blas_threads", all[0].threads, "samples_per_s", S->sps, "samples_per_s_rank", sps ? h_jarr_f64(sps, (size_t)P) : NULL,
         "compute_samples_per_s", S->csps, "step_ms_p50", S->step50, "step_ms_p99", S->step99, "compute_ms_p50", S->comp50,
         "comm_ms_p50", S->comm50, "wait_ms_p50", S->wait50, "data_ms_p50", S->data50, "sync_ms_p50", S->sync50,
@@ -516,6 +519,13 @@ int h_train(const h_train_cfg_t *o, comm_t *comm)
     h_agree_add(&ag, "--seed", "%llu", o->seed);
     h_agree_add(&ag, "--gpus", "%d", o->gpus);
     h_agree_add(&ag, "--resume", "%s", o->resume ? "yes" : "no");
+    /* the engines' own options (--servers, --ps-*, --ring-*, ...), given or left at their defaults */
+    const engine_opt_t *eo;
+    char flag[40];
+    for (int k = 0; (eo = h_engine_opt(k, NULL)) && k < H_MAX_ENGOPTS; k++) {
+        snprintf(flag, sizeof flag, "--%s", eo->name);
+        h_agree_add(&ag, flag, "%s", o->eopt_given && o->eopt_given[k] ? o->eopt_given[k] : "(default)");
+    }
     CHECK(h_agree(comm, "train", &ag, o->timeout_s > 0 ? o->timeout_s * 1000 : 60000));
     for (int i = 0; i < o->nengines; i++) CHECK(s_train_engine(o, comm, o->engines[i], &meta));
     return 0;

@@ -32,6 +32,7 @@ const char *h_engine_names(void);     /* "ring, tree, ps": the table's names for
 int  h_engine_opts_init(void *eopts[H_MAX_ENGINES]);
 void h_engine_opts_free(void *eopts[H_MAX_ENGINES]);
 const engine_opt_t *h_engine_opt(int k, int *engine);
+#define H_MAX_ENGOPTS 64 /* the most engine options over all engines' tables (k < H_MAX_ENGOPTS) */
 int  h_engine_opt_set(void *const eopts[H_MAX_ENGINES], int k, const char *value);
 int  h_engine_opts_check(void *const eopts[H_MAX_ENGINES]);
 

@@ -306,7 +306,8 @@ static void s_add_train(h_rdata_t *d, const h_jobj_t *o, const char *label, int 
     t->nemem = t->emem ? em->n : 0;
     t->traffic = tr && tr->type == HJ_ARR && tr->n ? tr->arr : NULL;
     t->ntraffic = t->traffic ? tr->n : 0;
-    t->steps = h_jnum(o, "steps", 0) + h_jnum(o, "warmup_steps", 0);
+    /* every step run: files with timed_steps count the warm-up in steps; older ones did not */
+    t->steps = h_jget(o, "timed_steps") ? h_jnum(o, "steps", 0) : h_jnum(o, "steps", 0) + h_jnum(o, "warmup_steps", 0);
     t->nrep++;
 }
 
