@@ -6,6 +6,7 @@
 #include "harness/cli/modecfg.h"
 #include "harness/launch/drive.h"
 #include "harness/record/result.h"
+#include "harness/record/jsonl.h"
 #include "harness/model/cluster.h"
 #include "trainer/workload.h"
 #include "harness/modes/gemm.h"
@@ -183,9 +184,9 @@ static int s_rank_main(h_opts_t *o)
 static int s_check_writable(const char *flag, const char *path)
 {
     if (!path || !strcmp(path, "-")) return 0;
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0) return err_set(ERR_INVAL, "%s %s: cannot write there: %s", flag, path, strerror(errno));
-    close(fd);
+    /* opened now and held: the results are appended through this descriptor at the end, whatever the run
+     * did to this process's descriptors meanwhile (record/jsonl.h) */
+    if (h_jreserve(path) < 0) return err_set(ERR_INVAL, "%s %s: cannot write there: %s", flag, path, strerror(errno));
     return 0;
 }
 

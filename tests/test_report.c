@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <sys/wait.h>
+#include <sys/resource.h>
 
 /* the harness is a program, not a library: compile the files under test into this test */
 #include "core/err.h"
@@ -544,4 +545,33 @@ Test(report, a_device_is_refused_not_read_as_empty)
     cr_expect(strstr(err_detail(), "not a results file"), "%s", err_detail());
     cr_expect_eq(n, 0);
     h_jfree_all(&objs, &n);
+}
+
+/* Issue 33: a process whose descriptors were exhausted during the run (a flood of connections) still
+ * writes its results to a file opened ahead (h_jreserve); a file not opened ahead cannot be opened then. */
+Test(jsonl, a_reserved_results_file_is_written_with_no_descriptor_left)
+{
+    char held[] = "/tmp/sb-jres-XXXXXX", other[] = "/tmp/sb-jres-XXXXXX";
+    close(mkstemp(held));
+    close(mkstemp(other));
+    cr_assert_eq(h_jreserve(held), 0, "%s", err_detail());
+    struct rlimit old, low;
+    getrlimit(RLIMIT_NOFILE, &old);
+    low = old;
+    low.rlim_cur = 256; /* a few hundred descriptors to exhaust, whatever this machine's limit */
+    setrlimit(RLIMIT_NOFILE, &low);
+    static int fds[65536];
+    int n = 0;
+    while (n < 65536 && (fds[n] = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0) n++;
+    cr_assert(n < 65536, "could not exhaust the descriptors");
+    int rc_held = h_jappend_line(held, "{\"a\": 1}\n", 9);
+    int rc_other = h_jappend_line(other, "{\"a\": 1}\n", 9);
+    while (n > 0) close(fds[--n]);
+    setrlimit(RLIMIT_NOFILE, &old);
+    cr_expect_eq(rc_held, 0, "the held file was not written: %s", err_detail());
+    cr_expect_neq(rc_other, 0, "a file opened only at the end was written with no descriptor left");
+    struct stat st;
+    cr_expect(stat(held, &st) == 0 && st.st_size == 9, "the held file has %lld bytes", (long long)st.st_size);
+    unlink(held);
+    unlink(other);
 }

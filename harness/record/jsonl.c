@@ -127,13 +127,39 @@ char *h_jdump_line(const json_t *obj, int spaced, size_t *len)
     return line;
 }
 
+static int s_append_fd(int fd, const char *path, const char *lines, size_t len, int owned);
+
+/* results files opened ahead (h_jreserve): path and descriptor */
+#define S_RESERVED 4
+static struct { char path[4096]; int fd; } s_res[S_RESERVED];
+static int s_nres;
+
+int h_jreserve(const char *path)
+{
+    for (int i = 0; i < s_nres; i++)
+        if (!strcmp(s_res[i].path, path)) return 0;
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) return err_set(ERR_IO, "cannot open results file %s: %s", path, strerror(errno));
+    if (s_nres == S_RESERVED || strlen(path) >= sizeof s_res[0].path) { close(fd); return 0; } /* opened at the end */
+    snprintf(s_res[s_nres].path, sizeof s_res[s_nres].path, "%s", path);
+    s_res[s_nres++].fd = fd;
+    return 0;
+}
+
 int h_jappend_line(const char *path, const char *lines, size_t len)
 {
     if (!path || !lines) return err_set(ERR_INVAL, "h_jappend_line: NULL argument");
     if (!len) return 0;
     if (lines[len - 1] != '\n') return err_set(ERR_INVAL, "results for %s must end with a line break", path);
+    for (int i = 0; i < s_nres; i++) /* held since the start: no descriptor needed now */
+        if (!strcmp(s_res[i].path, path)) return s_append_fd(s_res[i].fd, path, lines, len, 0);
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) return err_set(ERR_IO, "cannot open results file %s: %s", path, strerror(errno));
+    return s_append_fd(fd, path, lines, len, 1);
+}
+
+static int s_append_fd(int fd, const char *path, const char *lines, size_t len, int owned)
+{
     /* the lock only matters on a short write: cutting the file back is safe only when no other writer
      * can have appended meanwhile; every append of whole lines is one write() with O_APPEND */
     while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {}
@@ -150,7 +176,7 @@ int h_jappend_line(const char *path, const char *lines, size_t len)
         rc = err_set(ERR_IO, "fsync %s: %s", path, strerror(errno));
     }
     flock(fd, LOCK_UN);
-    if (close(fd) != 0 && rc == 0) rc = err_set(ERR_IO, "closing %s: %s", path, strerror(errno));
+    if (owned && close(fd) != 0 && rc == 0) rc = err_set(ERR_IO, "closing %s: %s", path, strerror(errno));
     return rc;
 }
 

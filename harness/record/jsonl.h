@@ -57,5 +57,9 @@ char *h_jdump_line(const json_t *obj, int spaced, size_t *len);
  * full) the file is cut back to where it was, under an exclusive flock so that no other writer's line
  * goes with it. Returns 0, ERR_NOSPC / ERR_IO (err_set, the file left as it was) or ERR_INVAL. */
 int  h_jappend_line(const char *path, const char *lines, size_t len);
+/* Open path for appending now and hold the descriptor for the process's life, so that the appends to it at
+ * the end of a run need no new descriptor (a process whose descriptors were exhausted meanwhile, by a flood
+ * of connections or a leak, still writes its results). 0, or ERR_IO naming why it cannot be written. */
+int  h_jreserve(const char *path);
 
 #endif
