@@ -28,6 +28,18 @@ static size_t s_status_kb(const char *key)
 size_t mem_peak_rss(void) { return s_status_kb("VmHWM"); }
 size_t mem_current_rss(void) { return s_status_kb("VmRSS"); }
 
+size_t mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "re");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (size_t)kb * 1024;
+}
+
 int mem_reset_peak(void)
 {
     int fd = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);

@@ -6,6 +6,7 @@
 
 size_t mem_peak_rss(void);      /* VmHWM, bytes */
 size_t mem_current_rss(void);   /* VmRSS, bytes */
+size_t mem_available(void);     /* the host's MemAvailable (/proc/meminfo), bytes; 0 when unknown */
 /* A tracked counter: add or subtract bytes; keeps the peak. */
 typedef struct { size_t cur, peak; } mem_counter_t;
 static inline void mem_track(mem_counter_t *c, long long delta)

@@ -386,6 +386,19 @@ Test(harness, output_paths_checked_before_the_run, .timeout = 30)
     cr_expect(rc != 0 && strstr(out, "--plots /etc/hostname/plots: /etc/hostname is not a folder"), "(%d)\n%s", rc, out);
 }
 
+/* A bench size the host cannot hold is refused before any buffer, with the figures, not met by the OOM
+ * killer (issue 33 §5: --sizes 8G on 2 ranks on 24 GB). 1024 GiB exceeds any host this runs on. */
+Test(harness, bench_size_beyond_memory_is_refused_first, .timeout = 30)
+{
+    s_find();
+    char cmd[2048], out[1 << 14];
+    snprintf(cmd, sizeof cmd, "%s bench --engine ring --procs 2 --sizes 1024G --iters 1", g_harness);
+    double secs;
+    int rc = run_cmd_timed(cmd, out, sizeof out, &secs);
+    cr_expect(rc != 0 && strstr(out, "the 2 rank(s) on this host need at least 4.1e+03 GiB"), "(%d)\n%s", rc, out);
+    cr_expect(secs < 10, "refused after %.1f s", secs);
+}
+
 /* The small ones users met: bench --quiet still prints its table; busbw is 0 at P = 1; --straggler names a
  * rank that is not there; warm-up overflow skips count in skipped_steps; the header's bucket wording;
  * progress lines say whose loss they show. */

@@ -322,8 +322,26 @@ static int s_bench_engine(const h_bench_cfg_t *o, comm_t *comm, const char *name
     return rc;
 }
 
+/* Before any buffer: the ranks on this host need at least their send and receive buffers of the largest
+ * size (the engines' own working memory comes on top); more than the host has available is refused, not
+ * left to the OOM killer in the middle of the run. Every rank of the host decides alike. */
+static int s_mem_check(const h_bench_cfg_t *o, const comm_t *comm)
+{
+    size_t avail = mem_available(), maxb = o->size_max;
+    if (!avail || !maxb) return 0;
+    int local = 0;
+    for (int r = 0; r < comm->world; r++) local += !comm->node_of || comm->node_of[r] == comm->node_of[comm->rank];
+    double need = (double)local * 2.0 * (double)maxb;
+    if (need <= (double)avail) return 0;
+    return err_set(ERR_NOMEM, "bench --sizes up to %.3g GiB: the %d rank(s) on this host need at least %.3g GiB (a send and "
+                   "a receive buffer of the largest size each, the engines' own memory besides) and it has %.3g GiB "
+                   "available: lower the largest size or run fewer ranks a host", maxb / 1073741824.0, local,
+                   need / 1073741824.0, avail / 1073741824.0);
+}
+
 int h_bench(const h_bench_cfg_t *o, comm_t *comm, int *wrong)
 {
+    CHECK(s_mem_check(o, comm));
     h_meta_t meta;
     h_meta_fill(&meta, o->out.argc, o->out.argv);
     char msg[512] = "";
