@@ -43,6 +43,19 @@ typedef struct {
     uint64_t    value;
 } engine_counter_t;
 
+/* A resume's state for an engine that holds state of its own (state_save below): flat over the arena, as
+ * the parameters; worker 0's copy is the one used (the others may pass NULL). */
+#define ENGINE_MAX_OPT 4
+typedef struct {
+    const float *params;      /* the engine's own copy of the parameters (a PS's servers': in async modes they
+                               * differ from the workers'); NULL: param_set_t.params */
+    int          nopt;        /* optimizer buffers, count floats each, in optim_state's order (momentum; Adam's
+                               * first and second moments); 0: none */
+    const float *opt[ENGINE_MAX_OPT];
+    uint64_t     applied;     /* optimizer steps applied so far */
+    const char  *layout;      /* the saved layout (engine_saved_t.layout), for the engine to say it re-shards */
+} engine_restore_t;
+
 /* What the trainer hands over once: the flat f32 master parameters (contiguous arena) and how to
  * update them. Engines run the optimizer locally or on their own extra ranks, with optim.h. */
 typedef struct {
@@ -50,7 +63,19 @@ typedef struct {
     size_t  count;
     dtype_t grad_dtype;       /* dtype of submitted gradient buckets */
     optim_cfg_t optim;
+    const engine_restore_t *restore; /* a resume: start from this state (engines with state_save; NULL: fresh) */
 } param_set_t;
+
+/* The files state_save wrote (each whole or not at all) and the layout they were written in. */
+typedef struct {
+    char     path[1024];
+    uint64_t bytes, hash;     /* its size and the hash stored at its end (core/afile.h) */
+} engine_file_t;
+typedef struct {
+    char     layout[256];     /* e.g. "ps servers=2 dedicated partitions=7 part_elems=1048576 local_agg=0 mode=sync" */
+    int      nfiles;
+    engine_file_t *files;     /* malloc'd: the caller frees it */
+} engine_saved_t;
 
 /* A view of a contiguous gradient range [offset, offset+count) of the parameter arena. */
 typedef struct {
@@ -126,6 +151,12 @@ typedef struct engine_ops {
      * so a resumed run can restore them after attach. NULL where the state lives elsewhere (e.g. on
      * server ranks). */
     int  (*optim_state)(engine_t *self, float **bufs, int *nbuf, size_t *count);
+    /* State the engine holds where this rank cannot read it (a PS's servers: their shards' parameters,
+     * optimizer state and step counts), for checkpoints. Called on worker 0 only, after wait, while the
+     * other ranks still hold the engine: every holder writes its part to a file named base + a suffix of
+     * its own, whole or not at all (core/afile.h), and out gets the files and the layout. An engine with
+     * this entry restores param_set_t.restore at attach. NULL: the engine holds no such state. */
+    int  (*state_save)(engine_t *self, const char *base, engine_saved_t *out);
     void (*destroy)(engine_t **self_p);
     /* The engine's communication schedule for one allreduce of count elements of esz bytes among
      * env->workers workers, as this engine would run it at that size and placement (core/sched.h):

@@ -36,7 +36,8 @@
  * tickets until every partition's PARAMS arrived (copied into the arena only there: backward may still
  * read the parameters while early replies queue in the socket), or an ERROR, or the timeout. In flight
  * at once: every pushed segment of the step and the pulls behind them.
- * attach: worker 0 INITs every partition with its values and optimizer; all workers pull version 0.
+ * attach: worker 0 INITs every partition with its values and optimizer (a resume: with the saved state,
+ * ps_ckpt.c); all workers pull version 0. Checkpoints: every server writes its shard (ps_ckpt.c).
  * allreduce (bench): push every partition of the buffer (AR key space), pull them back.
  * Device buffers (cfg.device >= 0): the PS moves host memory, so workers stage through pinned buffers
  * (dev_host_alloc): submit copies each bucket's gradients device -> pinned and pushes from there (the
@@ -313,7 +314,15 @@ static int ps_attach(engine_t *self, const param_set_t *params)
     self->sctx = (step_ctx_t){.step = 0, .inv_scale = 1.0f, .lr = params->optim.lr};
     ps_meta_t meta = psw_meta(self, params->count);
     uint64_t dl = deadline_in(self->cfg.timeout_ms);
-    if (self->comm->rank == 0) {
+    if (self->comm->rank == 0 && params->restore) {
+        /* a resume: the saved values (the servers' own where saved), step count and optimizer state */
+        const float *vals = params->restore->params ? params->restore->params : host;
+        char now[256];
+        psw_layout_text(self, now, sizeof now);
+        if (params->restore->layout && strcmp(params->restore->layout, now))
+            LOG_I("ps: resuming servers saved as '%s' in '%s': re-sharded", params->restore->layout, now);
+        for (size_t k = 0; k < self->lay.nparts; k++) CHECK(psw_init_state(self, k, &meta, vals));
+    } else if (self->comm->rank == 0) {
         for (size_t k = 0; k < self->lay.nparts; k++) {
             int s = ps_part_owner(&self->lay, k);
             size_t st = ps_part_start(&self->lay, k), n = ps_part_len(&self->lay, k);
@@ -338,6 +347,7 @@ static int ps_attach(engine_t *self, const param_set_t *params)
     if (self->on_dev) CHECK(dev_stream_wait(self->stream, self->cfg.timeout_ms));
     CHECK(psw_drain_zc(self, dl));
     psw_step_reset(self);
+    self->ps.restore = NULL; /* the caller's, used only here */
     self->clock = 0;
     self->attached = 1;
     return 0;
@@ -461,6 +471,7 @@ const engine_ops_t ps_engine = {
     .allreduce = psw_allreduce,
     .serve = ps_serve,
     .stats = ps_stats,
+    .state_save = psw_state_save,
     .destroy = ps_destroy,
     .schedule = ps_sched,
 };

@@ -43,6 +43,8 @@ typedef struct {
     void *dev_dst;            /* non-NULL: also copy each reply on to the device tensor (async on stream) */
     void *stream;
     int fwd;                  /* --ps-local-agg leader: hand each reply on to the machine's workers (psl_forward) */
+    engine_saved_t *save;     /* expecting the servers' SAVE answers (ps_ckpt.c), out->files[s] per server */
+    uint8_t *saved;           /* per server: answered */
 } collect_t;
 
 struct engine {
@@ -129,6 +131,12 @@ int psl_reduce(engine_t *self, uint64_t key, size_t off, size_t count, dtype_t d
 int psl_forward(engine_t *self, uint64_t key, const void *src, size_t count, dtype_t dt, int flags, uint64_t clock);
 int psl_recv_all(engine_t *self, collect_t *c, int timeout_ms);
 
+
+/* ps_ckpt.c: checkpoints of the servers' state */
+int psw_state_save(engine_t *self, const char *base, engine_saved_t *out);
+int psw_on_saved(engine_t *self, int s, const wire_hdr_t *h, ps_vmsg_t *m, collect_t *c, size_t *left);
+int psw_init_state(engine_t *self, size_t k, const ps_meta_t *meta, const float *values);
+void psw_layout_text(const engine_t *self, char *buf, size_t len);
 
 /* ps_step.c */
 int psw_lane_up(engine_t *self, int s);

@@ -421,6 +421,7 @@ static int s_on_message(ps_server_t *self, ps_vmsg_t *m)
         if (hd.nframes != 0) REJ(ERR_PROTO, "keep-alive with %u payload frames", hd.nframes);
         return 0;
     }
+    if (hd.type == WIRE_SAVE) return pss_on_save(self, w, ident, idlen, h, m);
     if (hd.type != WIRE_PUSH && hd.type != WIRE_PULL && hd.type != WIRE_INIT)
         REJ(ERR_PROTO, "unexpected message type %s", wire_type_name(hd.type));
     ps_meta_t meta;

@@ -2,6 +2,7 @@
  * them, completing a round (sync aggregation + optimizer, allreduce sums), and applying PUSH / PULL /
  * INIT messages to partitions and allreduce keys (see ps_server.c for the design); a worker's lane setup. */
 #include "ps/ps_server_int.h"
+#include "ps/ps_ckpt.h"
 
 /* ---------- replies ---------- */
 
@@ -359,6 +360,29 @@ int pss_on_ar(ps_server_t *self, int w, const void *ident, size_t idlen, const w
     return s_add_pend(self, s, w, h->clock);
 }
 
+/* A resume's INIT (frames 5...: psc_state_t, then its nopt optimizer buffers of the partition): put the
+ * saved optimizer state into the partition's fresh optimizer. 0, or -1 with *why. */
+static int s_init_state(ps_server_t *self, slot_t *s, ps_vmsg_t *m, const char **why)
+{
+    (void)self;
+    psc_state_t st;
+    float *bufs[OPTIM_MAX_BUFS] = {0};
+    int nb = OPTIM_MAX_BUFS;
+    size_t cnt = 0;
+    if (ps_van_size(m, 5) != sizeof st) { *why = "bad resume state frame"; return -1; }
+    memcpy(&st, ps_van_data(m, 5), sizeof st);
+    if (optim_state(s->opt, bufs, &nb, &cnt) < 0 || cnt != s->len) { *why = "no optimizer state"; return -1; }
+    if ((int)st.nopt != nb || m->n != 6 + nb) {
+        *why = "the checkpoint's optimizer buffers do not match this optimizer's (another --optim?)";
+        return -1;
+    }
+    for (int k = 0; k < nb; k++)
+        if (ps_van_size(m, 6 + k) != s->len * sizeof(float)) { *why = "resume optimizer frame of the wrong size"; return -1; }
+    for (int k = 0; k < nb; k++) memcpy(bufs[k], ps_van_data(m, 6 + k), s->len * sizeof(float));
+    s->applied = s->step0 = st.applied;
+    return 0;
+}
+
 int pss_on_params(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m,
                        const ps_meta_t *meta)
 {
@@ -373,7 +397,8 @@ int pss_on_params(ps_server_t *self, int w, const void *ident, size_t idlen, con
     switch (h->type) {
     case WIRE_INIT: {
         if (w != 0) REJ(ERR_PROTO, "INIT from worker %d (only worker 0 initialises)", pss_wrank(self, w));
-        if (m->n != 5) REJ(ERR_PROTO, "INIT needs meta, optimizer and values frames");
+        /* a resume's INIT: a psc_state_t frame and the optimizer buffers follow the values (ps_ckpt.h) */
+        if (m->n != 5 && m->n < 6) REJ(ERR_PROTO, "INIT needs meta, optimizer and values frames");
         if (s->inited) REJ(ERR_STATE, "INIT of key %llu twice", (unsigned long long)h->key);
         if (h->dtype != DT_F32 || h->offset != s->start || h->count != s->len ||
             wire_check_payload(h, ps_van_size(m, 4), s->len) < 0)
@@ -389,7 +414,14 @@ int pss_on_params(ps_server_t *self, int w, const void *ident, size_t idlen, con
         size_t ob = optim_state_bytes(s->opt);
         s->mem += ob;
         pss_mem(self, (long long)ob);
+        if (m->n >= 6 && s_init_state(self, s, m, &why) < 0) {
+            optim_destroy(&s->opt);
+            s->mem -= ob;
+            pss_mem(self, -(long long)ob);
+            REJ(ERR_MISMATCH, "INIT of key %llu: %s", (unsigned long long)h->key, why);
+        }
         memcpy(s->params, ps_van_data(m, 4), s->len * sizeof(float));
+        self->optim_kind = (int)oc.kind;
         s->inited = 1;
         s->meta = *meta;
         s_serve_pending(self, s);
@@ -436,7 +468,7 @@ int pss_on_params(ps_server_t *self, int w, const void *ident, size_t idlen, con
             return 0;
         }
         int rc = optim_step(s->opt, s->params + off, s->agg + off, off, n, meta->inv_scale / (float)W, meta->lr,
-                            h->clock + 1);
+                            s->step0 + h->clock + 1);
         if (rc < 0) REJ(rc, "optimizer failed: %s", err_str(rc));
         s->applied++;
         return 0;

@@ -77,6 +77,7 @@ typedef struct {
     int inited;
     uint64_t version;         /* rounds completed */
     uint64_t applied;         /* optimizer steps applied (Adam's t) */
+    uint64_t step0;           /* a resume: the steps applied before it (async Adam's t continues from there) */
     uint8_t *committed;       /* per worker, this round */
     size_t *got;              /* per worker: elements pushed this round */
     uint64_t *wclock;         /* async/ssp: commits per worker */
@@ -122,6 +123,7 @@ struct ps_server {
     int lay_set;
     ps_layout_t lay;
     dtype_t grad_dt;
+    int optim_kind;           /* optim_kind_t of the INITs (checkpoint shards record it) */
     slot_t *pslots;           /* owned partitions: key = index + j * nservers */
     size_t npslots;
     /* allreduce */
@@ -177,6 +179,9 @@ int pss_on_ar(ps_server_t *self, int w, const void *ident, size_t idlen, const w
 int pss_on_lane(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m);
 int pss_on_params(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m,
                        const ps_meta_t *meta);
+
+/* ps_server_ckpt.c: worker 0's SAVE: write this server's checkpoint shard, answer with its size and hash */
+int pss_on_save(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m);
 
 /* ps_server_fold.c */
 void pss_accumulate(float *agg, const void *src, size_t n, dtype_t dt);

@@ -117,6 +117,7 @@ static int s_on_reply(engine_t *self, int s, ps_vmsg_t *m, collect_t *c, size_t 
         int code = h.aux < 0 && h.aux > -100 ? h.aux : ERR_PROTO;
         return err_set(code, "ps server %d (rank %d) reports: %s", s, s_server_rank(self, s), text);
     }
+    if (c->save) return psw_on_saved(self, s, &h, m, c, left);
     int ar = (h.aux & PS_F_AR) ? 1 : 0;
     size_t k = (size_t)h.key;
     int by_desc = (h.aux & PS_F_CMA) ? 1 : 0;
@@ -224,6 +225,12 @@ static int s_collect(engine_t *self, collect_t *c, size_t *leftp, int timeout_ms
         }
         for (int s = 0; s < S; s++) items[s] = (zmq_pollitem_t){self->conns[s].sock, 0, ZMQ_POLLIN, 0};
         int ms = deadline_left_ms(dl);
+        if (ms == 0 && !once && c->save) {
+            int s = 0;
+            while (s < S - 1 && c->saved[s]) s++;
+            return err_set(ERR_TIMEOUT, "ps worker %d: server %d (rank %d) did not answer the checkpoint request within %d ms",
+                           self->comm->rank, s, s_server_rank(self, s), timeout_ms);
+        }
         if (ms == 0 && !once) {
             size_t k = 0;
             while (k < c->lay->nparts && !self->want[k]) k++;

@@ -35,6 +35,7 @@ const char *wire_type_name(uint32_t type)
     case WIRE_BYE: return "bye";
     case WIRE_DATA: return "data";
     case WIRE_HELLO: return "hello";
+    case WIRE_SAVE: return "save";
     default: return "unknown";
     }
 }

@@ -21,7 +21,8 @@ typedef enum {
     WIRE_BYE = 7,      /* worker -> server: leaving cleanly */
     WIRE_DATA = 8,     /* generic point-to-point payload (host transports) */
     WIRE_HELLO = 9,    /* first message of a connection */
-    WIRE_TYPE_MAX = 10
+    WIRE_SAVE = 10,    /* worker 0 -> server: write your checkpoint shard; server -> worker 0: written (ps_ckpt.h) */
+    WIRE_TYPE_MAX = 11
 } wire_type_t;
 
 typedef struct {

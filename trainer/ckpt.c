@@ -1,15 +1,15 @@
 /* ckpt.c: the checkpoint file: "SBCKPT01", a fixed little-endian header, the parameters, the
- * optimizer buffers, then a 64-bit hash of everything before it. Writes go to PATH.tmp.<pid>, are
- * fsync'd, renamed over PATH and the directory is fsync'd. */
+ * optimizer buffers, then a 64-bit hash of everything before it, written whole or not at all
+ * (core/afile.h: PATH.tmp.<pid>, fsync, rename over PATH, fsync of the directory). */
 #include "trainer/ckpt.h"
 #include <errno.h>
-#include <fcntl.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "core/afile.h"
 #include "core/err.h"
 
 #define MAGIC "SBCKPT01"
@@ -33,42 +33,9 @@ typedef struct {
     uint32_t nopt, pad;
 } s_hdr_t;
 
-static inline uint64_t s_mix(uint64_t h, uint64_t w) { return (h ^ w) * 0x100000001b3ull ^ ((h ^ w) >> 29); }
+uint64_t ckpt_hash(const void *buf, size_t len, uint64_t seed) { return afile_hash(buf, len, seed); }
 
-uint64_t ckpt_hash(const void *buf, size_t len, uint64_t seed)
-{
-    const unsigned char *p = buf;
-    uint64_t h[4] = {seed ^ 0xcbf29ce484222325ull, seed + 0x9e3779b97f4a7c15ull, ~seed, seed * 3 + 1};
-    size_t i = 0;
-    for (; i + 32 <= len; i += 32) {
-        uint64_t w[4];
-        memcpy(w, p + i, 32);
-        for (int k = 0; k < 4; k++) h[k] = s_mix(h[k], w[k]);
-    }
-    for (; i < len; i++) h[0] = s_mix(h[0], p[i]);
-    uint64_t r = len;
-    for (int k = 0; k < 4; k++) r = s_mix(r, h[k]) * 0x9e3779b97f4a7c15ull;
-    return r ^ (r >> 32);
-}
-
-static int s_write_all(int fd, const void *buf, size_t len, uint64_t *hash, const char *path)
-{
-    const char *p = buf;
-    if (hash) *hash = ckpt_hash(buf, len, *hash);
-    while (len) {
-        ssize_t w = write(fd, p, len > (1u << 30) ? (1u << 30) : len);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            int e = errno;
-            return err_set(e == ENOSPC ? ERR_NOSPC : ERR_IO, "checkpoint '%s': write: %s", path, strerror(e));
-        }
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
-int ckpt_write(const char *path, const ckpt_t *c)
+int ckpt_write_hash(const char *path, const ckpt_t *c, uint64_t *hash)
 {
     if (!path || !*path || !c || (c->count && !c->params) || c->nopt < 0 || c->nopt > CKPT_MAX_OPT)
         return err_set(ERR_INVAL, "checkpoint: bad arguments");
@@ -86,39 +53,20 @@ int ckpt_write(const char *path, const ckpt_t *c)
     h.optim_kind = c->optim_kind; h.grad_dtype = c->grad_dtype;
     h.count = c->count;
     h.nopt = (uint32_t)c->nopt;
-
-    char tmp[4096];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= sizeof tmp)
-        return err_set(ERR_INVAL, "checkpoint: path too long");
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return err_set(ERR_IO, "checkpoint '%s': cannot create '%s': %s", path, tmp, strerror(errno));
-    uint64_t hash = 0;
-    int rc = s_write_all(fd, &h, sizeof h, &hash, path);
-    if (!rc) rc = s_write_all(fd, c->params, c->count * sizeof(float), &hash, path);
-    for (int k = 0; !rc && k < c->nopt; k++) rc = s_write_all(fd, c->opt[k], c->count * sizeof(float), &hash, path);
-    if (!rc) rc = s_write_all(fd, &hash, sizeof hash, NULL, path);
-    if (!rc && fsync(fd) != 0) rc = err_set(ERR_IO, "checkpoint '%s': fsync: %s", path, strerror(errno));
-    if (close(fd) != 0 && !rc) rc = err_set(ERR_IO, "checkpoint '%s': close: %s", path, strerror(errno));
-    if (!rc && rename(tmp, path) != 0) rc = err_set(ERR_IO, "checkpoint '%s': rename: %s", path, strerror(errno));
-    if (rc) {
-        unlink(tmp);
-        return rc;
-    }
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd); /* best effort: some filesystems refuse fsync on directories */
-        close(dfd);
-    }
-    return 0;
+    afile_part_t parts[2 + CKPT_MAX_OPT] = {{&h, sizeof h}, {c->params, c->count * sizeof(float)}};
+    for (int k = 0; k < c->nopt; k++) parts[2 + k] = (afile_part_t){c->opt[k], c->count * sizeof(float)};
+    return afile_write(path, "checkpoint", parts, 2 + c->nopt, 1, hash);
 }
+
+int ckpt_write(const char *path, const ckpt_t *c) { return ckpt_write_hash(path, c, NULL); }
 
 void ckpt_free(ckpt_t *c)
 {
     if (!c) return;
     free(c->params);
     c->params = NULL;
+    free(c->srv_params);
+    c->srv_params = NULL;
     for (int k = 0; k < CKPT_MAX_OPT; k++) {
         free(c->opt[k]);
         c->opt[k] = NULL;
@@ -137,27 +85,9 @@ int ckpt_read(const char *path, ckpt_t *c)
 {
     if (!path || !c) return err_set(ERR_INVAL, "checkpoint: bad arguments");
     memset(c, 0, sizeof *c);
-    /* O_NONBLOCK: opening a FIFO must not wait for a writer; anything but a regular file is refused */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return err_set(ERR_IO, "checkpoint '%s': %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return err_set(ERR_IO, "checkpoint '%s': %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return err_set(ERR_INVAL, "checkpoint '%s' is not a regular file (a FIFO, device or directory): refusing to "
-                       "read it", path);
-    }
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-    FILE *f = fdopen(fd, "rb");
-    if (!f) {
-        int e = errno;
-        close(fd);
-        return err_set(ERR_IO, "checkpoint '%s': %s", path, strerror(e));
-    }
+    FILE *f = NULL;
+    off_t size = 0;
+    CHECK(afile_open(path, "checkpoint", &f, &size));
     s_hdr_t h;
     uint64_t hash = 0, stored = 0;
     int rc = s_read_all(f, &h, sizeof h, &hash, path, "the header");
@@ -167,9 +97,9 @@ int ckpt_read(const char *path, ckpt_t *c)
         rc = err_set(ERR_CORRUPT, "checkpoint '%s': version %u (header %u bytes); this build reads version %u",
                      path, h.version, h.header_bytes, VERSION);
     if (!rc && (h.nopt > CKPT_MAX_OPT || h.count == 0 || h.count > ((uint64_t)1 << 40) ||
-                (uint64_t)st.st_size != sizeof h + (1 + h.nopt) * h.count * sizeof(float) + sizeof(uint64_t)))
+                (uint64_t)size != sizeof h + (1 + h.nopt) * h.count * sizeof(float) + sizeof(uint64_t)))
         rc = err_set(ERR_CORRUPT, "checkpoint '%s': %lld bytes does not match its header (%llu params, %u optimizer buffers)",
-                     path, (long long)st.st_size, (unsigned long long)h.count, h.nopt);
+                     path, (long long)size, (unsigned long long)h.count, h.nopt);
     if (!rc) {
         h.model[sizeof h.model - 1] = 0;
         h.data[sizeof h.data - 1] = 0;
@@ -189,6 +119,7 @@ int ckpt_read(const char *path, ckpt_t *c)
         if (!rc) rc = s_read_all(f, c->params, bytes, &hash, path, "the parameters");
         for (int k = 0; !rc && k < c->nopt; k++) rc = s_read_all(f, c->opt[k], bytes, &hash, path, "the optimizer state");
         if (!rc) rc = s_read_all(f, &stored, sizeof stored, NULL, path, "the checksum");
+        c->file_hash = stored;
         if (!rc && stored != hash)
             rc = err_set(ERR_CORRUPT, "checkpoint '%s': checksum mismatch (stored %016llx, computed %016llx): the file is corrupt",
                          path, (unsigned long long)stored, (unsigned long long)hash);

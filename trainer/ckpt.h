@@ -7,6 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct engine;
+struct engine_ops;
+
 #define CKPT_MAX_OPT 4
 
 typedef struct {
@@ -29,10 +32,29 @@ typedef struct {
     float   *params;
     int      nopt;               /* optimizer buffers, each count floats */
     float   *opt[CKPT_MAX_OPT];
+    /* read from a manifest (ckpt_load): the engine's own state, gathered from its shards */
+    float   *srv_params;         /* the engine's copy of the parameters (count floats); NULL: none saved */
+    uint64_t srv_applied;        /* the shards' optimizer step count */
+    char     layout[256];        /* the engine's layout when saved ("" for a single file) */
+    char     engine[32];         /* the engine that wrote the shards ("" for a single file) */
+    uint64_t file_hash;          /* read: the hash stored at the end of the (workers') file */
 } ckpt_t;
 
-/* Writes c (params and opt[] are read). */
+/* Writes c (params and opt[] are read); _hash also gives the hash stored at the file's end. */
 int  ckpt_write(const char *path, const ckpt_t *c);
+int  ckpt_write_hash(const char *path, const ckpt_t *c, uint64_t *hash);
+
+/* ckpt_set.c: a checkpoint with engine-held state (a PS's servers). PATH is then a manifest, written
+ * last and atomically, naming the workers' file (PATH.<tag>.w: c as ckpt_write writes it) and the
+ * engine's files (its state_save: PATH.<tag>.s<i>, one shard per server), each with its size and hash,
+ * and the engine's layout. <tag> is new for every save, so until the new manifest is renamed over PATH
+ * the old one and every file it names are intact (a crash or a full disk leaves the previous checkpoint
+ * usable); once it is, the old checkpoint's files are removed. Worker 0 only, between steps. */
+int  ckpt_save_set(const char *path, const ckpt_t *c, const struct engine_ops *ops, struct engine *engine);
+/* Reads the checkpoint at path, a single file (ckpt_read) or a manifest: then the workers' file and every
+ * shard it names are read and verified (a missing or corrupt one is refused naming the file) and gathered
+ * into flat vectors: c->srv_params, c->opt[0..nopt) (the servers' optimizer state), c->srv_applied. */
+int  ckpt_load(const char *path, ckpt_t *c);
 /* Reads and verifies (magic, version, sizes, checksum); params and opt[] are malloc'd: free with
  * ckpt_free. A missing, truncated or corrupted file gives ERR_IO / ERR_CORRUPT with the reason. */
 int  ckpt_read(const char *path, ckpt_t *c);

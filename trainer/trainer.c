@@ -52,6 +52,8 @@ struct trainer {
     optim_t      *optim;           /* local mode only */
     float        *pending_opt[CKPT_MAX_OPT]; /* optimizer state from a resume, applied at attach */
     int           pending_nopt;
+    float        *pending_srv;     /* a resume's engine-held parameters (a PS's servers'), for attach */
+    char          pending_layout[256];
     uint64_t      step, applied, nchecks;
     mlp_gpu_t    *gpu;             /* cfg.device >= 0: the model on the GPU (mlp keeps a host copy) */
     optim_dev_t  *dopt;            /* local mode on the GPU */
@@ -205,6 +207,7 @@ void trainer_destroy(trainer_t **self_p)
     sampler_destroy(&t->sampler);
     optim_destroy(&t->optim);
     for (int k = 0; k < CKPT_MAX_OPT; k++) free(t->pending_opt[k]);
+    free(t->pending_srv);
     free(t->labels);
     if (t->gpu) dev_free(&t->wire);
     else free(t->wire);
@@ -237,6 +240,21 @@ size_t trainer_data_bytes(const trainer_t *self) { return self->emu ? 0 : datase
 const char *trainer_data_name(const trainer_t *self) { return self->emu ? "none (emulated model)" : dataset_name(self->data); }
 uint64_t trainer_steps_done(const trainer_t *self) { return self->step; }
 float trainer_loss_scale(const trainer_t *self) { return self->amp.scale; }
+
+/* A resume's optimizer buffers must be this optimizer's (a PS's servers would refuse them one by one). */
+static int s_check_nopt(trainer_t *t, const char *engine)
+{
+    optim_t *o = NULL;
+    int nbuf = CKPT_MAX_OPT;
+    size_t n = 0;
+    CHECK(optim_new(&o, &t->cfg.optim, 1));
+    int rc = optim_state(o, NULL, &nbuf, &n);
+    optim_destroy(&o);
+    if (!rc && nbuf != t->pending_nopt)
+        rc = err_set(ERR_MISMATCH, "resume: the checkpoint holds %d optimizer buffers, engine '%s' with this optimizer has "
+                     "%d (same --optim as when it was saved?)", t->pending_nopt, engine, nbuf);
+    return rc;
+}
 
 static int s_restore_opt(trainer_t *t)
 {
@@ -326,15 +344,22 @@ int trainer_attach(trainer_t *self, const engine_ops_t *ops, engine_t *engine)
     } else {
         if (!engine || !ops->attach || !ops->submit || !ops->wait)
             return err_set(ERR_INVAL, "trainer: engine '%s' lacks attach/submit/wait", ops->name ? ops->name : "?");
-        if (self->pending_nopt && !ops->optim_state)
+        if (self->pending_nopt && !ops->optim_state && !ops->state_save)
             return err_set(ERR_UNSUP, "resume: the checkpoint holds optimizer state (momentum/Adam) but engine '%s' keeps "
                            "its optimizer state where this rank cannot restore it; resume with ring or tree, in world 1 "
                            "local mode, or use an optimizer without state (sgd, momentum=0)", ops->name);
         if (self->gpu) CHECK(mlp_gpu_set_params(self->gpu, mlp_params(self->mlp))); /* a resume changed the host copy */
         param_set_t ps = {.params = self->gpu ? mlp_gpu_params(self->gpu) : mlp_params(self->mlp), .count = s->count, .grad_dtype = self->cfg.grad_dtype,
                           .optim = self->cfg.optim};
+        /* an engine with state of its own (state_save) takes a resume's state at attach */
+        engine_restore_t rs = {.params = self->pending_srv, .nopt = self->pending_nopt, .applied = self->applied,
+                               .layout = self->pending_layout};
+        int rc = 0;
+        for (int k = 0; k < self->pending_nopt && k < ENGINE_MAX_OPT; k++) rs.opt[k] = self->pending_opt[k];
+        if (ops->state_save && (self->pending_nopt || self->pending_srv) && !(rc = s_check_nopt(self, ops->name))) ps.restore = &rs;
+        CHECK(rc);
         CHECK(ops->attach(engine, &ps));
-        if (self->pending_nopt) {
+        if (self->pending_nopt && !ps.restore) {
             /* the engine's optimizer exists now: put the checkpoint's state into it */
             float *bufs[CKPT_MAX_OPT] = {0};
             int nbuf = CKPT_MAX_OPT;
@@ -603,6 +628,8 @@ int trainer_save(trainer_t *self, const char *path)
     } else {
         CHECK(trainer_can_save(self));
     }
+    /* state the engine holds elsewhere (a PS's servers): its shards, the workers' file and a manifest */
+    if (self->ops && self->ops->state_save && self->engine) return ckpt_save_set(path, &c, self->ops, self->engine);
     return ckpt_write(path, &c);
 }
 
@@ -612,7 +639,7 @@ int trainer_can_save(const trainer_t *self)
         return err_set(ERR_UNSUP, "checkpoint: model %s is emulated (its parameters are a test pattern, not a model "
                        "worth keeping); --save and --resume are for the MLP", self->cfg.model);
     int stateful = self->cfg.optim.kind == OPT_ADAM || self->cfg.optim.momentum != 0.0f;
-    if (self->ops && stateful && !self->ops->optim_state)
+    if (self->ops && stateful && !self->ops->optim_state && !self->ops->state_save)
         return err_set(ERR_UNSUP, "checkpoint: the optimizer state (momentum/Adam moments) of engine '%s' lives on its "
                        "servers, and a checkpoint without it would not resume bit-identically; use ring or tree, or "
                        "--optim sgd:momentum=0", self->ops->name);
@@ -624,7 +651,7 @@ int trainer_resume(trainer_t *self, const char *path)
     if (self->attached) return err_set(ERR_STATE, "resume after attach: resume first, then attach");
     if (self->emu) return trainer_can_save(self);
     ckpt_t c;
-    CHECK(ckpt_read(path, &c));
+    CHECK(ckpt_load(path, &c));
     const mlp_shape_t *s = mlp_shape(self->mlp);
     char spec[128];
     mlp_format(s, spec, sizeof spec);
@@ -672,6 +699,10 @@ int trainer_resume(trainer_t *self, const char *path)
             c.opt[k] = NULL;
         }
         self->pending_nopt = c.nopt;
+        free(self->pending_srv);
+        self->pending_srv = c.srv_params; /* the servers' copy (a manifest), or NULL */
+        c.srv_params = NULL;
+        snprintf(self->pending_layout, sizeof self->pending_layout, "%s", c.layout);
     }
     ckpt_free(&c);
     return rc;
