@@ -55,6 +55,9 @@ int  ckpt_save_set(const char *path, const ckpt_t *c, const struct engine_ops *o
  * shard it names are read and verified (a missing or corrupt one is refused naming the file) and gathered
  * into flat vectors: c->srv_params, c->opt[0..nopt) (the servers' optimizer state), c->srv_applied. */
 int  ckpt_load(const char *path, ckpt_t *c);
+/* 0 when nopt optimizer buffers are what optimizer cfg (a core/optim.h optim_cfg_t) keeps, else ERR_MISMATCH
+ * naming engine: a resume must not hand another optimizer's state to an engine. */
+int  ckpt_check_nopt(const void *cfg, int nopt, const char *engine);
 /* Reads and verifies (magic, version, sizes, checksum); params and opt[] are malloc'd: free with
  * ckpt_free. A missing, truncated or corrupted file gives ERR_IO / ERR_CORRUPT with the reason. */
 int  ckpt_read(const char *path, ckpt_t *c);

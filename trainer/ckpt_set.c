@@ -14,6 +14,7 @@
 #include "core/engine.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "core/optim.h"
 #include "core/shard.h"
 
 #define MAGIC "SBCKMF01"
@@ -231,5 +232,18 @@ int ckpt_load(const char *path, ckpt_t *c)
     free(want);
     free(ents);
     if (rc) ckpt_free(c);
+    return rc;
+}
+
+int ckpt_check_nopt(const void *cfg, int nopt, const char *engine)
+{
+    optim_t *o = NULL;
+    int nbuf = CKPT_MAX_OPT;
+    CHECK(optim_new(&o, (const optim_cfg_t *)cfg, 1));
+    int rc = optim_state(o, NULL, &nbuf, NULL);
+    optim_destroy(&o);
+    if (!rc && nbuf != nopt)
+        rc = err_set(ERR_MISMATCH, "resume: the checkpoint holds %d optimizer buffers, engine '%s' with this optimizer has "
+                     "%d (same --optim as when it was saved?)", nopt, engine, nbuf);
     return rc;
 }

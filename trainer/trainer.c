@@ -241,21 +241,6 @@ const char *trainer_data_name(const trainer_t *self) { return self->emu ? "none 
 uint64_t trainer_steps_done(const trainer_t *self) { return self->step; }
 float trainer_loss_scale(const trainer_t *self) { return self->amp.scale; }
 
-/* A resume's optimizer buffers must be this optimizer's (a PS's servers would refuse them one by one). */
-static int s_check_nopt(trainer_t *t, const char *engine)
-{
-    optim_t *o = NULL;
-    int nbuf = CKPT_MAX_OPT;
-    size_t n = 0;
-    CHECK(optim_new(&o, &t->cfg.optim, 1));
-    int rc = optim_state(o, NULL, &nbuf, &n);
-    optim_destroy(&o);
-    if (!rc && nbuf != t->pending_nopt)
-        rc = err_set(ERR_MISMATCH, "resume: the checkpoint holds %d optimizer buffers, engine '%s' with this optimizer has "
-                     "%d (same --optim as when it was saved?)", t->pending_nopt, engine, nbuf);
-    return rc;
-}
-
 static int s_restore_opt(trainer_t *t)
 {
     if (!t->pending_nopt) return 0;
@@ -356,7 +341,7 @@ int trainer_attach(trainer_t *self, const engine_ops_t *ops, engine_t *engine)
                                .layout = self->pending_layout};
         int rc = 0;
         for (int k = 0; k < self->pending_nopt && k < ENGINE_MAX_OPT; k++) rs.opt[k] = self->pending_opt[k];
-        if (ops->state_save && (self->pending_nopt || self->pending_srv) && !(rc = s_check_nopt(self, ops->name))) ps.restore = &rs;
+        if (ops->state_save && (self->pending_nopt || self->pending_srv) && !(rc = ckpt_check_nopt(&self->cfg.optim, self->pending_nopt, ops->name))) ps.restore = &rs;
         CHECK(rc);
         CHECK(ops->attach(engine, &ps));
         if (self->pending_nopt && !ps.restore) {
