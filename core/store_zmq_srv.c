@@ -168,6 +168,9 @@ struct server {
     waiter_t *w;
     size_t nw, capw;
     char rejected[256];          /* the last HELLO the server turned away, for timeout details */
+    void *mon;                   /* with a secret: the router's handshake failures (a ZMQ_PAIR on its monitor) */
+    uint64_t hs_failed, hs_failed_at, joined_at; /* failures seen, the latest's and the latest join's now_ns */
+    char hs_addr[64];            /* the latest failure's peer */
     atomic_int stop, abort_now;
     pthread_t thr;
 };
@@ -209,6 +212,38 @@ static int s_add_waiter(server_t *s, const void *rid, size_t rlen, uint64_t seq,
     return 0;
 }
 
+/* A peer that fails the CURVE handshake is turned away before it can say which rank it is; a rank started
+ * with another job secret is one. Once such a failure came and no rank has joined for S_REFUSED_GRACE_MS
+ * since it (nor since the last join), the join waits end with the reason instead of running out the whole
+ * --timeout with "missing: R". A stray connection that fails while the ranks are still arriving does not stop
+ * the job: a join after it restarts the grace. */
+#define S_REFUSED_GRACE_MS 10000
+static int s_refused_stop(const server_t *s)
+{
+    if (!s->hs_failed) return 0;
+    uint64_t since = s->hs_failed_at > s->joined_at ? s->hs_failed_at : s->joined_at;
+    return now_ns() - since >= (uint64_t)S_REFUSED_GRACE_MS * 1000000u;
+}
+
+/* Read the router monitor's handshake failures: count them, keep the latest's time and peer. */
+static void s_monitor(server_t *s)
+{
+    for (int i = 0; s->mon && i < 64; i++) {
+        zmq_msg_t a, b;
+        zmq_msg_init(&a);
+        zmq_msg_init(&b);
+        if (zmq_msg_recv(&a, s->mon, ZMQ_DONTWAIT) < 0) { zmq_msg_close(&a); zmq_msg_close(&b); return; }
+        int two = zmq_msg_more(&a) && zmq_msg_recv(&b, s->mon, ZMQ_DONTWAIT) >= 0;
+        if (zmq_msg_size(&a) >= 6) {
+            s->hs_failed++;
+            s->hs_failed_at = now_ns();
+            if (two) snprintf(s->hs_addr, sizeof s->hs_addr, "%.*s", (int)zmq_msg_size(&b), (char *)zmq_msg_data(&b));
+        }
+        zmq_msg_close(&a);
+        zmq_msg_close(&b);
+    }
+}
+
 /* Answer waiters that can be answered now (key present, everyone joined) or whose time is up. A 'J'
  * that times out is answered "K W missing-ranks[; turned away: ...]". */
 static void s_wake(server_t *s)
@@ -223,7 +258,16 @@ static void s_wake(server_t *s)
             else done = 0;
         } else {
             if (s->njoined == s->world) s_reply(s, w->rid, w->rlen, 0, w->seq, "", 0);
-            else if (deadline_passed(w->deadline)) {
+            else if (s_refused_stop(s)) {
+                char miss[200], d[512];
+                store_missing_ranks(s->joined, s->world, miss, sizeof miss);
+                snprintf(d, sizeof d, "only %d of %d ranks joined (missing: %s), and %llu connection(s) failed the "
+                         "handshake with this job's key (latest from %s) with no rank joining for %.0f s since: a rank "
+                         "started with another job secret (SYNCBENCH_JOB_SECRET / SYNCBENCH_JOB_SECRET_FILE)?",
+                         s->njoined, s->world, miss, (unsigned long long)s->hs_failed, s->hs_addr,
+                         S_REFUSED_GRACE_MS / 1000.0);
+                s_reply(s, w->rid, w->rlen, ERR_AUTH, w->seq, d, strlen(d));
+            } else if (deadline_passed(w->deadline)) {
                 char miss[200], d[512];
                 store_missing_ranks(s->joined, s->world, miss, sizeof miss);
                 int n = snprintf(d, sizeof d, "%d %d %s", s->njoined, s->world, miss);
@@ -354,6 +398,7 @@ static void s_on_hello(server_t *s, const req_t *q)
     memcpy(s->rid[r], q->rid, q->rlen);
     s->rlen[r] = q->rlen;
     s->njoined++;
+    s->joined_at = now_ns();
     LOG_D("store: rank %d joined (%d of %d)", r, s->njoined, s->world);
     s_ok(s, q, "", 0);
 }
@@ -468,7 +513,15 @@ static void *s_server_main(void *arg)
                 break;
             }
         }
-        int rc = szmq_poll_in(s->router, s_next_wait_ms(s));
+        int rc;
+        if (s->mon) {
+            zmq_pollitem_t it[2] = {{.socket = s->router, .events = ZMQ_POLLIN}, {.socket = s->mon, .events = ZMQ_POLLIN}};
+            while ((rc = zmq_poll(it, 2, s_next_wait_ms(s))) < 0 && zmq_errno() == EINTR) {}
+            if (rc > 0 && (it[1].revents & ZMQ_POLLIN)) s_monitor(s);
+            if (rc > 0) rc = (it[0].revents & ZMQ_POLLIN) ? 1 : 0;
+        } else {
+            rc = szmq_poll_in(s->router, s_next_wait_ms(s));
+        }
         if (rc < 0) { LOG_E("store: zmq_poll: %s", zmq_strerror(zmq_errno())); break; }
         for (int i = 0; rc > 0 && i < 256; i++) {
             mp_t mp;
@@ -484,6 +537,7 @@ static void *s_server_main(void *arg)
 static void s_server_free(server_t *s)
 {
     if (!s) return;
+    if (s->mon) zmq_close(s->mon);
     if (s->router) zmq_close(s->router);
     zsec_close(&s->zap);
     s_map_free(&s->map);
@@ -518,6 +572,17 @@ int szmq_server_start(server_t **out, void *ctx, const boot_cfg_t *cfg)
     s->router = zmq_socket(ctx, ZMQ_ROUTER);
     if (!s->router) { s_server_free(s); return err_set(ERR_SYS, "zmq_socket: %s", zmq_strerror(zmq_errno())); }
     if ((zrc = zsec_server(&cfg->auth, s->router, "store")) < 0) { s_server_free(s); return zrc; }
+    if (cfg->auth.set) { /* handshake failures, for a join that cannot complete (s_refused_stop) */
+        char mon[64];
+        snprintf(mon, sizeof mon, "inproc://sb-store-mon-%p", (void *)s);
+        int zero = 0;
+        if (zmq_socket_monitor(s->router, mon, ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                                  ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) == 0 &&
+            (s->mon = zmq_socket(ctx, ZMQ_PAIR)) != NULL) {
+            zmq_setsockopt(s->mon, ZMQ_LINGER, &zero, sizeof zero);
+            if (zmq_connect(s->mon, mon) != 0) { zmq_close(s->mon); s->mon = NULL; }
+        }
+    }
     int zero = 0, sndto = 1000, rcvhwm = STORE_RCVHWM, sndhwm = STORE_SNDHWM;
     int64_t maxmsg = STORE_MAXMSG;
     zmq_setsockopt(s->router, ZMQ_LINGER, &zero, sizeof zero);

@@ -408,6 +408,30 @@ Test(harness, bench_size_beyond_memory_is_refused_first, .timeout = 30)
     cr_expect(secs < 10, "refused after %.1f s", secs);
 }
 
+/* Issue 33 §4: two env-started ranks with different job secrets. The joining rank is refused at once; rank 0,
+ * which never learns who the refused peer was, stops within the store's grace (10 s after the failure, no
+ * rank joining) saying a rank may hold another secret, instead of waiting out --timeout with "missing: 1". */
+Test(harness, rank_zero_says_a_peer_failed_the_handshake, .timeout = 90)
+{
+    s_find();
+    char cmd[4096], out[1 << 15];
+    int port = port_free_loopback();
+    const char *A = "1111111111111111111111111111111111111111111111111111111111111111";
+    const char *B = "2222222222222222222222222222222222222222222222222222222222222222";
+    snprintf(cmd, sizeof cmd,
+             "E='env -u SYNCBENCH_JOB -u SYNCBENCH_LAUNCHED -u SYNCBENCH_JOB_SECRET_FILE WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 "
+             "MASTER_PORT=%d'; $E SYNCBENCH_JOB_SECRET=%s RANK=0 %s bench --sizes 4K --iters 1 --timeout 60 > /tmp/sb-hs0.$$ 2>&1 & "
+             "P0=$!; sleep 0.5; $E SYNCBENCH_JOB_SECRET=%s RANK=1 %s bench --sizes 4K --iters 1 --timeout 60 > /tmp/sb-hs1.$$ 2>&1; "
+             "echo rc1=$?; wait $P0; echo rc0=$?; echo '--- rank 0'; cat /tmp/sb-hs0.$$; echo '--- rank 1'; cat /tmp/sb-hs1.$$; "
+             "rm -f /tmp/sb-hs0.$$ /tmp/sb-hs1.$$", port, A, g_harness, B, g_harness);
+    double secs;
+    cr_assert_eq(run_cmd_timed(cmd, out, sizeof out, &secs), 0, "%s", out);
+    cr_expect(strstr(out, "rc1=0") == NULL && strstr(out, "rc0=0") == NULL, "a rank with another secret ran:\n%s", out);
+    cr_expect(strstr(out, "failed the handshake with this job's key") && strstr(out, "another job secret"),
+              "rank 0 did not say a peer failed the handshake:\n%s", out);
+    cr_expect_lt(secs, 30, "rank 0 took %.1f s (its --timeout is 60 s)", secs);
+}
+
 /* The small ones users met: bench --quiet still prints its table; busbw is 0 at P = 1; --straggler names a
  * rank that is not there; warm-up overflow skips count in skipped_steps; the header's bucket wording;
  * progress lines say whose loss they show. */
