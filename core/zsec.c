@@ -109,12 +109,15 @@ static void s_serve_one(zsec_t *z)
         if (dst == &tmp) zmq_msg_close(&tmp);
         else n++;
     }
-    if (n < 6) { for (int i = 0; i < n; i++) zmq_msg_close(&f[i]); return; }
+    /* a REP socket must answer every request, or it can serve no other: a malformed one is refused too */
     char domain[32] = "", addr[64] = "";
-    snprintf(domain, sizeof domain, "%.*s", (int)zmq_msg_size(&f[2]), (char *)zmq_msg_data(&f[2]));
-    snprintf(addr, sizeof addr, "%.*s", (int)zmq_msg_size(&f[3]), (char *)zmq_msg_data(&f[3]));
+    size_t dl = n > 2 ? zmq_msg_size(&f[2]) : 0;
+    int domain_ok = dl > 0 && dl < sizeof domain && !memchr(zmq_msg_data(&f[2]), '\0', dl);
+    if (domain_ok) memcpy(domain, zmq_msg_data(&f[2]), dl);
+    if (n > 3) snprintf(addr, sizeof addr, "%.*s", (int)zmq_msg_size(&f[3]), (char *)zmq_msg_data(&f[3]));
     int ok = 0;
-    if (n == 7 && zmq_msg_size(&f[5]) == 5 && !memcmp(zmq_msg_data(&f[5]), "CURVE", 5) && zmq_msg_size(&f[6]) == 32) {
+    if (n == 7 && domain_ok && zmq_msg_size(&f[0]) == 3 && !memcmp(zmq_msg_data(&f[0]), "1.0", 3) &&
+        zmq_msg_size(&f[5]) == 5 && !memcmp(zmq_msg_data(&f[5]), "CURVE", 5) && zmq_msg_size(&f[6]) == 32) {
         unsigned char pk[32], sk[32];
         zsec_keypair(&z->auth, domain, "client", pk, sk);
         sodium_memzero(sk, sizeof sk);
@@ -123,7 +126,7 @@ static void s_serve_one(zsec_t *z)
 
     const char *code = ok ? "200" : "400", *text = ok ? "OK" : "not a key of this job";
     zmq_send(z->rep, "1.0", 3, ZMQ_SNDMORE);
-    zmq_send(z->rep, zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), ZMQ_SNDMORE);
+    zmq_send(z->rep, n > 1 ? zmq_msg_data(&f[1]) : "", n > 1 ? zmq_msg_size(&f[1]) : 0, ZMQ_SNDMORE);
     zmq_send(z->rep, code, 3, ZMQ_SNDMORE);
     zmq_send(z->rep, text, strlen(text), ZMQ_SNDMORE);
     zmq_send(z->rep, ok ? domain : "", ok ? strlen(domain) : 0, ZMQ_SNDMORE);

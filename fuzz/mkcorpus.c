@@ -296,6 +296,26 @@ static void s_tcp(void)
     s_saveb("tcp", "bad-magic", &b);
 }
 
+/* ---- zap: a frame count byte, then frames (u8 length and bytes; 255: the job's client key) */
+static void z_frame(buf_t *b, const char *s) { b_u8(b, (uint8_t)strlen(s)); b_str(b, s); }
+static void s_zap(void)
+{
+    buf_t b = {.n = 0};
+    b_u8(&b, 7); /* a request ZeroMQ's CURVE handshake makes, with the job's key: accepted */
+    z_frame(&b, "1.0"); z_frame(&b, "1"); z_frame(&b, "store"); z_frame(&b, "127.0.0.1"); z_frame(&b, "");
+    z_frame(&b, "CURVE"); b_u8(&b, 255);
+    s_saveb("zap", "job-key", &b);
+    b.n = 0;
+    b_u8(&b, 7); /* another client's key: refused */
+    z_frame(&b, "1.0"); z_frame(&b, "2"); z_frame(&b, "ps"); z_frame(&b, "10.0.0.9"); z_frame(&b, "id");
+    z_frame(&b, "CURVE"); z_frame(&b, "0123456789abcdef0123456789abcdef");
+    s_saveb("zap", "other-key", &b);
+    b.n = 0;
+    b_u8(&b, 3); /* too few frames: answered, refused */
+    z_frame(&b, "1.0"); z_frame(&b, "3"); z_frame(&b, "store");
+    s_saveb("zap", "short", &b);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) { fprintf(stderr, "usage: %s CORPUS_DIR\n", argv[0]); return 2; }
@@ -308,5 +328,6 @@ int main(int argc, char **argv)
     s_idx();
     s_store();
     s_tcp();
+    s_zap();
     return 0;
 }
