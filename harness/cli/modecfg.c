@@ -161,6 +161,9 @@ void h_simulate_cfg_of(const h_opts_t *o, h_simulate_cfg_t *c)
     c->net = o->net;
     c->lat_us = o->lat_us;
     c->intra_bps = o->intra_bps;
+    c->server_rate = o->server_rate;
+    c->server_cores = o->server_cores;
+    c->fabric = o->fabric;
     c->size_min = o->size_min;
     c->size_max = o->size_max;
     c->factor = o->factor;

@@ -66,6 +66,10 @@ typedef struct {
     double intra_bps;                 /* --intra RATE (simulate; 0: PCIe 3.0 x16) */
     const char *spread;               /* --spread DIST (simulate: the GPUs' compute spread; NULL: its default) */
     int   sim_groups;                 /* --sim-groups G (simulate; default 64, 0: no merging) */
+    double server_rate;               /* --server-rate MBPS (simulate: a server core's bytes a second, x 1e6; < 0: not
+                                       * given, 0: infinite) */
+    int   server_cores;               /* --server-cores C (simulate: cores a server's host gives its work; 0: 1) */
+    const char *fabric;               /* --fabric star|fattree:R:O (simulate: the switch fabric; NULL: star) */
     int   engine_all;                 /* --engine all (simulate: every layout) */
     int   sim_emulated;               /* --emulated (simulate: check against the emulated runs of the files) */
     /* the engines' own options (engine_ops_t.options), one blob per engine of the table, by index */

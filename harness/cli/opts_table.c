@@ -164,6 +164,20 @@ static int s_lat(h_opts_t *o, const h_opt_t *d, const char *v)
     return 0;
 }
 
+/* --server-rate MBPS: a server core's rate in MB/s (10^6 bytes), > 0, or inf (no CPU time; stored as 0) */
+static int s_srate(h_opts_t *o, const h_opt_t *d, const char *v)
+{
+    if (!strcmp(v, "inf")) {
+        o->server_rate = 0;
+        return 0;
+    }
+    char *e;
+    double x = strtod(v, &e);
+    if (*e || e == v || !(x > 0) || x > 1e9) return h_opt_bad("--server-rate", v, d->want);
+    o->server_rate = x * 1e6;
+    return 0;
+}
+
 /* --intra RATE: bits/s with bit, kbit, mbit, gbit or tbit */
 static int s_intra(h_opts_t *o, const h_opt_t *d, const char *v)
 {
@@ -355,6 +369,19 @@ const h_opt_t h_opt_table[] = {
              "                        no default: give the network's own\n"},
     {.name = "intra", .kind = K_FN, .fn = s_intra, .off = F(intra_bps), .want = "a rate such as 100gbit", .modes = " simulate ",
      .help = "  --intra RATE          simulate: a GPU's link to its machine, each way (default PCIe 3.0 x16, 126 Gbit/s)\n"},
+    {.name = "server-rate", .kind = K_FN, .fn = s_srate, .off = F(server_rate), .want = "MB/s > 0, or inf",
+     .modes = " simulate ",
+     .help = "  --server-rate MBPS    simulate: a PS server core's rate in MB/s: the bytes of pushed gradient it takes in\n"
+             "                        (handles and sums) a second, each push an execution on its host (inf: none;\n"
+             "                        default: the rate measured on this host, results/server-cpu; --emulated fits\n"
+             "                        its own from the PS bench lines)\n"},
+    {.name = "server-cores", .kind = K_INT, .off = F(server_cores), .lo = 1, .hi = 1024, .want = "a core count >= 1",
+     .modes = " simulate ",
+     .help = "  --server-cores C      simulate: cores a server's host gives that work (default 1: the server's one thread)\n"},
+    {.name = "fabric", .kind = K_STR, .off = F(fabric), .modes = " simulate ",
+     .help = "  --fabric F            simulate: the switch fabric: star (default: every NIC on one non-blocking switch) or\n"
+             "                        fattree:R:O (racks of R machines under a leaf switch, its uplink to the spine\n"
+             "                        R x NIC / O; O = 1 non-blocking)\n"},
     {.name = "spread", .kind = K_STR, .off = F(spread), .modes = " simulate ",
      .help = "  --spread DIST         simulate --model: each GPU's compute x a factor fixed for the run: none, uniform:R\n"
              "                        ([1, 1 + R]) or normal:S (default uniform:0.08: same-SKU GPUs differ by 8% on\n"

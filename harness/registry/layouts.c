@@ -77,6 +77,18 @@ int h_layout_engset_of_run(const char *engine, const char *label, int servers, c
     return s_apply(engine, engine, opts, 0, base, out, store);
 }
 
+int h_layout_engset_of_bench(const char *engine, const char *label, int servers, size_t partition_bytes,
+                             const h_engset_t *base, h_engset_t *out, void *store[H_MAX_ENGINES])
+{
+    char opts[128] = "";
+    if (h_engine_label_colocated(label)) snprintf(opts, sizeof opts, "ps-colocate");
+    else if (servers > 0) snprintf(opts, sizeof opts, "servers=%d", servers);
+    if (strstr(label, "-localagg")) snprintf(opts + strlen(opts), sizeof opts - strlen(opts), " ps-local-agg");
+    if (partition_bytes >= 1024)
+        snprintf(opts + strlen(opts), sizeof opts - strlen(opts), " ps-partition-kb=%zu", partition_bytes / 1024);
+    return s_apply(engine, engine, opts, 0, base, out, store);
+}
+
 static int s_apply(const char *label, const char *engine, const char *options, int N, const h_engset_t *base,
                    h_engset_t *out, void *store[H_MAX_ENGINES])
 {

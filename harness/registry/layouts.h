@@ -31,6 +31,10 @@ void h_layout_free(void *store[H_MAX_ENGINES]);
  * without them refuses: ERR_INVAL). Freed with h_layout_free. */
 int  h_layout_engset_of_run(const char *engine, const char *label, int servers, const h_engset_t *base, h_engset_t *out,
                             void *store[H_MAX_ENGINES]);
+/* The same for a recorded bench line of a serving engine, with its partition (its "ps_partition_bytes";
+ * 0: the engine's default) set as well. */
+int  h_layout_engset_of_bench(const char *engine, const char *label, int servers, size_t partition_bytes,
+                              const h_engset_t *base, h_engset_t *out, void *store[H_MAX_ENGINES]);
 /* 1 when a result label names a colocated configuration (h_engine_label's "-colocated") */
 int  h_engine_label_colocated(const char *label);
 /* server machines of layout L on N GPU machines */

@@ -15,6 +15,11 @@
  * timestamp option) in 1514 B (1500 B MTU + 14 B header) */
 #define H_SIM_TCP_FRAMING (1448.0 / 1514.0)
 
+/* A PS server core's rate when none is given (--server-rate): bytes of pushed gradient a second that one core
+ * of this host sums into a partition's aggregate, measured by `harness simulate --server-bench`
+ * (results/server-cpu). The summing only: message handling is not in it */
+#define H_SIM_SERVER_BPS 0.0
+
 typedef struct h_sim_platform {
     int    nodes, gpus_per_node;  /* GPU machines and GPUs a machine: workers w on machine w / G */
     int    server_nodes;          /* dedicated servers (ranks >= workers): K > 0 machines of their own, server
@@ -26,6 +31,11 @@ typedef struct h_sim_platform {
                                    * twice, one inside a machine never): the emulated cluster's lat=, which
                                    * delays the NICs and not shared memory; 0 elsewhere */
     double framing;               /* payload share of the line rate (H_SIM_TCP_FRAMING; 1: none) */
+    double server_Bps;            /* a server's CPU, per core: bytes of pushed gradient it takes in (the message handled,
+                                   * summed into the partition's aggregate) a second; each reduction a serving engine's
+                                   * schedule declares (SCHED_REDUCE, h_sim_work_t.cpu_reduce) is a SimGrid execution of
+                                   * its bytes on the receiving rank's host, in arrival order; 0: infinite (no CPU time) */
+    int    server_cores;          /* cores a rank's host gives that work (the PS server runs it on one thread); 0: 1 */
     int    timeout_s;             /* the whole simulation gives up after this */
 } h_sim_platform_t;
 
@@ -46,6 +56,9 @@ typedef struct {
     int steps;                    /* 1 .. H_SIM_MAX_STEPS */
     const double *factor;         /* per worker: its compute time multiplier, fixed for the run (stragglers);
                                    * NULL: every GPU nominal */
+    int cpu_reduce;               /* 1: the schedules' reductions cost the receiving rank's CPU (server_Bps): an engine
+                                   * with servers (engine_ops_t.serve) sums on the host; the allreduce engines' sums are
+                                   * left in the links' fitted rates (sim_check.c) */
     int max_groups;               /* the reduction: a collective's ring-like steps merged into at most this many
                                    * groups (sends of a pair summed; the merged steps' latencies kept as a delay);
                                    * 0: every step replayed as its own; < 0 (auto): every step while the run stays

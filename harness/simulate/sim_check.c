@@ -41,6 +41,9 @@ static int s_default_cc(const h_jobj_t *r)
 typedef struct {
     double lat_s, shm_bps;
     int nlat, nshm;
+    double srv_Bps;               /* a server core's rate on this host (s_fit_server), bytes a second */
+    int nsrv;                     /* the bench points it was fitted from */
+    double srv_q1, srv_q3;        /* the points' own rates: quartiles */
 } s_fit_t;
 
 static void s_fit(const h_jobj_t *objs, size_t n, s_fit_t *f)
@@ -83,6 +86,7 @@ typedef struct {
     char key[512], label[48], engine[16], model[32], device[32];
     int P, N, G, servers, server_nodes, coloc, lb, overlap, esz;
     double bps, shrink, dilate, bucket_mb, lat_us, sim_ms, *ms;
+    double part, bytes;           /* a bench point (s_fit_server): its partition and bytes a worker */
     int n, cap;
 } s_pt_t;
 
@@ -114,6 +118,105 @@ static int s_add(s_pt_t *c, double ms)
     return 0;
 }
 
+/* The server's rate, fitted from the files' collective-alone bench lines of a serving engine in sync mode
+ * (engine_ops_t.serve; the PS's ps-sizes, ps-fanout, ps-layouts, ...), never from a training line: each
+ * bench point (one configuration and size, the median of its lines) is simulated as it ran (its machines,
+ * servers, partition and NIC, the latency and shared memory fitted above) with a server core of rate x, and
+ * x is bisected (in log space, 1 MB/s to 100 GB/s) until the simulated collective takes the measured time;
+ * the rate is the median of the points' own rates. A point the simulator already finds slower with no CPU
+ * time at all counts at the upper bound; one still too fast at the lower bound, at that bound. The rate is
+ * this host's: real bytes a second of its 2 cores shared by every emulated rank, as the emulated runs ran. */
+#define S_SRV_LO 1e6
+#define S_SRV_HI 1e11
+#define S_SRV_ITERS 10
+
+static int s_bench_sim(const h_simulate_cfg_t *o, const s_fit_t *f, const s_pt_t *c, double rate, double *us)
+{
+    h_engset_t es;
+    void *store[H_MAX_ENGINES] = {0};
+    CHECK(h_layout_engset_of_bench(c->engine, c->label, c->servers, (size_t)c->part, &o->es, &es, store));
+    sched_env_t env = {.workers = c->P, .device = -1, .segmented = 1, .seg_bytes = es.seg_bytes, .gpus_per_node = c->G};
+    sched_t s;
+    int rc = h_engine_schedule(&es, c->engine, &env, (size_t)c->bytes / 4, 4, &s);
+    h_layout_free(store);
+    if (rc < 0) return rc;
+    h_sim_platform_t pl = {.nodes = c->N, .gpus_per_node = c->G, .server_nodes = c->server_nodes, .inter_bps = c->bps,
+                           .intra_bps = f->shm_bps, .lat_s = f->lat_s, .framing = H_SIM_TCP_FRAMING,
+                           .server_Bps = rate, .server_cores = 1, .timeout_s = o->timeout_s};
+    h_sim_work_t w = {.nb = 1, .sched = &s, .steps = 1, .cpu_reduce = 1};
+    h_sim_result_t r;
+    rc = h_sim_run(&pl, &w, &r);
+    sched_free(&s);
+    if (rc == 0) *us = r.time_s * 1e6;
+    return rc;
+}
+
+static int s_fit_server(const h_simulate_cfg_t *o, const h_jobj_t *objs, size_t n, s_fit_t *f)
+{
+    s_pt_t *pts = NULL;
+    int npts = 0, cap = 0, rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const h_jobj_t *r = &objs[i];
+        const char *eng = h_jstr(r, "engine", ""), *label = h_jstr(r, "engine_label", ""), *net = h_jstr(r, "net", "");
+        const engine_ops_t *ops = h_engine_find(eng);
+        if (strcmp(h_jstr(r, "mode", ""), "bench") || !ops || !ops->serve || !strstr(label, "-sync") ||
+            h_jnum(r, "wrong", 0) != 0 || strcmp(h_jstr(r, "dtype", "f32"), "f32") || !h_jget(r, "nodes") || !*net ||
+            h_jnum(r, "shrink", 1) != 1 || h_jnum(r, "dilate", 1) != 1 || !s_default_cc(r))
+            continue;
+        h_netem_spec_t ns;
+        char nerr[256];
+        if (h_netem_parse(net, &ns, nerr, sizeof nerr) < 0 || ns.lat_us > 0 || ns.queue_ms != H_NETEM_QUEUE_MS ||
+            ns.gso_off)
+            continue;
+        double us = h_jnum(r, "time_us", 0), bytes = h_jnum(r, "bytes", 0);
+        int P = (int)h_jnum(r, "world", 0), N = (int)h_jnum(r, "nodes", 1), G = (int)h_jnum(r, "gpus_per_node", 1);
+        if (!(us > 0) || !(bytes >= 4) || P < 2 || N < 1 || G < 1 || N * G < P) continue;
+        char key[512];
+        snprintf(key, sizeof key, "%s|%d|%d|%d|%g|%g|%.6g|%g|%g", label, P, N, G, h_jnum(r, "servers", 0),
+                 h_jnum(r, "server_nodes", 0), ns.bits_per_s * ns.eff, h_jnum(r, "ps_partition_bytes", 0), bytes);
+        s_pt_t *c = s_find(&pts, &npts, &cap, key);
+        if (!c) { rc = err_set(ERR_NOMEM, "simulate: out of memory"); break; }
+        if (!c->n) {
+            snprintf(c->label, sizeof c->label, "%s", label);
+            snprintf(c->engine, sizeof c->engine, "%s", eng);
+            c->P = P, c->N = N, c->G = G;
+            c->servers = (int)h_jnum(r, "servers", 0), c->server_nodes = (int)h_jnum(r, "server_nodes", 0);
+            c->bps = ns.bits_per_s * ns.eff, c->part = h_jnum(r, "ps_partition_bytes", 0), c->bytes = bytes;
+        }
+        if (s_add(c, us) < 0) rc = err_set(ERR_NOMEM, "simulate: out of memory");
+    }
+    double *rates = calloc((size_t)(npts ? npts : 1), sizeof *rates);
+    if (rc == 0 && !rates) rc = err_set(ERR_NOMEM, "simulate: out of memory");
+    int nr = 0;
+    for (int k = 0; k < npts && rc == 0; k++) {
+        s_pt_t *c = &pts[k];
+        double meas = s_median(c->ms, c->n), t;
+        if ((rc = s_bench_sim(o, f, c, S_SRV_HI, &t)) < 0) break;
+        double lo = log(S_SRV_LO), hi = log(S_SRV_HI), x = S_SRV_HI;
+        if (t < meas) {
+            if ((rc = s_bench_sim(o, f, c, S_SRV_LO, &t)) < 0) break;
+            x = S_SRV_LO;                       /* still too fast at the lower bound: that bound */
+            for (int it = 0; t >= meas && it < S_SRV_ITERS; it++) { /* invariant: sim(lo) >= meas > sim(hi) */
+                double mid = (lo + hi) / 2, tm;
+                if ((rc = s_bench_sim(o, f, c, exp(mid), &tm)) < 0) break;
+                if (tm >= meas) lo = mid;
+                else hi = mid;
+                x = exp((lo + hi) / 2);
+            }
+            if (rc < 0) break;
+        }
+        rates[nr++] = x;
+    }
+    f->nsrv = nr;
+    if (nr) {
+        f->srv_Bps = s_median(rates, nr); /* sorted: the quartiles */
+        f->srv_q1 = rates[(nr - 1) / 4], f->srv_q3 = rates[(3 * (nr - 1)) / 4];
+    }
+    for (int k = 0; k < npts; k++) free(pts[k].ms);
+    free(pts), free(rates);
+    return rc;
+}
+
 /* The |error| distribution of n configurations (what: which ones, "" for all), printed and, with json, a
  * check-summary line; err is sorted in place. */
 static void s_summary(const char *what, double *err, int n, h_lines_t *lines, int json, const s_fit_t *fit)
@@ -127,11 +230,14 @@ static void s_summary(const char *what, double *err, int n, h_lines_t *lines, in
     for (int k = 0; k < n; k++) w10 += err[k] <= 0.10;
     printf("# %s%s%d configurations: |error| median %.1f%%, 90th percentile %.1f%%, worst %.1f%%; within 10%%: %d\n", what,
            *what ? ": " : "", n, 100 * md, 100 * p90, 100 * err[n - 1], w10);
-    if (json)
-        h_lines_add(lines, json_pack("{s:s, s:s, s:i, s:f, s:f, s:f, s:i, s:f, s:f}", "kind", "check-summary", "subset",
-                                     *what ? what : "all", "configs", n, "error_median", md, "error_p90", p90, "error_worst",
-                                     err[n - 1], "within_10pct", w10, "lat_us_fitted", fit->lat_s * 1e6, "shm_bps_fitted",
-                                     fit->shm_bps));
+    if (json) {
+        json_t *b = json_pack("{s:s, s:s, s:i, s:f, s:f, s:f, s:i, s:f, s:f}", "kind", "check-summary", "subset",
+                              *what ? what : "all", "configs", n, "error_median", md, "error_p90", p90, "error_worst",
+                              err[n - 1], "within_10pct", w10, "lat_us_fitted", fit->lat_s * 1e6, "shm_bps_fitted", fit->shm_bps);
+        h_jmerge(b, json_pack("{s:f, s:i, s:f, s:f}", "server_Bps_fitted", fit->srv_Bps, "server_points", fit->nsrv,
+                              "server_Bps_q1", fit->srv_q1, "server_Bps_q3", fit->srv_q3));
+        h_lines_add(lines, b);
+    }
 }
 
 /* the configuration's simulated step (ms); 0 or a code */
@@ -161,10 +267,13 @@ static int s_sim_point(const h_simulate_cfg_t *o, const s_fit_t *fit, s_pt_t *c)
         h_sim_platform_t pl = {.nodes = c->N, .gpus_per_node = c->G, .server_nodes = c->server_nodes,
                                .inter_bps = c->bps, .intra_bps = fit->shm_bps * c->shrink * c->dilate,
                                .lat_s = fit->lat_s / c->dilate, .nic_lat_s = c->lat_us * 1e-6 * H_NETEM_LAT_HOPS / 2,
-                               .framing = H_SIM_TCP_FRAMING, .timeout_s = o->timeout_s};
+                               .framing = H_SIM_TCP_FRAMING, .timeout_s = o->timeout_s,
+                               /* the host's server rate on shrunk tensors, time dilated: shrink x dilate faster */
+                               .server_Bps = fit->srv_Bps * c->shrink * c->dilate, .server_cores = 1};
         double update = pt.update_s;
         h_sim_work_t w = {.nb = nb, .sched = s, .ready_s = ready, .total_s = total,
-                          .update_s = ops && ops->serve && c->P > 1 ? 0 : update, .steps = 2, .max_groups = o->max_groups};
+                          .update_s = ops && ops->serve && c->P > 1 ? 0 : update, .steps = 2, .max_groups = o->max_groups,
+                          .cpu_reduce = ops && ops->serve};
         h_sim_result_t r;
         rc = h_sim_run(&pl, &w, &r);
         if (rc == 0) c->sim_ms = r.time_s * 1e3;
@@ -184,6 +293,11 @@ int h_simulate_check(const h_simulate_cfg_t *o)
     CHECK(h_jread_files(o->nfiles, o->files, &objs, &n, &nbad, stderr));
     s_fit_t fit;
     s_fit(objs, n, &fit);
+    int frc = fit.nlat && fit.nshm ? s_fit_server(o, objs, n, &fit) : 0;
+    if (frc < 0) {
+        h_jfree_all(&objs, &n);
+        return frc;
+    }
     if (!fit.nlat || !fit.nshm) {
         h_jfree_all(&objs, &n);
         return err_set(ERR_INVAL, "simulate --emulated: the files need the host ring's benches across emulated machines "
@@ -234,6 +348,11 @@ int h_simulate_check(const h_simulate_cfg_t *o)
     printf("# fitted from the bench lines only: %.2f us a hop (the host ring over TCP between namespaces, %d worlds), a GPU's "
            "link inside a machine %.3g Gbit/s before shrink and dilation (the host ring over shared memory, %d worlds)\n",
            fit.lat_s * 1e6, fit.nlat, fit.shm_bps / 1e9, fit.nshm);
+    if (fit.nsrv)
+        printf("# fitted from the bench lines only: a PS server core %.1f MB/s of pushed bytes on this host (median of %d "
+               "collective-alone points' own rates, quartiles %.1f to %.1f; before shrink and dilation)\n",
+               fit.srv_Bps / 1e6, fit.nsrv, fit.srv_q1 / 1e6, fit.srv_q3 / 1e6);
+    else printf("# no PS bench lines to fit a server rate from: servers simulated with no CPU time\n");
     printf("#  engine               model        GPUs  NxG    K  lat  launches  emulated(ms)  simulated(ms)   error\n");
     h_lines_t lines;
     h_lines_open(&lines, &o->out, "simulate");

@@ -159,6 +159,8 @@ int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *
                        pl->gpus_per_node);
     if (!(pl->inter_bps > 0) || !(pl->intra_bps > 0) || pl->lat_s < 0 || pl->nic_lat_s < 0 || !(pl->framing > 0))
         return err_set(ERR_INVAL, "simulate: link rates must be > 0 and the latency >= 0");
+    if (!(pl->server_Bps >= 0) || pl->server_cores < 0)
+        return err_set(ERR_INVAL, "simulate: the server rate must be >= 0 (0: infinite) and its cores >= 0");
     for (int b = 1; b < w->nb; b++)
         if (w->sched[b].world != s0->world || w->sched[b].workers != s0->workers || w->sched[b].dataflow != s0->dataflow)
             return err_set(ERR_INVAL, "simulate: bucket %d's schedule has another world", b);

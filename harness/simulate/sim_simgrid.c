@@ -27,6 +27,7 @@
 #include <simgrid/mailbox.h>
 #include <simgrid/cond.h>
 #include <simgrid/mutex.h>
+#include <simgrid/semaphore.h>
 
 int h_sim_available(const char **why)
 {
@@ -38,6 +39,7 @@ int h_sim_available(const char **why)
 static struct {
     const h_sim_plan_t *p;
     const h_sim_work_t *w;
+    const h_sim_platform_t *pl;
     double *end;              /* steps x world: when each rank finished each step; < 0: out of memory */
 } g;
 
@@ -133,6 +135,8 @@ typedef struct {
     s_conn_t *conns;
     ssize_t *wait_piece;          /* per piece: the first connection waiting for it (wnext links the rest) */
     ssize_t wait_rel;             /* the connections waiting for their bucket's release */
+    sg_sem_t cpu;                 /* the rank's cores for its reductions (sim.h server_Bps), taken in arrival order;
+                                   * NULL: reductions cost nothing */
 } s_flow_t;
 
 /* A connection's actor; a send waits on its own condition, registered where it waits (a piece, or the
@@ -177,6 +181,11 @@ static void s_conn_actor(int argc, char **argv)
         } else {
             s_mb(name, sizeof name, x->peer, st->rank, x->conn);
             sg_mailbox_get(sg_mailbox_by_name(name));
+            if (st->cpu && x->conn == SCHED_REDUCE) { /* the receiver sums the piece before it holds it */
+                sg_sem_acquire(st->cpu);
+                sg_actor_execute((double)x->bytes);
+                sg_sem_release(st->cpu);
+            }
         }
         sg_mutex_lock(st->mu);
         if (!x->send) {
@@ -227,6 +236,7 @@ static int s_flow(int r, double t0, double f, int worker)
     if (rc == 0) {
         st.mu = sg_mutex_init();
         st.done = sg_cond_init();
+        if (g.w->cpu_reduce && g.pl->server_Bps > 0) st.cpu = sg_sem_init(g.pl->server_cores > 0 ? g.pl->server_cores : 1);
         sg_host_t host = sg_host_self();
         for (size_t k = 0; k < nk; k++) {
             conns[k].cv = NULL;
@@ -255,6 +265,7 @@ static int s_flow(int r, double t0, double f, int worker)
             if (head[k] >= 0) sg_cond_destroy(conns[k].cv);
         sg_cond_destroy(st.done);
         sg_mutex_destroy(st.mu);
+        if (st.cpu) sg_sem_destroy(st.cpu);
     }
     free(t), free(poff), free(rcv), free(seen), free(head), free(tail), free(nxt), free(released), free(conns), free(wait_piece);
     return rc;
@@ -310,7 +321,10 @@ static void s_xml(FILE *f, const h_sim_platform_t *pl, const h_sim_plan_t *p)
     double intra = pl->intra_bps * pl->framing / 8, inter = pl->inter_bps * pl->framing / 8;
     fprintf(f, "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
                "<platform version=\"4.1\">\n<zone id=\"world\" routing=\"DijkstraCache\">\n");
-    for (int r = 0; r < p->world; r++) fprintf(f, "<host id=\"r%d\" speed=\"1Gf\"/>\n", r);
+    /* a rank's host: its cores at the server rate (bytes a second; 1 byte = 1 flop), for its reductions */
+    double speed = pl->server_Bps > 0 ? pl->server_Bps : 1e9;
+    int cores = pl->server_cores > 0 ? pl->server_cores : 1;
+    for (int r = 0; r < p->world; r++) fprintf(f, "<host id=\"r%d\" speed=\"%.17gf\" core=\"%d\"/>\n", r, speed, cores);
     for (int m = 0; m < p->machines; m++) fprintf(f, "<router id=\"m%d\"/>\n", m);
     fprintf(f, "<router id=\"sw\"/>\n");
     for (int r = 0; r < p->world; r++)
@@ -400,6 +414,7 @@ int h_sim_run(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_result_t 
     out->link_is_nic = p.busy_is_nic;
     g.p = &p;
     g.w = w;
+    g.pl = pl;
     g.end = calloc((size_t)w->steps * (size_t)p.world, sizeof *g.end);
     int fds[2];
     if (!g.end || pipe(fds) < 0) {

@@ -26,7 +26,9 @@ int h_simulate(const h_simulate_cfg_t *o)
     if (P < 2 && !o->model) return err_set(ERR_INVAL, "simulate: at least 2 GPUs (--nodes N --gpus-per-node G)");
     h_sim_platform_t pl = {.nodes = N, .gpus_per_node = G, .server_nodes = o->server_nodes,
                            .inter_bps = spec.bits_per_s, .intra_bps = o->intra_bps > 0 ? o->intra_bps : H_SIM_INTRA_PCIE3_BPS,
-                           .lat_s = o->lat_us * 1e-6, .framing = H_SIM_TCP_FRAMING, .timeout_s = o->timeout_s};
+                           .lat_s = o->lat_us * 1e-6, .framing = H_SIM_TCP_FRAMING, .timeout_s = o->timeout_s,
+                           .server_Bps = o->server_rate >= 0 ? o->server_rate : H_SIM_SERVER_BPS,
+                           .server_cores = o->server_cores > 0 ? o->server_cores : 1};
     if (o->model) {
         printf("# syncbench simulate: machines of %d GPUs, NIC %.4g Gbit/s, GPU link %.4g Gbit/s each way, %g us a hop, "
                "non-blocking star switch; payload %.4f of the line rate (TCP over Ethernet frames); SimGrid flow model, "
@@ -68,7 +70,9 @@ int h_simulate(const h_simulate_cfg_t *o)
             h_layout_free(store);
             if (rc < 0) break;
             h_sim_result_t r;
-            rc = h_sim_collective(&lp, &s, &r);
+            const engine_ops_t *ops = h_engine_find(L ? L->engine : eng);
+            h_sim_work_t w = {.nb = 1, .sched = &s, .steps = 1, .cpu_reduce = ops && ops->serve};
+            rc = h_sim_run(&lp, &w, &r);
             if (rc == 0) {
                 double bytes = (double)(count * esz), algbw = bytes / r.time_s / 1e9, busbw = algbw * 2.0 * (P - 1) / P;
                 printf("  %12zu  %-8s %10.1f %8.3f %8.3f %12llu %9llu %8.2f\n", count * esz, s.algo, r.time_s * 1e6, algbw,

@@ -17,6 +17,9 @@ typedef struct {
     const char *net;                  /* --net inter=RATE (its rate: each machine's NIC) */
     double lat_us;                    /* --lat (< 0: not given, refused) */
     double intra_bps;                 /* --intra (0: PCIe 3.0 x16) */
+    double server_rate;               /* --server-rate, bytes/s (< 0: not given: the default; 0: infinite) */
+    int server_cores;                 /* --server-cores (0: 1) */
+    const char *fabric;               /* --fabric (NULL: star) */
     size_t size_min, size_max;        /* --sizes */
     double factor;                    /* --factor */
     size_t esz;                       /* bytes an element (--dtype) */
