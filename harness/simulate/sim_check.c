@@ -192,9 +192,10 @@ static int s_fit_server(const h_simulate_cfg_t *o, const h_jobj_t *objs, size_t 
         s_pt_t *c = &pts[k];
         double meas = s_median(c->ms, c->n), t;
         if ((rc = s_bench_sim(o, f, c, S_SRV_HI, &t)) < 0) break;
-        double lo = log(S_SRV_LO), hi = log(S_SRV_HI), x = S_SRV_HI;
+        double lo = log(S_SRV_LO), hi = log(S_SRV_HI), x = S_SRV_HI, thi = t;
         if (t < meas) {
             if ((rc = s_bench_sim(o, f, c, S_SRV_LO, &t)) < 0) break;
+            if (t <= thi * (1 + 1e-9)) continue; /* no push the rate applies to (all inside a machine): no information */
             x = S_SRV_LO;                       /* still too fast at the lower bound: that bound */
             for (int it = 0; t >= meas && it < S_SRV_ITERS; it++) { /* invariant: sim(lo) >= meas > sim(hi) */
                 double mid = (lo + hi) / 2, tm;

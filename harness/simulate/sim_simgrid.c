@@ -181,7 +181,10 @@ static void s_conn_actor(int argc, char **argv)
         } else {
             s_mb(name, sizeof name, x->peer, st->rank, x->conn);
             sg_mailbox_get(sg_mailbox_by_name(name));
-            if (st->cpu && x->conn == SCHED_REDUCE) { /* the receiver sums the piece before it holds it */
+            /* the receiver takes a push from another machine in (ZeroMQ over TCP) and sums it before it holds
+             * it; a push inside a machine goes through the PS's shared-memory van and is not charged */
+            if (st->cpu && x->conn == SCHED_REDUCE &&
+                h_sim_machine(g.pl, g.p->workers, x->peer) != h_sim_machine(g.pl, g.p->workers, st->rank)) {
                 sg_sem_acquire(st->cpu);
                 sg_actor_execute((double)x->bytes);
                 sg_sem_release(st->cpu);
