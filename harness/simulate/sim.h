@@ -15,9 +15,8 @@
  * timestamp option) in 1514 B (1500 B MTU + 14 B header) */
 #define H_SIM_TCP_FRAMING (1448.0 / 1514.0)
 
-/* A PS server core's rate when none is given (--server-rate): bytes of pushed gradient a second that one core
- * of this host sums into a partition's aggregate, measured by `harness simulate --server-bench`
- * (results/server-cpu). The summing only: message handling is not in it */
+/* A PS server core's rate when none is given (--server-rate) to `simulate --model`: 0, no CPU time (no measured
+ * default exists yet; `simulate --emulated` fits the rate from the PS benches' lines, sim_check.c) */
 #define H_SIM_SERVER_BPS 0.0
 
 typedef struct h_sim_platform {
