@@ -1,7 +1,8 @@
 /* test_simulate.c: the SimGrid replay of declared schedules (harness/simulate/sim.h) against the closed
  * forms that hold where no link is shared unevenly: the ring on a non-blocking star pays, every one of its
  * 2 (P - 1) steps, one chunk at the bottleneck rate plus the route's latencies; a PS server on a machine
- * of its own takes P buffers through its NIC each way. And `harness simulate` itself: its refusals and
+ * of its own takes P buffers through its NIC each way, plus its sums at its CPU's rate; a fat tree's uplinks
+ * slow a ring that crosses racks by their oversubscription. And `harness simulate` itself: its refusals and
  * its result lines. Skipped, saying why, in a build without SimGrid. */
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -339,4 +340,105 @@ Test(simulate, the_check_fits_on_benches_and_checks_on_training, .timeout = 120)
     fclose(c);
     cr_expect(sim[0] > 0 && sim[1] > sim[0] + 8, "simulated %.1f ms without lat=, %.1f with lat=2000", sim[0], sim[1]);
     tmpdir_remove(dir);
+}
+
+/* a server's CPU (sim.h server_Bps): one server, one partition a worker, P workers on machines of their own.
+ * The pushes share the server's NIC and all arrive at P n / NIC; on one core the sums then take P n / rate
+ * one after another before the replies leave (P n / NIC); on P cores they run side by side, n / rate. */
+static double s_ps_cpu(double rate, int cores, double *nocpu)
+{
+    const int P = 4;
+    const size_t count = 1 << 18;
+    ps_opts_t po = {.servers = 1, .partition_bytes = (size_t)count * 4};
+    sched_env_t env = {.workers = P, .one_host_shm = 0, .device = -1};
+    sched_t s;
+    cr_assert_eq(ps_sched(&po, &env, count, 4, &s), 0);
+    h_sim_platform_t pl = {.nodes = P, .gpus_per_node = 1, .server_nodes = 1, .inter_bps = 25e9, .intra_bps = 1e12,
+                           .lat_s = 10e-6, .framing = 1, .timeout_s = 60, .server_Bps = rate, .server_cores = cores};
+    h_sim_work_t w = {.nb = 1, .sched = &s, .steps = 1, .cpu_reduce = 1};
+    h_sim_result_t r;
+    cr_assert_eq(h_sim_run(&pl, &w, &r), 0, "%s", err_detail());
+    w.cpu_reduce = 0;
+    h_sim_result_t r0;
+    cr_assert_eq(h_sim_run(&pl, &w, &r0), 0, "%s", err_detail());
+    *nocpu = r0.time_s;
+    sched_free(&s);
+    return r.time_s;
+}
+
+Test(simulate, a_servers_cpu_adds_its_sums)
+{
+    s_need_simgrid();
+    double n = (double)(1 << 18) * 4, rate = 1e9, t0, t1 = s_ps_cpu(rate, 1, &t0), tq;
+    double want = t0 + 4 * n / rate;
+    cr_expect(fabs(t1 - want) / want < 0.005, "one core: simulated %.1f us, closed form %.1f us", t1 * 1e6, want * 1e6);
+    double t4 = s_ps_cpu(rate, 4, &tq);
+    want = t0 + n / rate;
+    cr_expect(fabs(t4 - want) / want < 0.005, "four cores: simulated %.1f us, closed form %.1f us", t4 * 1e6, want * 1e6);
+    cr_expect(fabs(tq - t0) < 1e-12, "without cpu_reduce the cores change nothing");
+    double ti = s_ps_cpu(0, 1, &tq);
+    cr_expect(fabs(ti - t0) < 1e-12, "rate 0 (infinite) costs nothing: %.1f against %.1f us", ti * 1e6, t0 * 1e6);
+}
+
+/* the fabric: a ring on machines of one GPU. On a fat tree of O = 1 every step of the ring still goes at the
+ * NIC's rate; a step crossing racks pays 2 hops more (a leaf to the spine and back), so racks of 2 cost
+ * 2 (P - 1) x 2 latencies over the star, nothing else. Racks of 1 machine with O = 2 and 4 make every
+ * transfer cross an uplink of NIC / O: the ring's bandwidth term O times the star's. */
+static double s_ring_fabric(int P, int R, double O, double lat)
+{
+    ring_opts_t o;
+    ring_opts_init(&o);
+    sched_env_t env = {.workers = P, .one_host_shm = 0, .device = -1};
+    sched_t s;
+    cr_assert_eq(ring_sched(&o, &env, 1 << 20, 4, &s), 0);
+    h_sim_platform_t pl = {.nodes = P, .gpus_per_node = 1, .inter_bps = 10e9, .intra_bps = 100e9, .lat_s = lat,
+                           .framing = H_SIM_TCP_FRAMING, .timeout_s = 60, .rack = R, .oversub = O};
+    double t = s_sim(&pl, &s);
+    sched_free(&s);
+    return t;
+}
+
+Test(simulate, a_fat_tree_slows_a_cross_rack_ring_by_its_oversubscription)
+{
+    s_need_simgrid();
+    const int P = 8;
+    double lat = 5e-6, chunk = (double)(1 << 20) * 4 / P, nic = 10e9 * H_SIM_TCP_FRAMING / 8;
+    double star = s_ring_fabric(P, 0, 1, lat), want = 2 * (P - 1) * (4 * lat + chunk / nic);
+    cr_expect(fabs(star - want) / want < 0.005, "star %.1f us, closed form %.1f", star * 1e6, want * 1e6);
+    double ft1 = s_ring_fabric(P, 2, 1, lat);
+    want = 2 * (P - 1) * (6 * lat + chunk / nic);
+    /* lock-step: a rank whose receive stayed in its rack may run ahead, so the 2 hops more bound it from above */
+    cr_expect(ft1 > star && ft1 <= want * 1.0001, "fattree:2:1 %.1f us, between the star %.1f and %.1f", ft1 * 1e6, star * 1e6,
+              want * 1e6);
+    cr_expect(fabs(ft1 - star) / star < 0.02, "O = 1 within 2%% of the star: %.1f against %.1f us", ft1 * 1e6, star * 1e6);
+    double f0 = s_ring_fabric(P, 2, 1, 0), s0 = s_ring_fabric(P, 0, 1, 0);
+    cr_expect(fabs(f0 - s0) / s0 < 1e-6, "O = 1 without latency is the star: %.3f against %.3f us", f0 * 1e6, s0 * 1e6);
+    for (int O = 2; O <= 4; O *= 2) {
+        double t = s_ring_fabric(P, 1, O, lat);
+        want = 2 * (P - 1) * (6 * lat + chunk / (nic / O));
+        cr_expect(fabs(t - want) / want < 0.005, "fattree:1:%d %.1f us, closed form %.1f", O, t * 1e6, want * 1e6);
+        cr_expect_gt(t, star * O * 0.9, "O = %d: %.1f us against the star's %.1f", O, t * 1e6, star * 1e6);
+    }
+    /* a rack holding every machine never uses its uplink, however oversubscribed */
+    double all = s_ring_fabric(P, P, 64, lat);
+    cr_expect(fabs(all - star) / star < 1e-6, "one rack: %.1f against the star's %.1f us", all * 1e6, star * 1e6);
+}
+
+Test(simulate, fabric_spellings)
+{
+    h_sim_platform_t pl = {0};
+    cr_expect_eq(h_sim_fabric_parse(NULL, &pl), 0);
+    cr_expect_eq(pl.rack, 0);
+    cr_expect_eq(h_sim_fabric_parse("star", &pl), 0);
+    cr_expect_eq(h_sim_fabric_parse("fattree:16:4", &pl), 0);
+    cr_expect_eq(pl.rack, 16);
+    cr_expect_eq(pl.oversub, 4);
+    char name[32];
+    h_sim_fabric_name(&pl, name, sizeof name);
+    cr_expect_str_eq(name, "fattree:16:4");
+    const char *bad[] = {"mesh", "fattree", "fattree:4", "fattree:0:1", "fattree:4:0.5", "fattree:4:2x", "fattree:-1:2"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cr_expect_eq(h_sim_fabric_parse(bad[i], &pl), ERR_INVAL, "%s accepted", bad[i]);
+        cr_expect(strstr(err_detail(), "fattree:R:O"), "%s", err_detail());
+    }
 }

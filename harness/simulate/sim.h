@@ -1,6 +1,6 @@
 /* sim.h: replaying an engine's declared schedule (core/sched.h) on a simulated cluster with SimGrid
  * (Debian's libsimgrid-dev): N machines of G GPUs, each GPU linked to its machine's switch, one NIC per
- * machine to a non-blocking star switch, a latency per hop; dedicated PS servers on machines of their
+ * machine to a non-blocking star switch or to a leaf of a two-level fat tree, a latency per hop; dedicated PS servers on machines of their
  * own or on the GPU machines. Every transfer is a SimGrid communication, so link sharing, incast and
  * latency are simulated, not formulas. Built without SimGrid, h_sim_available says so. */
 #ifndef SB_HARNESS_SIM_H
@@ -35,6 +35,11 @@ typedef struct h_sim_platform {
                                    * schedule declares (SCHED_REDUCE, h_sim_work_t.cpu_reduce) is a SimGrid execution of
                                    * its bytes on the receiving rank's host, in arrival order; 0: infinite (no CPU time) */
     int    server_cores;          /* cores a rank's host gives that work (the PS server runs it on one thread); 0: 1 */
+    int    rack;                  /* the fabric: 0: every machine's NIC on one non-blocking star switch; R > 0: a
+                                   * two-level fat tree, machines (GPU machines, then server machines) in racks of R
+                                   * consecutive ones under a leaf switch, each leaf one uplink to the spine, each way,
+                                   * of R x NIC / oversub; a transfer across racks pays 2 hops more */
+    double oversub;               /* the uplinks' oversubscription (>= 1; 1: non-blocking) */
     int    timeout_s;             /* the whole simulation gives up after this */
 } h_sim_platform_t;
 
@@ -71,12 +76,18 @@ typedef struct {
     double   wall_s;              /* how long simulating took */
     uint64_t comms;               /* SimGrid communications replayed in all (a group's transfers between a pair: one) */
     uint64_t nic_max_bytes;       /* the busiest machine NIC, one direction, payload, a step */
-    double   link_util;           /* the busiest link's (a NIC or a GPU's) payload a step over its capacity a step */
-    int      link_is_nic;         /* that link is a machine's NIC (else a GPU's link to its machine) */
+    double   link_util;           /* the busiest link's (a NIC, a GPU's, a leaf's uplink) payload a step over its capacity */
+    int      link_is_nic;         /* that link: 1 a machine's NIC, 2 a leaf switch's uplink, 0 a GPU's link to its machine */
     int      merge;               /* the most steps merged into one group (1: none) */
     int      machines;            /* GPU machines plus server machines */
 } h_sim_result_t;
 
+/* --fabric SPEC: "star" (or NULL) or "fattree:R:O" into pl->rack and pl->oversub; 0 or ERR_INVAL (err_set).
+ * h_sim_fabric_name: the spelling back ("star", "fattree:4:2"). */
+int  h_sim_fabric_parse(const char *spec, h_sim_platform_t *pl);
+void h_sim_fabric_name(const h_sim_platform_t *pl, char *out, size_t len);
+/* The fabric's name into fab, and the platform's switch and servers' CPU in words into line (for headers). */
+void h_sim_platform_line(const h_sim_platform_t *pl, char *fab, size_t flen, char *line, size_t llen);
 /* 1 when this build has SimGrid; else 0 and why (a static string). */
 int h_sim_available(const char **why);
 /* Simulate w on platform pl (in a child process: SimGrid runs one simulation a process). 0, ERR_INVAL

@@ -292,7 +292,7 @@ int h_simulate_check(const h_simulate_cfg_t *o)
     size_t n = 0, nbad = 0;
     if (o->nfiles < 1) return err_set(ERR_INVAL, "simulate --emulated: give the results files (FILE...)");
     CHECK(h_jread_files(o->nfiles, o->files, &objs, &n, &nbad, stderr));
-    s_fit_t fit;
+    s_fit_t fit = {0};
     s_fit(objs, n, &fit);
     int frc = fit.nlat && fit.nshm ? s_fit_server(o, objs, n, &fit) : 0;
     if (frc < 0) {

@@ -33,7 +33,7 @@ typedef struct {
     uint64_t comms_step;          /* communications a step */
     uint64_t nic_max_bytes;       /* the busiest NIC direction a step */
     double busy_max_s;            /* the busiest link's bytes a step at its payload rate */
-    int busy_is_nic;
+    int busy_is_nic;              /* h_sim_result_t.link_is_nic */
     int merge;                    /* the most steps in one group */
     int dataflow;                 /* the schedules are dataflow ones (sched_t.dataflow) */
 } h_sim_plan_t;
@@ -41,6 +41,8 @@ typedef struct {
 /* The machine rank r is on: workers w on GPU machine w / G; dedicated servers (r >= workers) on machines
  * of their own (server j on nodes + j mod K) or, without server machines, on GPU machine j mod N. */
 int h_sim_machine(const h_sim_platform_t *pl, int workers, int r);
+/* The rack machine m is in (0 on a star) and the racks in all, of a plan's machines. */
+static inline int h_sim_rack(const h_sim_platform_t *pl, int m) { return pl->rack > 0 ? m / pl->rack : 0; }
 /* Cut w's schedules for pl: 0, ERR_INVAL (bad work, ranks that do not fit) or ERR_NOMEM (err_set). */
 int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *p);
 void h_sim_plan_free(h_sim_plan_t *p);

@@ -10,7 +10,9 @@
  * the merged replay against the full one. */
 #include "harness/simulate/sim_int.h"
 #include "core/err.h"
+#include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,7 +35,42 @@ static int s_cmp(const void *a, const void *b)
  * across machines. */
 static double s_route_lat(const h_sim_platform_t *pl, int workers, int a, int b)
 {
-    return h_sim_machine(pl, workers, a) == h_sim_machine(pl, workers, b) ? 2 * pl->lat_s : 4 * pl->lat_s + 2 * pl->nic_lat_s;
+    int ma = h_sim_machine(pl, workers, a), mb = h_sim_machine(pl, workers, b);
+    if (ma == mb) return 2 * pl->lat_s;
+    return (h_sim_rack(pl, ma) == h_sim_rack(pl, mb) ? 4 : 6) * pl->lat_s + 2 * pl->nic_lat_s; /* a fat tree's spine: 2 more */
+}
+
+int h_sim_fabric_parse(const char *spec, h_sim_platform_t *pl)
+{
+    pl->rack = 0, pl->oversub = 1;
+    if (!spec || !strcmp(spec, "star")) return 0;
+    int R = 0, n = 0;
+    double O = 0;
+    if (sscanf(spec, "fattree:%d:%lf%n", &R, &O, &n) != 2 || spec[n] || R < 1 || R > 4096 || !(O >= 1) || O > 1024)
+        return err_set(ERR_INVAL, "--fabric '%s': star, or fattree:R:O (racks of R >= 1 machines under a leaf switch whose "
+                                  "uplink to the spine is R x NIC / O, O >= 1; O = 1 is non-blocking)", spec);
+    pl->rack = R, pl->oversub = O;
+    return 0;
+}
+
+void h_sim_fabric_name(const h_sim_platform_t *pl, char *out, size_t len)
+{
+    if (pl->rack > 0) snprintf(out, len, "fattree:%d:%g", pl->rack, pl->oversub);
+    else snprintf(out, len, "star");
+}
+
+void h_sim_platform_line(const h_sim_platform_t *pl, char *fab, size_t flen, char *line, size_t llen)
+{
+    h_sim_fabric_name(pl, fab, flen);
+    char cpu[96];
+    if (pl->server_Bps > 0)
+        snprintf(cpu, sizeof cpu, "PS servers %.4g MB/s a core x %d (pushes across machines)", pl->server_Bps / 1e6,
+                 pl->server_cores > 0 ? pl->server_cores : 1);
+    else snprintf(cpu, sizeof cpu, "PS servers with no CPU time");
+    if (pl->rack > 0)
+        snprintf(line, llen, "fat tree (%s): racks of %d machines, each leaf's uplink %d x NIC / %g, 2 hops more across "
+                             "racks; %s", fab, pl->rack, pl->rack, pl->oversub, cpu);
+    else snprintf(line, llen, "non-blocking star switch; %s", cpu);
 }
 
 /* A step's shape for merging: a hash of its (source, destination) pairs when every rank sends at most one
@@ -159,7 +196,9 @@ int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *
                        pl->gpus_per_node);
     if (!(pl->inter_bps > 0) || !(pl->intra_bps > 0) || pl->lat_s < 0 || pl->nic_lat_s < 0 || !(pl->framing > 0))
         return err_set(ERR_INVAL, "simulate: link rates must be > 0 and the latency >= 0");
-    if (!(pl->server_Bps >= 0) || pl->server_cores < 0)
+    if (pl->rack < 0 || (pl->rack > 0 && !(pl->oversub >= 1)))
+        return err_set(ERR_INVAL, "simulate: a fat tree's racks must hold >= 1 machine and its oversubscription be >= 1");
+    if (!(pl->server_Bps >= 0) || !isfinite(pl->server_Bps) || pl->server_cores < 0)
         return err_set(ERR_INVAL, "simulate: the server rate must be >= 0 (0: infinite) and its cores >= 0");
     for (int b = 1; b < w->nb; b++)
         if (w->sched[b].world != s0->world || w->sched[b].workers != s0->workers || w->sched[b].dataflow != s0->dataflow)
@@ -167,9 +206,11 @@ int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *
     p->world = s0->world, p->workers = s0->workers, p->nb = w->nb, p->merge = 1, p->dataflow = s0->dataflow;
     p->machines = pl->nodes + (s0->world > s0->workers && pl->server_nodes > 0 ? pl->server_nodes : 0);
     p->b = calloc((size_t)w->nb, sizeof *p->b);
-    uint64_t *nic = calloc((size_t)p->machines * 2, sizeof *nic), *gl = calloc((size_t)p->world * 2, sizeof *gl);
-    if (!p->b || !nic || !gl) {
-        free(nic), free(gl);
+    int racks = pl->rack > 0 ? (p->machines + pl->rack - 1) / pl->rack : 1;
+    uint64_t *nic = calloc((size_t)p->machines * 2, sizeof *nic), *gl = calloc((size_t)p->world * 2, sizeof *gl),
+             *up = calloc((size_t)racks * 2, sizeof *up);
+    if (!p->b || !nic || !gl || !up) {
+        free(nic), free(gl), free(up);
         h_sim_plan_free(p);
         return err_set(ERR_NOMEM, "simulate: out of memory");
     }
@@ -190,6 +231,8 @@ int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *
             gl[2 * x->src] += bytes, gl[2 * x->dst + 1] += bytes;
             int ma = h_sim_machine(pl, s->workers, x->src), mb = h_sim_machine(pl, s->workers, x->dst);
             if (ma != mb) nic[2 * ma] += bytes, nic[2 * mb + 1] += bytes;
+            int ra = h_sim_rack(pl, ma), rb = h_sim_rack(pl, mb);
+            if (ra != rb) up[2 * ra] += bytes, up[2 * rb + 1] += bytes;
         }
     }
     double nic_Bps = pl->inter_bps * pl->framing / 8, gpu_Bps = pl->intra_bps * pl->framing / 8;
@@ -199,7 +242,10 @@ int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *
     }
     for (int r = 0; rc == 0 && r < 2 * p->world; r++)
         if (gl[r] / gpu_Bps > p->busy_max_s) p->busy_max_s = gl[r] / gpu_Bps, p->busy_is_nic = 0;
-    free(nic), free(gl);
+    double up_Bps = pl->rack > 0 ? nic_Bps * pl->rack / pl->oversub : 0;
+    for (int k = 0; rc == 0 && up_Bps > 0 && k < 2 * racks; k++)
+        if (up[k] / up_Bps > p->busy_max_s) p->busy_max_s = up[k] / up_Bps, p->busy_is_nic = 2;
+    free(nic), free(gl), free(up);
     if (rc) h_sim_plan_free(p);
     return rc;
 }

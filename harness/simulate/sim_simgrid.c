@@ -318,7 +318,9 @@ static void s_actor(int argc, char **argv)
 }
 
 /* The platform as SimGrid XML into f: hosts r0..; routers m0.. (machines) and sw; links u/d (a host to
- * its machine and back), nu/nd (a machine to the switch and back). */
+ * its machine and back), nu/nd (a machine to the switch and back). A fat tree (pl->rack > 0) puts routers
+ * l0.. (the leaf switches) between the machines and sw (the spine): nu/nd then join machine m to leaf
+ * m / R, and lu/ld (a leaf to the spine and back) carry R x NIC / O. */
 static void s_xml(FILE *f, const h_sim_platform_t *pl, const h_sim_plan_t *p)
 {
     double intra = pl->intra_bps * pl->framing / 8, inter = pl->inter_bps * pl->framing / 8;
@@ -330,6 +332,14 @@ static void s_xml(FILE *f, const h_sim_platform_t *pl, const h_sim_plan_t *p)
     for (int r = 0; r < p->world; r++) fprintf(f, "<host id=\"r%d\" speed=\"%.17gf\" core=\"%d\"/>\n", r, speed, cores);
     for (int m = 0; m < p->machines; m++) fprintf(f, "<router id=\"m%d\"/>\n", m);
     fprintf(f, "<router id=\"sw\"/>\n");
+    /* a fat tree's leaf switches and their uplinks to the spine (sw), each way R x NIC / O */
+    int racks = pl->rack > 0 ? (p->machines + pl->rack - 1) / pl->rack : 0;
+    double up = pl->rack > 0 ? inter * pl->rack / pl->oversub : 0;
+    for (int k = 0; k < racks; k++)
+        fprintf(f, "<router id=\"l%d\"/>\n", k);
+    for (int k = 0; k < racks; k++)
+        fprintf(f, "<link id=\"lu%d\" bandwidth=\"%.17gBps\" latency=\"%.17gs\"/>\n"
+                   "<link id=\"ld%d\" bandwidth=\"%.17gBps\" latency=\"%.17gs\"/>\n", k, up, pl->lat_s, k, up, pl->lat_s);
     for (int r = 0; r < p->world; r++)
         fprintf(f, "<link id=\"u%d\" bandwidth=\"%.17gBps\" latency=\"%.17gs\"/>\n"
                    "<link id=\"d%d\" bandwidth=\"%.17gBps\" latency=\"%.17gs\"/>\n", r, intra, pl->lat_s, r, intra, pl->lat_s);
@@ -342,9 +352,16 @@ static void s_xml(FILE *f, const h_sim_platform_t *pl, const h_sim_plan_t *p)
         fprintf(f, "<route src=\"r%d\" dst=\"m%d\" symmetrical=\"NO\"><link_ctn id=\"u%d\"/></route>\n"
                    "<route src=\"m%d\" dst=\"r%d\" symmetrical=\"NO\"><link_ctn id=\"d%d\"/></route>\n", r, m, r, m, r, r);
     }
-    for (int m = 0; m < p->machines; m++)
-        fprintf(f, "<route src=\"m%d\" dst=\"sw\" symmetrical=\"NO\"><link_ctn id=\"nu%d\"/></route>\n"
-                   "<route src=\"sw\" dst=\"m%d\" symmetrical=\"NO\"><link_ctn id=\"nd%d\"/></route>\n", m, m, m, m);
+    for (int k = 0; k < racks; k++)
+        fprintf(f, "<route src=\"l%d\" dst=\"sw\" symmetrical=\"NO\"><link_ctn id=\"lu%d\"/></route>\n"
+                   "<route src=\"sw\" dst=\"l%d\" symmetrical=\"NO\"><link_ctn id=\"ld%d\"/></route>\n", k, k, k, k);
+    for (int m = 0; m < p->machines; m++) {
+        char sw[16];
+        if (racks) snprintf(sw, sizeof sw, "l%d", h_sim_rack(pl, m));
+        else snprintf(sw, sizeof sw, "sw");
+        fprintf(f, "<route src=\"m%d\" dst=\"%s\" symmetrical=\"NO\"><link_ctn id=\"nu%d\"/></route>\n"
+                   "<route src=\"%s\" dst=\"m%d\" symmetrical=\"NO\"><link_ctn id=\"nd%d\"/></route>\n", m, sw, m, sw, m, m);
+    }
     fprintf(f, "</zone>\n</platform>\n");
 }
 

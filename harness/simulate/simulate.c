@@ -29,19 +29,22 @@ int h_simulate(const h_simulate_cfg_t *o)
                            .lat_s = o->lat_us * 1e-6, .framing = H_SIM_TCP_FRAMING, .timeout_s = o->timeout_s,
                            .server_Bps = o->server_rate >= 0 ? o->server_rate : H_SIM_SERVER_BPS,
                            .server_cores = o->server_cores > 0 ? o->server_cores : 1};
+    CHECK(h_sim_fabric_parse(o->fabric, &pl));
+    char fab[64], plat[256];
+    h_sim_platform_line(&pl, fab, sizeof fab, plat, sizeof plat);
     if (o->model) {
         printf("# syncbench simulate: machines of %d GPUs, NIC %.4g Gbit/s, GPU link %.4g Gbit/s each way, %g us a hop, "
-               "non-blocking star switch; payload %.4f of the line rate (TCP over Ethernet frames); SimGrid flow model, "
+               "%s; payload %.4f of the line rate (TCP over Ethernet frames); SimGrid flow model, "
                "latency and bandwidth factors 1, no cross-traffic\n", G, pl.inter_bps / 1e9, pl.intra_bps / 1e9, o->lat_us,
-               pl.framing);
+               plat, pl.framing);
         return h_simulate_train(o, &pl);
     }
     if (o->engine_all) return err_set(ERR_INVAL, "simulate: --engine all is for training steps (--model M)");
     size_t esz = o->esz ? o->esz : 4;
     printf("# syncbench simulate: %d GPUs (%d machines x %d), NIC %.4g Gbit/s, GPU link %.4g Gbit/s each way, %g us a hop, "
-           "non-blocking star switch; payload %.4f of the line rate (TCP over Ethernet frames); SimGrid flow model, latency "
+           "%s; payload %.4f of the line rate (TCP over Ethernet frames); SimGrid flow model, latency "
            "and bandwidth factors 1, no cross-traffic\n",
-           P, N, G, pl.inter_bps / 1e9, pl.intra_bps / 1e9, o->lat_us, pl.framing);
+           P, N, G, pl.inter_bps / 1e9, pl.intra_bps / 1e9, o->lat_us, plat, pl.framing);
     printf("# the collective alone, each engine's declared schedule in the segments it pipelines (--seg-kb; a rank sends a "
            "step once its receives of the step before are in); training steps (compute, buckets, overlap, stragglers) "
            "are not simulated yet\n");
@@ -80,14 +83,16 @@ int h_simulate(const h_simulate_cfg_t *o)
                 fflush(stdout);
                 if (o->out.json)
                     h_lines_add(&lines, json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:s, s:f, s:f, s:f, s:I, s:I, s:f, "
-                                                  "s:f, s:f, s:f, s:f, s:i}",
+                                                  "s:f, s:f, s:f, s:f, s:i, s:s, s:i, s:f, s:f, s:i}",
                                                   "engine", eng, "engine_label", eng, "gpus", P, "nodes", N,
                                                   "gpus_per_node", G, "server_nodes", o->server_nodes,
                                                   "bytes", (json_int_t)(count * esz), "algo", s.algo, "time_us", r.time_s * 1e6,
                                                   "algbw_gbs", algbw, "busbw_gbs", busbw,
                                                   "nic_max_bytes", (json_int_t)r.nic_max_bytes, "comms", (json_int_t)r.comms,
                                                   "sim_wall_s", r.wall_s, "inter_bps", pl.inter_bps, "intra_bps", pl.intra_bps,
-                                                  "lat_us", o->lat_us, "framing", pl.framing, "world", s.world));
+                                                  "lat_us", o->lat_us, "framing", pl.framing, "world", s.world,
+                                                  "fabric", fab, "rack", pl.rack, "oversub", pl.oversub,
+                                                  "server_Bps", pl.server_Bps, "server_cores", pl.server_cores));
             }
             sched_free(&s);
         }

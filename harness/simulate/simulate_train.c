@@ -98,21 +98,24 @@ static int s_one(const h_simulate_cfg_t *o, const s_conf_t *c, const h_sim_platf
     if (rc == 0) {
         h_sim_work_t w = {.nb = nb, .sched = s, .ready_s = ready, .total_s = total,
                           .update_s = servers_update && P > 1 ? 0 : update, .steps = o->steps, .factor = f,
-                          .max_groups = o->max_groups};
+                          .max_groups = o->max_groups, .cpu_reduce = servers_update};
         rc = h_sim_run(&pl, &w, &r);
     }
+    char fab[64];
+    h_sim_fabric_name(&pl, fab, sizeof fab);
     if (rc == 0) {
+        const char *busy = r.link_is_nic == 2 ? "up" : r.link_is_nic ? "nic" : "gpu";
         double sps = (double)P * (double)lb / r.time_s, speedup = sps / one_sps;
         printf("  %-15s %6d %4dx%-4d %9.2f %11.1f %8.2f %6.1f%% %9.1f %5.0f%% %-4s %10llu %3d %7.1f\n", label, P, N, G,
                r.time_s * 1e3, sps, speedup, 100 * speedup / P, (double)r.nic_max_bytes / 1048576.0, 100 * r.link_util,
-               r.link_is_nic ? "nic" : "gpu", (unsigned long long)r.comms, r.merge, r.wall_s);
+               busy, (unsigned long long)r.comms, r.merge, r.wall_s);
         fflush(stdout);
         if (o->out.json) {
             json_t *each = json_array();
             for (int k = 0; k < r.steps; k++) json_array_append_new(each, json_real(r.step_s[k] * 1e3));
             h_lines_add(lines, json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, "
                                          "s:o, s:f, s:f, s:f, s:I, s:f, s:s, s:I, s:i, s:i, s:f, s:f, s:f, s:f, s:f, "
-                                         "s:s, s:f, s:I}",
+                                         "s:s, s:f, s:I, s:s, s:i, s:f, s:f, s:i}",
                                          "kind", "train", "engine", c->engine, "engine_label", label, "model", wl->name,
                                          "device", dev->name, "gpus", P, "world", s[0].world, "nodes", N,
                                          "gpus_per_node", G, "server_nodes", pl.server_nodes, "batch_per_gpu", (int)lb,
@@ -120,11 +123,12 @@ static int s_one(const h_simulate_cfg_t *o, const s_conf_t *c, const h_sim_platf
                                          "speedup", speedup, "step_ms_each", each, "efficiency", speedup / P,
                                          "compute_ms", total * 1e3, "update_ms", update * 1e3,
                                          "nic_max_bytes", (json_int_t)r.nic_max_bytes, "link_util", r.link_util,
-                                         "busiest_link", r.link_is_nic ? "nic" : "gpu", "comms", (json_int_t)r.comms,
+                                         "busiest_link", busy, "comms", (json_int_t)r.comms,
                                          "steps", r.steps, "merge", r.merge, "sim_wall_s", r.wall_s,
                                          "inter_bps", pl.inter_bps, "intra_bps", pl.intra_bps, "lat_us", pl.lat_s * 1e6,
                                          "framing", pl.framing, "spread", kind, "spread_param", param,
-                                         "seed", (json_int_t)o->seed));
+                                         "seed", (json_int_t)o->seed, "fabric", fab, "rack", pl.rack,
+                                         "oversub", pl.oversub, "server_Bps", pl.server_Bps, "server_cores", pl.server_cores));
         }
     }
     for (int b = 0; b < built; b++) sched_free(&s[b]);
