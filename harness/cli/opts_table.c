@@ -372,9 +372,8 @@ const h_opt_t h_opt_table[] = {
     {.name = "server-rate", .kind = K_FN, .fn = s_srate, .off = F(server_rate), .want = "MB/s > 0, or inf",
      .modes = " simulate ",
      .help = "  --server-rate MBPS    simulate: a PS server core's rate in MB/s: the bytes of pushed gradient it takes in\n"
-             "                        (handles and sums) a second, each push an execution on its host (inf: none;\n"
-             "                        default: the rate measured on this host, results/server-cpu; --emulated fits\n"
-             "                        its own from the PS bench lines)\n"},
+             "                        (handles and sums) a second, each push across machines an execution on its\n"
+             "                        host (default inf: no CPU time; --emulated fits its own from the PS bench lines)\n"},
     {.name = "server-cores", .kind = K_INT, .off = F(server_cores), .lo = 1, .hi = 1024, .want = "a core count >= 1",
      .modes = " simulate ",
      .help = "  --server-cores C      simulate: cores a server's host gives that work (default 1: the server's one thread)\n"},
