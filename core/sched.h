@@ -65,6 +65,11 @@ typedef struct {
                            * 1: a rank forwards each piece once it holds it (its receives of that piece in earlier
                            * steps are in), one transfer at a time on each connection, in schedule order, and the
                            * next collective's transfers may start before this one's end (a PS's partitions) */
+    int    owners;        /* 1: every piece is summed at one rank, its owner (a PS's server), from the pushes of the
+                           * ranks that hold it (its transfers with SCHED_REDUCE), and the owner alone answers with
+                           * the complete, updated piece (SCHED_STORE) once those pushes are in, whatever the other
+                           * pieces do: a piece's replies follow its own pushes, and the optimizer runs at the
+                           * owners, not on the workers; 0: the pieces are reduced along the steps (an allreduce) */
     int    bad;           /* out of memory while building: sched_done reports it */
     int    cap_p, cap_s;
     size_t cap_x;

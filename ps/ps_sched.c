@@ -22,6 +22,7 @@ int ps_sched(const void *opts, const sched_env_t *env, size_t count, size_t esz,
     ps_layout_init(&lay, count, esz, po ? po->partition_bytes : 0, S);
     sched_init(s, coloc ? P : P + S, P, count, esz, "ps");
     s->dataflow = 1; /* a server answers a partition once its pushes are in, while the others still arrive */
+    s->owners = 1;   /* partition k's owner is its server, which sums the pushes, updates and answers */
     if (G > 1)
         snprintf(s->about, sizeof s->about,
                  "parameter server with machine-local aggregation: %d machines of %d workers; the workers of a machine "

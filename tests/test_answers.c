@@ -62,15 +62,23 @@ Test(answers, model_ends_with_a_verdict, .timeout = 60)
     cr_assert_eq(s_run(S_MODEL), 0, "%s", g_out);
     const char *v = strstr(g_out, "# verdict");
     cr_assert(v, "%s", g_out);
-    cr_expect(strstr(v, "vgg16, 64 GPUs (16 x 4), 25 Gbit/s: ring "), "%s", v);
+    const char *at = strstr(v, "vgg16, 64 GPUs (16 x 4), 25 Gbit/s: ");
+    cr_assert(at, "%s", v);
     cr_expect(strstr(v, "best PS layout (ps-"), "%s", v);
     cr_expect(strstr(v, ": use "), "%s", v);
-    /* the verdict's ring figure is the table's at 64 GPUs */
-    const char *row = strstr(g_out, "\n  ring ");
-    cr_assert(row);
+    /* the verdict's best allreduce and its figure are the table's row of that layout at 64 GPUs */
+    char label[48];
+    double sp;
+    cr_assert_eq(sscanf(at + strlen("vgg16, 64 GPUs (16 x 4), 25 Gbit/s: "), "%47s %lfx", label, &sp), 2, "%s", v);
+    char key[64];
+    snprintf(key, sizeof key, "\n  %s ", label);
+    const char *row = strstr(g_out, key);
+    cr_assert(row, "no row %s in %s", label, g_out);
     double x[8];
-    cr_assert_eq(sscanf(row, " ring %lf %lf %lf %lf %lf %lf %lf", &x[0], &x[1], &x[2], &x[3], &x[4], &x[5], &x[6]), 7);
-    char want[64];
-    snprintf(want, sizeof want, "ring %.2fx", x[6]);
+    cr_assert_eq(sscanf(row + strlen(key), "%lf %lf %lf %lf %lf %lf %lf", &x[0], &x[1], &x[2], &x[3], &x[4], &x[5], &x[6]), 7);
+    char want[80];
+    snprintf(want, sizeof want, "%s %.2fx", label, x[6]);
     cr_expect(strstr(v, want), "%s not in %s", want, v);
+    /* the layouts it weighs are the registry's: machine-local aggregation among them */
+    cr_expect(strstr(g_out, "\n  ps-K=N-localagg "), "%s", g_out);
 }

@@ -3,6 +3,7 @@
  * only bench lines fit and only training lines check, each constant's fit against values built to give
  * it, the nearest partition's constant, the document's round trip, and bad input refused. */
 #include <criterion/criterion.h>
+#include "tests/lib/mconf.h"
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -41,7 +42,8 @@ static void s_ps_line(FILE *f, int N, int G, int K, const char *net, double byte
 static double s_ps_ideal(int N, int G, int K, double beta, double bytes, double part)
 {
     h_cl_net_t net = {.nodes = N, .gpus_per_node = G, .beta = beta};
-    h_cl_engine_t e = {.kind = H_PATTERN_PS, .servers = K, .server_nodes = K, .pipelined = 1, .part_bytes = part};
+    h_cl_engine_t e = t_servers(K, N, G);
+    e.pipelined = 1, e.part_bytes = part;
     double ready = 0;
     return h_cl_step(&net, &e, 1, &ready, &bytes, 0, NULL);
 }

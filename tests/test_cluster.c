@@ -15,6 +15,7 @@
 #include "harness/model/cluster_cost.h"
 #include "harness/model/cluster_int.h"
 #include "tests/lib/ranks.h"
+#include "tests/lib/mconf.h"
 
 Test(cluster, placement_of_workers_and_servers)
 {
@@ -80,27 +81,39 @@ Test(clustermodel, traffic_hand_computed)
 {
     h_cl_net_t net = {.nodes = 2, .gpus_per_node = 2, .beta = 1e-9, .alpha = 1e-5};
     double b, m;
-    h_cl_engine_t ring = {.kind = H_PATTERN_RING};
+    h_cl_engine_t ring = t_layout("ring", 2, 2);
     h_cl_traffic(&net, &ring, 1e6, &b, &m);
     cr_expect_float_eq(b, 1.5e6, 1e-6, "ring: 2(P-1)/P n = 1.5 n at P = 4");
     cr_expect_float_eq(m, 6, 1e-12);
     cr_expect_float_eq(h_cl_collective(&net, &ring, 1e6), 6e-5 + 1.5e-3, 1e-12);
-    h_cl_engine_t ps1 = {.kind = H_PATTERN_PS, .servers = 1, .server_nodes = 1};
+    cr_expect_eq(ring.owners, 0, "an allreduce has no owners");
+    h_cl_engine_t ps1 = t_layout("ps-1server", 2, 2);
+    cr_expect_eq(ps1.owners, 1, "the PS's servers own its partitions");
     h_cl_traffic(&net, &ps1, 1e6, &b, &m);
     cr_expect_float_eq(b, 4e6, 1e-6, "one server machine takes all 4 workers' n");
-    h_cl_engine_t ps4 = {.kind = H_PATTERN_PS, .servers = 4, .server_nodes = 4};
+    cr_expect_float_eq(m, 2, 1e-12, "a push and a pull");
+    h_cl_engine_t ps4 = t_servers(4, 2, 2);
     h_cl_traffic(&net, &ps4, 1e6, &b, &m);
     cr_expect_float_eq(b, 2e6, 1e-6, "four server machines: a GPU machine's G n is the bound");
-    h_cl_engine_t tf = {.kind = H_PATTERN_PS, .servers = 2};
+    h_cl_engine_t tf = t_layout("ps-per-node", 2, 2);
     h_cl_traffic(&net, &tf, 1e6, &b, &m);
     /* one phase: machine 0 holds half; its 2 workers push 0.5 n out, the 2 remote workers push 0.5 n in */
     cr_expect_float_eq(b, 1e6, 1e-6);
-    h_cl_engine_t col = {.kind = H_PATTERN_PS, .colocate = 1};
+    h_cl_engine_t col = t_layout("ps-colocated", 2, 2);
     h_cl_traffic(&net, &col, 1e6, &b, &m);
     cr_expect_float_eq(b, 1e6, 1e-6, "colocated, one phase: G n (P - G) / P");
+    /* machine-local aggregation: only a machine's leader pushes, n to the N server machines; the local reduce
+     * and broadcast are two more messages in series */
+    h_cl_engine_t agg = t_layout("ps-K=N-localagg", 2, 2);
+    h_cl_traffic(&net, &agg, 1e6, &b, &m);
+    cr_expect_float_eq(b, 1e6, 1e-6, "localagg: a leader's n out, a server machine's 2 x n / 2 in");
+    cr_expect_float_eq(m, 4, 1e-12);
+    cr_expect_eq(agg.fan_in, 2, "the leaders push, not the workers");
+    h_cl_engine_t cagg = t_layout("ps-colocated-localagg", 2, 2);
+    cr_expect_float_eq(h_cl_ps_duplex_bytes(&net, &cagg, 1e6), 1e6, 1e-6, "n / 2 pushed and n / 2 replied out");
     net.nodes = 1;
     net.gpus_per_node = 4;
-    h_cl_engine_t tree = {.kind = H_PATTERN_TREE};
+    h_cl_engine_t tree = t_layout("tree", 1, 4);
     h_cl_traffic(&net, &tree, 1e6, &b, &m);
     cr_expect_float_eq(b, 0, 1e-12, "one machine: nothing crosses a NIC");
 }
@@ -114,94 +127,97 @@ Test(clustermodel, allreduce_traffic_from_the_schedules)
     static const int NG[][2] = {{2, 2}, {4, 4}, {3, 1}, {8, 4}};
     for (size_t i = 0; i < sizeof NG / sizeof NG[0]; i++) {
         int N = NG[i][0], G = NG[i][1], P = N * G;
-        h_cl_engine_t e = {.kind = H_PATTERN_RING};
-        cr_assert_eq(h_mc_sched_traffic("ring", N, G, &e), 0);
+        h_cl_engine_t e = t_layout("ring", N, G);
         cr_expect_float_eq(e.nic_per_byte, 2.0 * (P - 1) / P, 1e-12, "ring %dx%d: %g", N, G, e.nic_per_byte);
         cr_expect_float_eq(e.msgs, 2.0 * (P - 1), 1e-12);
-        h_cl_net_t net = {.nodes = N, .gpus_per_node = G, .beta = 1e-9, .alpha = 1e-5};
-        h_cl_engine_t closed = {.kind = H_PATTERN_RING};
-        cr_expect_float_eq(h_cl_collective(&net, &e, 1e6), h_cl_collective(&net, &closed, 1e6), 1e-15);
     }
-    h_cl_engine_t t = {.kind = H_PATTERN_TREE};
-    cr_assert_eq(h_mc_sched_traffic("tree", 2, 2, &t), 0);
+    h_cl_engine_t t = t_layout("tree", 2, 2);
     cr_expect_float_eq(t.nic_per_byte, 2.0, 1e-12, "tree 2x2: %g", t.nic_per_byte);
     cr_expect_float_eq(t.msgs, 4, 1e-12);
-    cr_assert_eq(h_mc_sched_traffic("tree", 1, 4, &t), 0);
+    t = t_layout("tree", 1, 4);
     cr_expect_float_eq(t.nic_per_byte, 0, 1e-12, "one machine: nothing crosses a NIC");
-    cr_expect_neq(h_mc_sched_traffic("nosuch", 2, 2, &t), 0, "an engine the registry lacks");
+    h_mc_conf_t bad = {.layout = NULL, .row = H_MC_OWN_ROW};
+    snprintf(bad.label, sizeof bad.label, "nosuch");
+    snprintf(bad.engine, sizeof bad.engine, "nosuch");
+    cr_expect_neq(h_mc_traffic(&bad, 2, 2, &t, NULL), 0, "an engine the registry lacks");
     /* the PS's partition is the schedule's, the engine's default */
-    cr_expect_float_eq(h_mc_ps_part(), 4194304, 1e-9);
+    cr_expect_float_eq(t_layout("ps-K=N", 4, 4).part_bytes, 4194304, 1e-9);
 }
 
-/* Sets engine option name (value: NULL for a flag) in es through the registry. */
-static void s_set_opt(h_engset_t *es, const char *name, const char *value)
+/* The closed forms the model had before it read the PS's schedule (a phase's busiest NIC direction: one
+ * server machine or K of them, a server on every GPU machine, colocated), kept here to pin that the
+ * schedule-derived bytes are the same on every layout the model had, N and G. */
+static double s_closed_ps(int N, int G, int S, int K, int coloc, double n)
 {
-    int eng;
-    for (int k = 0; h_engine_opt(k, &eng); k++)
-        if (!strcmp(h_engine_opt(k, &eng)->name, name)) {
-            cr_assert_eq(h_engine_opt_set(es->eopts, k, value), 0, "--%s %s", name, value ? value : "");
-            return;
-        }
-    cr_assert_fail("no engine option %s", name);
+    int P = N * G;
+    if (coloc) return N > 1 ? (double)G * n * (double)(P - G) / P : 0;
+    if (K > 0) return fmax(G * n, n * ceil((double)S / K) / S * P);
+    double worst = 0;
+    for (int m = 0; m < N; m++) {
+        int sm = 0;
+        for (int s = 0; s < S; s++) sm += s % N == m;
+        double h = (double)sm / S;
+        worst = fmax(worst, fmax(G * n * (1 - h), h * n * (P - G)));
+    }
+    return N > 1 ? worst : 0;
 }
 
-/* The PS's closed forms (cluster_cost.c's s_ps, a phase's busiest NIC direction) are its declared
- * schedule's bytes, placed as the emulated cluster places ranks (h_cluster_machine_of), in the limit of
- * many partitions (here 4 a server, every server alike): the model keeps the closed forms because the
- * schedule grows as partitions x workers (a billion transfers colocated at 1024 GPUs). */
-Test(clustermodel, ps_closed_forms_are_the_schedules)
+/* ...and its closed form of both phases on one direction (pipelined, no slowdown) */
+static double s_closed_duplex(int N, int G, int S, int K, int coloc, double n)
 {
-    static const struct { int N, G, S, K, coloc; } L[] = {
-        {2, 2, 1, 1, 0}, {4, 1, 1, 1, 0}, {4, 2, 4, 4, 0}, {4, 1, 2, 2, 0}, /* server machines of their own */
-        {2, 2, 2, 0, 0}, {3, 2, 3, 0, 0},                                   /* one server on every GPU machine */
-        {2, 2, 0, 0, 1}, {3, 1, 0, 0, 1}, {2, 4, 0, 0, 1},                  /* colocated */
-    };
-    for (size_t i = 0; i < sizeof L / sizeof L[0]; i++) {
-        int N = L[i].N, G = L[i].G, P = N * G, S = L[i].coloc ? P : L[i].S;
-        h_engset_t es;
-        memset(&es, 0, sizeof es);
-        cr_assert_eq(h_engine_opts_init(es.eopts), 0);
-        char sv[16];
-        snprintf(sv, sizeof sv, "%d", L[i].S);
-        if (L[i].coloc) s_set_opt(&es, "ps-colocate", NULL);
-        else s_set_opt(&es, "servers", sv);
-        s_set_opt(&es, "ps-partition-kb", "1");
-        sched_env_t env = {.workers = P, .device = -1, .gpus_per_node = G};
-        size_t count = (size_t)S * 4 * 256; /* 4 partitions of 1 KiB (256 f32) a server */
-        sched_t sc;
-        memset(&sc, 0, sizeof sc);
-        cr_assert_eq(h_engine_schedule(&es, "ps", &env, count, 4, &sc), 0);
-        h_cluster_t cl = {.nodes = N, .gpus_per_node = G, .server_nodes = L[i].K};
-        int M = h_cluster_machines(&cl, 1);
-        double worst = 0;
-        for (int k = 0; k < sc.nsteps; k++) {
-            double out[16] = {0}, in[16] = {0};
-            for (size_t x = sc.steps[k].first; x < sc.steps[k].first + sc.steps[k].n; x++) {
-                const sched_xfer_t *t = &sc.x[x];
-                /* colocated: server s is a thread inside worker s, rank s of the schedule */
-                int ms = h_cluster_machine_of(&cl, t->src, P);
-                int md = h_cluster_machine_of(&cl, t->dst, P);
-                if (ms == md) continue;
-                double b = (double)sched_xfer_bytes(&sc, t);
-                out[ms] += b, in[md] += b;
-            }
-            for (int m = 0; m < M; m++) worst = fmax(worst, fmax(out[m], in[m]));
+    int P = N * G;
+    if (N <= 1) return 0;
+    if (coloc) return G * n * (double)(P - G) / P * 2;
+    if (K > 0) return s_closed_ps(N, G, S, K, coloc, n);
+    double worst = 0;
+    for (int m = 0; m < N; m++) {
+        int sm = 0;
+        for (int s = 0; s < S; s++) sm += s % N == m;
+        double h = (double)sm / S;
+        worst = fmax(worst, G * n * (1 - h) + h * n * (P - G));
+    }
+    return worst;
+}
+
+Test(clustermodel, ps_schedule_bytes_are_the_old_closed_forms)
+{
+    static const int NG[][2] = {{1, 4}, {2, 2}, {4, 1}, {4, 4}, {3, 2}, {8, 8}, {16, 4}};
+    static const char *const layouts[] = {"ps-1server", "ps-per-node", "ps-K=N", "ps-colocated"};
+    for (size_t i = 0; i < sizeof NG / sizeof NG[0]; i++)
+        for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
+            int N = NG[i][0], G = NG[i][1], K = l == 0 ? 1 : l == 2 ? N : 0, coloc = l == 3;
+            int S = l == 0 ? 1 : coloc ? 0 : N;
+            h_cl_net_t net = {.nodes = N, .gpus_per_node = G, .beta = 1e-9};
+            h_cl_engine_t e = t_layout(layouts[l], N, G);
+            e.pipelined = 1;
+            double nic, msgs, n = 1e6;
+            h_cl_traffic(&net, &e, n, &nic, &msgs);
+            double want = s_closed_ps(N, G, S, K, coloc, n), dup = s_closed_duplex(N, G, S, K, coloc, n);
+            cr_expect_float_eq(nic, want, 1e-9 * want + 1e-6, "%s %dx%d: closed form %.0f, schedule %.0f", layouts[l], N,
+                               G, want, nic);
+            cr_expect_float_eq(h_cl_reply_bytes(&net, &e, n), want, 1e-9 * want + 1e-6, "%s %dx%d: replies", layouts[l], N, G);
+            if (N > 1)
+                cr_expect_float_eq(h_cl_ps_duplex_bytes(&net, &e, n), dup, 1e-9 * dup + 1e-6, "%s %dx%d: both phases %.0f, "
+                                   "schedule %.0f", layouts[l], N, G, dup, h_cl_ps_duplex_bytes(&net, &e, n));
+            cr_expect_float_eq(msgs, 2, 1e-12);
+            /* the old law's f and machines: every worker into servers of their own, the P - G remote ones else */
+            cr_expect_eq(e.fan_in, K > 0 ? N * G : N > 1 ? N * G - G : 0, "%s %dx%d: fan-in %d", layouts[l], N, G, e.fan_in);
+            if (e.fan_in) cr_expect_eq(e.fan_machines, K > 0 ? N : N - 1);
         }
-        sched_free(&sc);
-        h_engine_opts_free(es.eopts);
-        h_cl_net_t net = {.nodes = N, .gpus_per_node = G, .beta = 1e-9};
-        h_cl_engine_t e = {.kind = H_PATTERN_PS, .servers = L[i].coloc ? 0 : S, .server_nodes = L[i].K, .colocate = L[i].coloc};
+    /* servers on 1 < K < N machines of their own (the BytePS sweep) */
+    for (int K = 2; K < 4; K++) {
+        h_cl_net_t net = {.nodes = 4, .gpus_per_node = 2, .beta = 1e-9};
+        h_cl_engine_t e = t_servers(K, 4, 2);
         double nic, msgs;
-        h_cl_traffic(&net, &e, (double)count * 4, &nic, &msgs);
-        cr_expect_float_eq(nic, worst, 1e-6 * worst + 1e-9, "layout %zu (%dx%d S %d K %d%s): closed form %.0f, schedule %.0f", i,
-                           N, G, S, L[i].K, L[i].coloc ? " colocated" : "", nic, worst);
+        h_cl_traffic(&net, &e, 1e6, &nic, &msgs);
+        cr_expect_float_eq(nic, s_closed_ps(4, 2, K, K, 0, 1e6), 1e-3, "K = %d", K);
     }
 }
 
 Test(clustermodel, ps_replies_follow_the_last_push)
 {
     h_cl_net_t net = {.nodes = 2, .gpus_per_node = 1, .beta = 1e-3, .alpha = 0};
-    h_cl_engine_t ps = {.kind = H_PATTERN_PS, .servers = 1, .server_nodes = 1};
+    h_cl_engine_t ps = t_layout("ps-1server", 2, 1);
     /* one server machine, 2 workers: a push phase moves 2 n into it. Pushes: 10 B at 10 ms (20 ms), 5 B
      * at 20 ms (10 ms) -> 40 ms; then the replies of all 15 B: 30 ms -> 70 ms */
     double ready[2] = {0.010, 0.020}, bytes[2] = {10, 5};
@@ -213,13 +229,15 @@ Test(clustermodel, ps_pipelined_replies_follow_their_bucket)
     h_cl_net_t net = {.nodes = 2, .gpus_per_node = 1, .beta = 1e-3, .alpha = 0};
     /* servers on a machine of their own: pushes into it, replies out of it, opposite directions. Pushes:
      * 10 B at 10 ms -> 30 ms, 5 B at 30 ms -> 40 ms; replies: bucket 0 30 -> 50 ms, bucket 1 50 -> 60 ms */
-    h_cl_engine_t ded = {.kind = H_PATTERN_PS, .servers = 1, .server_nodes = 1, .pipelined = 1};
+    h_cl_engine_t ded = t_layout("ps-1server", 2, 1);
+    ded.pipelined = 1;
     double ready[2] = {0.010, 0.020}, bytes[2] = {10, 5};
     cr_expect_float_eq(h_cl_step(&net, &ded, 2, ready, bytes, 0.030, NULL), 0.060, 1e-12);
     /* a server on each of the 2 GPU machines: each NIC direction carries its worker's half-push to the
      * other server (n/2) and its server's reply to the other worker (n/2) at once: n per bucket.
      * 10 B: 10 -> 20 ms; 5 B: 20 -> 25 ms */
-    h_cl_engine_t per = {.kind = H_PATTERN_PS, .servers = 2, .pipelined = 1};
+    h_cl_engine_t per = t_layout("ps-per-node", 2, 1);
+    per.pipelined = 1;
     cr_expect_float_eq(h_cl_ps_duplex_bytes(&net, &per, 10), 10, 1e-12);
     cr_expect_float_eq(h_cl_step(&net, &per, 2, ready, bytes, 0.010, NULL), 0.025, 1e-12);
 }
@@ -227,7 +245,7 @@ Test(clustermodel, ps_pipelined_replies_follow_their_bucket)
 Test(clustermodel, step_overlaps_backward)
 {
     h_cl_net_t net = {.nodes = 2, .gpus_per_node = 1, .beta = 1e-3, .alpha = 0};
-    h_cl_engine_t ring = {.kind = H_PATTERN_RING};
+    h_cl_engine_t ring = t_layout("ring", 2, 1);
     /* P = 2: a bucket of n bytes costs n ms. Buckets ready at 10, 20, 30 ms (10, 5, 20 bytes), compute 30 ms:
      * 10 -> 20 ms, then 20 -> 25 ms, then 30 -> 50 ms */
     double ready[3] = {0.010, 0.020, 0.030}, bytes[3] = {10, 5, 20}, exposed;
@@ -309,7 +327,7 @@ Test(cluster_run, two_machines_shaped_links_match_the_schedule, .timeout = 180)
     cr_expect_float_eq(comp, 200.0, 1e-6, "compute from the device: %s", line);
     /* the schedule: the big bucket ready at 100 ms, the small one at 200 ms; TCP/IP headers ~3-6% on the wire */
     h_cl_net_t net = {.nodes = 2, .gpus_per_node = 2, .beta = 8.0 / 200e6 * 1.05, .alpha = 0};
-    h_cl_engine_t ring = {.kind = H_PATTERN_RING};
+    h_cl_engine_t ring = t_layout("ring", 2, 2);
     double ready[2] = {0.100, 0.200}, bytes[2] = {4e6, 4e3};
     double want = h_cl_step(&net, &ring, 2, ready, bytes, 0.200, NULL) * 1e3;
     cr_expect(step > want * 0.85 && step < want * 1.25, "step %.1f ms, the schedule says %.1f ms:\n%s", step, want, out);

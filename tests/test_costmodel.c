@@ -3,6 +3,7 @@
  * colocated), and the least-squares fits; the cluster model's PS incast slowdown (harness/clustermodel.c;
  * its traffic and steps are in tests/test_cluster.c). (tests/test_model.c is the trainer's MLP.) */
 #include <criterion/criterion.h>
+#include "tests/lib/mconf.h"
 #include <math.h>
 
 #include "allreduce-tree/tree.h"
@@ -203,7 +204,8 @@ Test(costmodel, ps_incast_slowdown)
     /* one server on a machine of its own, 4 machines of one worker, one partition: pushes 4 x 10 B at
      * 1 ms/B, then the replies; with c = 0.1 the server's NIC takes 1.3 x as long */
     h_cl_net_t net = {.nodes = 4, .gpus_per_node = 1, .beta = 1e-3, .alpha = 0};
-    h_cl_engine_t ded = {.kind = H_PATTERN_PS, .servers = 1, .server_nodes = 1, .pipelined = 1};
+    h_cl_engine_t ded = t_layout("ps-1server", 4, 1);
+    ded.pipelined = 1;
     double ready = 0, bytes = 10;
     cr_expect_float_eq(h_cl_step(&net, &ded, 1, &ready, &bytes, 0, NULL), 0.080, 1e-12);
     ded.incast = 0.1;
@@ -220,20 +222,23 @@ Test(costmodel, ps_incast_slowdown)
      * a direction carries 2/3 n of pushes and 2/3 n of replies, x 1.1 as a whole (the law stretches the
      * direction's bytes as a measured slowdown does) */
     h_cl_net_t three = {.nodes = 3, .gpus_per_node = 1, .beta = 1e-3, .alpha = 0};
-    h_cl_engine_t per = {.kind = H_PATTERN_PS, .servers = 3, .pipelined = 1, .incast = 0.1};
+    h_cl_engine_t per = t_layout("ps-per-node", 3, 1);
+    per.pipelined = 1, per.incast = 0.1;
     cr_expect_float_eq(h_cl_ps_duplex_bytes(&three, &per, 30), (20 + 20) * 1.1, 1e-9);
     /* a slowdown measured by this layout's collective alone replaces the law and stretches the whole
      * direction (its time holds pushes and replies alike) */
     per.slow = 2;
     cr_expect_float_eq(h_cl_ps_duplex_bytes(&three, &per, 30), (20 + 20) * 2, 1e-9);
     /* colocated on the same 3 machines: 1/3 n to each of the 2 remote servers out, and as many replies */
-    h_cl_engine_t col = {.kind = H_PATTERN_PS, .colocate = 1, .pipelined = 1, .incast = 0.1};
+    h_cl_engine_t col = t_layout("ps-colocated", 3, 1);
+    col.pipelined = 1, col.incast = 0.1;
     cr_expect_float_eq(h_cl_ps_duplex_bytes(&three, &col, 30), (20 + 20) * 1.1, 1e-9);
     col.slow = 1.5;
     cr_expect_float_eq(h_cl_ps_duplex_bytes(&three, &col, 30), (20 + 20) * 1.5, 1e-9);
     /* two machines: the one remote machine's egress paces its flows, no slowdown */
     h_cl_net_t two = {.nodes = 2, .gpus_per_node = 2, .beta = 1e-3, .alpha = 0};
-    h_cl_engine_t per2 = {.kind = H_PATTERN_PS, .servers = 2, .pipelined = 1};
+    h_cl_engine_t per2 = t_layout("ps-per-node", 2, 2);
+    per2.pipelined = 1;
     double plain = h_cl_ps_duplex_bytes(&two, &per2, 30);
     per2.incast = 0.1;
     cr_expect_float_eq(h_cl_ps_duplex_bytes(&two, &per2, 30), plain, 1e-12);

@@ -1,6 +1,7 @@
 /* test_layers.c: the architecture as a check on the sources: arrows point down (harness > trainer >
  * engines > core, the public API in api/ beside the trainer, and inside harness/ the rooms in their order), an engine never includes another,
- * only the registry names engines in the harness (with the listed exceptions, each with its reason),
+ * only the registry names engines in the harness (includes an engine's header, spells an engine's name as a
+ * string or uses the patterns it once gave; with the listed exceptions, each with its reason),
  * no test includes a harness .c file (they link libharness.a), and every source file opens with a line
  * naming itself and what it is for. */
 #include <criterion/criterion.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 #include "tests/lib/ranks.h"
 #include "tests/lib/scripts.h"
+#include "harness/registry/engines.h"
 
 /* The rooms of harness/ from the bottom up: a file may include its own room and those below it. */
 static const char *const s_rooms[] = {"registry", "record", "emulate", "report", "model", "simulate", "modes", "cli", "launch"};
@@ -22,6 +24,16 @@ static const char *const s_engines[] = {"ring", "ps", "allreduce-tree", "mpi"};
 /* Harness files that still read an engine's code directly rather than its declared schedule
  * (engine_ops_t.schedule, through the registry): none now; a file listed here is exempt. */
 static const char *const s_engine_readers[] = {NULL};
+
+/* Harness files outside the registry that still name an engine in their code (a string literal that is an
+ * engine's name), each with its reason; every other one reads engines through the registry and their
+ * declared schedules. */
+static const char *const s_engine_namers[] = {
+    "harness/simulate/sim_check.c", /* fits the host transport's latency from bench lines labelled "ring" (the
+                                     * simulator's room, left to its engineers: issue 35, section 1) */
+};
+/* Words no harness file outside the registry may use: the communication patterns the registry once gave. */
+static const char *const s_pattern_words[] = {"h_pattern_t", "H_PATTERN_", "h_engine_pattern"};
 
 static char g_root[PATH_MAX];
 static char g_bad[1 << 15];
@@ -88,6 +100,39 @@ static int s_listed(const char *rel, const char *const *list, size_t n)
     return 0;
 }
 
+/* The code of a line without its comments (state: inside a block comment across lines) */
+static void s_code_of(const char *line, char *code, size_t len, int *in_comment)
+{
+    size_t k = 0;
+    for (const char *p = line; *p && k + 1 < len; p++) {
+        if (*in_comment) {
+            if (p[0] == '*' && p[1] == '/') *in_comment = 0, p++;
+            continue;
+        }
+        if (p[0] == '/' && p[1] == '*') { *in_comment = 1, p++; continue; }
+        if (p[0] == '/' && p[1] == '/') break;
+        code[k++] = *p;
+    }
+    code[k] = '\0';
+}
+
+/* A harness file's code outside the registry: no pattern words, no string literal that is an engine's name. */
+static void s_check_names(const char *rel, const char *code)
+{
+    if (strncmp(rel, "harness/", 8) || !strncmp(rel, "harness/registry/", 17) ||
+        s_listed(rel, s_engine_namers, sizeof s_engine_namers / sizeof *s_engine_namers))
+        return;
+    for (size_t i = 0; i < sizeof s_pattern_words / sizeof *s_pattern_words; i++)
+        if (strstr(code, s_pattern_words[i])) s_fail("%s uses %s: engines have no patterns outside the registry\n", rel, s_pattern_words[i]);
+    int n = h_engine_count() + h_peer_engine_count();
+    for (int e = 0; e < n; e++) {
+        const engine_ops_t *ops = e < h_engine_count() ? h_engine_at(e) : h_peer_engine_at(e - h_engine_count());
+        char lit[64];
+        snprintf(lit, sizeof lit, "\"%s\"", ops->name);
+        if (strstr(code, lit)) s_fail("%s names the engine %s: only the registry names engines in the harness\n", rel, lit);
+    }
+}
+
 static void s_check_file(const char *rel, const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -102,8 +147,11 @@ static void s_check_file(const char *rel, const char *path)
     int layer = s_layer(rel), room = s_room(rel);
     const char *engine = s_engine_of(rel);
     if (room == -2) s_fail("%s: a harness file outside the rooms%s\n", rel, "");
+    int in_comment = 0;
     do {
-        char inc[1024];
+        char inc[1024], code[4096];
+        s_code_of(line, code, sizeof code, &in_comment);
+        s_check_names(rel, code);
         if (sscanf(line, " #include \"%1023[^\"]\"", inc) != 1) continue;
         int il = s_layer(inc);
         if (!strncmp(rel, "tests/", 6) && !strncmp(inc, "harness/", 8) && strstr(inc, ".c"))
@@ -162,6 +210,8 @@ Test(layers, the_rules_catch_a_breach)
         {"harness/modes/x.c", "/* x.c: a mode */\n#include \"ring/ring.h\"\n", "only the registry names engines"},
         {"tests/x.c", "/* x.c: a test */\n#include \"harness/record/jsonl.c\"\n", "tests link libharness.a"},
         {"harness/x.c", "/* x.c: loose */\n", "outside the rooms"},
+        {"harness/model/x.c", "/* x.c: a model */\nint k = h_engine_pattern(e);\n", "engines have no patterns"},
+        {"harness/model/x.c", "/* x.c: a model */\nconst char *e = \"tree\";\n", "names the engine \"tree\""},
         {"core/x.c", "#include \"core/err.h\"\n", "does not open with"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -179,7 +229,8 @@ Test(layers, the_rules_catch_a_breach)
     g_nbad = 0;
     FILE *f = fopen(p, "w");
     cr_assert(f);
-    fputs("/* x.c (harness/modes): a mode that keeps the rules */\n#include \"harness/record/result.h\"\n"
+    fputs("/* x.c (harness/modes): a mode that keeps the rules (\"ring\" in a comment is prose) */\n"
+          "#include \"harness/record/result.h\"\n"
           "#include \"core/err.h\"\n", f);
     fclose(f);
     s_check_file("harness/modes/x.c", p);

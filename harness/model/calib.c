@@ -6,14 +6,19 @@
  *    and the default shaper queue (emulation-cc and emulation-queue measure both changing how flows share a
  *    NIC), every element right, not host-bound (it then measured this machine's CPU), with loop_us (the
  *    slowest worker's steady time a collective, what a training step compares with);
- *  - alpha (s a message in series) from the ring and tree lines across two or more machines: least squares
+ *  - every line's configuration is the registry layout it ran (model/conf.c); its rules are its schedule's;
+ *  - alpha (s a message in series) from the lines of the allreduce engines at their defaults (a schedule without
+ *    owners, a layout without options: ring and tree; the hierarchical ring's lines calibrate nothing, as before
+ *    the model read schedules) across two or more machines, running the algorithm their schedule declares there
+ *    (not the one-shot of small sizes): least squares
  *    of the relative residual of the byte-only model, held at 0 when negative (the tbf burst lets a small
  *    message through faster than its rate: net-bench's 64 KiB ring lines take 0.95 of their wire time);
  *  - the incast law's c from one sync server fed by P ranks on links of their own (`bench --net bw=RATE`):
  *    least squares of measured / modelled - 1 against P - 1 (h_cl_incast_fit);
  *  - a layout with servers on the GPU machines (one per machine, colocated): the median of its lines'
  *    measured / modelled time on those machines;
- *  - servers on K machines of their own (one server a machine, K = 1 .. N): on the same N x G, the median
+ *  - servers on K machines of their own (one server a machine, K = 1 .. N, every worker pushing: not with
+ *    machine-local aggregation, whose leaders alone push): on the same N x G, the median
  *    at each K, and a + c (K - 1) through them by least squares (c = 0 with one K measured); K is held in
  *    the measured range.
  * Every ratio constant is kept per partition wire time (a partition's bytes on its lines' link): ps-incast
@@ -53,20 +58,14 @@ static double s_bench_time(const h_cal_sample_t *s, double alpha, double incast,
 {
     h_cl_net_t cn = {.nodes = s->N, .gpus_per_node = s->G, .beta = s->beta, .alpha = alpha};
     double ready = 0, bytes = s->bytes;
-    if (s->kind == H_CAL_ALPHA) {
-        h_cl_engine_t e = {.kind = h_mc_layouts[s->layout].e.kind};
-        if (h_mc_sched_traffic(h_mc_layouts[s->layout].engine, s->N, s->G, &e) < 0) return NAN;
-        return h_cl_collective(&cn, &e, s->bytes);
-    }
-    h_cl_engine_t e = h_mc_layouts[s->layout].e;
+    h_cl_engine_t e;
+    if (h_mc_traffic(&s->conf, s->N, s->G, &e, NULL) < 0) return NAN;
+    if (s->kind == H_CAL_ALPHA) return h_cl_collective(&cn, &e, s->bytes);
     e.pipelined = 1;
     e.part_bytes = s->part;
     e.incast = incast;
     e.incast_fmax = fmax;
     e.slow = slow;
-    if (s->kind == H_CAL_INCAST) e.servers = e.server_nodes = 1;
-    else if (e.server_nodes < 0 || (s->kind == H_CAL_SERVERS)) e.server_nodes = e.servers = s->K;
-    else if (!e.colocate) e.servers = s->N; /* one on every GPU machine */
     return h_cl_step(&cn, &e, 1, &ready, &bytes, 0, NULL);
 }
 
@@ -97,33 +96,39 @@ static int s_sample_of(const h_jobj_t *r, const char *cc, h_cal_sample_t *s)
     s->measured = S_LOOP_US(r) * 1e-6;
     s->glayout = -1;
     if (!(s->bytes > 0)) return 0;
-    h_pattern_t pat = h_engine_pattern(eng);
-    if (pat == H_PATTERN_RING || pat == H_PATTERN_TREE) {
-        const char *algo = h_jstr(r, "algo", pat == H_PATTERN_RING ? "ring" : "tree");
-        if (s->N < 2 || strcmp(algo, pat == H_PATTERN_RING ? "ring" : "tree")) return 0; /* one-shot: another algorithm */
+    /* the configuration the line ran; bw= (a link each): a server is a machine of its own */
+    int S = (int)h_jnum(r, "servers", 0);
+    int K = inter ? (int)h_jnum(r, "server_nodes", 0) : h_engine_has_servers(eng) ? 1 : 0;
+    if (h_mc_conf_of_run(r, s->N, K, &s->conf) < 0) return 0;
+    s->layout = s->conf.row;
+    h_cl_engine_t e;
+    char algo[16];
+    if (h_mc_traffic(&s->conf, s->N, s->G, &e, algo) < 0) {
+        err_clear();
+        return 0;
+    }
+    char sync[24];
+    snprintf(sync, sizeof sync, "%s-sync", eng); /* the descriptive impl of a synchronous configuration */
+    if (!e.owners) {
+        /* alpha: the engines at their defaults across two or more machines, running the algorithm their schedule
+         * declares there (a bench's small sizes may run another: the ring's one-shot) */
+        if (s->N < 2 || !h_mc_conf_plain(&s->conf) || strcmp(h_jstr(r, "algo", algo), algo)) return 0;
         s->kind = H_CAL_ALPHA;
-        s->layout = pat == H_PATTERN_RING ? 0 : 1;
-    } else if (pat == H_PATTERN_PS && !strncmp(impl, "ps-sync", 7)) {
-        s->part = S_LINE_PART(r);
+    } else if (!strncmp(impl, sync, strlen(sync))) {
+        s->part = S_LINE_PART(r, e.part_bytes);
         if (!(s->part > 0)) return 0;
         s->part_wire = s->part * s->beta;
-        int S = (int)h_jnum(r, "servers", 0), K = (int)h_jnum(r, "server_nodes", 0);
         if (!inter) {
-            if (S != 1 || strstr(impl, "colocated")) return 0;
+            if (S != 1 || h_engine_label_colocated(impl)) return 0;
             s->kind = H_CAL_INCAST;
-            s->layout = 2;
             s->K = 1;
+        } else if (e.own_machines) { /* server machines of their own, every worker pushing (as the lookup) */
+            s->kind = H_CAL_SERVERS;
+            s->K = K;
+            if (K < 1 || S != K || e.fan_in != P) return 0;
         } else {
-            s->layout = h_mc_layout_of(r, s->N);
-            if (s->layout < 2) return 0;
-            if (h_mc_layouts[s->layout].e.server_nodes != 0) { /* server machines of their own */
-                s->kind = H_CAL_SERVERS;
-                s->K = K;
-                if (K < 1 || S != K) return 0;
-            } else {
-                s->kind = H_CAL_LAYOUT;
-                s->glayout = s->layout;
-            }
+            s->kind = H_CAL_LAYOUT;
+            s->glayout = s->layout;
         }
     } else
         return 0;
@@ -188,7 +193,7 @@ static h_cal_const_t *s_add(h_cal_t *cal, const h_cal_sample_t *s)
     memset(c, 0, sizeof *c);
     c->kind = s->kind;
     c->nodes = s->N, c->gpn = s->G, c->part_wire = s->part_wire;
-    if (s->kind == H_CAL_LAYOUT) snprintf(c->layout, sizeof c->layout, "%s", h_mc_layouts[s->layout].label);
+    if (s->kind == H_CAL_LAYOUT) snprintf(c->layout, sizeof c->layout, "%s", s->conf.label);
     return c;
 }
 
@@ -449,7 +454,7 @@ double h_cal_bench_predict(const h_cal_t *cal, const h_cal_sample_t *s)
 {
     int fmax;
     double alpha = h_cal_alpha(cal), slow = 0, incast = h_cal_incast(cal, s->part_wire, &fmax);
-    if (s->kind == H_CAL_LAYOUT) slow = h_cal_layout_slow(cal, h_mc_layouts[s->layout].label, s->N, s->G, s->part_wire);
+    if (s->kind == H_CAL_LAYOUT) slow = h_cal_layout_slow(cal, s->conf.label, s->N, s->G, s->part_wire);
     if (s->kind == H_CAL_SERVERS) slow = h_cal_servers_slow(cal, s->N, s->G, s->K, s->part_wire);
     return s_bench_time(s, alpha, incast, fmax, slow);
 }

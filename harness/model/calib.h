@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <jansson.h>
+#include "harness/model/conf.h"
 
 /* The split, declared before any check was looked at; stated in every calibration and check output. */
 #define H_CAL_SPLIT "fit only on collective-alone bench lines (mode \"bench\"); check only on training lines (mode \"train\")"
@@ -21,7 +22,7 @@ typedef enum {
 
 typedef struct {
     h_cal_kind_t kind;
-    char   layout[16];      /* H_CAL_LAYOUT: the model's layout label */
+    char   layout[40];      /* H_CAL_LAYOUT: the model's layout label */
     int    nodes, gpn;      /* H_CAL_LAYOUT, H_CAL_SERVERS */
     int    kmin, kmax;      /* H_CAL_SERVERS: the server machines measured; H_CAL_INCAST: the pushing workers */
     double part_wire;       /* H_CAL_INCAST, _LAYOUT, _SERVERS: a partition's wire time (s) on its lines' links */
@@ -48,8 +49,9 @@ typedef struct h_cal_s {
 typedef struct {
     h_cal_kind_t kind;
     int    file;            /* index into the files given */
-    int    layout;          /* the model's layout row (cluster_int.h's h_mc_layouts) */
-    int    glayout;         /* the layout where the constant is per layout (H_CAL_LAYOUT), else -1 */
+    h_mc_conf_t conf;       /* the configuration the line ran (model/conf.h) */
+    int    layout;          /* its row (h_mc_conf_t.row: the registry's order, a run's own after) */
+    int    glayout;         /* the row where the constant is per layout (H_CAL_LAYOUT), else -1 */
     int    N, G, K, P;      /* machines, GPUs (ranks) a machine, server machines, ranks */
     double bytes, beta, part, part_wire; /* per worker; s a payload byte; the partition; its wire time (s) */
     double measured;        /* s: loop_us */

@@ -61,102 +61,23 @@ int h_mc_point(s_point_t *p, const char *model, const char *device, double devic
     return 0;
 }
 
-const s_layout_t h_mc_layouts[] = {
-    {"ring", "ring", {.kind = H_PATTERN_RING}, 1},
-    {"tree", "tree", {.kind = H_PATTERN_TREE}, 1},
-    {"ps-1server", "ps", {.kind = H_PATTERN_PS, .servers = 1, .server_nodes = 1}, 0},
-    {"ps-per-node", "ps", {.kind = H_PATTERN_PS}, 0},              /* one server on every GPU machine (TensorFlow) */
-    {"ps-K=N", "ps", {.kind = H_PATTERN_PS, .server_nodes = -1}, 0}, /* N CPU-only server machines (BytePS) */
-    {"ps-colocated", "ps", {.kind = H_PATTERN_PS, .colocate = 1}, 0},
-    /* K CPU-only server machines, one server each, 1 < K < N (the BytePS sweep): checked against the runs
-     * that have them, not extrapolated (K is the run's) */
-    {"ps-K<N", "ps", {.kind = H_PATTERN_PS, .server_nodes = -2}, 0},
-};
-
-int h_mc_sched_traffic(const char *engine, int N, int G, h_cl_engine_t *e)
+/* Predicted step (s) of configuration c on N machines of G GPUs from the calibration (NULL: nothing measured,
+ * the law with c = 0): alpha for every message in series; with owners (a PS), the owners' machines' slowdown
+ * where the calibration measured it on these machines (servers on the GPU machines: the layout's own, by its
+ * label; servers on machines of their own: a + c (K - 1) on these machines, measured with every worker
+ * pushing, so for configurations whose every worker pushes: not with machine-local aggregation), else the
+ * incast law for the remote ranks pushing into them. The update runs on the workers unless owners run it. */
+double h_mc_step(const s_point_t *p, const h_cal_t *cal, const h_mc_conf_t *c, int N, int G, double bps, double *exposed)
 {
-    int P = N * G;
-    e->from_sched = 1;
-    e->nic_per_byte = e->msgs = 0;
-    if (P < 2) return 0;
-    h_engset_t es;
-    memset(&es, 0, sizeof es);
-    if (h_engine_opts_init(es.eopts) < 0) {
-        h_engine_opts_free(es.eopts);
-        return err_set(ERR_NOMEM, "model");
-    }
-    /* machines of their own: no one-shot path (it needs every rank on one host over shared memory) */
-    sched_env_t env = {.workers = P, .one_host_shm = 0, .device = -1, .segmented = 0, .gpus_per_node = G};
-    size_t count = (size_t)P * 2048; /* every piece whole; the bytes scale with the count */
-    sched_t s;
-    memset(&s, 0, sizeof s);
-    int rc = h_engine_schedule(&es, engine, &env, count, sizeof(float), &s);
-    h_engine_opts_free(es.eopts);
-    if (rc < 0) return rc;
-    double *out = calloc((size_t)N, sizeof *out), *in = calloc((size_t)N, sizeof *in);
-    if (!out || !in) {
-        free(out);
-        free(in);
-        sched_free(&s);
-        return err_set(ERR_NOMEM, "model");
-    }
-    for (size_t i = 0; i < s.nx; i++) {
-        const sched_xfer_t *x = &s.x[i];
-        int ms = x->src / G, md = x->dst / G;
-        if (x->src >= P || x->dst >= P || ms == md) continue; /* within a machine: no NIC */
-        double b = (double)sched_xfer_bytes(&s, x);
-        out[ms] += b, in[md] += b;
-    }
-    double worst = 0;
-    for (int m = 0; m < N; m++) worst = fmax(worst, fmax(out[m], in[m]));
-    e->nic_per_byte = worst / ((double)count * sizeof(float));
-    e->msgs = 0;
-    for (int k = 0; k < s.nsteps; k++) e->msgs += s.steps[k].n > 0; /* a step that moves nothing is no message */
-    free(out);
-    free(in);
-    sched_free(&s);
-    return 0;
-}
-
-double h_mc_ps_part(void)
-{
-    static double part;
-    if (part > 0) return part;
-    h_engset_t es;
-    memset(&es, 0, sizeof es);
-    sched_t s;
-    memset(&s, 0, sizeof s);
-    sched_env_t env = {.workers = 1, .device = -1};
-    /* 64 Mi elements: more than one partition of any default; the first piece is a whole partition */
-    if (h_engine_opts_init(es.eopts) == 0 && h_engine_schedule(&es, "ps", &env, (size_t)1 << 26, 1, &s) == 0 &&
-        s.npieces > 1)
-        part = (double)s.pieces[0].count;
-    h_engine_opts_free(es.eopts);
-    sched_free(&s);
-    return part;
-}
-_Static_assert(sizeof h_mc_layouts / sizeof h_mc_layouts[0] == H_MC_NLAYOUTS, "H_MC_NLAYOUTS counts the layouts");
-
-/* Predicted step (s) of a layout on N machines of G GPUs from the calibration (NULL: nothing measured,
- * the law with c = 0): alpha for every message in series; a PS layout's slowdown where the calibration
- * measured it on these machines (servers on the GPU machines: the layout's own; servers on machines of
- * their own: a + c (K - 1) on these machines), else the incast law. */
-double h_mc_step(const s_point_t *p, const h_cal_t *cal, int l, int N, int G, int K, double bps, double *exposed)
-{
-    const s_layout_t *L = &h_mc_layouts[l];
     h_cl_net_t net = {.nodes = N, .gpus_per_node = G, .beta = S_WIRE * 8.0 / bps, .alpha = h_cal_alpha(cal)};
-    h_cl_engine_t e = L->e;
-    double pw = S_PART * net.beta; /* the partition's wire time (unshrunk bytes at the nominal rate) */
+    h_cl_engine_t e;
+    if (h_mc_traffic(c, N, G, &e, NULL) < 0) return NAN;
+    double pw = e.part_bytes * net.beta; /* the partition's wire time (unshrunk bytes at the nominal rate) */
     e.pipelined = p->ps_pipelined;
-    e.part_bytes = S_PART; /* in unshrunk bytes */
     e.incast = h_cal_incast(cal, pw, &e.incast_fmax);
-    if (e.kind == H_PATTERN_PS && !e.colocate && e.server_nodes == 0 && e.servers == 0) e.servers = N; /* one per machine */
-    if (e.kind == H_PATTERN_PS && e.server_nodes == -1) e.server_nodes = e.servers = N;                /* K = N */
-    if (e.kind == H_PATTERN_PS && e.server_nodes == -2) e.server_nodes = e.servers = K;                /* K < N */
-    if (e.kind == H_PATTERN_PS)
-        e.slow = e.server_nodes > 0 ? h_cal_servers_slow(cal, N, G, e.server_nodes, pw)
-                                    : h_cal_layout_slow(cal, L->label, N, G, pw);
-    if (e.kind != H_PATTERN_PS && N * G > 1 && h_mc_sched_traffic(L->engine, N, G, &e) < 0) return NAN;
+    if (e.owners)
+        e.slow = e.own_machines ? (e.fan_in == N * G ? h_cal_servers_slow(cal, N, G, h_mc_conf_server_nodes(c, N), pw) : 0)
+                                : h_cal_layout_slow(cal, c->label, N, G, pw);
     /* the slowest GPU's compute: a synchronous step waits for it, every bucket ready when that GPU's is */
     double lag = p->straggler_rank >= 0 && p->straggler_rank < N * G ? p->straggler_s : 0;
     double total = (double)p->local_batch / p->dev.samples_per_s + lag, *ready = p->ready;
@@ -166,7 +87,7 @@ double h_mc_step(const s_point_t *p, const h_cal_t *cal, int l, int N, int G, in
     }
     double step = N * G > 1 ? h_cl_step(&net, &e, p->nb, ready, p->bytes, total, exposed) : total;
     if (ready != p->ready) free(ready);
-    if (L->update_on_worker || N * G == 1) step += p->update_s;
+    if (!e.owners || N * G == 1) step += p->update_s;
     return step;
 }
 
@@ -224,22 +145,29 @@ static int s_link(const h_model_cluster_cfg_t *o, double *bps, double *eff)
  * PS layout at N x G GPUs, the layouts named once. The cost model's answer, with its limits above. */
 static void s_verdict(const h_model_cluster_cfg_t *o, const s_point_t *p, const h_cal_t *t, int G, double bps)
 {
-    int N = o->nodes > 0 ? o->nodes : 1, P = N * G, best[2] = {-1, -1};
-    double sp[H_MC_NLAYOUTS] = {0};
-    for (int l = 0; l < H_MC_NLAYOUTS; l++) {
-        if (h_mc_layouts[l].e.server_nodes == -2) continue;
-        double step = h_mc_step(p, t, l, N, G, 0, bps, NULL);
-        sp[l] = step > 0 ? (double)P * (double)p->local_batch / step / p->dev.samples_per_s : 0;
-        int ps = h_mc_layouts[l].e.kind == H_PATTERN_PS;
-        if (best[ps] < 0 || sp[l] > sp[best[ps]]) best[ps] = l;
+    int N = o->nodes > 0 ? o->nodes : 1, P = N * G, n = h_layout_count();
+    h_mc_conf_t best[2], c;
+    double sp[2] = {-1, -1};
+    for (int l = 0; h_mc_conf_at(l, &c) == 0; l++) {
+        h_cl_engine_t e;
+        if (h_mc_traffic(&c, N, G, &e, NULL) < 0) continue;
+        double step = h_mc_step(p, t, &c, N, G, bps, NULL);
+        double s = step > 0 ? (double)P * (double)p->local_batch / step / p->dev.samples_per_s : 0;
+        int ps = e.owners != 0;
+        if (sp[ps] < 0 || s > sp[ps]) sp[ps] = s, best[ps] = c;
     }
-    if (best[0] < 0 || best[1] < 0) return;
-    int ar = best[0], ps = best[1], win = sp[ar] >= sp[ps] ? ar : ps;
-    printf("# PS layouts: ps-1server one CPU server machine; ps-per-node a server on every GPU machine; ps-K=N as many\n"
-           "# CPU server machines as GPU machines (BytePS); ps-colocated a server inside every worker\n");
+    if (sp[0] < 0 || sp[1] < 0) return;
+    printf("# PS layouts (the registry's, with servers):");
+    for (int l = 0, k = 0; l < n && h_mc_conf_at(l, &c) == 0; l++) {
+        h_cl_engine_t e;
+        if (h_mc_traffic(&c, N, G, &e, NULL) == 0 && e.owners)
+            printf("%s\n#   %-22s %s", k++ ? "" : "", c.label, c.layout->about);
+    }
+    printf("\n");
+    int win = sp[0] >= sp[1] ? 0 : 1;
     printf("# verdict (the cost model's, within its limits above): %s, %d GPUs (%d x %d), %.4g Gbit/s: %s %.2fx %s best PS "
-           "layout (%s) %.2fx: use %s\n", p->wl->name, P, N, G, bps / 1e9, h_mc_layouts[ar].label, sp[ar],
-           sp[ar] >= sp[ps] ? ">=" : "<", h_mc_layouts[ps].label, sp[ps], win == ar ? h_mc_layouts[ar].label : "the PS layout");
+           "layout (%s) %.2fx: use %s\n", p->wl->name, P, N, G, bps / 1e9, best[0].label, sp[0],
+           sp[0] >= sp[1] ? ">=" : "<", best[1].label, sp[1], win == 0 ? best[0].label : "the PS layout");
 }
 
 /* Beside the model's table, the simulator's figures for the same model, device, batch, machines of G and
@@ -301,26 +229,30 @@ static void s_sim_beside(const h_model_cluster_cfg_t *o, const s_point_t *p, int
     h_jfree_all(&objs, &n);
 }
 
-/* Prints the table; with --json appends its lines ("kind":"cluster") in one write, whole or not at all. */
+/* Prints the table, a row for every layout of the registry; with --json appends its lines ("kind":"cluster") in
+ * one write, whole or not at all. */
 static int s_extrapolate(const h_model_cluster_cfg_t *o, const s_point_t *p, const h_cal_t *t, int G, double bps)
 {
     h_lines_t lines;
     h_lines_open(&lines, &o->out, "model");
-    printf("# predicted speedup over one device (GPUs = machines x %d)\n# %-14s", G, "engine");
+    h_mc_conf_t c;
+    int w = 14;
+    for (int l = 0; h_mc_conf_at(l, &c) == 0; l++)
+        if ((int)strlen(c.label) > w) w = (int)strlen(c.label);
+    printf("# predicted speedup over one device (GPUs = machines x %d)\n# %-*s", G, w, "engine");
     for (int P = 1; P <= 1024; P *= 2) printf(" %7d", P);
     printf("\n");
-    for (int l = 0; l < H_MC_NLAYOUTS; l++) {
-        if (h_mc_layouts[l].e.server_nodes == -2) continue; /* K is a run's: checked, not extrapolated */
-        printf("  %-14s", h_mc_layouts[l].label);
+    for (int l = 0; h_mc_conf_at(l, &c) == 0; l++) {
+        printf("  %-*s", w, c.label);
         for (int P = 1; P <= 1024; P *= 2) {
             int g = P < G ? P : G, N = (P + g - 1) / g;
-            double step = h_mc_step(p, t, l, N, g, 0, bps, NULL);
+            double step = h_mc_step(p, t, &c, N, g, bps, NULL);
             double sp = (double)P * (double)p->local_batch / step / p->dev.samples_per_s;
             printf(" %7.2f", sp);
             if (o->out.json)
                 h_lines_add(&lines, json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:I, s:f, s:f}", "kind",
                                                  "cluster", "model", p->wl->name, "device", p->dev.name, "engine",
-                                                 h_mc_layouts[l].label, "gpus", P, "nodes", N, "gpus_per_node", g,
+                                                 c.label, "gpus", P, "nodes", N, "gpus_per_node", g,
                                                  "net_bps", (json_int_t)llround(bps), "local_batch",
                                                  (json_int_t)p->local_batch, "step_ms", step * 1e3, "speedup", sp));
         }
@@ -328,20 +260,6 @@ static int s_extrapolate(const h_model_cluster_cfg_t *o, const s_point_t *p, con
     }
     s_verdict(o, p, t, G, bps);
     return h_lines_close(&lines, "the result lines");
-}
-
-/* The layout a measured line ran: engine, impl, servers and server machines. */
-int h_mc_layout_of(const h_jobj_t *r, int N)
-{
-    const char *eng = h_jstr(r, "engine", ""), *impl = h_jstr(r, "impl", "");
-    if (!strcmp(eng, "ring")) return 0;
-    if (!strcmp(eng, "tree")) return 1;
-    if (h_engine_pattern(eng) != H_PATTERN_PS) return -1;
-    if (strstr(impl, "-localagg")) return -1; /* machine-local aggregation: not a layout of this model's */
-    if (strstr(impl, "colocated")) return 5;
-    int S = (int)h_jnum(r, "servers", 0), K = (int)h_jnum(r, "server_nodes", 0);
-    if (K > 0) return S == 1 && K == 1 ? 2 : (K == N && S == N ? 4 : (S == K && K > 1 && K < N ? 6 : -1));
-    return S == N ? 3 : (S == 1 && N == 1 ? 3 : -1);
 }
 
 /* The calibration's constants, one line each with its bench lines (the prediction's basis). */

@@ -16,6 +16,7 @@
  * 1/dilate rate on the same microsecond links), which the model, of the cluster in real time, has not. */
 typedef struct {
     char   key[512];
+    h_mc_conf_t conf;
     int    layout, P, N, G, K, hb, overlap, local_batch;
     char   model[32], device[32];
     double predicted, bps, shrink, dilate;
@@ -101,9 +102,10 @@ int h_mc_check(const h_cal_t *cal, int nfiles, char **files, const h_out_t *out,
         if (!h_jget(r, "emulated") || strcmp(h_jstr(r, "mode", ""), "train") || h_jget(r, "host_bound") == NULL) continue;
         int hb = h_jflag(r, "host_bound", 0); /* a host-bound run measured this machine */
         int P = (int)h_jnum(r, "world", 0), N = (int)h_jnum(r, "nodes", 1), G = (int)h_jnum(r, "gpus_per_node", 1);
-        int l = h_mc_layout_of(r, N);
+        h_mc_conf_t conf;
         double meas = h_jnum(r, "emu_step_ms", 0);
-        if (l < 0 || P < 1 || !(meas > 0)) continue;
+        if (h_mc_conf_of_run(r, N, (int)h_jnum(r, "server_nodes", 0), &conf) < 0 || P < 1 || !(meas > 0)) continue;
+        int l = conf.row;
         /* the model's NIC has the default queue and its congestion control: runs with another
          * (emulation-queue, emulation-cc) are not its points; launches are grouped by the rate they ran at,
          * however the line spelled it */
@@ -141,7 +143,8 @@ int h_mc_check(const h_cal_t *cal, int nfiles, char **files, const h_out_t *out,
             p.ps_pipelined = pipelined;
             p.straggler_rank = srank, p.straggler_s = lag;
             c->K = (int)h_jnum(r, "server_nodes", 0);
-            c->predicted = h_mc_step(&p, cal, l, N, G, c->K, bps, NULL) * 1e3;
+            c->conf = conf;
+            c->predicted = h_mc_step(&p, cal, &conf, N, G, bps, NULL) * 1e3;
             c->layout = l, c->P = P, c->N = N, c->G = G, c->bps = bps, c->hb = hb, c->overlap = !no_overlap;
             c->local_batch = (int)h_jnum(r, "local_batch", 64);
             c->shrink = h_jnum(r, "shrink", 1), c->dilate = h_jnum(r, "dilate", 1);
@@ -164,7 +167,7 @@ int h_mc_check(const h_cal_t *cal, int nfiles, char **files, const h_out_t *out,
     for (int k = 0; k < npts; k++) launches += pts[k].n;
     double *err = calloc((size_t)npts + 1, sizeof *err), *lerr = calloc((size_t)launches + 1, sizeof *lerr);
     const char **grp = calloc((size_t)npts + 1, sizeof *grp), **lgrp = calloc((size_t)launches + 1, sizeof *lgrp);
-    char (*labels)[24] = calloc((size_t)npts + 1, sizeof *labels);
+    char (*labels)[40] = calloc((size_t)npts + 1, sizeof *labels);
     int nl = 0, rc = 0;
     h_lines_t own, *L = into ? into : &own;
     if (!into) h_lines_open(&own, out, "model");
@@ -174,8 +177,7 @@ int h_mc_check(const h_cal_t *cal, int nfiles, char **files, const h_out_t *out,
         double med = h_median(c->ms, (size_t)c->n);
         double e = (c->predicted - med) / med * 100;
         char *label = labels[k];
-        if (h_mc_layouts[c->layout].e.server_nodes == -2) snprintf(label, sizeof labels[k], "ps-K=%d", c->K);
-        else snprintf(label, sizeof labels[k], "%s", h_mc_layouts[c->layout].label);
+        snprintf(label, sizeof labels[k], "%s", c->conf.label);
         printf("  %-12s %-10s %-12s %5d %8d %9.1f %9.1f %+7.1f%s\n", label, c->model, c->device, c->P, c->n, med,
                c->predicted, e, c->hb ? " hb" : c->dilate != 1 ? " dil" : "");
         if (out->json)
@@ -187,11 +189,11 @@ int h_mc_check(const h_cal_t *cal, int nfiles, char **files, const h_out_t *out,
                                              c->dilate, "launches", c->n, "measured_ms", med, "step_ms", c->predicted,
                                              "err_pct", e, "host_bound", c->hb, "counted", !c->hb && c->dilate == 1));
         if (!c->hb && c->dilate == 1) {
-            /* ps-K<N rows are grouped as one layout, whatever their K */
-            grp[counted] = h_mc_layouts[c->layout].label;
+            /* a run's own K (1 < K < N) is grouped as one layout, whatever its K */
+            grp[counted] = c->conf.group;
             err[counted++] = e;
             for (int v = 0; v < c->n; v++) {
-                lgrp[nl] = h_mc_layouts[c->layout].label;
+                lgrp[nl] = c->conf.group;
                 lerr[nl++] = (c->predicted - c->ms[v]) / c->ms[v] * 100;
             }
         }

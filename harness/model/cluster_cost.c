@@ -1,96 +1,48 @@
-/* cluster_cost.c: per-NIC traffic of ring, double binary tree and parameter server on machines of G
- * GPUs, and the overlapped step (cluster_cost.h).
+/* cluster_cost.c: the busiest NIC's bytes of an engine configuration from what its declared schedule
+ * says (cluster_cost.h; model/cluster.c reads the schedule), and the overlapped step.
  *
- * Ranks are numbered machine by machine (rank r on machine r / G), as the launcher places them.
- *  - ring: one flat ring over P = N G ranks; N of its edges cross machines, one leaving and one
- *    entering every NIC; each of its 2(P-1) lock-step steps moves n/P over every edge, so a NIC
- *    carries 2(P-1)/P n each way and the steps are paced by it.
- *  - ring and tree from the engine's declared schedule (core/sched.h, read through the registry by
- *    model/cluster.c): a NIC direction's bytes are its machine's transfers to (from) other machines over
- *    all steps, the busiest direction paces the collective, and every step is a message in series. The
- *    tree's two binary trees carry one half of the buffer up and down every edge, so every tree edge
- *    that crosses machines adds n/2 to the child's out and the parent's in for the reduce, and the
- *    reverse for the broadcast; pipelined, so the time is the busiest direction's bytes plus its steps.
- *  - ps: workers push n (split over the servers by bytes) and pull n. Dedicated servers on K
- *    machines of their own: a worker machine's NIC carries G n each way, a server machine's P n / K.
- *    Servers on the GPU machines (s on machine s mod N): in the push phase a machine's NIC sends its
- *    workers' pushes to the other machines' servers and receives the other machines' pushes to its
- *    servers; the reply phase mirrors it.
- *    Colocated (a server in every worker): each worker sends (P-1)/P n as a worker and as a server,
- *    the part bound for other machines crossing the NIC. With loss scaling (AMP) the engine sends the
- *    pulls only after the step's last push (the optimizer needs every worker's overflow flag): a step
- *    is the pushes, bucket by bucket as backward produces them, then the replies for the whole model.
- *    Pipelined (f32 gradients, no loss scaling): a bucket's replies follow its own pushes. With servers
- *    on machines of their own, pushes and replies travel opposite directions of every NIC (worker out /
- *    server in, then back), so the replies run one bucket behind the pushes; with servers on the GPU
- *    machines (per machine, colocated) a NIC direction carries its workers' pushes and its servers'
- *    replies at once, so a bucket costs both phases' bytes on that direction. */
+ * Ranks are numbered machine by machine (rank r on machine r / G), as the launcher places them; extra
+ * ranks (servers) where the layout puts them. A NIC direction's bytes are its machine's transfers to
+ * (from) other machines; traffic within a machine is free.
+ *  - an allreduce (no owners): the busiest direction over all steps paces the collective, and every step
+ *    that moves bytes is a message in series (the ring: 2(P-1)/P n each way and 2(P-1) messages; the
+ *    tree: its binary trees' edges that cross machines, n/2 up and n/2 down each). One collective at a
+ *    time, bucket after bucket.
+ *  - owners (a PS: core/sched.h's sched_t.owners): the pushes (the schedule's SCHED_REDUCE transfers) and
+ *    the replies (SCHED_STORE) are two phases, each a message in series per step that moves bytes (a push
+ *    and a pull; with machine-local aggregation also the local reduce and broadcast). With loss scaling
+ *    (AMP) the engine sends the pulls only after the step's last push (the optimizer needs every worker's
+ *    overflow flag): a step is the pushes, bucket by bucket as backward produces them, then the replies
+ *    for the whole model. Pipelined (f32 gradients, no loss scaling): a bucket's replies follow its own
+ *    pushes, partition by partition. Where pushes and replies travel opposite directions of every NIC
+ *    (servers on machines of their own: worker out / server in, then back) the replies run one partition
+ *    behind the pushes; where a NIC direction carries pushes and replies at once (servers on the GPU
+ *    machines, colocated) a partition costs both phases' bytes on that direction. Pipelined, the
+ *    directions of the machines that host owners are slowed by the layout's measured slowdown, else by
+ *    the incast law for the remote ranks that push into them. */
 #include "harness/model/cluster_cost.h"
 #include <math.h>
 #include <stdlib.h>
 
-
-static void s_ps(const h_cl_net_t *net, const h_cl_engine_t *e, double n, double *nic, double *msgs)
+/* The slowdown of the owners' machines' directions (1: none) */
+static double s_slow(const h_cl_engine_t *e)
 {
-    int N = net->nodes, G = net->gpus_per_node, P = N * G;
-    *msgs = 2;
-    if (e->colocate) {
-        /* one direction of one phase: a machine's G workers push n/P to each of the P - G remote servers
-         * (the replies, the other phase, carry as much the other way) */
-        *nic = N > 1 ? (double)G * n * (double)(P - G) / P : 0;
-        return;
-    }
-    int S = e->servers > 0 ? e->servers : 1;
-    if (e->server_nodes > 0) {
-        int K = e->server_nodes;
-        /* servers spread over K machines; each machine holds ceil or floor of S/K of the bytes */
-        double per_machine = n * ceil((double)S / K) / S * P;
-        /* pipelined: a server machine's in-direction takes all P workers' pushes from N machines while
-         * its out-direction sends replies (the incast slowdown: measured on this layout, else the law; with
-         * K > 1 the workers' NICs each feed K of them, the fan-out term) */
-        if (e->pipelined) per_machine *= e->slow > 0 ? e->slow : h_cl_incast_factor(e->incast, P, N, e->incast_fmax);
-        *nic = fmax(G * n, per_machine);
-        return;
-    }
-    /* server s on GPU machine s mod N: machine m holds the share h_m of the parameters */
-    double worst = 0;
-    for (int m = 0; m < N; m++) {
-        int sm = 0;
-        for (int s = 0; s < S; s++) sm += s % N == m;
-        double h = (double)sm / S;
-        /* push phase: out = its workers' pushes to remote servers, in = remote workers' pushes to its
-         * servers (the reply phase mirrors both) */
-        worst = fmax(worst, fmax(G * n * (1 - h), h * n * (P - G)));
-    }
-    *nic = N > 1 ? worst : 0;
+    if (!e->pipelined) return 1;
+    return e->slow > 0 ? e->slow : h_cl_incast_factor(e->incast, e->fan_in, e->fan_machines, e->incast_fmax);
+}
+
+static double s_max2(const double v[2], double slow) { return fmax(v[0], v[1] * slow); }
+
+double h_cl_reply_bytes(const h_cl_net_t *net, const h_cl_engine_t *e, double n)
+{
+    (void)net;
+    return e->owners ? s_max2(e->reply, s_slow(e)) * n : 0;
 }
 
 double h_cl_ps_duplex_bytes(const h_cl_net_t *net, const h_cl_engine_t *e, double n)
 {
-    int N = net->nodes, G = net->gpus_per_node, P = N * G;
-    if (N <= 1) return 0;
-    /* the direction carrying a machine's workers' pushes and its servers' replies is slowed as a whole: by
-     * the layout's slowdown measured on these machines (e->slow), else by the incast law for its servers'
-     * P - G remote workers on N - 1 machines (measured on a server machine's NIC, where both directions
-     * carry a phase's bytes: ps-incast) */
-    double slow = e->slow > 0 ? e->slow : e->pipelined ? h_cl_incast_factor(e->incast, P - G, N - 1, e->incast_fmax) : 1;
-    if (e->colocate) /* push out + reply out, the same per machine */
-        return G * n * (double)(P - G) / P * 2 * slow;
-    int S = e->servers > 0 ? e->servers : 1;
-    if (e->server_nodes > 0) {
-        double nic, msgs;
-        s_ps(net, e, n, &nic, &msgs);
-        return nic; /* workers: pushes out, replies in; servers: the reverse */
-    }
-    double worst = 0;
-    for (int m = 0; m < N; m++) {
-        int sm = 0;
-        for (int s = 0; s < S; s++) sm += s % N == m;
-        double h = (double)sm / S;
-        /* out: its workers' pushes to remote servers + its servers' replies to remote workers (in mirrors) */
-        worst = fmax(worst, (G * n * (1 - h) + h * n * (P - G)) * slow);
-    }
-    return worst;
+    (void)net;
+    return e->owners ? s_max2(e->both, s_slow(e)) * n : 0;
 }
 
 double h_cl_incast_factor(double c, int f, int machines, int fmax)
@@ -115,19 +67,13 @@ void h_cl_traffic(const h_cl_net_t *net, const h_cl_engine_t *e, double n, doubl
     int N = net->nodes > 0 ? net->nodes : 1, P = N * (net->gpus_per_node > 0 ? net->gpus_per_node : 1);
     *nic_bytes = 0;
     *messages = 0;
-    if ((e->kind == H_PATTERN_RING || e->kind == H_PATTERN_TREE) && e->from_sched) {
-        if (P > 1) *messages = e->msgs;
-        if (N > 1) *nic_bytes = e->nic_per_byte * n;
-    } else if (e->kind == H_PATTERN_RING) {
-        /* the closed form: 2(P-1) lock-step steps of n/P over every edge, N of them crossing machines */
-        if (P > 1) *messages = 2.0 * (P - 1);
-        if (N > 1) *nic_bytes = 2.0 * (P - 1) / P * n;
-    } else if (e->kind == H_PATTERN_TREE) {
-        if (P > 1) *messages = NAN;
-        if (N > 1) *nic_bytes = NAN; /* no closed form here: the tree's shape is its schedule's */
-    } else {
-        s_ps(net, e, n, nic_bytes, messages);
+    if (e->owners) { /* one phase: the pushes (servers of their own machines: there even on one GPU machine) */
+        *messages = e->msgs;
+        *nic_bytes = s_max2(e->push, s_slow(e)) * n;
+        return;
     }
+    if (P > 1) *messages = e->msgs;
+    if (N > 1) *nic_bytes = e->nic_per_byte * n;
 }
 
 double h_cl_collective(const h_cl_net_t *net, const h_cl_engine_t *e, double n)
@@ -141,9 +87,9 @@ double h_cl_step(const h_cl_net_t *net, const h_cl_engine_t *e, int nb, const do
                  double compute_s, double *exposed)
 {
     double end = 0, total = 0;
-    if (e->kind == H_PATTERN_PS && e->pipelined) {
+    if (e->owners && e->pipelined) {
         /* pushes bucket by bucket; a bucket's replies follow its pushes. Opposite directions (servers on
-         * machines of their own): a second pipeline one bucket behind; shared directions: each bucket
+         * machines of their own): a second pipeline one partition behind; shared directions: each partition
          * carries both phases' bytes on the busiest direction. */
         double push = 0, reply = 0;
         for (int b = 0; b < nb; b++) {
@@ -152,13 +98,13 @@ double h_cl_step(const h_cl_net_t *net, const h_cl_engine_t *e, int nb, const do
                 double c = e->part_bytes > 0 && left > e->part_bytes ? e->part_bytes : left, msgs, one;
                 left -= c;
                 h_cl_traffic(net, e, c, &one, &msgs);
-                double both = h_cl_ps_duplex_bytes(net, e, c);
-                if (both > one * 1.000001) {
+                double back = h_cl_reply_bytes(net, e, c), both = h_cl_ps_duplex_bytes(net, e, c);
+                if (both > fmax(one, back) * 1.000001) {
                     push = fmax(push, ready[b]) + msgs * net->alpha + both * net->beta;
                     reply = push;
                 } else {
-                    push = fmax(push, ready[b]) + h_cl_collective(net, e, c);
-                    reply = fmax(reply, push) + h_cl_collective(net, e, c);
+                    push = fmax(push, ready[b]) + msgs * net->alpha + one * net->beta;
+                    reply = fmax(reply, push) + msgs * net->alpha + back * net->beta;
                 }
             }
         }
@@ -171,10 +117,10 @@ double h_cl_step(const h_cl_net_t *net, const h_cl_engine_t *e, int nb, const do
         total += bytes[b];
     }
     double step = fmax(end, compute_s);
-    /* the parameter server in sync mode: a bucket's pushes travel as it is submitted, but the servers
-     * answer the pulls only once the step's last push is in (the optimizer waits for every worker's
-     * overflow flag), so the replies of the whole model follow: the same bytes the other way */
-    if (e->kind == H_PATTERN_PS) step += h_cl_collective(net, e, total);
+    /* owners (a PS in sync mode), not pipelined: a bucket's pushes travel as it is submitted, but the servers
+     * answer only once the step's last push is in (the optimizer waits for every worker's overflow flag), so
+     * the replies of the whole model follow */
+    if (e->owners) step += e->msgs * net->alpha + h_cl_reply_bytes(net, e, total) * net->beta;
     if (exposed) *exposed = step - compute_s;
     return step;
 }

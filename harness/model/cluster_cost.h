@@ -1,13 +1,12 @@
 /* cluster_cost.h: the cost model of a data-parallel step on the emulated GPU cluster (pure functions,
  * no I/O): each bucket's collective time from the bytes the busiest NIC carries for each engine's
- * pattern (machines of G GPUs sharing one full-duplex NIC; traffic within a machine is free), and the
- * step from the buckets' ready times (overlap with backward, one collective at a time, as DDP and
- * Horovod run them). `harness model --model M --nodes N ...` predicts with it from a calibration
- * (model/calib.h); the allreduce engines' bytes and messages come from their declared schedules. */
+ * declared schedule (machines of G GPUs sharing one full-duplex NIC; traffic within a machine is free),
+ * and the step from the buckets' ready times (overlap with backward, one collective at a time, as DDP
+ * and Horovod run them). `harness model --model M --nodes N ...` predicts with it from a calibration
+ * (model/calib.h); every engine's bytes and messages come from its declared schedule. */
 #ifndef SB_HARNESS_MODEL_CLUSTER_COST_H
 #define SB_HARNESS_MODEL_CLUSTER_COST_H
 #include <stddef.h>
-#include "harness/registry/engines.h"
 
 typedef struct {
     int    nodes, gpus_per_node;
@@ -15,29 +14,30 @@ typedef struct {
     double alpha;           /* s per message (latency and per-message overhead) */
 } h_cl_net_t;
 
-/* kind: the engine's communication pattern, the registry's h_pattern_t (ring, tree, ps) */
-
+/* What the cost rules read of one engine configuration on N machines of G, all of it from the engine's
+ * declared schedule (core/sched.h, read through the registry by model/cluster.c: h_mc_traffic) and the
+ * layout's placement of its extra ranks; bytes per byte allreduced. */
 typedef struct {
-    h_pattern_t kind;
-    /* allreduce engines (ring, tree): from the engine's declared schedule (h_mc_sched_traffic, through the
-     * registry) when from_sched is set: the busiest NIC direction's bytes per byte allreduced, and the
-     * messages in series (its steps). Without it the ring takes its closed form, 2(P-1)/P n and 2(P-1)
-     * messages; the tree has none here (NAN) */
-    int from_sched;
-    double nic_per_byte, msgs;
-    int servers;            /* ps: dedicated servers (0 with colocate) */
-    int server_nodes;       /* ps: servers on CPU machines of their own (K); 0: server s on GPU machine s mod N */
-    int colocate;           /* ps: one server inside every worker */
-    int pipelined;          /* ps: a bucket's replies follow its own pushes (sync with f32 gradients and no
+    int owners;             /* the schedule's pieces are summed at owners that answer them (sched_t.owners: a PS's
+                             * servers): the owners' rules; 0: an allreduce's (one collective at a time) */
+    double msgs;            /* the schedule's steps that move something between ranks: messages in series */
+    double nic_per_byte;    /* the busiest NIC direction's bytes over all steps (the allreduce rule) */
+    /* owners: the busiest NIC direction's bytes of the pushes (SCHED_REDUCE transfers), of the replies
+     * (SCHED_STORE) and of both on one direction; [0] over machines that host no owner, [1] over those
+     * that do (the directions a slowdown stretches) */
+    double push[2], reply[2], both[2];
+    int fan_in, fan_machines; /* owners: the remote ranks whose pushes reach the busiest owners' machine, and
+                             * their machines (the incast law's f and machines) */
+    int own_machines;       /* owners on machines of their own (the layout's server machines, K > 0) */
+    double part_bytes;      /* owners: the piece (partition) a reply can follow its pushes in (0: a bucket) */
+    /* set by the caller from the calibration and the run (not from the schedule): */
+    int pipelined;          /* owners: a bucket's replies follow its own pushes (sync with f32 gradients and no
                              * loss scaling: each partition commits with its last push), not the step's last */
-    double part_bytes;      /* ps pipelined: the partition, the unit a reply can follow its pushes in (0: a bucket) */
-    double incast;          /* ps pipelined: c of the shared-NIC slowdown 1 + c (f - 1) (h_cl_incast_factor; 0: none) */
-    double slow;            /* ps pipelined, servers on machines of their own: a server machine's NIC slowdown
-                             * measured by the collective alone with one server machine on the same machines
-                             * (`harness bench --nodes N ... --server-nodes 1`), used instead of the law; servers on
-                             * the GPU machines (per machine, colocated): a NIC direction's (pushes and replies
-                             * together) measured by the layout's collective alone on the same machines; 0: the law */
-    int incast_fmax;        /* ps pipelined: the most pushing workers the incast law was measured with (the
+    double incast;          /* pipelined: c of the shared-NIC slowdown 1 + c (f - 1) (h_cl_incast_factor; 0: none) */
+    double slow;            /* pipelined: the owners' machines' NIC slowdown measured by the collective alone on
+                             * the same machines (servers of their own: `harness bench --nodes N ... --server-nodes
+                             * K`; on the GPU machines: the layout's own), used instead of the law; 0: the law */
+    int incast_fmax;        /* pipelined: the most pushing workers the incast law was measured with (the
                              * calibration's lines); f is held there beyond (0: not held) */
 } h_cl_engine_t;
 
@@ -53,19 +53,19 @@ double h_cl_incast_factor(double c, int f, int machines, int fmax);
  * NAN with no point above one worker. */
 double h_cl_incast_fit(int n, const int *f, const double *ratio);
 
-/* Bytes the busiest NIC direction carries in one allreduce of n bytes per worker, and the messages
- * in series on the critical path (for alpha). */
+/* Bytes the busiest NIC direction carries in one allreduce of n bytes per worker (owners: one phase, the
+ * pushes; pipelined, the owners' machines' directions slowed), and the messages in series (for alpha). */
 void h_cl_traffic(const h_cl_net_t *net, const h_cl_engine_t *e, double n, double *nic_bytes, double *messages);
-/* The PS with both phases on the wire at once (pipelined): the busiest NIC direction's bytes when a
- * bucket's pushes and replies share the links (a direction carrying pushes one way and replies the
- * same way adds them; a slowdown, measured or the incast law, stretches the direction's bytes as a
- * whole). Equals h_cl_traffic's bytes when pushes and replies use opposite directions. */
+/* Owners: the replies' busiest direction (as h_cl_traffic's pushes), and the busiest direction when a
+ * bucket's pushes and replies are on the wire at once (pipelined): a direction carrying pushes and replies
+ * the same way adds them. Equals the larger phase's bytes when the phases use opposite directions. */
+double h_cl_reply_bytes(const h_cl_net_t *net, const h_cl_engine_t *e, double n);
 double h_cl_ps_duplex_bytes(const h_cl_net_t *net, const h_cl_engine_t *e, double n);
 /* One collective of n bytes: messages alpha + nic_bytes beta (no transfer at one machine). */
 double h_cl_collective(const h_cl_net_t *net, const h_cl_engine_t *e, double n);
 /* A step: bucket b (bytes[b]) is ready at ready[b] (s from the step's start, non-decreasing); buckets
  * are reduced one at a time in order; the step ends when backward (compute_s) and the last collective
- * are done; for the parameter server (sync) the pulls of the whole model follow the last push, or,
+ * are done; with owners (a PS, sync) the replies of the whole model follow the last push, or,
  * pipelined, each bucket's replies follow its pushes (see cluster_cost.c). *exposed (may be NULL) gets step - compute_s. */
 double h_cl_step(const h_cl_net_t *net, const h_cl_engine_t *e, int nb, const double *ready, const double *bytes,
                  double compute_s, double *exposed);

@@ -11,7 +11,7 @@
 #include <string.h>
 
 /* The fit's own bench lines predicted from the calibration: errors (percent) and their groups (static
- * names), n of them; the caller frees both. */
+ * names in the same block as the pointers), n of them; the caller frees both. */
 static int s_in_sample(const h_cal_t *cal, double **err, const char ***grp, int *n)
 {
     *err = NULL, *grp = NULL, *n = 0;
@@ -28,15 +28,17 @@ static int s_in_sample(const h_cal_t *cal, double **err, const char ***grp, int 
                          fi[i].lines, cal->files[i].lines);
     if (rc == 0 && ns) {
         *err = calloc(ns, sizeof **err);
-        *grp = calloc(ns, sizeof **grp);
+        *grp = calloc(ns, sizeof **grp + 40); /* the pointers, then their names */
         if (!*err || !*grp) rc = err_set(ERR_NOMEM, "model check");
     }
+    char (*names)[40] = rc == 0 && ns ? (char (*)[40])(void *)(*grp + ns) : NULL;
     for (size_t i = 0; rc == 0 && i < ns; i++) {
         double pred = h_cal_bench_predict(cal, &s[i]);
         (*err)[i] = (pred - s[i].measured) / s[i].measured * 100;
-        (*grp)[i] = s[i].kind == H_CAL_ALPHA ? h_mc_layouts[s[i].layout].label
-                  : s[i].kind == H_CAL_LAYOUT ? h_mc_layouts[s[i].layout].label
-                  : s[i].kind == H_CAL_SERVERS ? "ps-servers-K" : "ps-incast";
+        char *g = names[i];
+        if (s[i].kind == H_CAL_ALPHA || s[i].kind == H_CAL_LAYOUT) snprintf(g, sizeof names[i], "%s", s[i].conf.label);
+        else snprintf(g, sizeof names[i], "%s-%s", s[i].conf.engine, s[i].kind == H_CAL_SERVERS ? "servers-K" : "incast");
+        (*grp)[i] = g;
     }
     *n = (int)ns;
     free(s);

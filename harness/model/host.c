@@ -120,6 +120,25 @@ typedef struct {
     int has_coloc;   /* the source line had a "colocate" field (keep labels equal to the report's) */
 } s_eng_t;
 
+/* Which of the host model's cost rules fits an engine, from its declared schedule at its defaults (4 workers on
+ * machines of their own): 'o' owners answer the pieces (h_cm_ps), 'd' a dataflow allreduce (h_cm_tree, whose
+ * segments travel a tree), 'l' a lock-step allreduce (h_cm_ring); 0: no schedule (a peer), not modelled. */
+static char s_rule(const char *engine)
+{
+    h_engset_t es;
+    memset(&es, 0, sizeof es);
+    sched_t s;
+    memset(&s, 0, sizeof s);
+    sched_env_t env = {.workers = 4, .device = -1};
+    char r = 0;
+    if (h_engine_opts_init(es.eopts) == 0 && h_engine_schedule(&es, engine, &env, 4 * 2048, 4, &s) == 0)
+        r = s.owners ? 'o' : s.dataflow ? 'd' : 'l';
+    err_clear();
+    h_engine_opts_free(es.eopts);
+    sched_free(&s);
+    return r;
+}
+
 static void s_eng_of(const h_jobj_t *o, s_eng_t *e)
 {
     memset(e, 0, sizeof *e);
@@ -127,7 +146,7 @@ static void s_eng_of(const h_jobj_t *o, s_eng_t *e)
     snprintf(e->impl, sizeof e->impl, "%s", h_jstr(o, "impl", "default"));
     e->servers = (int)h_jnum(o, "servers", 0);
     e->has_coloc = h_jis_flag(o, "colocate");
-    e->colocate = e->has_coloc ? h_jflag(o, "colocate", 0) : (h_engine_pattern(e->engine) == H_PATTERN_PS && e->servers == 0);
+    e->colocate = e->has_coloc ? h_jflag(o, "colocate", 0) : (h_engine_has_servers(e->engine) && e->servers == 0);
 }
 
 static int s_eng_same(const s_eng_t *a, const s_eng_t *b)
@@ -148,10 +167,10 @@ static double s_predict(const h_cm_t *m, const s_eng_t *e, int P, double n)
     size_t el = strlen(e->engine);
     int host = !strcmp(e->impl, "default") || !strcmp(e->impl, "host") || (!strncmp(e->impl, e->engine, el) && e->impl[el] == '-');
     if (!host) return -1;
-    switch (h_engine_pattern(e->engine)) {
-    case H_PATTERN_RING: return h_cm_ring(m, P, n);
-    case H_PATTERN_TREE: return h_cm_tree(m, P, n, 0);
-    case H_PATTERN_PS: return h_cm_ps(m, P, e->colocate ? P : (e->servers ? e->servers : 1), e->colocate, n, 0);
+    switch (s_rule(e->engine)) {
+    case 'l': return h_cm_ring(m, P, n);
+    case 'd': return h_cm_tree(m, P, n, 0);
+    case 'o': return h_cm_ps(m, P, e->colocate ? P : (e->servers ? e->servers : 1), e->colocate, n, 0);
     default: return -1;
     }
 }
@@ -291,15 +310,16 @@ static void s_default_engines(s_ctx_t *x)
     int j = 0;
     for (int i = 0; i < h_engine_count() && j + 2 <= 32; i++) {
         const char *name = h_engine_at(i)->name;
-        h_pattern_t pat = h_engine_pattern(name);
-        if (pat == H_PATTERN_NONE) continue;
-        for (int v = 0; v < (pat == H_PATTERN_PS ? 2 : 1); v++, j++) {
+        char rule = s_rule(name);
+        int srv = rule == 'o'; /* owners: a dedicated server, then colocated */
+        if (!rule) continue;
+        for (int v = 0; v < (srv ? 2 : 1); v++, j++) {
             memset(&x->engs[j], 0, sizeof x->engs[j]);
             snprintf(x->engs[j].engine, sizeof x->engs[j].engine, "%s", name);
             snprintf(x->engs[j].impl, sizeof x->engs[j].impl, "default");
             x->engs[j].has_coloc = 1;
-            x->engs[j].colocate = pat == H_PATTERN_PS && v == 1;
-            x->engs[j].servers = pat == H_PATTERN_PS && v == 0 ? 1 : 0;
+            x->engs[j].colocate = srv && v == 1;
+            x->engs[j].servers = srv && v == 0 ? 1 : 0;
             x->big[j] = 64.0 * 1024 * 1024;
         }
     }

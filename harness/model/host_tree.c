@@ -5,9 +5,26 @@
 #include "harness/model/host_cost.h"
 #include "harness/registry/engines.h"
 #include "core/sched.h"
+#include "core/err.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The engine this file replays: the registry's first whose declared schedule (at its defaults, 4 workers) is a
+ * dataflow allreduce, pieces forwarded as held and no owners (the double binary tree); NULL: none. */
+static const char *s_engine(const h_engset_t *es)
+{
+    static const char *name;
+    for (int i = 0; !name && i < h_engine_count(); i++) {
+        sched_t s;
+        memset(&s, 0, sizeof s);
+        sched_env_t env = {.workers = 4, .device = -1};
+        if (h_engine_schedule(es, h_engine_at(i)->name, &env, 4 * 2048, 4, &s) == 0 && s.dataflow && !s.owners)
+            name = h_engine_at(i)->name;
+        sched_free(&s);
+    }
+    return name;
+}
 
 /* The tree's schedule of count elements of esz bytes on P ranks (segmented, seg_bytes 0: the engine's
  * own segment): 0 or a code. */
@@ -18,7 +35,10 @@ static int s_sched(int P, size_t count, size_t esz, int segmented, size_t seg_by
     memset(s, 0, sizeof *s);
     int rc = h_engine_opts_init(es.eopts);
     sched_env_t env = {.workers = P, .device = -1, .segmented = segmented, .seg_bytes = seg_bytes};
-    if (rc == 0) rc = h_engine_schedule(&es, "tree", &env, count, esz, s);
+    const char *eng = rc == 0 ? s_engine(&es) : NULL;
+    err_clear();
+    if (rc == 0) rc = eng ? h_engine_schedule(&es, eng, &env, count, esz, s)
+                          : err_set(ERR_INVAL, "model: no engine declares a dataflow allreduce schedule");
     h_engine_opts_free(es.eopts);
     return rc;
 }

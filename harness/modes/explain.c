@@ -190,7 +190,7 @@ static void s_print_step(FILE *out, const sched_t *s, int k, s_set_t *hold, s_se
 
 int h_explain(const h_explain_cfg_t *o, FILE *out, uint64_t *links, int *world)
 {
-    const char *eng = o->engine ? o->engine : "ring";
+    const char *eng = o->engine ? o->engine : h_engine_at(0)->name; /* the registry's default engine */
     int P = o->procs ? o->procs : 4;
     size_t esz = dt_size(o->dtype), count = o->bytes / (esz ? esz : 4);
     if (!esz || count == 0)

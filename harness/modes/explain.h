@@ -10,7 +10,7 @@
 #include "core/dtype.h"
 #include "harness/registry/engines.h"
 
-/* What explain draws: one engine (engine_name; "ring" when NULL) for procs workers (0: 4) at the
+/* What explain draws: one engine (engine_name; the registry's default engine when NULL) for procs workers (0: 4) at the
  * largest size (bytes of dtype); the engines' options (servers, colocation, partition) from es. */
 typedef struct {
     const char *engine;

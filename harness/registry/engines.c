@@ -14,23 +14,17 @@
 
 /* the first one is the default engine */
 static const engine_ops_t *const s_engines[] = {&ring_engine, &tree_engine, &ps_engine};
-/* each engine's communication pattern, for the harness's cost models and result labels */
-static const h_pattern_t s_patterns[] = {H_PATTERN_RING, H_PATTERN_TREE, H_PATTERN_PS};
 #define S_NENGINES ((int)(sizeof s_engines / sizeof s_engines[0]))
 /* Peer engines: other projects' collectives behind our contract, the references our engines are
  * measured against. Found by name (--engine mpi), started through mpirun, marked as peers in reports,
  * left out of `harness run` unless --peers; an engine this build lacks says why. */
 #ifdef SB_MPI
 static const engine_ops_t *const s_peers[] = {&mpi_engine};
-static const h_pattern_t s_peer_patterns[] = {H_PATTERN_RING}; /* OpenMPI's large-message allreduce is a ring */
 #define S_NPEERS 1
 #else
 static const engine_ops_t *const s_peers[1] = {NULL};
-static const h_pattern_t s_peer_patterns[1] = {H_PATTERN_NONE};
 #define S_NPEERS 0
 #endif
-_Static_assert(sizeof s_patterns / sizeof s_patterns[0] == sizeof s_engines / sizeof s_engines[0],
-               "one pattern per engine");
 _Static_assert(S_NENGINES <= H_MAX_ENGINES, "H_MAX_ENGINES too small for the engine table");
 
 /* declared in engines.h: the one label of an engine configuration */
@@ -54,7 +48,7 @@ void h_engine_label(char *out, size_t len, const char *engine, const char *impl,
     int ilen = (int)strcspn(impl, " ,(");
     if (ilen > 0 && strcmp(impl, "default") && strcmp(impl, "host") && k < len)
         k += (size_t)snprintf(out + k, len - k, "/%.*s", ilen, impl);
-    if (h_engine_pattern(engine) == H_PATTERN_PS && k < len) {
+    if (h_engine_has_servers(engine) && k < len) {
         if (coloc) snprintf(out + k, len - k, "-colocated");
         else if (servers > 0) snprintf(out + k, len - k, "-servers%d", servers);
     }
@@ -90,10 +84,10 @@ const engine_ops_t *h_engine_find(const char *name)
     return p >= 0 ? s_peers[p] : h_engine_at(s_index(name));
 }
 
-h_pattern_t h_engine_pattern(const char *name)
+int h_engine_has_servers(const char *name)
 {
-    int i = s_index(name), p = s_peer_index(name);
-    return i >= 0 ? s_patterns[i] : p >= 0 ? s_peer_patterns[p] : H_PATTERN_NONE;
+    const engine_ops_t *e = h_engine_find(name);
+    return e && e->serve;
 }
 
 int h_peer_engine_count(void) { return S_NPEERS; }

@@ -1,5 +1,5 @@
 /* engines.h: the engine registry (registry/engines.c, the only list of engines the harness knows):
- * lookup by name, labels and patterns, the peer engines, the engines' own options, and each engine's
+ * lookup by name, labels, whether an engine has servers, the peer engines, the engines' own options, and each engine's
  * configuration in a world. */
 #ifndef SB_HARNESS_ENGINES_H
 #define SB_HARNESS_ENGINES_H
@@ -21,9 +21,10 @@ void h_engine_label(char *out, size_t len, const char *engine, const char *impl,
 /* What a table's header adds after the label: the implementation when the label does not already say
  * it and it is not the default host path ("" otherwise). */
 const char *h_engine_impl_note(const char *label, const char *impl);
-/* The communication pattern of an engine (cost models, labels): H_PATTERN_NONE for unknown names. */
-typedef enum { H_PATTERN_NONE = -1, H_PATTERN_RING = 0, H_PATTERN_TREE, H_PATTERN_PS } h_pattern_t;
-h_pattern_t h_engine_pattern(const char *name);
+/* 1 when the engine can run server ranks (engine_ops_t.serve: a PS's servers, dedicated or colocated),
+ * whose placement a label and the emulated cluster say; 0 for unknown names. What an engine's traffic is
+ * comes from its declared schedule (h_engine_schedule), never from its name. */
+int h_engine_has_servers(const char *name);
 const char *h_engine_names(void);     /* "ring, tree, ps": the table's names for help and errors */
 /* The engines' own options: one blob per engine of the table, by index (NULL where an engine has none).
  * _init gives every engine its defaults (0 or ERR_NOMEM), _free frees them; option k over all engines'
