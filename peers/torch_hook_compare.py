@@ -256,7 +256,7 @@ def rank_main(a):
                          wrong=int(allt[:, -1].sum().item())))
     if r == 0:
         stamp = {"host": socket.gethostname(), "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                 "loadavg": open("/proc/loadavg").read().split()[:3], "cmdline": " ".join(sys.argv)}
+                 "loadavg": [float(x) for x in open("/proc/loadavg").read().split()[:3]], "cmdline": " ".join(sys.argv)}
         if a.json:
             with open(a.json, "a") as f:
                 f.write("".join(json.dumps(dict(row, **stamp)) + "\n" for row in rows))
