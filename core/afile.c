@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -118,5 +119,20 @@ int afile_open(const char *path, const char *what, FILE **f, off_t *size)
         return err_set(ERR_IO, "%s '%s': %s", what, path, strerror(e));
     }
     if (size) *size = st.st_size;
+    return 0;
+}
+
+int afile_check_dest(const char *flag, const char *path)
+{
+    if (!path || !*path) return err_set(ERR_INVAL, "%s: no path", flag);
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return err_set(ERR_INVAL, "%s %s: it exists and is not a regular file", flag, path);
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    const char *d = dirname(dir);
+    if (stat(d, &st) != 0) return err_set(ERR_IO, "%s %s: no folder %s: %s", flag, path, d, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return err_set(ERR_IO, "%s %s: %s is not a folder", flag, path, d);
+    if (access(d, W_OK | X_OK) != 0) return err_set(ERR_IO, "%s %s: cannot write in %s: %s", flag, path, d, strerror(errno));
     return 0;
 }

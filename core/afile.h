@@ -26,6 +26,11 @@ uint64_t afile_hash(const void *buf, size_t len, uint64_t seed);
 int afile_write(const char *path, const char *what, const afile_part_t *parts, int nparts, int append_hash,
                 uint64_t *hash_out);
 
+/* Before long work: can a file written as afile_write does (a temporary file and a rename in its folder) go to
+ * path? Its folder exists, is a folder and is writable (else ERR_IO), and path is a regular file if it exists
+ * (else ERR_INVAL); the error names flag ("--save", "--timeline"), path and why. */
+int afile_check_dest(const char *flag, const char *path);
+
 /* Open path for reading without blocking on a FIFO; anything but a regular file is refused (ERR_INVAL),
  * a missing one is ERR_IO naming it. *size gets its length. */
 int afile_open(const char *path, const char *what, FILE **f, off_t *size);

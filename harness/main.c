@@ -16,6 +16,7 @@
 #include "harness/modes/explain.h"
 #include "harness/record/timeline.h"
 #include "core/dev.h"
+#include "core/afile.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/topo.h"
@@ -190,24 +191,6 @@ static int s_check_writable(const char *flag, const char *path)
     return 0;
 }
 
-/* A file written at the end by a temporary file and a rename in its folder (--timeline): that folder must
- * exist and be writable now, not after the run. */
-static int s_check_folder_of(const char *flag, const char *path)
-{
-    if (!path || !*path) return 0;
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == dir) dir[1] = '\0';
-    else *slash = '\0';
-    struct stat st;
-    if (stat(dir, &st) != 0) return err_set(ERR_INVAL, "%s %s: no folder %s: %s", flag, path, dir, strerror(errno));
-    if (!S_ISDIR(st.st_mode)) return err_set(ERR_INVAL, "%s %s: %s is not a folder", flag, path, dir);
-    if (access(dir, W_OK | X_OK) != 0) return err_set(ERR_INVAL, "%s %s: cannot write in %s: %s", flag, path, dir, strerror(errno));
-    return 0;
-}
-
 /* A folder made if missing (--plots): it, or the nearest folder above it that exists, must be writable. */
 static int s_check_folder(const char *flag, const char *path)
 {
@@ -310,7 +293,7 @@ int main(int argc, char **argv)
     if (h_is_launched()) return s_exit(s_rank_main(&o), 1);
     if (h_opts_check_mode(&o) < 0) return s_exit(ERR_INVAL, 2);
     /* every output path before any work: a run must not be lost to a late check */
-    if (s_check_writable("--json", o.json) < 0 || s_check_folder_of("--timeline", o.timeline) < 0 ||
+    if (s_check_writable("--json", o.json) < 0 || (o.timeline && afile_check_dest("--timeline", o.timeline) < 0) ||
         s_check_folder("--plots", o.plots_dir) < 0)
         return s_exit(ERR_INVAL, 2);
     if (!strcmp(o.mode, "report")) return s_report(&o);

@@ -132,15 +132,5 @@ int ckpt_read(const char *path, ckpt_t *c)
 int ckpt_check_path(const char *path)
 {
     if (!path || !*path) return err_set(ERR_INVAL, "checkpoint: no path");
-    struct stat st;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
-        return err_set(ERR_INVAL, "--save %s: it exists and is not a regular file", path);
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    const char *d = dirname(dir);
-    if (stat(d, &st) != 0) return err_set(ERR_IO, "--save %s: directory %s: %s", path, d, strerror(errno));
-    if (!S_ISDIR(st.st_mode)) return err_set(ERR_IO, "--save %s: %s is not a directory", path, d);
-    if (access(d, W_OK | X_OK) != 0)
-        return err_set(ERR_IO, "--save %s: cannot write in directory %s: %s", path, d, strerror(errno));
-    return 0;
+    return afile_check_dest("--save", path);
 }
