@@ -4,6 +4,7 @@
 #include "harness/cli/opts_int.h"
 #include "core/err.h"
 #include "trainer/workload.h"
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -92,6 +93,46 @@ static const struct option *s_longopts(void)
     return all;
 }
 
+/* The edit distance between a and b, case ignored: insertions, deletions, substitutions and swaps of two
+ * neighbours ("warmpu" is one from "warmup"), each 1; names longer than 63 characters count as far. */
+static int s_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63) return 64;
+    int d[64][64];
+    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int same = tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 1]);
+            int v = d[i - 1][j - 1] + !same;
+            if (d[i - 1][j] + 1 < v) v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 2]) &&
+                tolower((unsigned char)a[i - 2]) == tolower((unsigned char)b[j - 1]) && d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[la][lb];
+}
+
+/* The option a misspelt long name most likely meant: the closest of the table's user-facing options, their
+ * aliases and the engines' options, within 1 edit for names up to 5 characters and 2 beyond (the first of
+ * the closest in table order on a tie); NULL when none is that close. */
+static const char *s_nearest(const char *name)
+{
+    size_t len = strlen(name);
+    int best = len <= 2 ? 0 : len <= 5 ? 1 : 2;
+    const char *near = NULL;
+    int hidden = s_index_of("as-rank"); /* it and what follows are set by the driver on a rank's command line */
+    for (const struct option *lo = s_longopts(); lo->name; lo++) {
+        if (lo->val >= 256 && lo->val < 256 + (int)S_NOPTS && hidden >= 0 && lo->val - 256 >= hidden) continue;
+        int dist = s_distance(name, lo->name);
+        if (dist <= best && (!near || dist < best)) near = lo->name, best = dist;
+    }
+    return near;
+}
+
 /* getopt_long's '?' for the long option arg ("--warm" or "--warm=3"): ambiguous (naming the options it
  * could be) or unknown. */
 static int s_bad_long(const char *arg)
@@ -114,6 +155,8 @@ static int s_bad_long(const char *arg)
             off += (size_t)snprintf(cands + off, sizeof cands - off, "%s--%s", off ? ", " : "", lo->name);
     }
     if (n > 1) return err_set(ERR_INVAL, "--%s is ambiguous: %s", name, cands);
+    const char *near = s_nearest(name);
+    if (near) return err_set(ERR_INVAL, "unknown option '--%s'; did you mean --%s? (see harness --help)", name, near);
     return err_set(ERR_INVAL, "unknown option '--%s'; see harness --help", name);
 }
 
