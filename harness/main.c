@@ -75,6 +75,35 @@ static void s_world_of_one(const h_opts_t *o)
     }
 }
 
+/* A torchrun-style environment (env://: RANK and WORLD_SIZE) must be whole before this process joins as one
+ * rank of it: WORLD_SIZE > 1 without RANK would otherwise run a world of one and exit 0 (s_world_of_one),
+ * and a RANK outside the world would fail late. 0, or ERR_INVAL saying what to set (a usage error). */
+static int s_check_rank_env(void)
+{
+    const char *er = getenv("RANK"), *ew = getenv("WORLD_SIZE");
+    long r = -1, w = -1;
+    char *end;
+    if (ew) {
+        w = strtol(ew, &end, 10);
+        if (!*ew || *end || w < 1 || w > INT_MAX)
+            return err_set(ERR_INVAL, "WORLD_SIZE=%s: the world size must be a whole number >= 1", ew);
+    }
+    if (er) {
+        r = strtol(er, &end, 10);
+        if (!*er || *end || r < 0 || r > INT_MAX) return err_set(ERR_INVAL, "RANK=%s: the rank must be a whole number >= 0", er);
+    }
+    if (ew && !er && w > 1)
+        return err_set(ERR_INVAL, "WORLD_SIZE=%ld is set but RANK is not: a torchrun-style environment (env://) needs both in "
+                       "every process, as torchrun sets them (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT); "
+                       "to start %ld ranks here give --procs %ld, or unset WORLD_SIZE to run one", w, w, w);
+    if (er && !ew)
+        return err_set(ERR_INVAL, "RANK=%ld is set but WORLD_SIZE is not: a torchrun-style environment (env://) needs both "
+                       "in every process, as torchrun sets them", r);
+    if (er && ew && r >= w)
+        return err_set(ERR_INVAL, "RANK=%ld but WORLD_SIZE=%ld: the rank must be below the world size (0 to %ld)", r, w, w - 1);
+    return 0;
+}
+
 /* --bind and --gpus for this rank: 0 or a failure (s_rank_fail). */
 static int s_place(h_opts_t *o, const boot_cfg_t *bc)
 {
@@ -335,6 +364,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(o.mode, "run")) return s_run(&o);
     if (o.procs || o.gpus || o.nnodes || o.nodes || o.nscaling) return s_exit(h_drive(&o, NULL), 2);
+    /* no launch: this process is one rank, of the environment's world or of a world of one */
+    if (s_check_rank_env() < 0) return s_exit(ERR_INVAL, 2);
     if (!strcmp(o.mode, "bench") && !o.quiet && !o.init_method && !getenv("RANK") && !getenv("SLURM_PROCID") &&
         !getenv("OMPI_COMM_WORLD_RANK"))
         fprintf(stderr, "harness: warning: bench on one rank measures no communication (busbw 0); give the ranks: "

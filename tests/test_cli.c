@@ -50,3 +50,34 @@ Test(cli, misspelt_flag_says_did_you_mean, .timeout = 30)
     cr_expect_eq(run_cmd(cmd, out, sizeof out), 2, "%s", out);
     cr_expect(!strstr(out, "--as-rank"), "%s", out);
 }
+
+/* A torchrun-style environment that is half set is refused before any work, as torchrun's env:// refuses it:
+ * WORLD_SIZE=2 without RANK used to run a world of one and exit 0; a rank outside the world failed late, on
+ * MASTER_ADDR. WORLD_SIZE=1 alone is a world of one, as before. */
+Test(cli, torchrun_env_half_set_is_refused, .timeout = 60)
+{
+    s_find();
+    static const struct { const char *env, *said; } cases[] = {
+        {"WORLD_SIZE=2", "WORLD_SIZE=2 is set but RANK is not"},
+        {"WORLD_SIZE=2 RANK=2", "RANK=2 but WORLD_SIZE=2: the rank must be below the world size"},
+        {"RANK=1", "RANK=1 is set but WORLD_SIZE is not"},
+        {"WORLD_SIZE=two RANK=0", "WORLD_SIZE=two: the world size must be a whole number"},
+    };
+    char cmd[2048], out[8192];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(cmd, sizeof cmd, "env -u RANK -u WORLD_SIZE -u SLURM_PROCID -u OMPI_COMM_WORLD_RANK %s timeout 20 %s bench "
+                 "--engine ring --sizes 4K --iters 1 --warmup 0", cases[i].env, g_harness);
+        cr_expect_eq(run_cmd(cmd, out, sizeof out), 2, "%s: %s", cases[i].env, out);
+        cr_expect(strstr(out, cases[i].said) && !strstr(out, "syncbench bench:") && !strstr(out, ".c:"),
+                  "%s: want '%s', no run, no source location:\n%s", cases[i].env, cases[i].said, out);
+        cr_expect_eq(s_count(out, "harness: "), 1, "%s: said once:\n%s", cases[i].env, out);
+    }
+    snprintf(cmd, sizeof cmd, "env -u RANK -u SLURM_PROCID -u OMPI_COMM_WORLD_RANK WORLD_SIZE=1 timeout 20 %s bench "
+             "--engine ring --sizes 4K --iters 1 --warmup 0 --quiet", g_harness);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 0, "WORLD_SIZE=1: %s", out);
+    /* the launcher's own ranks are not this process: --procs runs whatever the environment says */
+    snprintf(cmd, sizeof cmd, "env -u RANK WORLD_SIZE=3 timeout 30 %s bench --engine ring --procs 2 --sizes 4K --iters 1 "
+             "--warmup 0 --quiet", g_harness);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 0, "--procs 2 under WORLD_SIZE=3: %s", out);
+    cr_expect(strstr(out, "2 ranks") != NULL, "%s", out);
+}
