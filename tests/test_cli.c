@@ -81,3 +81,55 @@ Test(cli, torchrun_env_half_set_is_refused, .timeout = 60)
     cr_expect_eq(run_cmd(cmd, out, sizeof out), 0, "--procs 2 under WORLD_SIZE=3: %s", out);
     cr_expect(strstr(out, "2 ranks") != NULL, "%s", out);
 }
+
+/* Whether `harness MODE --help` lists the option (a line of its own starting "  --NAME", or naming it
+ * after another option on such a line). */
+static int s_lists(const char *help, const char *opt)
+{
+    char key[80];
+    snprintf(key, sizeof key, "%.64s ", opt);
+    for (const char *p = strstr(help, key); p; p = strstr(p + 1, key))
+        if (p > help && (p[-1] == ' ' || p[-1] == '\n')) return 1;
+    return 0;
+}
+
+/* Each MODE --help lists that mode's options only, and the warning for an option a mode ignores agrees
+ * with it: report's help listed --net, --timeline, --peers and --json; gemm's --data, --optim, --factor;
+ * explain's --json, --timeout; simulate's omitted --timeout, which bounds a simulation. */
+Test(cli, mode_help_lists_only_its_options, .timeout = 60)
+{
+    s_find();
+    static const struct { const char *mode, *has, *hasnt; } cases[] = {
+        {"report", "--label --plots --format --quiet", "--net --timeline --peers --json --procs --sizes --engine"},
+        {"gemm", "--procs --iters --warmup --model --batch --json", "--data --optim --factor --op --scaling --transport --net"},
+        {"explain", "--engine --procs --sizes --dtype --plots", "--json --timeout --iters --scaling --timeline --label"},
+        {"simulate", "--timeout --lat --sizes --engine --json", "--procs --check --iters --op --plots"},
+        {"bench", "--sizes --iters --op --check --timeline --peers --json", "--format --plots --optim --steps"},
+        {"train", "--model --data --optim --steps --save --json --timeline", "--format --sizes --op --lat"},
+    };
+    char cmd[2048], out[1 << 16], opt[64];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s %s --help", g_harness, cases[i].mode);
+        cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+        for (int want = 1; want >= 0; want--) {
+            const char *list = want ? cases[i].has : cases[i].hasnt;
+            for (const char *p = list; *p; p += strcspn(p, " "), p += *p == ' ') {
+                snprintf(opt, sizeof opt, "%.*s", (int)strcspn(p, " "), p);
+                cr_expect_eq(s_lists(out, opt), want, "%s --help %s %s:\n%s", cases[i].mode, want ? "lacks" : "lists", opt, out);
+            }
+        }
+    }
+    /* what the help leaves out, the mode warns about; what it lists, it does not */
+    snprintf(cmd, sizeof cmd, "%s explain --engine ring --procs 2 --sizes 64 --json - --timeout 5", g_harness);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "warning: --json does nothing in explain mode") && strstr(out, "warning: --timeout does nothing "
+              "in explain mode"), "%s", out);
+    snprintf(cmd, sizeof cmd, "%s report --peers --net bw=1gbit /dev/null", g_harness);
+    run_cmd(cmd, out, sizeof out);
+    cr_expect(strstr(out, "warning: --peers does nothing in report mode") && strstr(out, "warning: --net does nothing "
+              "in report mode"), "%s", out);
+    snprintf(cmd, sizeof cmd, "%s simulate --timeout 1 --engine ring --nodes 2 --sizes 4K --net inter=1gbit --lat 5 "
+             "--quiet", g_harness);
+    run_cmd(cmd, out, sizeof out);
+    cr_expect(!strstr(out, "--timeout does nothing"), "simulate honours --timeout:\n%s", out);
+}

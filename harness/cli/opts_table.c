@@ -61,6 +61,16 @@ int h_opt_known_mode(const char *m)
 #define INT(n, field, l, u, w, h) {.name = n, .kind = K_INT, .off = F(field), .lo = l, .hi = u, .want = w, .help = h}
 #define CHOICE(n, field, c, w, h) {.name = n, .kind = K_CHOICE, .off = F(field), .arg = c, .want = w, .help = h}
 #define FN(n, f, field, w, h) {.name = n, .kind = K_FN, .fn = f, .off = F(field), .want = w, .help = h}
+/* the same for an option of fewer modes than its section's (m: " MODE MODE "; `harness MODE --help` and the
+ * warning that an option does nothing in a mode both read it) */
+#define FLAG_IN(m, n, field, h) {.name = n, .kind = K_FLAG, .off = F(field), .help = h, .modes = m}
+#define STR_IN(m, n, field, h) {.name = n, .kind = K_STR, .off = F(field), .help = h, .modes = m}
+#define INT_IN(m, n, field, l, u, w, h) \
+    {.name = n, .kind = K_INT, .off = F(field), .lo = l, .hi = u, .want = w, .help = h, .modes = m}
+#define CHOICE_IN(m, n, field, c, w, h) {.name = n, .kind = K_CHOICE, .off = F(field), .arg = c, .want = w, .help = h, .modes = m}
+#define FN_IN(m, n, f, field, w, h) {.name = n, .kind = K_FN, .fn = f, .off = F(field), .want = w, .help = h, .modes = m}
+/* the modes that start ranks (the launcher's and the rendezvous' options) */
+#define M_LAUNCH " train bench run model selftest "
 
 static int s_scaling(h_opts_t *o, const h_opt_t *d, const char *v)
 {
@@ -272,37 +282,38 @@ const h_opt_t h_opt_table[] = {
     SECTION("\nRanks:\n", " train bench run model selftest gemm explain "),
     INT("procs", procs, 1, 4096, "a rank count >= 1",
         "  --procs N             start N local CPU worker ranks (plus --servers for ps)\n"),
-    INT("gpus", gpus, 1, 1024, "a GPU count >= 1", "  --gpus N              one rank per GPU\n"),
-    INT("ranks-per-gpu", ranks_per_gpu, 1, 64, "a count in [1, 64]",
+    INT_IN(M_LAUNCH "gemm ", "gpus", gpus, 1, 1024, "a GPU count >= 1", "  --gpus N              one rank per GPU\n"),
+    INT_IN(M_LAUNCH, "ranks-per-gpu", ranks_per_gpu, 1, 64, "a count in [1, 64]",
         "  --ranks-per-gpu K     with --gpus: K ranks share each GPU (world = N x K; e.g. the IPC tree or\n"
         "                        several PS workers on one GPU; NCCL refuses two ranks on one GPU)\n"),
-    FLAG("tf32", tf32, "  --tf32                train --gpus: cuBLAS may use TF32 tensor cores (f32 otherwise)\n"),
+    FLAG_IN(" train run ", "tf32", tf32, "  --tf32                train --gpus: cuBLAS may use TF32 tensor cores (f32 otherwise)\n"),
     {.name = "scaling", .kind = K_FN, .fn = s_scaling, .off = F(nscaling), .want = "a comma list of world sizes, e.g. 1,2,4",
-     .modes = " train bench run model selftest gemm explain simulate ",
+     .modes = " train bench selftest simulate ", /* run refuses it (one world); gemm, explain and model take none */
      .help = "  --scaling 1,2,4       repeat for each world size (with --procs); simulate: each machine count\n"},
     {.name = "rounds", .kind = K_INT, .off = F(rounds), .lo = 1, .hi = 100, .want = "a round count in [1, 100]",
      .modes = " run ", /* the other modes warn that it does nothing */
      .help = "  --rounds N            run: repeat the comparison N times, engines alternating (default 3)\n"},
-    INT("nnodes", nnodes, 1, 100000, "a node count >= 1",
+    INT_IN(M_LAUNCH, "nnodes", nnodes, 1, 100000, "a node count >= 1",
         "  --nnodes N --node-rank R --master HOST:PORT   multi-node: each node starts its --procs ranks\n"),
-    INT("node-rank", node_rank, 0, 100000, "a node index >= 0", NULL),
-    STR("master", master, NULL),
-    STR("master-addr", master_addr,
+    INT_IN(M_LAUNCH, "node-rank", node_rank, 0, 100000, "a node index >= 0", NULL),
+    STR_IN(M_LAUNCH, "master", master, NULL),
+    STR_IN(M_LAUNCH, "master-addr", master_addr,
         "  --master-addr A --master-port P   torchrun's spelling of --master A:P (port default 29500)\n"),
-    STR("master-port", master_port, NULL),
-    STR("init-method", init_method,
+    STR_IN(M_LAUNCH, "master-port", master_port, NULL),
+    STR_IN(M_LAUNCH, "init-method", init_method,
         "  --init-method M       tcp://HOST:PORT | env:// | file:///path (inside ranks; default env://,\n"
         "                        which reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, or\n"
         "                        Slurm's SLURM_PROCID/SLURM_NTASKS or OpenMPI's OMPI_COMM_WORLD_*)\n"),
-    STR("ifname", ifname, "  --ifname IF           network interface for peer traffic (or SYNCBENCH_SOCKET_IFNAME)\n"),
-    CHOICE("transport", transport, "auto|shm|tcp|zmq", "auto, shm, tcp or zmq",
+    STR_IN(M_LAUNCH, "ifname", ifname, "  --ifname IF           network interface for peer traffic (or SYNCBENCH_SOCKET_IFNAME)\n"),
+    CHOICE_IN(M_LAUNCH, "transport", transport, "auto|shm|tcp|zmq", "auto, shm, tcp or zmq",
            "  --transport T         auto (shm within a node, tcp across) | shm | tcp | zmq\n"),
-    CHOICE("bind", bind, "core|block|numa|none|auto", "auto, core, block, numa or none",
+    CHOICE_IN(M_LAUNCH, "bind", bind, "core|block|numa|none|auto", "auto, core, block, numa or none",
            "  --bind auto|core|numa|none   bind ranks with hwloc (auto: bench binds local rank i to core i mod cores, "
            "train does not bind)\n"),
-    INT("timeout", timeout_s, 1, 86400, "seconds from 1 to 86400 (one day)",
+    /* simulate: it bounds the simulation (default 30 minutes there) */
+    INT_IN(M_LAUNCH "simulate ", "timeout", timeout_s, 1, 86400, "seconds from 1 to 86400 (one day)",
         "  --timeout S           every blocking step gives up after S seconds (default 60)\n"),
-    FLAG("require-auth", require_auth,
+    FLAG_IN(M_LAUNCH, "require-auth", require_auth,
          "  --require-auth        refuse to run without a job secret (SYNCBENCH_JOB_SECRET or _FILE; the launcher\n"
          "                        makes one for a single node, --nnodes needs the same one on every node)\n"),
     SECTION("\nEngines:\n", " train bench run explain simulate "),
@@ -312,44 +323,49 @@ const h_opt_t h_opt_table[] = {
     STR("ring-impl", impl, NULL),
     FN("seg-kb", s_seg, seg_bytes, "KiB >= 1", "  --seg-kb KB           pipelining segment of ring/tree (default 256)\n"),
     SECTION("\nBench:\n", " bench run gemm explain simulate "),
-    FN("sizes", s_sizes, size_min, "MIN:MAX in bytes with K/M/G suffixes, 0 < MIN <= MAX (e.g. 4K:64M)",
+    FN_IN(" bench run explain simulate ", "sizes", s_sizes, size_min, "MIN:MAX in bytes with K/M/G suffixes, 0 < MIN <= MAX (e.g. 4K:64M)",
        "  --sizes MIN:MAX       bytes, K/M/G suffixes are powers of 1024 (default 4K:64M); one size works\n"),
-    FN("size", s_size, size_min, "bytes > 0 with K/M/G suffixes (e.g. 64K)",
+    FN_IN(" bench run explain simulate ", "size", s_size, size_min, "bytes > 0 with K/M/G suffixes (e.g. 64K)",
        "  --size B              one message size (the same as --sizes B:B)\n"),
-    FN("factor", s_double, factor, "a number > 1", "  --factor F            size multiplier (default 2)\n"),
-    INT("iters", iters, 1, 1000000, "an integer >= 1",
+    FN_IN(" bench run simulate ", "factor", s_double, factor, "a number > 1", "  --factor F            size multiplier (default 2)\n"),
+    INT_IN(" bench run gemm ", "iters", iters, 1, 1000000, "an integer >= 1",
         "  --iters N --warmup N  timed and warm-up iterations (default 20, 5)\n"),
-    INT("warmup", warmup, 0, 1000000, "an integer >= 0", NULL),
-    FN("dtype", s_dtype, dtype, "f32, f16 or bf16", "  --dtype f32|f16|bf16  element type (default f32)\n"),
-    FN("op", s_op, op, "sum or avg", "  --op sum|avg          reduction (default sum)\n"),
-    INT("check", check, 0, 1, "0 or 1", "  --check 0|1           check every result exactly (default 1)\n"),
-    FN("minbytes", s_bytes, size_min, "bytes > 0 with K/M/G suffixes", NULL),
-    FN("maxbytes", s_bytes, size_max, "bytes > 0 with K/M/G suffixes", NULL),
+    INT_IN(" bench run gemm ", "warmup", warmup, 0, 1000000, "an integer >= 0", NULL),
+    FN_IN(" bench run explain simulate ", "dtype", s_dtype, dtype, "f32, f16 or bf16", "  --dtype f32|f16|bf16  element type (default f32)\n"),
+    FN_IN(" bench run ", "op", s_op, op, "sum or avg", "  --op sum|avg          reduction (default sum)\n"),
+    INT_IN(" bench run ", "check", check, 0, 1, "0 or 1", "  --check 0|1           check every result exactly (default 1)\n"),
+    FN_IN(" bench run explain simulate ", "minbytes", s_bytes, size_min, "bytes > 0 with K/M/G suffixes", NULL),
+    FN_IN(" bench run explain simulate ", "maxbytes", s_bytes, size_max, "bytes > 0 with K/M/G suffixes", NULL),
     SECTION("\nTrain:\n", " train run gemm model simulate "),
     STR("model", model,
-        "  --model mlp:784-1024-1024-10   --data synthetic|PATH   --batch B (global)   --steps N\n"
-        "  --batch-per-gpu B (each worker's, as torchrun and Horovod scripts count; an emulated real model's\n"
-        "    default: 64, the batch of Horovod's and BytePS's benchmarks; the MLP's default: --batch 256)\n"
-        "  --steps N counts every optimizer step, the first --warmup-steps W (default 5) untimed among them\n"
-        "  --optim sgd:lr=0.05,momentum=0.9 | adam:lr=1e-3   --grad-dtype f32|f16|bf16\n"
-        "  --bucket-mb MB  --no-overlap  --check-every N  --save PATH  --resume PATH  --drop-last  --seed N\n"
-        "  --straggler RANK:MS\n"),
-    STR("data", data, NULL),
-    INT("batch", batch, 1, 1 << 24, "a batch size >= 1", NULL),
+        "  --model NAME          mlp:784-1024-1024-10 (default: the trainer's MLP) or a real model, emulated (below)\n"),
+    STR_IN(" train run ", "data", data, "  --data synthetic|PATH synthetic (default: a learnable task from the seed) or an MNIST IDX / CIFAR-10 path\n"),
+    INT_IN(" train run gemm model ", "batch", batch, 1, 1 << 24, "a batch size >= 1",
+        "  --batch B             the global batch, split across the workers (the MLP's default 256)\n"),
     {.name = "batch-per-gpu", .kind = K_INT, .off = F(batch_per_gpu), .lo = 1, .hi = 1 << 20, .want = "a batch size >= 1",
-     .modes = " train run model simulate "},
-    INT("steps", steps, 1, 1 << 30, "an integer >= 1", NULL),
-    INT("warmup-steps", warmup_steps, 0, 1 << 30, "an integer >= 0", NULL),
-    STR("optim", optim, NULL),
-    FN("grad-dtype", s_dtype, grad_dtype, "f32, f16 or bf16", NULL),
-    FN("bucket-mb", s_double, bucket_mb, "MiB > 0", NULL),
-    FLAG("no-overlap", no_overlap, NULL),
-    INT("check-every", check_every, 0, 1 << 30, "steps >= 0", NULL),
-    STR("save", save, NULL),
-    STR("resume", resume, NULL),
-    FLAG("drop-last", drop_last, NULL),
-    FN("seed", s_seed, seed, "an integer", NULL),
-    STR("straggler", straggler, NULL),
+     .modes = " train run model simulate ",
+     .help = "  --batch-per-gpu B     each worker's batch, as torchrun and Horovod scripts count (an emulated real\n"
+             "                        model's default: 64, the batch of Horovod's and BytePS's benchmarks)\n"},
+    INT_IN(" train run simulate ", "steps", steps, 1, 1 << 30, "an integer >= 1",
+        "  --steps N             every optimizer step, the warm-up's included (default 50)\n"),
+    INT_IN(" train run ", "warmup-steps", warmup_steps, 0, 1 << 30, "an integer >= 0",
+        "  --warmup-steps W      the first W of --steps untimed (default 5)\n"),
+    STR_IN(" train run ", "optim", optim, "  --optim SPEC          sgd:lr=0.05,momentum=0.9 | adam:lr=1e-3 (default sgd)\n"),
+    FN_IN(" train run model ", "grad-dtype", s_dtype, grad_dtype, "f32, f16 or bf16",
+        "  --grad-dtype f32|f16|bf16   the gradients' type (f16/bf16: dynamic loss scaling, f32 master weights)\n"),
+    FN_IN(" train run model simulate ", "bucket-mb", s_double, bucket_mb, "MiB > 0",
+        "  --bucket-mb MB        gradients handed to the engine as backward fills each bucket of MB (default 25)\n"
+        "  --no-overlap          handed only after the whole backward pass (to compare)\n"),
+    FLAG_IN(" train run model simulate ", "no-overlap", no_overlap, NULL),
+    INT_IN(" train run ", "check-every", check_every, 0, 1 << 30, "steps >= 0",
+        "  --check-every N       the ranks compare parameter checksums every N steps (default 100; 0: never)\n"
+        "  --save PATH --resume PATH   a checkpoint (atomic; a resumed run continues bit-identical)\n"
+        "  --drop-last           an epoch's last short batch dropped\n"),
+    STR_IN(" train run ", "save", save, NULL),
+    STR_IN(" train run ", "resume", resume, NULL),
+    FLAG_IN(" train run ", "drop-last", drop_last, NULL),
+    FN_IN(" train run simulate ", "seed", s_seed, seed, "an integer", "  --seed N              the run's random seed (default 42)\n"),
+    STR_IN(" train run model ", "straggler", straggler, "  --straggler RANK:MS   worker RANK sleeps MS every step\n"),
     SECTION("\nEmulated GPU cluster (train --model resnet50|resnet101|vgg16|inception3|bert-base|bert-large|gpt2):\n",
             " train model bench simulate "),
     STR("device", emu_device,
@@ -399,7 +415,7 @@ const h_opt_t h_opt_table[] = {
     FN("dilate", s_factor, dilate, "a factor >= 1",
        "  --dilate K            compute times x K, link rates / K, reported times / K (default 1)\n"),
     SECTION("\nOutput:\n", " train bench run model report gemm explain simulate "),
-    STR("net", net,
+    STR_IN(" train bench run model simulate ", "net", net,
         "  --net bw=RATE[,per=rank|node][,nodes=K][,queue=MS][,gso=off][,cc=NAME][,lat=US]   emulated network (root):\n"
         "                        one namespace per rank (or per node group), veth + bridge, tc tbf at RATE both\n"
         "                        ways (e.g. bw=1gbit), a packet waiting at most queue= ms (default 100) before\n"
@@ -407,23 +423,23 @@ const h_opt_t h_opt_table[] = {
         "                        ranks talk TCP with congestion control cc= (default " H_NETEM_CC_DEFAULT ", not the host's);\n"
         "                        lat=US: a per-hop latency, 4 hops (4 x US x --dilate) held on each NIC's egress, as\n"
         "                        `simulate --lat` counts a transfer across machines (needs iptables: an NFQUEUE)\n"),
-    STR("json", json, "  --json FILE           append one JSON object per line per result ('-' = stdout)\n"),
-    STR("label", label,
+    STR_IN(" train bench run model gemm simulate ", "json", json, "  --json FILE           append one JSON object per line per result ('-' = stdout)\n"),
+    STR_IN(" train bench run model report gemm simulate ", "label", label,
         "  --label NAME          name this run: written into every JSON line (\"label\"), shown by report;\n"
         "                        report --label NAME keeps only that run's lines\n"),
-    STR("timeline", timeline,
+    STR_IN(" train bench run model ", "timeline", timeline,
         "  --timeline FILE       train/bench: Chrome trace JSON of every rank (compute, buckets, collectives,\n"
         "                        segments, waits) for chrome://tracing or ui.perfetto.dev\n"),
-    STR("plots", plots_dir, "  --plots DIR           report: where figures go (default: plots/ next to the first file)\n"),
-    CHOICE("format", format, "text|json|md|csv", "text, json, md or csv",
+    STR_IN(" report explain ", "plots", plots_dir, "  --plots DIR           report: where figures go (default: plots/ next to the first file)\n"),
+    CHOICE_IN(" report ", "format", format, "text|json|md|csv", "text, json, md or csv",
            "  --format F            report: text (default), json, md or csv tables on stdout\n"),
-    FN("measured", s_measured, nmeasured, "at most 64 files",
+    FN_IN(" model simulate ", "measured", s_measured, nmeasured, "at most 64 files",
        "  --measured FILE       model: a results file to compare against (as a positional FILE)\n"),
     {.name = "no-check", .kind = K_FLAG, .off = F(no_check), .modes = " model ",
      .help = "  --no-check            model: the files' bench lines calibrate the model (as model fit) but no check\n"
              "                        against their runs is printed or written\n"},
     FLAG("quiet", quiet, "  --quiet               no progress lines\n"),
-    FLAG("peers", peers,
+    FLAG_IN(" train bench run ", "peers", peers,
          "  --peers               bench/train/run: also the peers, in the same rounds: --engine mpi (MPI_Allreduce,\n"
          "                        through mpirun) and PyTorch DDP / all_reduce over gloo (peers/torch_ddp.py)\n"),
     {.name = "help", .kind = K_HELP},
