@@ -1,10 +1,13 @@
 /* test_cli.c: the harness command line as its users meet it (issue 32, section 4): a misspelt flag's
  * "did you mean", a torchrun-style environment that is half set, each mode's --help, nccl-tests' spellings. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "tests/lib/ranks.h"
+#include "harness/cli/opts.h"
+#include "core/err.h"
 
 static char g_harness[512];
 
@@ -132,4 +135,61 @@ Test(cli, mode_help_lists_only_its_options, .timeout = 60)
              "--quiet", g_harness);
     run_cmd(cmd, out, sizeof out);
     cr_expect(!strstr(out, "--timeout does nothing"), "simulate honours --timeout:\n%s", out);
+}
+
+/* nccl-tests' -g G and -t T: G GPUs a thread, T threads a process, -np N processes: N x T x G GPUs, one rank
+ * each (--gpus); bench only; with --gpus, refused. Parsed here, in the test's own process. */
+Test(cli, nccl_tests_gpu_count, .timeout = 30)
+{
+    static const struct { const char *args; int gpus; } cases[] = {
+        {"bench -g 2", 2}, {"bench -np 2 -g 2", 4}, {"bench -t 2 -g 2", 4}, {"bench --ngpus 1 --nthreads 3", 3},
+        {"bench -np 4 -g 1 -b 8 -e 128M -f 2", 4}, {"bench -t 2", 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[256], *av[32];
+        int ac = 0;
+        av[ac++] = "harness";
+        snprintf(buf, sizeof buf, "%s", cases[i].args);
+        for (char *save = NULL, *t = strtok_r(buf, " ", &save); t && ac < 31; t = strtok_r(NULL, " ", &save)) av[ac++] = t;
+        av[ac] = NULL;
+        h_opts_t o;
+        cr_assert_eq(h_opts_parse(&o, ac, av), 0, "%s: %s", cases[i].args, err_detail());
+        cr_expect(o.gpus == cases[i].gpus && o.procs == 0, "%s: --gpus %d --procs %d, want --gpus %d", cases[i].args, o.gpus,
+                  o.procs, cases[i].gpus);
+    }
+    char a0[] = "harness", a1[] = "bench", a2[] = "-g", a3[] = "2", a4[] = "--gpus", a5[] = "2";
+    char *bad[] = {a0, a1, a2, a3, a4, a5, NULL};
+    h_opts_t o;
+    cr_expect_eq(h_opts_parse(&o, 6, bad), ERR_INVAL);
+    cr_expect(strstr(err_detail(), "give one") != NULL, "%s", err_detail());
+    char t1[] = "train";
+    char *other[] = {a0, t1, a2, a3, NULL};
+    cr_assert_eq(h_opts_parse(&o, 4, other), 0, "%s", err_detail());
+    cr_expect(o.gpus == 0, "train -g 2 is not bench's: it warns and does nothing, --gpus %d", o.gpus);
+}
+
+/* Each engine's table closes as nccl-tests' does: the wrong elements, then the mean busbw over the sizes. */
+Test(cli, bench_closes_with_avg_bus_bandwidth, .timeout = 90)
+{
+    s_find();
+    char cmd[2048], out[1 << 15];
+    snprintf(cmd, sizeof cmd, "%s bench -np 2 --engine ring,tree -b 4K -e 64K -f 4 -n 3 -w 1", g_harness);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    cr_expect_eq(s_count(out, "# Out of bounds values : 0 OK\n"), 2, "%s", out);
+    cr_expect_eq(s_count(out, "# Avg bus bandwidth    : "), 2, "%s", out);
+    /* each closing line: the mean of its table's busbw column (printed to 3 decimals) */
+    double sum = 0;
+    int rows = 0, tables = 0;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        double bw;
+        size_t b, c;
+        char type[16], op[16];
+        if (sscanf(line, " %zu %zu %15s %15s %*f %*f %lf", &b, &c, type, op, &bw) == 5) sum += bw, rows++;
+        else if (sscanf(line, "# Avg bus bandwidth : %lf", &bw) == 1) {
+            cr_expect_eq(rows, 3, "sizes 4K, 16K, 64K: %d rows", rows);
+            cr_expect(rows && fabs(bw - sum / rows) <= 0.0006, "Avg bus bandwidth %g, the rows' mean %g", bw, rows ? sum / rows : 0);
+            sum = 0, rows = 0, tables++;
+        }
+    }
+    cr_expect_eq(tables, 2);
 }

@@ -49,7 +49,7 @@ void h_opts_usage(FILE *f)
 }
 
 /* Other tools' spellings of the table's options: torchrun (--nproc-per-node, --node_rank, ...), nccl-tests'
- * long forms (--minbytes, --stepfactor, ...) and their short options (-b -e -f -n -w -c -d -o, -h); mpirun's
+ * long forms (--minbytes, --stepfactor, ...) and their short options (-b -e -f -n -w -c -d -o -g -t, -h); mpirun's
  * -np N is read as --procs N (h_opts_parse). An alias takes its option's getopt value, so the two never
  * make a prefix ambiguous. */
 static const struct { const char *alias, *name; } s_aliases[] = {
@@ -60,10 +60,10 @@ static const struct { const char *alias, *name; } s_aliases[] = {
 #define S_NALIASES (sizeof s_aliases / sizeof s_aliases[0])
 static const struct { char c; const char *name; } s_shorts[] = {
     {'b', "minbytes"}, {'e', "maxbytes"}, {'f', "factor"}, {'n', "iters"}, {'w', "warmup"},
-    {'c', "check"},    {'d', "dtype"},    {'o', "op"},     {'h', "help"},
+    {'c', "check"},    {'d', "dtype"},    {'o', "op"},     {'g', "ngpus"}, {'t', "nthreads"}, {'h', "help"},
 };
 #define S_NSHORTS (sizeof s_shorts / sizeof s_shorts[0])
-#define S_SHORTOPTS ":b:e:f:n:w:c:d:o:h"
+#define S_SHORTOPTS ":b:e:f:n:w:c:d:o:g:t:h"
 
 static int s_index_of(const char *name)
 {
@@ -359,6 +359,22 @@ static int h_opts_check_cluster(h_opts_t *o)
 }
 
 
+/* nccl-tests' GPU count: -np N processes of -t T threads of -g G GPUs each is N x T x G GPUs, here as many
+ * ranks, one a GPU (--gpus). Bench only, decided on the user's mode (a rank of `harness run` is told
+ * --mode bench: it must read -g as its parent did, which warned that it does nothing). */
+static int s_nccl_gpus(h_opts_t *o, int argc, char **argv)
+{
+    if (!o->ngpus && !o->nthreads) return 0;
+    if (argc < 2 || strcmp(argv[1], "bench")) return 0;
+    if (h_opts_given(o, "gpus"))
+        return err_set(ERR_INVAL, "-g/-t count the GPUs as nccl-tests does and --gpus N counts them itself: give one");
+    long n = (long)(o->procs ? o->procs : 1) * (o->nthreads ? o->nthreads : 1) * (o->ngpus ? o->ngpus : 1);
+    if (n > 1024) return err_set(ERR_INVAL, "-np x -t x -g makes %ld GPUs: at most 1024", n);
+    o->gpus = (int)n;
+    o->procs = 0;
+    return 0;
+}
+
 /* After the options: positional arguments and the checks across options. */
 static int s_finish(h_opts_t *o, int argc, char **argv, int next)
 {
@@ -393,6 +409,7 @@ static int s_finish(h_opts_t *o, int argc, char **argv, int next)
                            "optimizer step, the warm-up included)", o->warmup_steps, o->steps);
         o->warmup_steps = o->steps - 1;
     }
+    CHECK(s_nccl_gpus(o, argc, argv));
     if (h_opts_given(o, "batch") && h_opts_given(o, "batch-per-gpu"))
         return err_set(ERR_INVAL, "--batch B is the global batch and --batch-per-gpu B each worker's: give one");
     if (o->size_min > o->size_max)

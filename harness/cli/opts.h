@@ -41,6 +41,7 @@ typedef struct {
     dtype_t dtype;                    /* --dtype */
     redop_t op;                       /* --op sum|avg */
     int   check;                      /* --check 0|1 (correctness check in bench, default 1) */
+    int   ngpus, nthreads;            /* nccl-tests' -g G, -t T (bench; 0: not given): --gpus (-np N or 1) x T x G */
     size_t seg_bytes;                 /* --seg-kb */
     /* train */
     const char *model;                /* --model mlp:784-1024-1024-10 */

@@ -334,6 +334,11 @@ const h_opt_t h_opt_table[] = {
     FN_IN(" bench run explain simulate ", "dtype", s_dtype, dtype, "f32, f16 or bf16", "  --dtype f32|f16|bf16  element type (default f32)\n"),
     FN_IN(" bench run ", "op", s_op, op, "sum or avg", "  --op sum|avg          reduction (default sum)\n"),
     INT_IN(" bench run ", "check", check, 0, 1, "0 or 1", "  --check 0|1           check every result exactly (default 1)\n"),
+    /* nccl-tests' -g and -t: a process's threads, each driving G GPUs; here one rank a GPU (h_opts_parse) */
+    INT_IN(" bench ", "ngpus", ngpus, 1, 1024, "a GPU count in [1, 1024]",
+        "  -g, --ngpus G  -t, --nthreads T   nccl-tests' GPUs a thread and threads a process: --gpus G x T\n"
+        "                        (x N with -np N, nccl-tests' world of N processes; one rank a GPU here)\n"),
+    INT_IN(" bench ", "nthreads", nthreads, 1, 1024, "a thread count in [1, 1024]", NULL),
     FN_IN(" bench run explain simulate ", "minbytes", s_bytes, size_min, "bytes > 0 with K/M/G suffixes", NULL),
     FN_IN(" bench run explain simulate ", "maxbytes", s_bytes, size_max, "bytes > 0 with K/M/G suffixes", NULL),
     SECTION("\nTrain:\n", " train run gemm model simulate "),

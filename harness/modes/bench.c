@@ -209,14 +209,15 @@ static int s_gather(const s_bench_t *B, double *t, double *loop, uint64_t *wrong
     return rc;
 }
 
-/* Rank 0: one size's row of the table and its JSON line. */
-static int s_row(const s_bench_t *B, size_t bytes, double t, double loop, uint64_t wrong)
+/* Rank 0: one size's row of the table and its JSON line; *busbw_out: the row's busbw. */
+static int s_row(const s_bench_t *B, size_t bytes, double t, double loop, uint64_t wrong, double *busbw_out)
 {
     const h_bench_cfg_t *o = B->o;
     size_t count = bytes / dt_size(o->dtype);
     int P = B->P;
     double algbw = t > 0 ? (double)bytes / (t * 1e-6) / 1e9 : 0;
     double busbw = P > 1 ? algbw * 2.0 * (P - 1) / P : 0;
+    *busbw_out = busbw;
     engine_stats_t s1; /* after this size's calls: the algorithm the engine chose for it (NULL: not stated) */
     /* on emulated links (--net) a bench measures them only while the host keeps up: the whole machine's
      * CPU over the size's iterations, every rank and server included, against train's threshold */
@@ -274,6 +275,8 @@ static int s_worker(s_bench_t *B, uint64_t *total_wrong)
         free(t0);
         return ERR_NOMEM;
     }
+    double busbw_sum = 0;
+    uint64_t engine_wrong = 0;
     for (size_t si = 0; si < nsizes; si++) {
         uint64_t wrong = 0;
         double t = 0, loop = 0;
@@ -290,9 +293,17 @@ static int s_worker(s_bench_t *B, uint64_t *total_wrong)
         }
         CHECK(s_gather(B, &t, &loop, &wrong));
         *total_wrong += wrong;
-        if (B->comm->rank == 0) CHECK(s_row(B, sizes[si], t, loop, wrong));
+        engine_wrong += wrong;
+        double busbw = 0;
+        if (B->comm->rank == 0) CHECK(s_row(B, sizes[si], t, loop, wrong, &busbw));
+        busbw_sum += busbw;
     }
     free(t0);
+    if (B->comm->rank == 0) { /* nccl-tests' closing lines: the wrong elements, the mean busbw over the sizes */
+        printf("# Out of bounds values : %llu %s\n# Avg bus bandwidth    : %g \n#\n", (unsigned long long)engine_wrong,
+               engine_wrong ? "FAILED" : "OK", busbw_sum / (double)nsizes);
+        fflush(stdout);
+    }
     return 0;
 }
 
