@@ -193,3 +193,23 @@ Test(cli, bench_closes_with_avg_bus_bandwidth, .timeout = 90)
     }
     cr_expect_eq(tables, 2);
 }
+
+/* nccl-tests' -a: an iteration's time over the workers (0 rank 0's, 1 the mean, 2 the min, 3 the max, our
+ * default): said in the header and, unless the max, in every JSON line as a configuration of its own. */
+Test(cli, nccl_tests_average, .timeout = 90)
+{
+    s_find();
+    static const char *const names[] = {"rank0", "mean", "min", "max"};
+    char cmd[2048], out[1 << 15], want[64];
+    for (int a = 0; a < 4; a++) {
+        snprintf(cmd, sizeof cmd, "%s bench -np 2 --engine ring -b 4K -e 4K -n 3 -w 1 -a %d --json -", g_harness, a);
+        cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "-a %d: %s", a, out);
+        snprintf(want, sizeof want, "\"time_ranks\":\"%s\"", names[a]);
+        cr_expect_eq(s_count(out, want), a == 3 ? 0 : 1, "-a %d: %s", a, out);
+        snprintf(want, sizeof want, "time over the workers: %s\n", names[a]);
+        cr_expect_eq(s_count(out, want), a == 3 ? 0 : 1, "-a %d: %s", a, out);
+    }
+    snprintf(cmd, sizeof cmd, "%s bench -np 2 -a 4", g_harness);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "bad value '4' for --average") != NULL, "%s", out);
+}

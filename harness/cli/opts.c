@@ -49,7 +49,7 @@ void h_opts_usage(FILE *f)
 }
 
 /* Other tools' spellings of the table's options: torchrun (--nproc-per-node, --node_rank, ...), nccl-tests'
- * long forms (--minbytes, --stepfactor, ...) and their short options (-b -e -f -n -w -c -d -o -g -t, -h); mpirun's
+ * long forms (--minbytes, --stepfactor, ...) and their short options (-b -e -f -n -w -c -d -o -g -t -a, -h); mpirun's
  * -np N is read as --procs N (h_opts_parse). An alias takes its option's getopt value, so the two never
  * make a prefix ambiguous. */
 static const struct { const char *alias, *name; } s_aliases[] = {
@@ -60,10 +60,11 @@ static const struct { const char *alias, *name; } s_aliases[] = {
 #define S_NALIASES (sizeof s_aliases / sizeof s_aliases[0])
 static const struct { char c; const char *name; } s_shorts[] = {
     {'b', "minbytes"}, {'e', "maxbytes"}, {'f', "factor"}, {'n', "iters"}, {'w', "warmup"},
-    {'c', "check"},    {'d', "dtype"},    {'o', "op"},     {'g', "ngpus"}, {'t', "nthreads"}, {'h', "help"},
+    {'c', "check"},    {'d', "dtype"},    {'o', "op"},     {'g', "ngpus"}, {'t', "nthreads"}, {'a', "average"},
+    {'h', "help"},
 };
 #define S_NSHORTS (sizeof s_shorts / sizeof s_shorts[0])
-#define S_SHORTOPTS ":b:e:f:n:w:c:d:o:g:t:h"
+#define S_SHORTOPTS ":b:e:f:n:w:c:d:o:g:t:a:h"
 
 static int s_index_of(const char *name)
 {
@@ -295,6 +296,7 @@ static void s_defaults(h_opts_t *o, int argc, char **argv)
     o->dtype = DT_F32;
     o->op = OP_SUM;
     o->check = 1;
+    o->average = 3;
     o->model = "mlp:784-1024-1024-10";
     o->data = "synthetic";
     o->batch = 256;

@@ -41,6 +41,8 @@ typedef struct {
     dtype_t dtype;                    /* --dtype */
     redop_t op;                       /* --op sum|avg */
     int   check;                      /* --check 0|1 (correctness check in bench, default 1) */
+    int   average;                    /* nccl-tests' -a 0|1|2|3 (bench, run): an iteration's time over the workers:
+                                       * rank 0's, the mean, the min, the max (default 3, the slowest) */
     int   ngpus, nthreads;            /* nccl-tests' -g G, -t T (bench; 0: not given): --gpus (-np N or 1) x T x G */
     size_t seg_bytes;                 /* --seg-kb */
     /* train */

@@ -334,6 +334,9 @@ const h_opt_t h_opt_table[] = {
     FN_IN(" bench run explain simulate ", "dtype", s_dtype, dtype, "f32, f16 or bf16", "  --dtype f32|f16|bf16  element type (default f32)\n"),
     FN_IN(" bench run ", "op", s_op, op, "sum or avg", "  --op sum|avg          reduction (default sum)\n"),
     INT_IN(" bench run ", "check", check, 0, 1, "0 or 1", "  --check 0|1           check every result exactly (default 1)\n"),
+    INT_IN(" bench run ", "average", average, 0, 3, "0 (rank 0's), 1 (the mean), 2 (the min) or 3 (the max)",
+        "  -a, --average 0|1|2|3 an iteration's time over the workers, as nccl-tests' -a: rank 0's, the mean, the\n"
+        "                        min or the max (default 3: the slowest; nccl-tests' default is 1); loop_us stays the max\n"),
     /* nccl-tests' -g and -t: a process's threads, each driving G GPUs; here one rank a GPU (h_opts_parse) */
     INT_IN(" bench ", "ngpus", ngpus, 1, 1024, "a GPU count in [1, 1024]",
         "  -g, --ngpus G  -t, --nthreads T   nccl-tests' GPUs a thread and threads a process: --gpus G x T\n"

@@ -56,6 +56,9 @@ static size_t s_check(const void *buf, size_t count, dtype_t dt, int nworkers, r
     return wrong;
 }
 
+/* -a: how an iteration's time is taken over the workers, by its value (JSON "time_ranks" unless 3) */
+static const char *const s_time_ranks[] = {"rank0", "mean", "min", "max"};
+
 static int s_cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -112,10 +115,11 @@ static void s_header(const s_bench_t *B)
     char label[128];
     h_engine_label(label, sizeof label, B->name, impl, B->comm->world - B->cfg.nworkers, (int)engine_counter(&s0, "colocate"));
     const char *note = h_engine_impl_note(label, impl);
-    printf("#\n# syncbench bench: engine %s%s%s%s, %d ranks%s, dtype %s, op %s, transport %s, out-of-place\n", label,
+    printf("#\n# syncbench bench: engine %s%s%s%s, %d ranks%s, dtype %s, op %s, transport %s, out-of-place%s%s\n", label,
            *note ? " (" : "", note, *note ? ")" : "", B->P,
            B->comm->world > B->cfg.nworkers ? " + dedicated servers" : "", dt_name(o->dtype), op_name(o->op),
-           s_transport(B));
+           s_transport(B), o->time_ranks != 3 ? ", time over the workers: " : "",
+           o->time_ranks != 3 ? s_time_ranks[o->time_ranks] : "");
     printf("# %12s %12s %6s %6s %10s %9s %9s %8s %8s\n", "size(B)", "count", "type", "redop", "time(us)", "algbw",
            "busbw", "#wrong", "algo");
     printf("# %12s %12s %6s %6s %10s %9s %9s %8s %8s\n", "", "(elements)", "", "", "", "(GB/s)", "(GB/s)", "", "");
@@ -166,7 +170,7 @@ static int s_time_size(s_bench_t *B, size_t bytes, uint64_t *wrong)
     return 0;
 }
 
-/* *t: per iteration the slowest worker, then the median over iterations (a descheduled iteration on a
+/* *t: per iteration the slowest worker (-a: rank 0, the mean or the fastest instead), then the median over iterations (a descheduled iteration on a
  * busy host moves it little); *loop: the slowest worker's loop time / iterations, each worker from its
  * own loop start to its own end: the steady rate of back-to-back collectives, what a training step
  * sees. The two differ where workers finish an iteration apart (a PS's unevenly served workers): the
@@ -191,9 +195,14 @@ static int s_gather(const s_bench_t *B, double *t, double *loop, uint64_t *wrong
     if (rc == 0) {
         *wrong = 0;
         for (int it = 0; it < iters; it++) {
-            double m = 0;
-            for (int r = 0; r < P; r++) m = fmax(m, all[(size_t)r * per + (size_t)it]);
-            med[it] = m;
+            double m = all[(size_t)it], sum = 0; /* worker 0's */
+            for (int r = 0; r < P; r++) {
+                double x = all[(size_t)r * per + (size_t)it];
+                sum += x;
+                if (B->o->time_ranks == 2) m = fmin(m, x);
+                else if (B->o->time_ranks == 3) m = fmax(m, x);
+            }
+            med[it] = B->o->time_ranks == 1 ? sum / P : m;
         }
         *loop = 0;
         for (int r = 0; r < P; r++) {
@@ -245,6 +254,8 @@ static int s_row(const s_bench_t *B, size_t bytes, double t, double loop, uint64
     free(traffic);
     /* loop_us: the slowest worker's loop / iterations (s_gather), what harness model calibrates with */
     if (body) h_jmerge(body, json_pack("{s:f}", "loop_us", loop));
+    if (body && o->time_ranks != 3) /* -a: a configuration of its own (report never medians it with the max) */
+        h_jmerge(body, json_pack("{s:s}", "time_ranks", s_time_ranks[o->time_ranks]));
     if (body && o->emu.nodes > 0) /* placed on emulated machines (--nodes, --net): the layout is part of the configuration */
         h_jmerge(body, json_pack("{s:i, s:i, s:i}", "nodes", o->emu.nodes, "gpus_per_node", o->emu.gpus_per_node,
                                  "server_nodes", o->emu.server_nodes));

@@ -21,6 +21,7 @@ typedef struct {
     dtype_t dtype;                    /* --dtype */
     redop_t op;                       /* --op */
     int check;                        /* --check: verify every element */
+    int time_ranks;                   /* -a: an iteration's time over the workers: 0 rank 0's, 1 mean, 2 min, 3 max */
     int timeout_s;                    /* --timeout */
     h_emu_cfg_t emu;                  /* the emulated machines the ranks are placed on (emu.nodes > 0) */
     const char *net;                  /* --net: the emulated network (NULL: none) */
