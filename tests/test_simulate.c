@@ -442,3 +442,46 @@ Test(simulate, fabric_spellings)
         cr_expect(strstr(err_detail(), "fattree:R:O"), "%s", err_detail());
     }
 }
+
+/* The stream reduction (h_sim_work_t.min_stream) on a tree: each connection's run of segments goes as its
+ * first, one cut-through stream of the middle (its later pieces' latencies kept as a delay) and its last.
+ * Without latency it is the full replay's time within 1%; at 5 us a hop within 2%; it replays a small share of the
+ * communications. A PS with machine-local aggregation, whose leader forwards each partition to another
+ * server, keeps its pieces one by one (a stream would hold them all until its end). */
+Test(simulate, streaming_a_tree_keeps_its_time, .timeout = 120)
+{
+    s_need_simgrid();
+    sched_env_t env = {.workers = 16, .device = -1, .segmented = 1, .gpus_per_node = 4};
+    sched_t t;
+    cr_assert_eq(tree_sched(NULL, &env, 1 << 22, 4, &t), 0);
+    h_sim_platform_t pl = {.nodes = 4, .gpus_per_node = 4, .inter_bps = 25e9, .intra_bps = H_SIM_INTRA_PCIE3_BPS,
+                           .lat_s = 0, .framing = H_SIM_TCP_FRAMING, .timeout_s = 60};
+    for (int k = 0; k < 2; k++) {
+        pl.lat_s = k ? 5e-6 : 0;
+        h_sim_work_t all = {.nb = 1, .sched = &t, .steps = 2}, st = all;
+        st.min_stream = 4;
+        h_sim_result_t a, m;
+        cr_assert_eq(h_sim_run(&pl, &all, &a), 0, "%s", err_detail());
+        cr_assert_eq(h_sim_run(&pl, &st, &m), 0, "%s", err_detail());
+        cr_expect_eq(a.stream, 1);
+        cr_expect_gt(m.stream, 2, "a run of %d segments in one stream", t.npieces / 2);
+        cr_expect_lt(m.comms, a.comms / 4, "streamed %llu communications, all %llu", (unsigned long long)m.comms,
+                     (unsigned long long)a.comms);
+        double tol = k ? 0.02 : 0.01;
+        cr_expect(fabs(m.time_s - a.time_s) / a.time_s < tol, "lat %.0f us: streamed %.1f us, every piece %.1f us",
+                  pl.lat_s * 1e6, m.time_s * 1e6, a.time_s * 1e6);
+    }
+    sched_free(&t);
+    ps_opts_t po = {.servers = 4, .local_agg = 1};
+    sched_t s;
+    cr_assert_eq(ps_sched(&po, &env, 1 << 22, 4, &s), 0);
+    h_sim_work_t all = {.nb = 1, .sched = &s, .steps = 1}, st = all;
+    st.min_stream = 3;
+    h_sim_result_t a, m;
+    pl.server_nodes = 4;
+    cr_assert_eq(h_sim_run(&pl, &all, &a), 0, "%s", err_detail());
+    cr_assert_eq(h_sim_run(&pl, &st, &m), 0, "%s", err_detail());
+    cr_expect(fabs(m.time_s - a.time_s) / a.time_s < 0.001, "local aggregation: streamed %.1f us, every piece %.1f us",
+              m.time_s * 1e6, a.time_s * 1e6);
+    sched_free(&s);
+}

@@ -417,6 +417,11 @@ const h_opt_t h_opt_table[] = {
      .help = "  --sim-groups G        simulate: replay a ring's steps in at most G merged groups, their latencies kept\n"
              "                        (0: every step; default: every step while a run stays under 4 M\n"
              "                        communications, else 64; its error: results/sim-reduction)\n"},
+    {.name = "sim-streams", .kind = K_INT, .off = F(sim_streams), .lo = 0, .hi = 1 << 20, .want = "0, or a run length >= 3",
+     .modes = " simulate ",
+     .help = "  --sim-streams M       simulate: a tree's or a PS's connection sends a run of >= M like pieces as its first,\n"
+             "                        one cut-through stream of the middle, and its last (0: every piece; default: every\n"
+             "                        piece while a run stays under 400 k communications, else 4; results/sim-reduction)\n"},
     FN("shrink", s_factor, shrink, "a factor >= 1 or auto",
        "  --shrink S|auto       divide every tensor and link rate by S (transfer times unchanged, host load / S;\n"
        "                        default auto: as much as this host needs)\n"),

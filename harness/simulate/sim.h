@@ -50,6 +50,8 @@ typedef struct h_sim_platform {
 #define H_SIM_MAX_STEPS 16
 #define H_SIM_EXACT_COMMS 4000000
 #define H_SIM_AUTO_GROUPS 64
+#define H_SIM_EXACT_FLOW 400000
+#define H_SIM_AUTO_STREAM 4
 typedef struct {
     int nb;
     const sched_t *sched;         /* nb schedules, the same world and workers */
@@ -67,6 +69,12 @@ typedef struct {
                                    * groups (sends of a pair summed; the merged steps' latencies kept as a delay);
                                    * 0: every step replayed as its own; < 0 (auto): every step while the run stays
                                    * under H_SIM_EXACT_COMMS communications, else H_SIM_AUTO_GROUPS groups */
+    int min_stream;               /* the other reduction, for dataflow schedules (a tree's, a PS's): a connection's run
+                                   * of at least this many consecutive transfers of one size and one wait goes as its
+                                   * first, one stream of the middle, and its last; the stream starts once the first
+                                   * piece of each of its inputs has come (cut-through, as the engines pipeline) and
+                                   * its pieces are held when it is in; 0: never; < 0 (auto): never while the run stays
+                                   * under H_SIM_EXACT_FLOW communications, else runs of H_SIM_AUTO_STREAM */
 } h_sim_work_t;
 
 typedef struct {
@@ -79,6 +87,7 @@ typedef struct {
     double   link_util;           /* the busiest link's (a NIC, a GPU's, a leaf's uplink) payload a step over its capacity */
     int      link_is_nic;         /* that link: 1 a machine's NIC, 2 a leaf switch's uplink, 0 a GPU's link to its machine */
     int      merge;               /* the most steps merged into one group (1: none) */
+    int      stream;              /* the most pieces in one stream's middle (1: none) */
     int      machines;            /* GPU machines plus server machines */
 } h_sim_result_t;
 
@@ -94,7 +103,8 @@ int h_sim_available(const char **why);
  * (a platform that cannot hold the schedules' ranks, bad work), ERR_TIMEOUT, ERR_NODEV (no SimGrid), or
  * another code with the child's reason (err_set). */
 int h_sim_run(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_result_t *out);
-/* The allreduce of schedule s alone, every step replayed (h_sim_run of one bucket, one step). */
+/* The allreduce of schedule s alone, every step replayed (h_sim_run of one bucket, one step; a dataflow schedule
+ * of more than H_SIM_EXACT_FLOW transfers in streams, h_sim_work_t.min_stream). */
 int h_sim_collective(const h_sim_platform_t *pl, const sched_t *s, h_sim_result_t *out);
 
 #endif

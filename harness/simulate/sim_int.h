@@ -13,6 +13,13 @@ typedef struct {
     int conn;                     /* dataflow schedules: the connection, by the transfer's op (reductions towards an
                                    * owner and complete values back travel FIFOs of their own, as a PS's pushes and
                                    * pulls do); 0 otherwise */
+    int req;                      /* dataflow sends: the receives of its piece this rank holds before it may go */
+    int npc;                      /* dataflow: the pieces this communication carries (1; > 1: a stream's middle, its
+                                   * pieces listed in h_sim_bplan_t.mp from mp0) */
+    uint32_t mp0;
+    double hop_s;                 /* a stream's middle: its route's latency */
+    double lat_s;                 /* a stream's middle: the latencies of its pieces after the first, which a connection
+                                   * carrying them one at a time pays: both ends wait them once it is in */
     uint64_t bytes;
 } h_sim_entry_t;
 
@@ -25,6 +32,7 @@ typedef struct {
                                    * group's sends. NULL when nothing is merged */
     int ngroups;
     int dataflow, npieces;        /* the schedule's sched_t.dataflow, and its pieces */
+    int *mp;                      /* the pieces of every stream middle (h_sim_entry_t.npc > 1); NULL: none */
 } h_sim_bplan_t;
 
 typedef struct {
@@ -36,6 +44,7 @@ typedef struct {
     int busy_is_nic;              /* h_sim_result_t.link_is_nic */
     int merge;                    /* the most steps in one group */
     int dataflow;                 /* the schedules are dataflow ones (sched_t.dataflow) */
+    int streams;                  /* dataflow: the longest stream middle (pieces in one communication; 1: none) */
 } h_sim_plan_t;
 
 /* The machine rank r is on: workers w on GPU machine w / G; dedicated servers (r >= workers) on machines

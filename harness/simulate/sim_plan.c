@@ -88,7 +88,118 @@ static uint64_t s_shape(const sched_t *s, int k, int *seen_s, int *seen_r, int m
     return h ? h : 1;
 }
 
-static int s_bucket(const h_sim_platform_t *pl, const sched_t *s, int max_groups, h_sim_bplan_t *bp, int *merge)
+/* A dataflow schedule's transfers, by connection (source, destination, op) and then in schedule order. */
+static const sched_t *s_sort_s;
+static int s_conn_cmp(const void *a, const void *b)
+{
+    const sched_xfer_t *x = &s_sort_s->x[*(const size_t *)a], *y = &s_sort_s->x[*(const size_t *)b];
+    if (x->src != y->src) return x->src - y->src;
+    if (x->dst != y->dst) return x->dst - y->dst;
+    if (x->op != y->op) return (int)x->op - (int)y->op;
+    return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
+}
+
+/* The stream reduction (h_sim_work_t.min_stream): on each connection, a run of at least M consecutive
+ * transfers of one size whose sends wait for the same count of receives may go as its first transfer, one
+ * communication of the middle ones (npc pieces, listed in bp->mp) and its last. A middle's pieces are held
+ * only once it is all in, so a run is merged only where its receiver sends none of them on, or sends all of
+ * them on in middles of the same pieces (a tree's next hop, a server's replies): a forward that took the
+ * pieces one by one would otherwise wait for the whole middle. That is settled to a fixed point, as a
+ * middle kept depends on the ones after it. The merged entries after a middle's first are marked dead
+ * (npc 0) for the compaction. sidx/ridx: each transfer's send and receive entry. 0 or ERR_NOMEM. */
+typedef struct {
+    int src, dst, first, live;
+    size_t k0, n;                 /* the middle: ord[k0 .. k0 + n) */
+} s_cand_t;
+
+static int s_cand_cmp(const void *a, const void *b)
+{
+    const s_cand_t *x = a, *y = b;
+    if (x->src != y->src) return x->src - y->src;
+    return x->first - y->first;
+}
+
+static double s_route_lat(const h_sim_platform_t *pl, int workers, int a, int b);
+static int s_streams(const h_sim_platform_t *pl, const sched_t *s, int M, h_sim_bplan_t *bp, const size_t *sidx,
+                     const size_t *ridx, int *longest)
+{
+    size_t nx = 0, nmp = 0, nc = 0, W = (size_t)s->world, np = (size_t)s->npieces;
+    size_t *ord = malloc((s->nx ? s->nx : 1) * sizeof *ord);
+    s_cand_t *c = malloc((s->nx / 3 + 1) * sizeof *c);
+    int *nsend = calloc(W * np + 1, sizeof *nsend);
+    bp->mp = malloc((s->nx ? s->nx : 1) * sizeof *bp->mp);
+    if (!ord || !c || !nsend || !bp->mp) {
+        free(ord), free(c), free(nsend);
+        return err_set(ERR_NOMEM, "simulate: out of memory");
+    }
+    for (size_t i = 0; i < s->nx; i++)
+        if (s->x[i].src != s->x[i].dst) ord[nx++] = i, nsend[(size_t)s->x[i].src * np + (size_t)s->x[i].piece]++;
+    s_sort_s = s;
+    qsort(ord, nx, sizeof *ord, s_conn_cmp);
+    /* the candidates: every connection's runs */
+    for (size_t a = 0; a < nx;) {
+        const sched_xfer_t *x0 = &s->x[ord[a]];
+        const h_sim_entry_t *e0 = &bp->e[sidx[ord[a]]];
+        size_t b = a + 1;
+        while (b < nx) {
+            const sched_xfer_t *y = &s->x[ord[b]];
+            const h_sim_entry_t *f = &bp->e[sidx[ord[b]]];
+            if (y->src != x0->src || y->dst != x0->dst || y->op != x0->op || f->bytes != e0->bytes || f->req != e0->req) break;
+            b++;
+        }
+        if (b - a >= (size_t)M && M >= 3)
+            c[nc++] = (s_cand_t){.src = x0->src, .dst = x0->dst, .first = s->x[ord[a + 1]].piece, .live = 1, .k0 = a + 1,
+                                 .n = b - a - 2};
+        a = b;
+    }
+    qsort(c, nc, sizeof *c, s_cand_cmp);
+    /* keep a middle only while its receiver forwards its pieces in kept middles of the same pieces, or not at all */
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (size_t i = 0; i < nc; i++) {
+            if (!c[i].live) continue;
+            s_cand_t key = {.src = c[i].dst, .first = c[i].first};
+            size_t lo = 0, hi = nc;            /* the first candidate of (receiver, first piece) */
+            while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (s_cand_cmp(&c[mid], &key) < 0) lo = mid + 1;
+                else hi = mid;
+            }
+            int same = 0;
+            for (size_t j = lo; j < nc && c[j].src == key.src && c[j].first == key.first; j++) {
+                int eq = c[j].live && c[j].n == c[i].n;
+                for (size_t k = 0; eq && k < c[i].n; k++) eq = s->x[ord[c[j].k0 + k]].piece == s->x[ord[c[i].k0 + k]].piece;
+                same += eq;
+            }
+            int ok = 1;
+            for (size_t k = 0; ok && k < c[i].n; k++)
+                ok = nsend[(size_t)c[i].dst * np + (size_t)s->x[ord[c[i].k0 + k]].piece] == same;
+            if (!ok) c[i].live = 0, changed = 1;
+        }
+    }
+    for (size_t i = 0; i < nc; i++) {
+        if (c[i].live) {
+            size_t a = c[i].k0, b = a + c[i].n;
+            h_sim_entry_t *hs = &bp->e[sidx[ord[a]]], *hr = &bp->e[ridx[ord[a]]];
+            hs->mp0 = hr->mp0 = (uint32_t)nmp;
+            hs->npc = hr->npc = (int)(b - a);
+            if (hs->npc > *longest) *longest = hs->npc;
+            for (size_t k = a; k < b; k++) {
+                bp->mp[nmp++] = s->x[ord[k]].piece;
+                if (k == a) continue;
+                hs->bytes += bp->e[sidx[ord[k]]].bytes, hr->bytes += bp->e[ridx[ord[k]]].bytes;
+                bp->e[sidx[ord[k]]].npc = bp->e[ridx[ord[k]]].npc = 0;
+            }
+            hs->hop_s = hr->hop_s = s_route_lat(pl, s->workers, c[i].src, c[i].dst);
+            hs->lat_s = hr->lat_s = (hs->npc - 1) * hs->hop_s;
+        }
+    }
+    free(ord), free(c), free(nsend);
+    return 0;
+}
+
+static int s_bucket(const h_sim_platform_t *pl, const sched_t *s, int max_groups, int min_stream, h_sim_bplan_t *bp,
+                    int *merge, int *stream)
 {
     size_t W = (size_t)s->world, n = 0;
     int K = max_groups > 0 && s->nsteps > max_groups ? (s->nsteps + max_groups - 1) / max_groups : 1;
@@ -118,8 +229,10 @@ static int s_bucket(const h_sim_platform_t *pl, const sched_t *s, int max_groups
     bp->delay = merged ? calloc((size_t)bp->ngroups * W, sizeof *bp->delay) : NULL;
     int *from = merged ? malloc((size_t)(K > 1 ? K : 1) * W * sizeof *from) : NULL;
     size_t *at = calloc(W + 1, sizeof *at);
-    if (!bp->e || !bp->first || (merged && (!bp->delay || !from)) || !at) {
-        free(from);
+    int streams = s->dataflow && min_stream >= 3;
+    size_t *sidx = streams ? malloc((s->nx ? s->nx : 1) * 2 * sizeof *sidx) : NULL, *ridx = sidx ? sidx + s->nx : NULL;
+    if (!bp->e || !bp->first || (merged && (!bp->delay || !from)) || !at || (streams && !sidx)) {
+        free(from), free(sidx);
         free(at), free(grp_of);
         return err_set(ERR_NOMEM, "simulate: out of memory for %zu transfers", n);
     }
@@ -133,9 +246,28 @@ static int s_bucket(const h_sim_platform_t *pl, const sched_t *s, int max_groups
             if (x->src == x->dst) continue;
             uint64_t b = sched_xfer_bytes(s, x);
             int conn = s->dataflow ? (int)x->op : 0;
-            bp->e[at[x->src]++] = (h_sim_entry_t){.grp = grp, .peer = x->dst, .send = 1, .piece = x->piece, .conn = conn, .bytes = b};
-            bp->e[at[x->dst]++] = (h_sim_entry_t){.grp = grp, .peer = x->src, .send = 0, .piece = x->piece, .conn = conn, .bytes = b};
+            if (sidx) sidx[i] = at[x->src], ridx[i] = at[x->dst];
+            bp->e[at[x->src]++] = (h_sim_entry_t){.grp = grp, .peer = x->dst, .send = 1, .piece = x->piece, .conn = conn,
+                                                  .npc = 1, .bytes = b};
+            bp->e[at[x->dst]++] = (h_sim_entry_t){.grp = grp, .peer = x->src, .send = 0, .piece = x->piece, .conn = conn,
+                                                  .npc = 1, .bytes = b};
         }
+    }
+    /* a dataflow send waits for the receives of its piece that come before it in its rank's entries */
+    int *held = s->dataflow ? calloc((size_t)s->npieces + 1, sizeof *held) : NULL;
+    int rc = s->dataflow && !held ? err_set(ERR_NOMEM, "simulate: out of memory") : 0;
+    for (size_t r = 0; rc == 0 && held && r < W; r++) {
+        for (size_t i = bp->first[r]; i < bp->first[r + 1]; i++)
+            if (bp->e[i].send) bp->e[i].req = held[bp->e[i].piece];
+            else held[bp->e[i].piece]++;
+        for (size_t i = bp->first[r]; i < bp->first[r + 1]; i++) held[bp->e[i].piece] = 0;
+    }
+    free(held);
+    if (rc == 0 && streams) rc = s_streams(pl, s, min_stream, bp, sidx, ridx, stream);
+    free(sidx);
+    if (rc) {
+        free(from), free(at), free(grp_of);
+        return rc;
     }
     /* a merged group's delays: step by step, rank r's send in the group's last step waits for the chain of
      * receives behind it, one a step, back to the group's first step (a ring's: the links before r) */
@@ -169,7 +301,9 @@ static int s_bucket(const h_sim_platform_t *pl, const sched_t *s, int max_groups
     size_t w = 0;
     for (size_t r = 0; r < W; r++) {
         h_sim_entry_t *a = bp->e + bp->first[r];
-        size_t m = bp->first[r + 1] - bp->first[r], o = s->dataflow ? m : 0;
+        size_t m = bp->first[r + 1] - bp->first[r], o = 0;
+        for (size_t i = 0; i < m && s->dataflow; i++)    /* a dataflow rank's order stays; a stream's middle is one */
+            if (a[i].npc > 0) a[o++] = a[i];
         if (!s->dataflow) qsort(a, m, sizeof *a, s_cmp);
         for (size_t i = 0; i < m && !s->dataflow; i++) {
             if (o && a[o - 1].grp == a[i].grp && a[o - 1].send == a[i].send && a[o - 1].peer == a[i].peer)
@@ -214,15 +348,16 @@ int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *
         h_sim_plan_free(p);
         return err_set(ERR_NOMEM, "simulate: out of memory");
     }
-    int rc = 0, groups = w->max_groups;
-    if (groups < 0) { /* auto: every step when affordable (a transfer a communication at most) */
-        uint64_t nx = 0;
-        for (int b = 0; b < w->nb; b++) nx += w->sched[b].nx;
+    int rc = 0, groups = w->max_groups, stream = w->min_stream;
+    uint64_t nx = 0;
+    for (int b = 0; b < w->nb; b++) nx += w->sched[b].nx;
+    if (groups < 0) /* auto: every step when affordable (a transfer a communication at most) */
         groups = nx * (uint64_t)w->steps <= H_SIM_EXACT_COMMS ? 0 : H_SIM_AUTO_GROUPS;
-    }
+    if (stream < 0) stream = nx * (uint64_t)w->steps <= H_SIM_EXACT_FLOW ? 0 : H_SIM_AUTO_STREAM;
+    p->streams = 1;
     for (int b = 0; b < w->nb && rc == 0; b++) {
         const sched_t *s = &w->sched[b];
-        rc = s_bucket(pl, s, groups, &p->b[b], &p->merge);
+        rc = s_bucket(pl, s, groups, stream, &p->b[b], &p->merge, &p->streams);
         if (rc == 0) p->comms_step += p->b[b].first[p->world] / 2;
         for (size_t i = 0; rc == 0 && i < s->nx; i++) {
             const sched_xfer_t *x = &s->x[i];
@@ -252,7 +387,7 @@ int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *
 
 void h_sim_plan_free(h_sim_plan_t *p)
 {
-    for (int b = 0; p->b && b < p->nb; b++) free(p->b[b].e), free(p->b[b].first), free(p->b[b].delay);
+    for (int b = 0; p->b && b < p->nb; b++) free(p->b[b].e), free(p->b[b].first), free(p->b[b].delay), free(p->b[b].mp);
     free(p->b);
     memset(p, 0, sizeof *p);
 }

@@ -41,6 +41,10 @@ static struct {
     const h_sim_work_t *w;
     const h_sim_platform_t *pl;
     double *end;              /* steps x world: when each rank finished each step; < 0: out of memory */
+    int *early;               /* stream reduction: per rank and piece (world x the buckets' pieces), the receives of the
+                               * piece under way or in, counted over the run (a stream's at its first piece's arrival) */
+    size_t npc;               /* the buckets' pieces in all */
+    struct s_flow **flow;     /* world: each rank's step under way (NULL between steps), to wake its waiters */
 } g;
 
 /* the mailbox of connection conn from src to dst (a dataflow schedule's steps are connections of their own) */
@@ -118,12 +122,14 @@ static int s_bucket(s_rank_t *k, const h_sim_bplan_t *bp, int r)
  * releases the buckets and returns when all are done. 0 or -1 (out of memory). */
 #define S_FLOW_CONNS 4
 typedef struct {
-    int b, piece, peer, conn, req, send;
+    int b, piece, peer, conn, req, send, npc;
+    const int *mp;                /* npc > 1 (a stream's middle): its pieces, numbered in the bucket */
+    double lat_s, hop_s;          /* npc > 1: h_sim_entry_t's */
     uint64_t bytes;
 } s_ftx_t;
 
 typedef struct s_conn s_conn_t;
-typedef struct {
+typedef struct s_flow {
     sg_mutex_t mu;
     sg_cond_t done;               /* the rank's actor: every transfer of the step is done */
     const s_ftx_t *t;
@@ -137,6 +143,9 @@ typedef struct {
     ssize_t wait_rel;             /* the connections waiting for their bucket's release */
     sg_sem_t cpu;                 /* the rank's cores for its reductions (sim.h server_Bps), taken in arrival order;
                                    * NULL: reductions cost nothing */
+    const size_t *poff;           /* per bucket: its first piece in the rank's numbering (every rank's the same) */
+    const int *nrecv;             /* per piece: the receives of it a step (a stream's middle counting each piece) */
+    int step;                     /* the step under way (g.early counts over the run) */
 } s_flow_t;
 
 /* A connection's actor; a send waits on its own condition, registered where it waits (a piece, or the
@@ -158,6 +167,27 @@ static void s_wake(s_flow_t *st, ssize_t *list)
     *list = -1;
 }
 
+/* Rank r's piece pi (its run-wide numbering) is under way or in once more: count it, and wake what waits
+ * for it on that rank. */
+static void s_early(int r, size_t pi)
+{
+    g.early[(size_t)r * g.npc + pi]++;
+    s_flow_t *o = g.flow[r];
+    if (!o) return;
+    sg_mutex_lock(o->mu);
+    s_wake(o, &o->wait_piece[pi]);
+    sg_mutex_unlock(o->mu);
+}
+
+/* whether rank st may send x: its bucket released, and the receives of its piece in (a stream's middle: under
+ * way, its first piece arrived, g.early) */
+static int s_may_send(const s_flow_t *st, const s_ftx_t *x)
+{
+    if (!st->released[x->b]) return 0;
+    if (x->npc <= 1) return st->rcv[x->piece] >= x->req;
+    return g.early[(size_t)st->rank * g.npc + (size_t)x->piece] >= st->step * st->nrecv[x->piece] + x->req;
+}
+
 static void s_conn_actor(int argc, char **argv)
 {
     (void)argc, (void)argv;
@@ -165,11 +195,12 @@ static void s_conn_actor(int argc, char **argv)
     s_flow_t *st = c->st;
     ssize_t me = c - st->conns;
     char name[48];
+    double last_s = 0, last_b = 0;               /* this connection's transfer before: how long it took, its bytes */
     for (ssize_t h = c->first; h >= 0; h = st->nxt[h]) {
         const s_ftx_t *x = &st->t[h];
         if (x->send) {
             sg_mutex_lock(st->mu);
-            while (!st->released[x->b] || st->rcv[x->piece] < x->req) {
+            while (!s_may_send(st, x)) {
                 ssize_t *list = !st->released[x->b] ? &st->wait_rel : &st->wait_piece[x->piece];
                 c->wnext = *list;
                 *list = me;
@@ -177,10 +208,23 @@ static void s_conn_actor(int argc, char **argv)
             }
             sg_mutex_unlock(st->mu);
             s_mb(name, sizeof name, st->rank, x->peer, x->conn);
-            sg_mailbox_put(sg_mailbox_by_name(name), (void *)&g, (long)x->bytes);
+            double t0 = simgrid_get_clock();
+            if (x->npc > 1) {
+                /* a stream's middle: its first piece has arrived when one piece would have (its route's latency and
+                 * the connection's transfer before, scaled to a piece), and the receiver may forward it from then */
+                sg_comm_t cm = sg_mailbox_put_async(sg_mailbox_by_name(name), (void *)&g, (long)x->bytes);
+                double first = last_b > 0 ? x->hop_s + (last_s - x->hop_s) * ((double)x->bytes / x->npc) / last_b : 0;
+                if (first > 0) sg_actor_sleep_for(first);
+                int done = sg_comm_test(cm);
+                s_early(x->peer, x->piece);
+                if (!done) sg_comm_wait(cm);
+            } else sg_mailbox_put(sg_mailbox_by_name(name), (void *)&g, (long)x->bytes);
+            last_s = simgrid_get_clock() - t0, last_b = (double)x->bytes;
+            if (x->npc > 1) sg_actor_sleep_for(x->lat_s); /* its pieces' latencies after the first, as a delay */
         } else {
             s_mb(name, sizeof name, x->peer, st->rank, x->conn);
             sg_mailbox_get(sg_mailbox_by_name(name));
+            if (x->npc > 1) sg_actor_sleep_for(x->lat_s); /* its pieces' latencies after the first, as a delay */
             /* the receiver takes a push from another machine in (ZeroMQ over TCP) and sums it before it holds
              * it; a push inside a machine goes through the PS's shared-memory van and is not charged */
             if (st->cpu && x->conn == SCHED_REDUCE &&
@@ -191,16 +235,18 @@ static void s_conn_actor(int argc, char **argv)
             }
         }
         sg_mutex_lock(st->mu);
-        if (!x->send) {
-            st->rcv[x->piece]++;
-            s_wake(st, &st->wait_piece[x->piece]);
+        for (int k = 0; !x->send && k < (x->npc > 1 ? x->npc : 1); k++) {
+            size_t pi = x->npc > 1 ? st->poff[x->b] + (size_t)x->mp[k] : (size_t)x->piece;
+            st->rcv[pi]++;
+            if (k > 0 || x->npc <= 1) g.early[(size_t)st->rank * g.npc + pi]++; /* a middle's first: counted at its start */
+            s_wake(st, &st->wait_piece[pi]);
         }
         if (--st->left == 0) sg_cond_notify_all(st->done);
         sg_mutex_unlock(st->mu);
     }
 }
 
-static int s_flow(int r, double t0, double f, int worker)
+static int s_flow(int r, int step, double t0, double f, int worker)
 {
     const h_sim_plan_t *p = g.p;
     int W = p->world, nb = p->nb, rc = 0;
@@ -209,12 +255,12 @@ static int s_flow(int r, double t0, double f, int worker)
     if (!nt) return 0;
     s_ftx_t *t = malloc(nt * sizeof *t);
     size_t *poff = calloc((size_t)nb + 1, sizeof *poff);
-    int *rcv = calloc(npc + 1, sizeof *rcv), *seen = calloc(npc + 1, sizeof *seen);
+    int *rcv = calloc(npc + 1, sizeof *rcv), *nrecv = calloc(npc + 1, sizeof *nrecv);
     ssize_t *head = malloc(nk * sizeof *head), *tail = malloc(nk * sizeof *tail), *nxt = malloc(nt * sizeof *nxt);
     char *released = calloc((size_t)nb, 1);
     s_conn_t *conns = malloc(nk * sizeof *conns);
     ssize_t *wait_piece = malloc((npc + 1) * sizeof *wait_piece);
-    if (!t || !poff || !rcv || !seen || !head || !tail || !nxt || !released || !conns || !wait_piece) rc = -1;
+    if (!t || !poff || !rcv || !nrecv || !head || !tail || !nxt || !released || !conns || !wait_piece) rc = -1;
     for (size_t k = 0; rc == 0 && k <= npc; k++) wait_piece[k] = -1;
     size_t n = 0;
     for (size_t k = 0; rc == 0 && k < nk; k++) head[k] = tail[k] = -1;
@@ -226,8 +272,9 @@ static int s_flow(int r, double t0, double f, int worker)
             int conn = e->conn < S_FLOW_CONNS ? e->conn : S_FLOW_CONNS - 1;
             size_t pi = poff[b] + (size_t)e->piece, key = ((size_t)e->peer * S_FLOW_CONNS + (size_t)conn) * 2 + !e->send;
             t[n] = (s_ftx_t){.b = b, .piece = (int)pi, .peer = e->peer, .conn = conn, .send = e->send, .bytes = e->bytes,
-                             .req = e->send ? seen[pi] : 0};
-            if (!e->send) seen[pi]++;
+                             .req = e->send ? e->req : 0, .npc = e->npc, .mp = e->npc > 1 ? bp->mp + e->mp0 : NULL,
+                             .lat_s = e->lat_s, .hop_s = e->hop_s};
+            for (int k = 0; !e->send && k < e->npc; k++) nrecv[e->npc > 1 ? poff[b] + (size_t)bp->mp[e->mp0 + k] : pi]++;
             nxt[n] = -1; /* appended to its connection's queue */
             if (tail[key] >= 0) nxt[tail[key]] = (ssize_t)n;
             else head[key] = (ssize_t)n;
@@ -235,8 +282,9 @@ static int s_flow(int r, double t0, double f, int worker)
         }
     }
     s_flow_t st = {.t = t, .nxt = nxt, .rcv = rcv, .released = released, .left = nt, .rank = r, .conns = conns,
-                   .wait_piece = wait_piece, .wait_rel = -1};
+                   .wait_piece = wait_piece, .wait_rel = -1, .poff = poff, .nrecv = nrecv, .step = step};
     if (rc == 0) {
+        g.flow[r] = &st;
         st.mu = sg_mutex_init();
         st.done = sg_cond_init();
         if (g.w->cpu_reduce && g.pl->server_Bps > 0) st.cpu = sg_sem_init(g.pl->server_cores > 0 ? g.pl->server_cores : 1);
@@ -269,8 +317,9 @@ static int s_flow(int r, double t0, double f, int worker)
         sg_cond_destroy(st.done);
         sg_mutex_destroy(st.mu);
         if (st.cpu) sg_sem_destroy(st.cpu);
+        g.flow[r] = NULL;
     }
-    free(t), free(poff), free(rcv), free(seen), free(head), free(tail), free(nxt), free(released), free(conns), free(wait_piece);
+    free(t), free(poff), free(rcv), free(nrecv), free(head), free(tail), free(nxt), free(released), free(conns), free(wait_piece);
     return rc;
 }
 
@@ -298,7 +347,7 @@ static void s_actor(int argc, char **argv)
     int bad = 0;
     for (int st = 0; st < g.w->steps && !bad; st++) {
         double t0 = simgrid_get_clock();
-        if (g.p->dataflow) bad = s_flow(r, t0, f, worker) < 0;
+        if (g.p->dataflow) bad = s_flow(r, st, t0, f, worker) < 0;
         for (int b = 0; b < g.p->nb && !bad && !g.p->dataflow; b++) {
             if (worker && g.w->ready_s) {
                 double ready = t0 + g.w->ready_s[b] * f, now = simgrid_get_clock();
@@ -386,6 +435,14 @@ static void s_child(int fd, const h_sim_platform_t *pl, const h_sim_plan_t *p, h
     char *args[] = {"simulate", "--cfg=network/latency-factor:1", "--cfg=network/bandwidth-factor:1",
                     "--cfg=network/crosstraffic:0", "--cfg=contexts/guard-size:0", "--log=root.thres:critical", NULL};
     int ac = 6;
+    g.npc = 0;
+    for (int b = 0; b < p->nb; b++) g.npc += (size_t)p->b[b].npieces;
+    g.early = calloc((size_t)p->world * (g.npc + 1), sizeof *g.early);
+    g.flow = calloc((size_t)p->world, sizeof *g.flow);
+    if (!g.early || !g.flow) {
+        dprintf(fd, "!out of memory for the replay's counters");
+        _exit(1);
+    }
     simgrid_init(&ac, args);
     simgrid_load_platform(path);
     unlink(path);
@@ -431,6 +488,7 @@ int h_sim_run(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_result_t 
     out->nic_max_bytes = p.nic_max_bytes;
     out->comms = p.comms_step * (uint64_t)w->steps;
     out->merge = p.merge;
+    out->stream = p.streams;
     out->link_is_nic = p.busy_is_nic;
     g.p = &p;
     g.w = w;
@@ -499,6 +557,6 @@ int h_sim_run(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_result_t 
 
 int h_sim_collective(const h_sim_platform_t *pl, const sched_t *s, h_sim_result_t *out)
 {
-    h_sim_work_t w = {.nb = 1, .sched = s, .steps = 1};
+    h_sim_work_t w = {.nb = 1, .sched = s, .steps = 1, .min_stream = -1};
     return h_sim_run(pl, &w, out);
 }

@@ -98,7 +98,7 @@ static int s_one(const h_simulate_cfg_t *o, const s_conf_t *c, const h_sim_platf
     if (rc == 0) {
         h_sim_work_t w = {.nb = nb, .sched = s, .ready_s = ready, .total_s = total,
                           .update_s = servers_update && P > 1 ? 0 : update, .steps = o->steps, .factor = f,
-                          .max_groups = o->max_groups, .cpu_reduce = servers_update};
+                          .max_groups = o->max_groups, .min_stream = o->min_stream, .cpu_reduce = servers_update};
         rc = h_sim_run(&pl, &w, &r);
     }
     char fab[64];
@@ -108,14 +108,14 @@ static int s_one(const h_simulate_cfg_t *o, const s_conf_t *c, const h_sim_platf
         double sps = (double)P * (double)lb / r.time_s, speedup = sps / one_sps;
         printf("  %-15s %6d %4dx%-4d %9.2f %11.1f %8.2f %6.1f%% %9.1f %5.0f%% %-4s %10llu %3d %7.1f\n", label, P, N, G,
                r.time_s * 1e3, sps, speedup, 100 * speedup / P, (double)r.nic_max_bytes / 1048576.0, 100 * r.link_util,
-               busy, (unsigned long long)r.comms, r.merge, r.wall_s);
+               busy, (unsigned long long)r.comms, r.merge > 1 ? r.merge : r.stream, r.wall_s);
         fflush(stdout);
         if (o->out.json) {
             json_t *each = json_array();
             for (int k = 0; k < r.steps; k++) json_array_append_new(each, json_real(r.step_s[k] * 1e3));
             h_lines_add(lines, json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, "
                                          "s:o, s:f, s:f, s:f, s:I, s:f, s:s, s:I, s:i, s:i, s:f, s:f, s:f, s:f, s:f, "
-                                         "s:s, s:f, s:I, s:s, s:i, s:f, s:f, s:i}",
+                                         "s:s, s:f, s:I, s:s, s:i, s:f, s:f, s:i, s:i}",
                                          "kind", "train", "engine", c->engine, "engine_label", label, "model", wl->name,
                                          "device", dev->name, "gpus", P, "world", s[0].world, "nodes", N,
                                          "gpus_per_node", G, "server_nodes", pl.server_nodes, "batch_per_gpu", (int)lb,
@@ -128,7 +128,7 @@ static int s_one(const h_simulate_cfg_t *o, const s_conf_t *c, const h_sim_platf
                                          "inter_bps", pl.inter_bps, "intra_bps", pl.intra_bps, "lat_us", pl.lat_s * 1e6,
                                          "framing", pl.framing, "spread", kind, "spread_param", param,
                                          "seed", (json_int_t)o->seed, "fabric", fab, "rack", pl.rack,
-                                         "oversub", pl.oversub, "server_Bps", pl.server_Bps, "server_cores", pl.server_cores));
+                                         "oversub", pl.oversub, "server_Bps", pl.server_Bps, "server_cores", pl.server_cores, "stream", r.stream));
         }
     }
     for (int b = 0; b < built; b++) sched_free(&s[b]);
@@ -213,9 +213,16 @@ int h_simulate_train(const h_simulate_cfg_t *o, const h_sim_platform_t *base)
                      H_SIM_AUTO_GROUPS);
         else if (o->max_groups == 0) snprintf(grp, sizeof grp, "every step");
         else snprintf(grp, sizeof grp, "at most %d groups", o->max_groups);
+        char str[96];
+        if (o->min_stream < 0)
+            snprintf(str, sizeof str, "every piece up to %d k communications a run, else runs of %d", H_SIM_EXACT_FLOW / 1000,
+                     H_SIM_AUTO_STREAM);
+        else if (o->min_stream == 0) snprintf(str, sizeof str, "every piece");
+        else snprintf(str, sizeof str, "runs of %d", o->min_stream);
         printf("# one GPU alone: %.1f samples/s; %d steps a run; stragglers: --spread %s (seed %llu); a ring's steps: %s "
-               "(--sim-groups; K: the most steps in a group)\n",
-               one_sps, o->steps, o->spread ? o->spread : S_SPREAD_DEFAULT, (unsigned long long)o->seed, grp);
+               "(--sim-groups; K: the most steps in a group); a tree's or a PS's pieces: %s (--sim-streams; K: the most "
+               "pieces in a stream)\n",
+               one_sps, o->steps, o->spread ? o->spread : S_SPREAD_DEFAULT, (unsigned long long)o->seed, grp, str);
         printf("#  engine            GPUs  NxG     step(ms)   samples/s  speedup   eff.  NIC MiB/step busiest    comms   "
                "K   sim(s)\n");
     }
