@@ -28,10 +28,7 @@ static const char *const s_engine_readers[] = {NULL};
 /* Harness files outside the registry that still name an engine in their code (a string literal that is an
  * engine's name), each with its reason; every other one reads engines through the registry and their
  * declared schedules. */
-static const char *const s_engine_namers[] = {
-    "harness/simulate/sim_check.c", /* fits the host transport's latency from bench lines labelled "ring" (the
-                                     * simulator's room, left to its engineers: issue 35, section 1) */
-};
+static const char *const s_engine_namers[] = {NULL};
 /* Words no harness file outside the registry may use: the communication patterns the registry once gave. */
 static const char *const s_pattern_words[] = {"h_pattern_t", "H_PATTERN_", "h_engine_pattern"};
 

@@ -84,6 +84,8 @@ const engine_ops_t *h_engine_find(const char *name)
     return p >= 0 ? s_peers[p] : h_engine_at(s_index(name));
 }
 
+const char *h_engine_transport_probe(void) { return ring_engine.name; }
+
 int h_engine_has_servers(const char *name)
 {
     const engine_ops_t *e = h_engine_find(name);

@@ -25,6 +25,10 @@ const char *h_engine_impl_note(const char *label, const char *impl);
  * whose placement a label and the emulated cluster say; 0 for unknown names. What an engine's traffic is
  * comes from its declared schedule (h_engine_schedule), never from its name. */
 int h_engine_has_servers(const char *name);
+/* The engine whose collective-alone benches measure the host transport itself (a flat ring: every step one
+ * send and one receive a rank over one link), whose bench lines the simulator's check fits its latency and
+ * shared-memory constants from (harness/simulate/sim_check.c). */
+const char *h_engine_transport_probe(void);
 const char *h_engine_names(void);     /* "ring, tree, ps": the table's names for help and errors */
 /* The engines' own options: one blob per engine of the table, by index (NULL where an engine has none).
  * _init gives every engine its defaults (0 or ERR_NOMEM), _free frees them; option k over all engines'

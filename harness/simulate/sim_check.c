@@ -55,7 +55,7 @@ static void s_fit(const h_jobj_t *objs, size_t n, s_fit_t *f)
         int k = 0;
         for (size_t i = 0; i < n; i++) {
             const h_jobj_t *r = &objs[i];
-            if (strcmp(h_jstr(r, "mode", ""), "bench") || strcmp(h_jstr(r, "engine_label", ""), "ring") ||
+            if (strcmp(h_jstr(r, "mode", ""), "bench") || strcmp(h_jstr(r, "engine_label", ""), h_engine_transport_probe()) ||
                 (int)h_jnum(r, "world", 0) != P || h_jnum(r, "wrong", 0) != 0)
                 continue;
             double x = h_jnum(r, "bytes", 0), y = h_jnum(r, "time_us", 0) * 1e-6;
