@@ -445,9 +445,9 @@ Test(simulate, fabric_spellings)
 
 /* The stream reduction (h_sim_work_t.min_stream) on a tree: each connection's run of segments goes as its
  * first, one cut-through stream of the middle (its later pieces' latencies kept as a delay) and its last.
- * Without latency it is the full replay's time within 1%; at 5 us a hop within 2%; it replays a small share of the
+ * Without latency it is the full replay's time within 1%; at 5 us a hop within 4%; it replays a small share of the
  * communications. A PS with machine-local aggregation, whose leader forwards each partition to another
- * server, keeps its pieces one by one (a stream would hold them all until its end). */
+ * server as it is summed, keeps its time: the stream's pieces are held one by one at the connection's pace. */
 Test(simulate, streaming_a_tree_keeps_its_time, .timeout = 120)
 {
     s_need_simgrid();
@@ -467,12 +467,12 @@ Test(simulate, streaming_a_tree_keeps_its_time, .timeout = 120)
         cr_expect_gt(m.stream, 2, "a run of %d segments in one stream", t.npieces / 2);
         cr_expect_lt(m.comms, a.comms / 4, "streamed %llu communications, all %llu", (unsigned long long)m.comms,
                      (unsigned long long)a.comms);
-        double tol = k ? 0.02 : 0.01;
+        double tol = k ? 0.04 : 0.01; /* the measured errors: results/sim-reduction-streams */
         cr_expect(fabs(m.time_s - a.time_s) / a.time_s < tol, "lat %.0f us: streamed %.1f us, every piece %.1f us",
                   pl.lat_s * 1e6, m.time_s * 1e6, a.time_s * 1e6);
     }
     sched_free(&t);
-    ps_opts_t po = {.servers = 4, .local_agg = 1};
+    ps_opts_t po = {.servers = 4, .local_agg = 1, .partition_bytes = 256 << 10}; /* 16 partitions a server */
     sched_t s;
     cr_assert_eq(ps_sched(&po, &env, 1 << 22, 4, &s), 0);
     h_sim_work_t all = {.nb = 1, .sched = &s, .steps = 1}, st = all;
@@ -481,7 +481,8 @@ Test(simulate, streaming_a_tree_keeps_its_time, .timeout = 120)
     pl.server_nodes = 4;
     cr_assert_eq(h_sim_run(&pl, &all, &a), 0, "%s", err_detail());
     cr_assert_eq(h_sim_run(&pl, &st, &m), 0, "%s", err_detail());
-    cr_expect(fabs(m.time_s - a.time_s) / a.time_s < 0.001, "local aggregation: streamed %.1f us, every piece %.1f us",
+    cr_expect_gt(m.stream, 2, "the local reductions' runs streamed");
+    cr_expect(fabs(m.time_s - a.time_s) / a.time_s < 0.01, "local aggregation: streamed %.1f us, every piece %.1f us",
               m.time_s * 1e6, a.time_s * 1e6);
     sched_free(&s);
 }

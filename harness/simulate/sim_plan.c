@@ -100,43 +100,27 @@ static int s_conn_cmp(const void *a, const void *b)
 }
 
 /* The stream reduction (h_sim_work_t.min_stream): on each connection, a run of at least M consecutive
- * transfers of one size whose sends wait for the same count of receives may go as its first transfer, one
- * communication of the middle ones (npc pieces, listed in bp->mp) and its last. A middle's pieces are held
- * only once it is all in, so a run is merged only where its receiver sends none of them on, or sends all of
- * them on in middles of the same pieces (a tree's next hop, a server's replies): a forward that took the
- * pieces one by one would otherwise wait for the whole middle. That is settled to a fixed point, as a
- * middle kept depends on the ones after it. The merged entries after a middle's first are marked dead
- * (npc 0) for the compaction. sidx/ridx: each transfer's send and receive entry. 0 or ERR_NOMEM. */
-typedef struct {
-    int src, dst, first, live;
-    size_t k0, n;                 /* the middle: ord[k0 .. k0 + n) */
-} s_cand_t;
-
-static int s_cand_cmp(const void *a, const void *b)
-{
-    const s_cand_t *x = a, *y = b;
-    if (x->src != y->src) return x->src - y->src;
-    return x->first - y->first;
-}
-
+ * transfers of one size whose sends wait for the same count of receives goes as its first transfer, one
+ * communication of the middle ones (npc pieces, listed in bp->mp) and its last; the replay makes the
+ * middle's pieces held at the receiver one by one at the connection's pace. A run into a rank whose sums
+ * cost CPU time (cpu: a push across machines to a server, sim.h server_Bps) keeps its pieces, each summed
+ * as it comes. The merged entries after a middle's first are marked dead (npc 0) for the compaction.
+ * sidx/ridx: each transfer's send and receive entry. 0 or ERR_NOMEM. */
 static double s_route_lat(const h_sim_platform_t *pl, int workers, int a, int b);
-static int s_streams(const h_sim_platform_t *pl, const sched_t *s, int M, h_sim_bplan_t *bp, const size_t *sidx,
-                     const size_t *ridx, int *longest)
+static int s_streams(const h_sim_platform_t *pl, const sched_t *s, int M, int cpu, h_sim_bplan_t *bp,
+                     const size_t *sidx, const size_t *ridx, int *longest)
 {
-    size_t nx = 0, nmp = 0, nc = 0, W = (size_t)s->world, np = (size_t)s->npieces;
+    size_t nx = 0, nmp = 0;
     size_t *ord = malloc((s->nx ? s->nx : 1) * sizeof *ord);
-    s_cand_t *c = malloc((s->nx / 3 + 1) * sizeof *c);
-    int *nsend = calloc(W * np + 1, sizeof *nsend);
     bp->mp = malloc((s->nx ? s->nx : 1) * sizeof *bp->mp);
-    if (!ord || !c || !nsend || !bp->mp) {
-        free(ord), free(c), free(nsend);
+    if (!ord || !bp->mp) {
+        free(ord);
         return err_set(ERR_NOMEM, "simulate: out of memory");
     }
     for (size_t i = 0; i < s->nx; i++)
-        if (s->x[i].src != s->x[i].dst) ord[nx++] = i, nsend[(size_t)s->x[i].src * np + (size_t)s->x[i].piece]++;
+        if (s->x[i].src != s->x[i].dst) ord[nx++] = i;
     s_sort_s = s;
     qsort(ord, nx, sizeof *ord, s_conn_cmp);
-    /* the candidates: every connection's runs */
     for (size_t a = 0; a < nx;) {
         const sched_xfer_t *x0 = &s->x[ord[a]];
         const h_sim_entry_t *e0 = &bp->e[sidx[ord[a]]];
@@ -147,58 +131,29 @@ static int s_streams(const h_sim_platform_t *pl, const sched_t *s, int M, h_sim_
             if (y->src != x0->src || y->dst != x0->dst || y->op != x0->op || f->bytes != e0->bytes || f->req != e0->req) break;
             b++;
         }
-        if (b - a >= (size_t)M && M >= 3)
-            c[nc++] = (s_cand_t){.src = x0->src, .dst = x0->dst, .first = s->x[ord[a + 1]].piece, .live = 1, .k0 = a + 1,
-                                 .n = b - a - 2};
-        a = b;
-    }
-    qsort(c, nc, sizeof *c, s_cand_cmp);
-    /* keep a middle only while its receiver forwards its pieces in kept middles of the same pieces, or not at all */
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (size_t i = 0; i < nc; i++) {
-            if (!c[i].live) continue;
-            s_cand_t key = {.src = c[i].dst, .first = c[i].first};
-            size_t lo = 0, hi = nc;            /* the first candidate of (receiver, first piece) */
-            while (lo < hi) {
-                size_t mid = (lo + hi) / 2;
-                if (s_cand_cmp(&c[mid], &key) < 0) lo = mid + 1;
-                else hi = mid;
-            }
-            int same = 0;
-            for (size_t j = lo; j < nc && c[j].src == key.src && c[j].first == key.first; j++) {
-                int eq = c[j].live && c[j].n == c[i].n;
-                for (size_t k = 0; eq && k < c[i].n; k++) eq = s->x[ord[c[j].k0 + k]].piece == s->x[ord[c[i].k0 + k]].piece;
-                same += eq;
-            }
-            int ok = 1;
-            for (size_t k = 0; ok && k < c[i].n; k++)
-                ok = nsend[(size_t)c[i].dst * np + (size_t)s->x[ord[c[i].k0 + k]].piece] == same;
-            if (!ok) c[i].live = 0, changed = 1;
-        }
-    }
-    for (size_t i = 0; i < nc; i++) {
-        if (c[i].live) {
-            size_t a = c[i].k0, b = a + c[i].n;
-            h_sim_entry_t *hs = &bp->e[sidx[ord[a]]], *hr = &bp->e[ridx[ord[a]]];
+        int summed = cpu && x0->op == SCHED_REDUCE &&
+                     h_sim_machine(pl, s->workers, x0->src) != h_sim_machine(pl, s->workers, x0->dst);
+        if (b - a >= (size_t)M && M >= 3 && !summed) { /* a + 1 .. b - 2 become one communication */
+            h_sim_entry_t *hs = &bp->e[sidx[ord[a + 1]]], *hr = &bp->e[ridx[ord[a + 1]]];
             hs->mp0 = hr->mp0 = (uint32_t)nmp;
-            hs->npc = hr->npc = (int)(b - a);
+            hs->npc = hr->npc = (int)(b - a - 2);
             if (hs->npc > *longest) *longest = hs->npc;
-            for (size_t k = a; k < b; k++) {
+            for (size_t k = a + 1; k + 1 < b; k++) {
                 bp->mp[nmp++] = s->x[ord[k]].piece;
-                if (k == a) continue;
+                if (k == a + 1) continue;
                 hs->bytes += bp->e[sidx[ord[k]]].bytes, hr->bytes += bp->e[ridx[ord[k]]].bytes;
                 bp->e[sidx[ord[k]]].npc = bp->e[ridx[ord[k]]].npc = 0;
             }
-            hs->hop_s = hr->hop_s = s_route_lat(pl, s->workers, c[i].src, c[i].dst);
+            hs->hop_s = hr->hop_s = s_route_lat(pl, s->workers, x0->src, x0->dst);
             hs->lat_s = hr->lat_s = (hs->npc - 1) * hs->hop_s;
         }
+        a = b;
     }
-    free(ord), free(c), free(nsend);
+    free(ord);
     return 0;
 }
 
-static int s_bucket(const h_sim_platform_t *pl, const sched_t *s, int max_groups, int min_stream, h_sim_bplan_t *bp,
+static int s_bucket(const h_sim_platform_t *pl, const sched_t *s, int max_groups, int min_stream, int cpu, h_sim_bplan_t *bp,
                     int *merge, int *stream)
 {
     size_t W = (size_t)s->world, n = 0;
@@ -263,7 +218,7 @@ static int s_bucket(const h_sim_platform_t *pl, const sched_t *s, int max_groups
         for (size_t i = bp->first[r]; i < bp->first[r + 1]; i++) held[bp->e[i].piece] = 0;
     }
     free(held);
-    if (rc == 0 && streams) rc = s_streams(pl, s, min_stream, bp, sidx, ridx, stream);
+    if (rc == 0 && streams) rc = s_streams(pl, s, min_stream, cpu, bp, sidx, ridx, stream);
     free(sidx);
     if (rc) {
         free(from), free(at), free(grp_of);
@@ -357,7 +312,7 @@ int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *
     p->streams = 1;
     for (int b = 0; b < w->nb && rc == 0; b++) {
         const sched_t *s = &w->sched[b];
-        rc = s_bucket(pl, s, groups, stream, &p->b[b], &p->merge, &p->streams);
+        rc = s_bucket(pl, s, groups, stream, w->cpu_reduce && pl->server_Bps > 0, &p->b[b], &p->merge, &p->streams);
         if (rc == 0) p->comms_step += p->b[b].first[p->world] / 2;
         for (size_t i = 0; rc == 0 && i < s->nx; i++) {
             const sched_xfer_t *x = &s->x[i];

@@ -41,8 +41,8 @@ static struct {
     const h_sim_work_t *w;
     const h_sim_platform_t *pl;
     double *end;              /* steps x world: when each rank finished each step; < 0: out of memory */
-    int *early;               /* stream reduction: per rank and piece (world x the buckets' pieces), the receives of the
-                               * piece under way or in, counted over the run (a stream's at its first piece's arrival) */
+    int *held;                /* dataflow: per rank and piece (world x the buckets' pieces), the receives of the piece
+                               * the rank holds, counted over the run (a stream's middle's pieces one by one) */
     size_t npc;               /* the buckets' pieces in all */
     struct s_flow **flow;     /* world: each rank's step under way (NULL between steps), to wake its waiters */
 } g;
@@ -134,7 +134,6 @@ typedef struct s_flow {
     sg_cond_t done;               /* the rank's actor: every transfer of the step is done */
     const s_ftx_t *t;
     const ssize_t *nxt;
-    int *rcv;
     char *released;
     size_t left;
     int rank;
@@ -145,7 +144,7 @@ typedef struct s_flow {
                                    * NULL: reductions cost nothing */
     const size_t *poff;           /* per bucket: its first piece in the rank's numbering (every rank's the same) */
     const int *nrecv;             /* per piece: the receives of it a step (a stream's middle counting each piece) */
-    int step;                     /* the step under way (g.early counts over the run) */
+    int step;                     /* the step under way (g.held counts over the run) */
 } s_flow_t;
 
 /* A connection's actor; a send waits on its own condition, registered where it waits (a piece, or the
@@ -167,11 +166,12 @@ static void s_wake(s_flow_t *st, ssize_t *list)
     *list = -1;
 }
 
-/* Rank r's piece pi (its run-wide numbering) is under way or in once more: count it, and wake what waits
- * for it on that rank. */
-static void s_early(int r, size_t pi)
+/* Rank r holds one more receive of its piece pi (the run's numbering): count it, and wake what waits for it
+ * on that rank (its step under way; a rank between steps counts it for the next: every rank of an allreduce
+ * finishes a step only once every rank's inputs of it are in, so a count is never taken for another step's). */
+static void s_hold(int r, size_t pi)
 {
-    g.early[(size_t)r * g.npc + pi]++;
+    g.held[(size_t)r * g.npc + pi]++;
     s_flow_t *o = g.flow[r];
     if (!o) return;
     sg_mutex_lock(o->mu);
@@ -179,13 +179,11 @@ static void s_early(int r, size_t pi)
     sg_mutex_unlock(o->mu);
 }
 
-/* whether rank st may send x: its bucket released, and the receives of its piece in (a stream's middle: under
- * way, its first piece arrived, g.early) */
+/* whether rank st may send x: its bucket released, and the receives of its piece before it held */
 static int s_may_send(const s_flow_t *st, const s_ftx_t *x)
 {
-    if (!st->released[x->b]) return 0;
-    if (x->npc <= 1) return st->rcv[x->piece] >= x->req;
-    return g.early[(size_t)st->rank * g.npc + (size_t)x->piece] >= st->step * st->nrecv[x->piece] + x->req;
+    return st->released[x->b] &&
+           g.held[(size_t)st->rank * g.npc + (size_t)x->piece] >= st->step * st->nrecv[x->piece] + x->req;
 }
 
 static void s_conn_actor(int argc, char **argv)
@@ -210,17 +208,26 @@ static void s_conn_actor(int argc, char **argv)
             s_mb(name, sizeof name, st->rank, x->peer, x->conn);
             double t0 = simgrid_get_clock();
             if (x->npc > 1) {
-                /* a stream's middle: its first piece has arrived when one piece would have (its route's latency and
-                 * the connection's transfer before, scaled to a piece), and the receiver may forward it from then */
+                /* a stream's middle: the receiver holds its pieces one by one at the connection's pace (its route's
+                 * latency and the piece before's time scaled to a piece), and may forward each from then, until the
+                 * stream is in; the rest, and its last, once its pieces' latencies after the first have passed */
                 sg_comm_t cm = sg_mailbox_put_async(sg_mailbox_by_name(name), (void *)&g, (long)x->bytes);
-                double first = last_b > 0 ? x->hop_s + (last_s - x->hop_s) * ((double)x->bytes / x->npc) / last_b : 0;
-                if (first > 0) sg_actor_sleep_for(first);
-                int done = sg_comm_test(cm);
-                s_early(x->peer, x->piece);
-                if (!done) sg_comm_wait(cm);
-            } else sg_mailbox_put(sg_mailbox_by_name(name), (void *)&g, (long)x->bytes);
-            last_s = simgrid_get_clock() - t0, last_b = (double)x->bytes;
-            if (x->npc > 1) sg_actor_sleep_for(x->lat_s); /* its pieces' latencies after the first, as a delay */
+                double per = last_b > 0 ? x->hop_s + (last_s - x->hop_s) * ((double)x->bytes / x->npc) / last_b : 0;
+                int k = 0, in = 0;
+                for (; k + 1 < x->npc && !in; k++) {
+                    double at = t0 + (k + 1) * per;
+                    if (at > simgrid_get_clock()) sg_actor_sleep_until(at);
+                    if ((in = sg_comm_test(cm))) break;
+                    s_hold(x->peer, st->poff[x->b] + (size_t)x->mp[k]);
+                }
+                if (!in) sg_comm_wait(cm);
+                last_s = simgrid_get_clock() - t0, last_b = (double)x->bytes;
+                sg_actor_sleep_for(x->lat_s);
+                for (; k < x->npc; k++) s_hold(x->peer, st->poff[x->b] + (size_t)x->mp[k]);
+            } else {
+                sg_mailbox_put(sg_mailbox_by_name(name), (void *)&g, (long)x->bytes);
+                last_s = simgrid_get_clock() - t0, last_b = (double)x->bytes;
+            }
         } else {
             s_mb(name, sizeof name, x->peer, st->rank, x->conn);
             sg_mailbox_get(sg_mailbox_by_name(name));
@@ -235,11 +242,9 @@ static void s_conn_actor(int argc, char **argv)
             }
         }
         sg_mutex_lock(st->mu);
-        for (int k = 0; !x->send && k < (x->npc > 1 ? x->npc : 1); k++) {
-            size_t pi = x->npc > 1 ? st->poff[x->b] + (size_t)x->mp[k] : (size_t)x->piece;
-            st->rcv[pi]++;
-            if (k > 0 || x->npc <= 1) g.early[(size_t)st->rank * g.npc + pi]++; /* a middle's first: counted at its start */
-            s_wake(st, &st->wait_piece[pi]);
+        if (!x->send && x->npc <= 1) {            /* a middle's pieces: held by its sender's pace (above) */
+            g.held[(size_t)st->rank * g.npc + (size_t)x->piece]++;
+            s_wake(st, &st->wait_piece[x->piece]);
         }
         if (--st->left == 0) sg_cond_notify_all(st->done);
         sg_mutex_unlock(st->mu);
@@ -255,12 +260,12 @@ static int s_flow(int r, int step, double t0, double f, int worker)
     if (!nt) return 0;
     s_ftx_t *t = malloc(nt * sizeof *t);
     size_t *poff = calloc((size_t)nb + 1, sizeof *poff);
-    int *rcv = calloc(npc + 1, sizeof *rcv), *nrecv = calloc(npc + 1, sizeof *nrecv);
+    int *nrecv = calloc(npc + 1, sizeof *nrecv);
     ssize_t *head = malloc(nk * sizeof *head), *tail = malloc(nk * sizeof *tail), *nxt = malloc(nt * sizeof *nxt);
     char *released = calloc((size_t)nb, 1);
     s_conn_t *conns = malloc(nk * sizeof *conns);
     ssize_t *wait_piece = malloc((npc + 1) * sizeof *wait_piece);
-    if (!t || !poff || !rcv || !nrecv || !head || !tail || !nxt || !released || !conns || !wait_piece) rc = -1;
+    if (!t || !poff || !nrecv || !head || !tail || !nxt || !released || !conns || !wait_piece) rc = -1;
     for (size_t k = 0; rc == 0 && k <= npc; k++) wait_piece[k] = -1;
     size_t n = 0;
     for (size_t k = 0; rc == 0 && k < nk; k++) head[k] = tail[k] = -1;
@@ -281,7 +286,7 @@ static int s_flow(int r, int step, double t0, double f, int worker)
             tail[key] = (ssize_t)n;
         }
     }
-    s_flow_t st = {.t = t, .nxt = nxt, .rcv = rcv, .released = released, .left = nt, .rank = r, .conns = conns,
+    s_flow_t st = {.t = t, .nxt = nxt, .released = released, .left = nt, .rank = r, .conns = conns,
                    .wait_piece = wait_piece, .wait_rel = -1, .poff = poff, .nrecv = nrecv, .step = step};
     if (rc == 0) {
         g.flow[r] = &st;
@@ -319,7 +324,7 @@ static int s_flow(int r, int step, double t0, double f, int worker)
         if (st.cpu) sg_sem_destroy(st.cpu);
         g.flow[r] = NULL;
     }
-    free(t), free(poff), free(rcv), free(nrecv), free(head), free(tail), free(nxt), free(released), free(conns), free(wait_piece);
+    free(t), free(poff), free(nrecv), free(head), free(tail), free(nxt), free(released), free(conns), free(wait_piece);
     return rc;
 }
 
@@ -437,9 +442,9 @@ static void s_child(int fd, const h_sim_platform_t *pl, const h_sim_plan_t *p, h
     int ac = 6;
     g.npc = 0;
     for (int b = 0; b < p->nb; b++) g.npc += (size_t)p->b[b].npieces;
-    g.early = calloc((size_t)p->world * (g.npc + 1), sizeof *g.early);
+    g.held = calloc((size_t)p->world * (g.npc + 1), sizeof *g.held);
     g.flow = calloc((size_t)p->world, sizeof *g.flow);
-    if (!g.early || !g.flow) {
+    if (!g.held || !g.flow) {
         dprintf(fd, "!out of memory for the replay's counters");
         _exit(1);
     }
