@@ -44,6 +44,8 @@ static struct {
     int *held;                /* dataflow: per rank and piece (world x the buckets' pieces), the receives of the piece
                                * the rank holds, counted over the run (a stream's middle's pieces one by one) */
     size_t npc;               /* the buckets' pieces in all */
+    char *need;               /* per rank and piece: 1 where the rank sends the piece on by itself (a transfer of it
+                               * alone, or the first of a stream), so a stream into it holds it as it comes */
     struct s_flow **flow;     /* world: each rank's step under way (NULL between steps), to wake its waiters */
 } g;
 
@@ -214,16 +216,22 @@ static void s_conn_actor(int argc, char **argv)
                 sg_comm_t cm = sg_mailbox_put_async(sg_mailbox_by_name(name), (void *)&g, (long)x->bytes);
                 double per = last_b > 0 ? x->hop_s + (last_s - x->hop_s) * ((double)x->bytes / x->npc) / last_b : 0;
                 int k = 0, in = 0;
+                const char *need = g.need + (size_t)x->peer * g.npc;
                 for (; k + 1 < x->npc && !in; k++) {
+                    size_t pi = st->poff[x->b] + (size_t)x->mp[k];
+                    if (!need[pi]) continue;     /* nothing there sends it on by itself: held at the end */
                     double at = t0 + (k + 1) * per;
                     if (at > simgrid_get_clock()) sg_actor_sleep_until(at);
                     if ((in = sg_comm_test(cm))) break;
-                    s_hold(x->peer, st->poff[x->b] + (size_t)x->mp[k]);
+                    s_hold(x->peer, pi);
                 }
                 if (!in) sg_comm_wait(cm);
                 last_s = simgrid_get_clock() - t0, last_b = (double)x->bytes;
                 sg_actor_sleep_for(x->lat_s);
-                for (; k < x->npc; k++) s_hold(x->peer, st->poff[x->b] + (size_t)x->mp[k]);
+                for (int j = 0; j < x->npc; j++) {
+                    size_t pi = st->poff[x->b] + (size_t)x->mp[j];
+                    if (j >= k || !need[pi]) s_hold(x->peer, pi);
+                }
             } else {
                 sg_mailbox_put(sg_mailbox_by_name(name), (void *)&g, (long)x->bytes);
                 last_s = simgrid_get_clock() - t0, last_b = (double)x->bytes;
@@ -443,8 +451,13 @@ static void s_child(int fd, const h_sim_platform_t *pl, const h_sim_plan_t *p, h
     g.npc = 0;
     for (int b = 0; b < p->nb; b++) g.npc += (size_t)p->b[b].npieces;
     g.held = calloc((size_t)p->world * (g.npc + 1), sizeof *g.held);
+    g.need = calloc((size_t)p->world * (g.npc + 1), 1);
     g.flow = calloc((size_t)p->world, sizeof *g.flow);
-    if (!g.held || !g.flow) {
+    for (size_t b = 0, off = 0; g.need && b < (size_t)p->nb; off += (size_t)p->b[b].npieces, b++)
+        for (int r = 0; r < p->world; r++)
+            for (size_t i = p->b[b].first[r]; i < p->b[b].first[r + 1]; i++)
+                if (p->b[b].e[i].send) g.need[(size_t)r * g.npc + off + (size_t)p->b[b].e[i].piece] = 1;
+    if (!g.held || !g.need || !g.flow) {
         dprintf(fd, "!out of memory for the replay's counters");
         _exit(1);
     }
