@@ -70,6 +70,10 @@ typedef struct {
                            * the complete, updated piece (SCHED_STORE) once those pushes are in, whatever the other
                            * pieces do: a piece's replies follow its own pushes, and the optimizer runs at the
                            * owners, not on the workers; 0: the pieces are reduced along the steps (an allreduce) */
+    int    stale;         /* owners: how far an owner's answer to a rank may run ahead of the pushes of the others, in
+                           * rounds (collectives of the same pieces, a training run's steps): 0, none (every rank's
+                           * push of this round is in: sync); k > 0, the others' pushes of k rounds before (SSP's
+                           * bound); < 0, unbounded (async: the answer follows the rank's own push) */
     int    bad;           /* out of memory while building: sched_done reports it */
     int    cap_p, cap_s;
     size_t cap_x;

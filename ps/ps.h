@@ -47,7 +47,7 @@ int  ps_in_sync(const void *opts);
  * when this process runs no server. */
 int ps_server_counters(engine_t *self, uint64_t *early_replies);
 
-/* ps_sched.c: the engine's schedule entry (engine_ops_t.schedule), sync mode: push, then pull. */
+/* ps_sched.c: the engine's schedule entry (engine_ops_t.schedule): push, then pull (async and SSP: sched_t.stale). */
 int ps_sched(const void *opts, const sched_env_t *env, size_t count, size_t esz, sched_t *out);
 
 #endif

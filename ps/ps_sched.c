@@ -1,4 +1,4 @@
-/* ps_sched.c: the parameter server's schedule as data (core/sched.h), sync mode: the buffer's
+/* ps_sched.c: the parameter server's schedule as data (core/sched.h): the buffer's
  * partitions (ps_layout_init, partition k on server k mod S); every worker pushes every partition to its
  * server, which sums it, then answers every worker with the complete partition. Dedicated servers are
  * ranks P .. P + S - 1; colocated, server s is a thread inside worker s (its own worker's push and pull
@@ -6,7 +6,8 @@
  * worker w on machine w / G, its leader the machine's first rank): the machine's workers send every
  * partition to the leader, which sums; the leaders push; the servers answer the leaders; each leader hands
  * the result to its workers (ps_local.c). Colocated, server s is then inside machine s's leader. A dataflow
- * schedule: each partition moves on as soon as it can, as the engine's per-partition rounds do. */
+ * schedule: each partition moves on as soon as it can, as the engine's per-partition rounds do. The same
+ * transfers in every mode; async and SSP change only when a server answers (sched_t.stale). */
 #include "ps/ps.h"
 #include "ps/ps_proto.h"
 #include "core/sched.h"
@@ -23,6 +24,9 @@ int ps_sched(const void *opts, const sched_env_t *env, size_t count, size_t esz,
     sched_init(s, coloc ? P : P + S, P, count, esz, "ps");
     s->dataflow = 1; /* a server answers a partition once its pushes are in, while the others still arrive */
     s->owners = 1;   /* partition k's owner is its server, which sums the pushes, updates and answers */
+    /* when it answers (ps_server_apply.c): sync, once every worker's push of the round is in; SSP:k, once every
+     * worker has pushed the round k before; async, at once (after the asking worker's own push) */
+    s->stale = !po || po->mode == PS_SYNC ? 0 : po->mode == PS_ASYNC ? -1 : po->ssp_k;
     if (G > 1)
         snprintf(s->about, sizeof s->about,
                  "parameter server with machine-local aggregation: %d machines of %d workers; the workers of a machine "

@@ -486,3 +486,47 @@ Test(simulate, streaming_a_tree_keeps_its_time, .timeout = 120)
               m.time_s * 1e6, a.time_s * 1e6);
     sched_free(&s);
 }
+
+/* The PS's async and SSP modes (sched_t.stale): a server answers a worker's pull once that worker's own push
+ * is in (async) or once every worker has pushed the step stale steps before (SSP), so with a straggler the
+ * other workers train on: SSP:0 is sync, SSP:1 trains faster, async fastest; colocated servers are refused
+ * (a worker's push to its own server is no transfer to count). */
+Test(simulate, async_and_ssp_answer_ahead, .timeout = 60)
+{
+    s_need_simgrid();
+    const int P = 4;
+    sched_env_t env = {.workers = P, .device = -1};
+    const char *mode[] = {"sync", "ssp:0", "ssp:1", "async"};
+    double t[4], ready[2] = {0.02, 0.05}, f[4] = {1, 1, 1.6, 1};
+    h_sim_platform_t pl = {.nodes = P, .gpus_per_node = 1, .server_nodes = 1, .inter_bps = 10e9, .intra_bps = 100e9,
+                           .lat_s = 5e-6, .framing = 1, .timeout_s = 60};
+    for (int m = 0; m < 4; m++) {
+        ps_opts_t po;
+        ps_opts_init(&po);
+        po.servers = 1;
+        cr_assert_eq(ps_opt_set(&po, "ps-mode", mode[m]), 0, "%s", err_detail());
+        sched_t s[2];
+        cr_assert_eq(ps_sched(&po, &env, 1 << 20, 4, &s[0]), 0);
+        cr_assert_eq(ps_sched(&po, &env, 1 << 20, 4, &s[1]), 0);
+        h_sim_work_t w = {.nb = 2, .sched = s, .ready_s = ready, .total_s = 0.05, .steps = 6, .factor = f};
+        h_sim_result_t r;
+        cr_assert_eq(h_sim_run(&pl, &w, &r), 0, "%s: %s", mode[m], err_detail());
+        t[m] = r.time_s;
+        sched_free(&s[0]);
+        sched_free(&s[1]);
+    }
+    cr_expect(fabs(t[1] - t[0]) < 1e-9, "ssp:0 %.3f ms, sync %.3f ms", t[1] * 1e3, t[0] * 1e3);
+    cr_expect_lt(t[2], t[0] * 0.97, "ssp:1 %.3f ms, sync %.3f ms", t[2] * 1e3, t[0] * 1e3);
+    cr_expect_lt(t[3], t[2] * 0.97, "async %.3f ms, ssp:1 %.3f ms", t[3] * 1e3, t[2] * 1e3);
+    cr_expect_gt(t[3], 0.05, "async %.3f ms: no worker computes faster than its backward", t[3] * 1e3);
+    ps_opts_t po;
+    ps_opts_init(&po);
+    po.colocate = 1;
+    cr_assert_eq(ps_opt_set(&po, "ps-mode", "async"), 0);
+    sched_t s;
+    cr_assert_eq(ps_sched(&po, &env, 1 << 20, 4, &s), 0);
+    h_sim_work_t w = {.nb = 1, .sched = &s, .steps = 2};
+    h_sim_result_t r;
+    cr_expect_eq(h_sim_run(&pl, &w, &r), ERR_INVAL, "colocated async is refused, not simulated wrongly");
+    sched_free(&s);
+}

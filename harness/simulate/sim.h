@@ -78,7 +78,9 @@ typedef struct {
 } h_sim_work_t;
 
 typedef struct {
-    double   time_s;              /* the mean simulated step (the collective alone: its time) */
+    double   time_s;              /* the mean simulated step (the collective alone: its time); workers that do not wait
+                                   * for each other (a PS's async and SSP modes): workers / the sum of each one's steps
+                                   * a second, the step of the rate they train at together */
     double   step_s[H_SIM_MAX_STEPS]; /* each step: the last worker's end, from the step before's */
     int      steps;
     double   wall_s;              /* how long simulating took */

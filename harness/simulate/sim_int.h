@@ -45,6 +45,7 @@ typedef struct {
     int merge;                    /* the most steps in one group */
     int dataflow;                 /* the schedules are dataflow ones (sched_t.dataflow) */
     int streams;                  /* dataflow: the longest stream middle (pieces in one communication; 1: none) */
+    int stale;                    /* the schedules' sched_t.stale (owners answering ahead of the others' pushes) */
 } h_sim_plan_t;
 
 /* The machine rank r is on: workers w on GPU machine w / G; dedicated servers (r >= workers) on machines

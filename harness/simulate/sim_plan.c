@@ -131,8 +131,9 @@ static int s_streams(const h_sim_platform_t *pl, const sched_t *s, int M, int cp
             if (y->src != x0->src || y->dst != x0->dst || y->op != x0->op || f->bytes != e0->bytes || f->req != e0->req) break;
             b++;
         }
-        int summed = cpu && x0->op == SCHED_REDUCE &&
-                     h_sim_machine(pl, s->workers, x0->src) != h_sim_machine(pl, s->workers, x0->dst);
+        /* pushes summed at a CPU's rate, or counted one by one by an owner that answers ahead (sched_t.stale) */
+        int summed = x0->op == SCHED_REDUCE &&
+                     ((cpu && h_sim_machine(pl, s->workers, x0->src) != h_sim_machine(pl, s->workers, x0->dst)) || s->stale);
         if (b - a >= (size_t)M && M >= 3 && !summed) { /* a + 1 .. b - 2 become one communication */
             h_sim_entry_t *hs = &bp->e[sidx[ord[a + 1]]], *hr = &bp->e[ridx[ord[a + 1]]];
             hs->mp0 = hr->mp0 = (uint32_t)nmp;
@@ -290,9 +291,14 @@ int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *
     if (!(pl->server_Bps >= 0) || !isfinite(pl->server_Bps) || pl->server_cores < 0)
         return err_set(ERR_INVAL, "simulate: the server rate must be >= 0 (0: infinite) and its cores >= 0");
     for (int b = 1; b < w->nb; b++)
-        if (w->sched[b].world != s0->world || w->sched[b].workers != s0->workers || w->sched[b].dataflow != s0->dataflow)
+        if (w->sched[b].world != s0->world || w->sched[b].workers != s0->workers || w->sched[b].dataflow != s0->dataflow ||
+            w->sched[b].stale != s0->stale)
             return err_set(ERR_INVAL, "simulate: bucket %d's schedule has another world", b);
+    if (s0->stale && (!s0->owners || !s0->dataflow || s0->world == s0->workers))
+        return err_set(ERR_INVAL, "simulate: answers ahead of the pushes (async, SSP) are simulated for dedicated owners (a "
+                                  "PS's server ranks) only: colocated, a worker's push to its own server is no transfer");
     p->world = s0->world, p->workers = s0->workers, p->nb = w->nb, p->merge = 1, p->dataflow = s0->dataflow;
+    p->stale = s0->stale;
     p->machines = pl->nodes + (s0->world > s0->workers && pl->server_nodes > 0 ? pl->server_nodes : 0);
     p->b = calloc((size_t)w->nb, sizeof *p->b);
     int racks = pl->rack > 0 ? (p->machines + pl->rack - 1) / pl->rack : 1;

@@ -47,6 +47,9 @@ static struct {
     char *need;               /* per rank and piece: 1 where the rank sends the piece on by itself (a transfer of it
                                * alone, or the first of a stream), so a stream into it holds it as it comes */
     struct s_flow **flow;     /* world: each rank's step under way (NULL between steps), to wake its waiters */
+    int *pushed;              /* owners answering ahead (h_sim_plan_t.stale): per piece and worker, its pushes in */
+    int *atleast;             /* per piece and count c <= H_SIM_MAX_STEPS: the workers with at least c pushes in */
+    int *pushers;             /* per piece: the workers that push it */
 } g;
 
 /* the mailbox of connection conn from src to dst (a dataflow schedule's steps are connections of their own) */
@@ -127,6 +130,7 @@ typedef struct {
     int b, piece, peer, conn, req, send, npc;
     const int *mp;                /* npc > 1 (a stream's middle): its pieces, numbered in the bucket */
     double lat_s, hop_s;          /* npc > 1: h_sim_entry_t's */
+    int step;                     /* its step (g.held counts over the run) */
     uint64_t bytes;
 } s_ftx_t;
 
@@ -146,7 +150,6 @@ typedef struct s_flow {
                                    * NULL: reductions cost nothing */
     const size_t *poff;           /* per bucket: its first piece in the rank's numbering (every rank's the same) */
     const int *nrecv;             /* per piece: the receives of it a step (a stream's middle counting each piece) */
-    int step;                     /* the step under way (g.held counts over the run) */
 } s_flow_t;
 
 /* A connection's actor; a send waits on its own condition, registered where it waits (a piece, or the
@@ -181,11 +184,19 @@ static void s_hold(int r, size_t pi)
     sg_mutex_unlock(o->mu);
 }
 
-/* whether rank st may send x: its bucket released, and the receives of its piece before it held */
+/* whether rank st may send x: its bucket released, and the receives of its piece before it held; an owner's
+ * answer ahead of the pushes (sched_t.stale): the asking rank's own push of this step in, and (SSP) every
+ * rank's push of the step stale steps before */
 static int s_may_send(const s_flow_t *st, const s_ftx_t *x)
 {
-    return st->released[x->b] &&
-           g.held[(size_t)st->rank * g.npc + (size_t)x->piece] >= st->step * st->nrecv[x->piece] + x->req;
+    if (!st->released[x->b]) return 0;
+    if (g.p->stale && x->conn == SCHED_STORE && st->rank >= g.p->workers) {
+        const int *c = g.pushed + (size_t)x->piece * (size_t)g.p->workers;
+        int need = x->step + 1 - g.p->stale;
+        return c[x->peer] >= x->step + 1 &&
+               (g.p->stale < 0 || need <= 0 || g.atleast[(size_t)x->piece * (H_SIM_MAX_STEPS + 1) + (size_t)need] >= g.pushers[x->piece]);
+    }
+    return g.held[(size_t)st->rank * g.npc + (size_t)x->piece] >= x->step * st->nrecv[x->piece] + x->req;
 }
 
 static void s_conn_actor(int argc, char **argv)
@@ -252,6 +263,10 @@ static void s_conn_actor(int argc, char **argv)
         sg_mutex_lock(st->mu);
         if (!x->send && x->npc <= 1) {            /* a middle's pieces: held by its sender's pace (above) */
             g.held[(size_t)st->rank * g.npc + (size_t)x->piece]++;
+            if (g.p->stale && x->conn == SCHED_REDUCE && st->rank >= g.p->workers && x->peer < g.p->workers) {
+                int c = ++g.pushed[(size_t)x->piece * (size_t)g.p->workers + (size_t)x->peer]; /* its pushes so far */
+                if (c <= H_SIM_MAX_STEPS) g.atleast[(size_t)x->piece * (H_SIM_MAX_STEPS + 1) + (size_t)c]++;
+            }
             s_wake(st, &st->wait_piece[x->piece]);
         }
         if (--st->left == 0) sg_cond_notify_all(st->done);
@@ -259,12 +274,13 @@ static void s_conn_actor(int argc, char **argv)
     }
 }
 
-static int s_flow(int r, int step, double t0, double f, int worker)
+static int s_flow(int r, int step, int nsteps, double t0, double f, int worker)
 {
     const h_sim_plan_t *p = g.p;
     int W = p->world, nb = p->nb, rc = 0;
     size_t nt = 0, npc = 0, nk = (size_t)W * S_FLOW_CONNS * 2;
     for (int b = 0; b < nb; b++) nt += p->b[b].first[r + 1] - p->b[b].first[r], npc += (size_t)p->b[b].npieces;
+    nt *= (size_t)nsteps;
     if (!nt) return 0;
     s_ftx_t *t = malloc(nt * sizeof *t);
     size_t *poff = calloc((size_t)nb + 1, sizeof *poff);
@@ -277,17 +293,17 @@ static int s_flow(int r, int step, double t0, double f, int worker)
     for (size_t k = 0; rc == 0 && k <= npc; k++) wait_piece[k] = -1;
     size_t n = 0;
     for (size_t k = 0; rc == 0 && k < nk; k++) head[k] = tail[k] = -1;
-    for (int b = 0; rc == 0 && b < nb; b++) {
+    for (int b = 0; rc == 0 && b < nb; b++) poff[b + 1] = poff[b] + (size_t)p->b[b].npieces;
+    for (int sk = 0, b = 0; rc == 0 && sk < nsteps; b = (b + 1) % nb, sk += b == 0) {
         const h_sim_bplan_t *bp = &p->b[b];
-        poff[b + 1] = poff[b] + (size_t)bp->npieces;
         for (size_t i = bp->first[r]; i < bp->first[r + 1]; i++, n++) {
             const h_sim_entry_t *e = &bp->e[i];
             int conn = e->conn < S_FLOW_CONNS ? e->conn : S_FLOW_CONNS - 1;
             size_t pi = poff[b] + (size_t)e->piece, key = ((size_t)e->peer * S_FLOW_CONNS + (size_t)conn) * 2 + !e->send;
             t[n] = (s_ftx_t){.b = b, .piece = (int)pi, .peer = e->peer, .conn = conn, .send = e->send, .bytes = e->bytes,
                              .req = e->send ? e->req : 0, .npc = e->npc, .mp = e->npc > 1 ? bp->mp + e->mp0 : NULL,
-                             .lat_s = e->lat_s, .hop_s = e->hop_s};
-            for (int k = 0; !e->send && k < e->npc; k++) nrecv[e->npc > 1 ? poff[b] + (size_t)bp->mp[e->mp0 + k] : pi]++;
+                             .lat_s = e->lat_s, .hop_s = e->hop_s, .step = step + sk};
+            for (int k = 0; !e->send && sk == 0 && k < e->npc; k++) nrecv[e->npc > 1 ? poff[b] + (size_t)bp->mp[e->mp0 + k] : pi]++;
             nxt[n] = -1; /* appended to its connection's queue */
             if (tail[key] >= 0) nxt[tail[key]] = (ssize_t)n;
             else head[key] = (ssize_t)n;
@@ -295,7 +311,7 @@ static int s_flow(int r, int step, double t0, double f, int worker)
         }
     }
     s_flow_t st = {.t = t, .nxt = nxt, .released = released, .left = nt, .rank = r, .conns = conns,
-                   .wait_piece = wait_piece, .wait_rel = -1, .poff = poff, .nrecv = nrecv, .step = step};
+                   .wait_piece = wait_piece, .wait_rel = -1, .poff = poff, .nrecv = nrecv};
     if (rc == 0) {
         g.flow[r] = &st;
         st.mu = sg_mutex_init();
@@ -360,7 +376,10 @@ static void s_actor(int argc, char **argv)
     int bad = 0;
     for (int st = 0; st < g.w->steps && !bad; st++) {
         double t0 = simgrid_get_clock();
-        if (g.p->dataflow) bad = s_flow(r, st, t0, f, worker) < 0;
+        /* an owner answering ahead of the pushes replays every step at once: its answers to one rank do not wait
+         * for the others' step to end */
+        if (g.p->dataflow && (worker || !g.p->stale)) bad = s_flow(r, st, 1, t0, f, worker) < 0;
+        else if (g.p->dataflow && st == 0) bad = s_flow(r, 0, g.w->steps, t0, f, worker) < 0;
         for (int b = 0; b < g.p->nb && !bad && !g.p->dataflow; b++) {
             if (worker && g.w->ready_s) {
                 double ready = t0 + g.w->ready_s[b] * f, now = simgrid_get_clock();
@@ -457,6 +476,20 @@ static void s_child(int fd, const h_sim_platform_t *pl, const h_sim_plan_t *p, h
         for (int r = 0; r < p->world; r++)
             for (size_t i = p->b[b].first[r]; i < p->b[b].first[r + 1]; i++)
                 if (p->b[b].e[i].send) g.need[(size_t)r * g.npc + off + (size_t)p->b[b].e[i].piece] = 1;
+    if (p->stale) {
+        g.pushed = calloc(g.npc * (size_t)p->workers + 1, sizeof *g.pushed);
+        g.atleast = calloc(g.npc * (H_SIM_MAX_STEPS + 1) + 1, sizeof *g.atleast);
+        g.pushers = calloc(g.npc + 1, sizeof *g.pushers);
+        for (size_t b = 0, off = 0; g.pushers && b < (size_t)p->nb; off += (size_t)p->b[b].npieces, b++)
+            for (int r = 0; r < p->workers; r++)
+                for (size_t i = p->b[b].first[r]; i < p->b[b].first[r + 1]; i++)
+                    if (p->b[b].e[i].send && p->b[b].e[i].conn == SCHED_REDUCE && p->b[b].e[i].peer >= p->workers)
+                        g.pushers[off + (size_t)p->b[b].e[i].piece]++;
+        if (!g.pushed || !g.atleast || !g.pushers) {
+            dprintf(fd, "!out of memory for the replay's counters");
+            _exit(1);
+        }
+    }
     if (!g.held || !g.need || !g.flow) {
         dprintf(fd, "!out of memory for the replay's counters");
         _exit(1);
@@ -490,6 +523,14 @@ static void s_child(int fd, const h_sim_platform_t *pl, const h_sim_plan_t *p, h
     }
     res->steps = g.w->steps;
     res->time_s = sum / g.w->steps;
+    if (p->stale) { /* workers that do not wait for each other: the step of the rate they train at together */
+        double rate = 0;
+        for (int r = 0; r < p->workers; r++) {
+            double e = g.end[(size_t)(g.w->steps - 1) * p->world + r];
+            if (e > 0) rate += g.w->steps / e;
+        }
+        if (rate > 0) res->time_s = p->workers / rate;
+    }
     char out[1 + sizeof *res];
     out[0] = 'R'; /* a result, not a message ('!') */
     memcpy(out + 1, res, sizeof *res);

@@ -94,6 +94,9 @@ static int s_one(const h_simulate_cfg_t *o, const s_conf_t *c, const h_sim_platf
     /* an engine whose options change its algorithm (the ring's --ring-hier) says so, as its runs' labels do */
     if (rc == 0 && !c->layout && strcmp(s[nb - 1].algo, c->engine) && strcmp(s[nb - 1].algo, "oneshot"))
         snprintf(label, sizeof label, "%.40s-%.15s", c->engine, s[nb - 1].algo);
+    /* answers ahead of the pushes (the PS's async and SSP modes) say so */
+    if (rc == 0 && s[0].stale < 0) snprintf(label + strlen(label), sizeof label - strlen(label), "-async");
+    else if (rc == 0 && s[0].stale > 0) snprintf(label + strlen(label), sizeof label - strlen(label), "-ssp%d", s[0].stale);
     h_sim_result_t r;
     if (rc == 0) {
         h_sim_work_t w = {.nb = nb, .sched = s, .ready_s = ready, .total_s = total,
