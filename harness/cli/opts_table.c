@@ -421,7 +421,7 @@ const h_opt_t h_opt_table[] = {
      .modes = " simulate ",
      .help = "  --sim-streams M       simulate: a tree's or a PS's connection sends a run of >= M like pieces as its first,\n"
              "                        one cut-through stream of the middle, and its last (0: every piece; default: every\n"
-             "                        piece while a run stays under 400 k communications, else 4; results/sim-reduction)\n"},
+             "                        piece while a run stays under 200 k communications, else 4; results/sim-reduction-streams)\n"},
     FN("shrink", s_factor, shrink, "a factor >= 1 or auto",
        "  --shrink S|auto       divide every tensor and link rate by S (transfer times unchanged, host load / S;\n"
        "                        default auto: as much as this host needs)\n"),

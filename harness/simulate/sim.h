@@ -50,7 +50,7 @@ typedef struct h_sim_platform {
 #define H_SIM_MAX_STEPS 16
 #define H_SIM_EXACT_COMMS 4000000
 #define H_SIM_AUTO_GROUPS 64
-#define H_SIM_EXACT_FLOW 400000
+#define H_SIM_EXACT_FLOW 200000
 #define H_SIM_AUTO_STREAM 4
 typedef struct {
     int nb;
