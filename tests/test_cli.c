@@ -1,5 +1,6 @@
 /* test_cli.c: the harness command line as its users meet it (issue 32, section 4): a misspelt flag's
- * "did you mean", a torchrun-style environment that is half set, each mode's --help, nccl-tests' spellings. */
+ * "did you mean", a torchrun-style environment that is half set, each mode's --help, nccl-tests' spellings,
+ * argument errors found before launch. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -212,4 +213,45 @@ Test(cli, nccl_tests_average, .timeout = 90)
     snprintf(cmd, sizeof cmd, "%s bench -np 2 -a 4", g_harness);
     cr_expect_eq(run_cmd(cmd, out, sizeof out), 2, "%s", out);
     cr_expect(strstr(out, "bad value '4' for --average") != NULL, "%s", out);
+}
+
+/* Argument errors are found before any launch, said once, without source locations: --model (its error names
+ * the models), --optim, --straggler (a rank outside the world). They used to fail inside every rank, each with
+ * "(at train.c:530)", and the driver repeated it. A failure only a rank can find keeps its locations for
+ * --verbose. */
+Test(cli, argument_errors_before_launch, .timeout = 90)
+{
+    s_find();
+    static const struct { const char *args, *said; } cases[] = {
+        {"--model nonsense", "--model nonsense: unknown model; the named models are resnet50, resnet101, vgg16"},
+        {"--model mlp:784-0-10", "--model mlp:784-0-10: an MLP is mlp:W0-W1-...-Wn"},
+        {"--straggler 5:30", "--straggler 5:30: rank 5 is not a worker of this run (workers 0..1)"},
+        {"--straggler 1:abc", "--straggler 1:abc: expected RANK:MS"},
+        {"--optim adam:lr=abc", "--optim adam:lr=abc: 'lr=abc' is not a number"},
+        {"--optim bogus", "--optim bogus: unknown optimizer 'bogus'"},
+    };
+    char cmd[2048], out[8192];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(cmd, sizeof cmd, "timeout 60 %s train %s --procs 2 --steps 2", g_harness, cases[i].args);
+        cr_expect_eq(run_cmd(cmd, out, sizeof out), 2, "%s: %s", cases[i].args, out);
+        cr_expect(strstr(out, cases[i].said) != NULL, "%s: want '%s':\n%s", cases[i].args, cases[i].said, out);
+        cr_expect(s_count(out, "harness: ") == 1 && !strstr(out, "[rank") && !strstr(out, ".c:"),
+                  "%s: once, before any rank, no source location:\n%s", cases[i].args, out);
+    }
+    /* every named model is listed, from the workload registry */
+    snprintf(cmd, sizeof cmd, "%s train --model nonsense", g_harness);
+    run_cmd(cmd, out, sizeof out);
+    cr_expect(strstr(out, "bert-large") && strstr(out, "gpt2") && strstr(out, "mlp:784-1024-1024-10"), "%s", out);
+    /* a world of one (no launcher, no rank environment) has worker 0 only */
+    snprintf(cmd, sizeof cmd, "env -u RANK -u WORLD_SIZE %s train --straggler 1:30 --steps 2", g_harness);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "rank 1 is not a worker of this run (workers 0..0)") != NULL, "%s", out);
+    /* a failure found in a rank: its locations only with --verbose */
+    for (int verbose = 0; verbose < 2; verbose++) {
+        snprintf(cmd, sizeof cmd, "timeout 60 %s train --procs 2 --steps 2 --data /nonexistent/x.idx%s", g_harness,
+                 verbose ? " --verbose" : "");
+        cr_expect_neq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+        cr_expect(strstr(out, "/nonexistent/x.idx") != NULL, "%s", out);
+        cr_expect_eq(strstr(out, "(at trainer.c:") != NULL, verbose, "--verbose %d:\n%s", verbose, out);
+    }
 }

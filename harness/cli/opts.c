@@ -4,6 +4,8 @@
 #include "harness/cli/opts_int.h"
 #include "core/err.h"
 #include "trainer/workload.h"
+#include "trainer/model.h"
+#include "core/optim.h"
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
@@ -377,6 +379,77 @@ static int s_nccl_gpus(h_opts_t *o, int argc, char **argv)
     return 0;
 }
 
+/* The fewest workers a train run of these options has: the smallest world of --scaling, N x G machines' GPUs,
+ * --gpus x K, --procs (x --nnodes), run's 4, or a world of one with no rank environment; 0 when the world
+ * comes from a torchrun-style environment (the rank checks it there). */
+static int s_min_workers(const h_opts_t *o)
+{
+    if (o->nscaling) {
+        int m = o->scaling[0];
+        for (int i = 1; i < o->nscaling; i++) m = o->scaling[i] < m ? o->scaling[i] : m;
+        return o->nodes ? m * (o->gpus_per_node ? o->gpus_per_node : 1) : m;
+    }
+    if (o->nodes) return o->nodes * (o->gpus_per_node ? o->gpus_per_node : 1);
+    if (o->gpus) return o->gpus * (o->ranks_per_gpu > 1 ? o->ranks_per_gpu : 1);
+    if (o->procs) return o->procs * (o->nnodes > 1 ? o->nnodes : 1);
+    if (!strcmp(o->mode, "run")) return 4;
+    if (!o->init_method && !getenv("RANK") && !getenv("WORLD_SIZE") && !getenv("SLURM_PROCID") &&
+        !getenv("OMPI_COMM_WORLD_RANK"))
+        return 1;
+    return 0;
+}
+
+/* The values the ranks would otherwise refuse only once launched (each rank, with a source location):
+ * --model, --optim and --straggler, checked here, before any launch. */
+static int s_check_values(const h_opts_t *o)
+{
+    if (o->model && !workload_is_known(o->model)) {
+        mlp_shape_t shape;
+        int mlp_like = !strncmp(o->model, "mlp:", 4) || (o->model[0] >= '0' && o->model[0] <= '9');
+        if (!mlp_like)
+            return err_set(ERR_INVAL, "--model %s: unknown model; the named models are %s (emulated), or a profile "
+                           "FILE.tsv, or an MLP mlp:W0-W1-...-Wn (default mlp:784-1024-1024-10)", o->model,
+                           workload_names());
+        if (mlp_parse(o->model, &shape) < 0)
+            return err_set(ERR_INVAL, "--model %s: an MLP is mlp:W0-W1-...-Wn, at least two widths in [1, 1048576] "
+                           "(named models: %s)", o->model, workload_names());
+    } else if (o->model && strlen(o->model) > 4 && !strcmp(o->model + strlen(o->model) - 4, ".tsv")) {
+        workload_t *wl = NULL; /* a profile file: read now, not by every rank after the launch */
+        if (workload_load(&wl, o->model) < 0) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", err_detail());
+            err_clear();
+            return err_set(ERR_INVAL, "--model %s: %s", o->model, why);
+        }
+        workload_destroy(&wl);
+    }
+    if (o->optim) {
+        optim_cfg_t oc;
+        if (optim_parse(o->optim, &oc) < 0) {
+            char why[512];
+            const char *d = err_detail();
+            snprintf(why, sizeof why, "%s", !strncmp(d, "optimizer: ", 11) ? d + 11 : d);
+            err_clear();
+            return err_set(ERR_INVAL, "--optim %s: %s; e.g. sgd:lr=0.05,momentum=0.9 or adam:lr=1e-3", o->optim, why);
+        }
+    }
+    if (o->straggler && *o->straggler) {
+        char *end;
+        long r = strtol(o->straggler, &end, 10);
+        int ok = end != o->straggler && *end == ':' && r >= 0 && r <= 1 << 30;
+        const char *ms = ok ? end + 1 : "";
+        double v = ok ? strtod(ms, &end) : -1;
+        if (!ok || end == ms || *end || !(v >= 0) || !isfinite(v))
+            return err_set(ERR_INVAL, "--straggler %s: expected RANK:MS (worker RANK >= 0 sleeps MS >= 0 milliseconds "
+                           "every step, e.g. 1:30)", o->straggler);
+        int w = !strcmp(o->mode, "train") || !strcmp(o->mode, "run") ? s_min_workers(o) : 0;
+        if (w > 0 && r >= w)
+            return err_set(ERR_INVAL, "--straggler %s: rank %ld is not a worker of %s (workers 0..%d)", o->straggler, r,
+                           o->nscaling ? "the smallest world of --scaling" : "this run", w - 1);
+    }
+    return 0;
+}
+
 /* After the options: positional arguments and the checks across options. */
 static int s_finish(h_opts_t *o, int argc, char **argv, int next)
 {
@@ -432,6 +505,7 @@ static int s_finish(h_opts_t *o, int argc, char **argv, int next)
         return err_set(ERR_INVAL, "--engine all is simulate's (every layout side by side); give engines by name (%s)",
                        h_engine_names());
     CHECK(h_opts_check_cluster(o));
+    CHECK(s_check_values(o));
     return h_engine_opts_check(o->eopts) < 0 ? ERR_INVAL : 0; /* the engine's detail stays */
 }
 

@@ -87,6 +87,7 @@ typedef struct {
     const char *timeline_tag;         /* --timeline-tag TAG (set by the driver: FILE.TAG.json) */
     const char *net;                  /* --net bw=1gbit[,per=node] */
     int   quiet;
+    int   verbose;                    /* --verbose: errors say where in the source they passed */
     int   peers;                      /* --peers: also the peer engines (mpi) and PyTorch DDP / gloo (harness/peers.h) */
     const char *format;               /* --format text|json|md|csv (report) */
     const char *plots_dir;            /* --plots DIR (report) */

@@ -447,6 +447,7 @@ const h_opt_t h_opt_table[] = {
      .help = "  --no-check            model: the files' bench lines calibrate the model (as model fit) but no check\n"
              "                        against their runs is printed or written\n"},
     FLAG("quiet", quiet, "  --quiet               no progress lines\n"),
+    FLAG("verbose", verbose, "  --verbose             an error also says where in the source it passed (file:line)\n"),
     FLAG_IN(" train bench run ", "peers", peers,
          "  --peers               bench/train/run: also the peers, in the same rounds: --engine mpi (MPI_Allreduce,\n"
          "                        through mpirun) and PyTorch DDP / all_reduce over gloo (peers/torch_ddp.py)\n"),
