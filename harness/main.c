@@ -315,6 +315,7 @@ int main(int argc, char **argv)
         printf("harness (syncbench) %s\n", h_git_sha());
         return 0;
     }
+    if (o.list_values) return s_exit(h_opts_list_values(stdout, o.list_values), 2);
     if (o.help) {
         if (argc > 1 && argv[1][0] != '-') h_opts_usage_mode(stdout, o.mode); /* harness MODE --help */
         else h_opts_usage(stdout);

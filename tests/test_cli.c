@@ -1,12 +1,16 @@
 /* test_cli.c: the harness command line as its users meet it (issue 32, section 4): a misspelt flag's
  * "did you mean", a torchrun-style environment that is half set, each mode's --help, nccl-tests' spellings,
- * argument errors found before launch. */
+ * argument errors found before launch, shell completion's values. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "tests/lib/ranks.h"
+#include "tests/lib/scripts.h"
+#include "trainer/workload.h"
+#include "harness/registry/layouts.h"
+#include <unistd.h>
 #include "harness/cli/opts.h"
 #include "core/err.h"
 
@@ -254,4 +258,60 @@ Test(cli, argument_errors_before_launch, .timeout = 90)
         cr_expect(strstr(out, "/nonexistent/x.idx") != NULL, "%s", out);
         cr_expect_eq(strstr(out, "(at trainer.c:") != NULL, verbose, "--verbose %d:\n%s", verbose, out);
     }
+}
+
+/* What the generated bash completion (script) offers for `harness WORDS`, the last word the one completed. */
+static void s_complete(const char *script, const char *words, char *out, size_t len)
+{
+    char drv[300], cmd[400];
+    snprintf(drv, sizeof drv, "%s.drv", script);
+    FILE *f = fopen(drv, "w");
+    cr_assert(f != NULL, "%s", drv);
+    fprintf(f, "source %s\nCOMP_WORDS=(harness %s)\nCOMP_CWORD=$((${#COMP_WORDS[@]} - 1))\n_harness\n"
+               "echo \"${COMPREPLY[*]}\"\n", script, words);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "bash %s", drv);
+    run_cmd(cmd, out, len);
+    unlink(drv);
+}
+
+/* Completion completes --model, --device and --engine values from the tables the harness parses with: every
+ * registry model, device preset, engine and simulate's layouts; a comma list by its last word. It completed
+ * none of the three (and --op's list lacked move). */
+Test(cli, completion_completes_values, .timeout = 60)
+{
+    s_find();
+    char gen[1024], script[256], cmd[2048], out[1 << 14];
+    cr_assert(test_script(g_harness, "gen-completion", gen, sizeof gen) == 0, "no %s", gen);
+    snprintf(script, sizeof script, "/tmp/test_cli_completion.%d.bash", (int)getpid());
+    snprintf(cmd, sizeof cmd, "%s %s > %s", gen, g_harness, script);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    char words[256], want[128];
+    for (size_t i = 0; workload_at(i); i++) {
+        s_complete(script, "train --model ''", out, sizeof out);
+        snprintf(want, sizeof want, " %s ", workload_at(i));
+        snprintf(words, sizeof words, " %.*s ", (int)strcspn(out, "\n"), out);
+        cr_expect(strstr(words, want) != NULL, "--model lacks %s:%s", workload_at(i), words);
+    }
+    for (size_t i = 0; wl_device_at(i); i++) {
+        s_complete(script, "train --device ''", out, sizeof out);
+        snprintf(want, sizeof want, " %s ", wl_device_at(i));
+        snprintf(words, sizeof words, " %.*s ", (int)strcspn(out, "\n"), out);
+        cr_expect(strstr(words, want) != NULL, "--device lacks %s:%s", wl_device_at(i), words);
+    }
+    s_complete(script, "bench --engine ''", out, sizeof out);
+    for (int i = 0; i < h_engine_count() + h_layout_count(); i++) {
+        const char *name = i < h_engine_count() ? h_engine_at(i)->name : h_layout_at(i - h_engine_count())->label;
+        snprintf(want, sizeof want, "%s", name);
+        cr_expect(strstr(out, want) != NULL, "--engine lacks %s: %s", name, out);
+    }
+    static const struct { const char *words, *offered; } cases[] = {
+        {"train --model v", "vgg16\n"}, {"train --device a1", "a100 a100-amp\n"}, {"bench --engine ring,t", "ring,tree\n"},
+        {"bench --op m", "move\n"}, {"bench -d b", "bf16\n"}, {"bench --bind b", "block\n"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        s_complete(script, cases[i].words, out, sizeof out);
+        cr_expect_str_eq(out, cases[i].offered, "%s", cases[i].words);
+    }
+    unlink(script);
 }

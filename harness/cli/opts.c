@@ -6,6 +6,7 @@
 #include "trainer/workload.h"
 #include "trainer/model.h"
 #include "core/optim.h"
+#include "harness/registry/layouts.h"
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
@@ -172,6 +173,63 @@ static void s_usage_aliases(FILE *f)
     fprintf(f, "-np N = --procs N; -d also takes float|half|bfloat16\n");
 }
 
+
+/* The values of table entry d, space separated, into buf ("" when it has no list). */
+static void s_values_of(const h_opt_t *d, char *buf, size_t len)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+#define S_ADD(v) (off < len ? off += (size_t)snprintf(buf + off, len - off, "%s%s", off ? " " : "", (v)) : 0)
+    if (d->off == F(model) && d->kind == K_STR) {
+        S_ADD("mlp:784-1024-1024-10");
+        for (size_t i = 0; workload_at(i); i++) S_ADD(workload_at(i));
+    } else if (d->off == F(emu_device) && d->kind == K_STR) {
+        for (size_t i = 0; wl_device_at(i); i++) S_ADD(wl_device_at(i));
+        S_ADD("throughput=");
+        S_ADD("tflops=");
+    } else if (d->kind == K_FN && !strcmp(d->name, "engine")) {
+        for (int i = 0; i < h_engine_count(); i++) S_ADD(h_engine_at(i)->name);
+        for (int i = 0; i < h_peer_engine_count(); i++) S_ADD(h_peer_engine_at(i)->name);
+        for (int i = 0; i < h_layout_count(); i++)
+            if (!h_engine_find(h_layout_at(i)->label)) S_ADD(h_layout_at(i)->label); /* simulate's */
+        S_ADD("all");
+    } else if (d->kind == K_CHOICE) {
+        char words[256];
+        snprintf(words, sizeof words, "%s", d->arg);
+        for (char *save = NULL, *t = strtok_r(words, "|", &save); t; t = strtok_r(NULL, "|", &save)) S_ADD(t);
+    } else if (d->kind == K_FN && (d->off == F(dtype) || d->off == F(grad_dtype))) {
+        for (int t = 0; t < DT_COUNT; t++) S_ADD(dt_name((dtype_t)t));
+    } else if (d->kind == K_FN && d->off == F(op)) {
+        for (int op = 0; strcmp(op_name((redop_t)op), "?"); op++) S_ADD(op_name((redop_t)op));
+    }
+#undef S_ADD
+}
+
+int h_opts_list_values(FILE *f, const char *opt)
+{
+    char vals[1024];
+    int all = !strcmp(opt, "all");
+    const char *name = opt + (opt[0] == '-' && opt[1] == '-' ? 2 : 0);
+    for (size_t i = 0; i < S_NOPTS; i++) {
+        const h_opt_t *d = &h_opt_table[i];
+        if (d->kind == K_HELP) break; /* the driver's own options follow */
+        if (!d->name || (!all && strcmp(d->name, name))) continue;
+        s_values_of(d, vals, sizeof vals);
+        if (!vals[0] && all) continue;
+        if (!vals[0]) return err_set(ERR_INVAL, "--list-values %s: --%s takes no fixed list of values", opt, d->name);
+        if (!all) {
+            for (char *save = NULL, *t = strtok_r(vals, " ", &save); t; t = strtok_r(NULL, " ", &save)) fprintf(f, "%s\n", t);
+            return 0;
+        }
+        fprintf(f, "--%s", d->name);
+        for (size_t k = 0; k < S_NSHORTS; k++)
+            if (!strcmp(s_shorts[k].name, d->name)) fprintf(f, "|-%c", s_shorts[k].c);
+        for (size_t a = 0; a < S_NALIASES; a++)
+            if (!strcmp(s_aliases[a].name, d->name)) fprintf(f, "|--%s", s_aliases[a].alias);
+        fprintf(f, "\t%s\n", vals);
+    }
+    return all ? 0 : err_set(ERR_INVAL, "--list-values %s: no such option; see harness --help", opt);
+}
 
 static void s_defaults(h_opts_t *o, int argc, char **argv);
 

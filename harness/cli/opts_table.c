@@ -457,6 +457,8 @@ const h_opt_t h_opt_table[] = {
     {.name = "as-rank", .kind = K_NONE},
     FN("mode", s_mode, mode, "a mode", NULL),
     STR("timeline-tag", timeline_tag, NULL),
+    /* for scripts/gen-completion (not in --help) */
+    STR("list-values", list_values, NULL),
 };
 const size_t h_opt_count = sizeof h_opt_table / sizeof h_opt_table[0];
 _Static_assert(sizeof h_opt_table / sizeof h_opt_table[0] <= H_OPT_MAX, "H_OPT_MAX too small for the option table");
