@@ -315,3 +315,46 @@ Test(cli, completion_completes_values, .timeout = 60)
     }
     unlink(script);
 }
+
+/* The man page keeps option names' case (its headings were upper-cased: "TRAIN \-\-MODEL RESNET50"), gains
+ * EXAMPLES (the README's five commands) and ENVIRONMENT: every torchrun, Slurm and OpenMPI variable harness/
+ * and core/ name. */
+Test(cli, man_page_keeps_case_examples_environment, .timeout = 60)
+{
+    s_find();
+    char gen[1024], cmd[4096], vars[4096];
+    static char man[1 << 17];
+    cr_assert(test_script(g_harness, "gen-man", gen, sizeof gen) == 0, "no %s", gen);
+    snprintf(cmd, sizeof cmd, "%s %s", gen, g_harness);
+    cr_assert_eq(run_cmd(cmd, man, sizeof man), 0, "%s", man);
+    cr_expect(strstr(man, "\n.SS \"Emulated GPU cluster (train \\-\\-model resnet50") != NULL, "%.2000s", man);
+    for (const char *p = strstr(man, "\n.S"); p; p = strstr(p + 1, "\n.S")) {
+        const char *dash = strstr(p, "\\-\\-"), *eol = strchr(p + 1, '\n');
+        cr_expect(!dash || dash > eol || !(dash[4] >= 'A' && dash[4] <= 'Z'), "an upper-cased option: %.*s",
+                  (int)(eol ? eol - p - 1 : 80), p + 1);
+    }
+    const char *ex = strstr(man, "\n.SH EXAMPLES\n"), *env = strstr(man, "\n.SH ENVIRONMENT\n");
+    cr_assert(ex && env, "no EXAMPLES or ENVIRONMENT:\n%s", man);
+    cr_expect(strstr(ex, "\nharness bench \\-\\-engine ring,tree,ps") && !strstr(man, "build/harness"), "%.1500s", ex);
+    /* the variables, from the sources the page was made from */
+    snprintf(cmd, sizeof cmd, "cd %.*s/.. && grep -rhoE '\"(RANK|WORLD_SIZE|LOCAL_[A-Z_]+|MASTER_[A-Z_]+|SLURM_[A-Z_]+|"
+             "OMPI_[A-Z_]+)\"' --include='*.c' harness core | tr -d '\"' | sort -u", (int)(strrchr(gen, '/') - gen), gen);
+    cr_assert_eq(run_cmd(cmd, vars, sizeof vars), 0, "%s", vars);
+    int n = 0;
+    for (char *save = NULL, *v = strtok_r(vars, "\n", &save); v; v = strtok_r(NULL, "\n", &save), n++) {
+        int found = 0; /* a ".B NAME" line, or ".B NAME, NAME" */
+        for (const char *b = strstr(env, "\n.B "); b && !found; b = strstr(b + 1, "\n.B ")) {
+            size_t len = strlen(v);
+            for (const char *w = b + 4; *w && *w != '\n'; w++)
+                if (!strncmp(w, v, len) && (w[-1] == ' ') && (w[len] == '\n' || w[len] == ',')) found = 1;
+        }
+        cr_expect(found, "ENVIRONMENT lacks %s", v);
+    }
+    cr_expect(n >= 6, "the variables found: %d", n);
+    static const char *const torchrun[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"};
+    for (size_t i = 0; i < sizeof torchrun / sizeof torchrun[0]; i++) {
+        char b[64];
+        snprintf(b, sizeof b, "\n.B %s\n", torchrun[i]);
+        cr_expect(strstr(env, b) != NULL, "ENVIRONMENT lacks %s", torchrun[i]);
+    }
+}
