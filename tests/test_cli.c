@@ -358,3 +358,63 @@ Test(cli, man_page_keeps_case_examples_environment, .timeout = 60)
         cr_expect(strstr(env, b) != NULL, "ENVIRONMENT lacks %s", torchrun[i]);
     }
 }
+
+/* Help and errors agree with what the parser accepts: every option with a fixed list of values (harness
+ * --list-values all) shows that list in its help when the help spells one (--op said sum|avg, --bind
+ * auto|core|numa|none: move and block were accepted), and a bad value's error names each value; --device's
+ * default is the same in its help and in the mode's defaults (the defaults said '-', the help v100). */
+Test(cli, help_and_errors_agree_with_the_parser, .timeout = 90)
+{
+    s_find();
+    char cmd[2048], err[1 << 12];
+    static char lists[1 << 14], help[1 << 17];
+    snprintf(cmd, sizeof cmd, "%s --list-values all", g_harness);
+    cr_assert_eq(run_cmd(cmd, lists, sizeof lists), 0, "%s", lists);
+    snprintf(cmd, sizeof cmd, "%s --help", g_harness);
+    cr_assert_eq(run_cmd(cmd, help, sizeof help), 0, "%s", help);
+    int checked = 0;
+    for (char *save = NULL, *line = strtok_r(lists, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char name[64], vals[1024], key[80];
+        const char *tab = strchr(line, '\t');
+        cr_assert(tab != NULL, "%s", line);
+        snprintf(name, sizeof name, "%.*s", (int)strcspn(line, "|\t"), line);
+        snprintf(vals, sizeof vals, "%s", tab + 1);
+        /* its help line, and the A|B|C it spells after the name (if any) */
+        snprintf(key, sizeof key, "\n  %s ", name);
+        const char *h = strstr(help, key);
+        cr_expect(h != NULL, "%s: no help line", name);
+        char spelled[256] = "";
+        if (h) sscanf(h + strlen(key), "%255s", spelled);
+        if (strchr(spelled, '|')) {
+            int n = 0;
+            for (char *s2 = NULL, *v = strtok_r(vals, " ", &s2); v; v = strtok_r(NULL, " ", &s2), n++) {
+                char w[80];
+                snprintf(w, sizeof w, "|%s|", v);
+                char bar[300];
+                snprintf(bar, sizeof bar, "|%s|", spelled);
+                cr_expect(strstr(bar, w) != NULL, "%s accepts %s but its help says %s", name, v, spelled);
+            }
+            int bars = 1;
+            for (const char *p = spelled; *p; p++) bars += *p == '|';
+            cr_expect_eq(bars, n, "%s: help %s, accepted %d values", name, spelled, n);
+            checked++;
+        }
+        if (!strcmp(name, "--engine")) continue; /* its error names the engines and points at simulate's layouts */
+        snprintf(cmd, sizeof cmd, "%s train %s %s bogus", g_harness, strcmp(name, "--model") ? "--model resnet50 --nodes 1" : "",
+                 name);
+        cr_expect_eq(run_cmd(cmd, err, sizeof err), 2, "%s bogus: %s", name, err);
+        snprintf(vals, sizeof vals, "%s", tab + 1);
+        for (char *s2 = NULL, *v = strtok_r(vals, " ", &s2); v; v = strtok_r(NULL, " ", &s2))
+            cr_expect(strstr(err, v) != NULL, "%s bogus: the error does not name %s:\n%s", name, v, err);
+    }
+    cr_expect(checked >= 3, "options whose help spells their values: %d", checked); /* --op, --bind, --dtype */
+    /* --device: one default, the registry's presets */
+    snprintf(cmd, sizeof cmd, "%s train --help", g_harness);
+    cr_assert_eq(run_cmd(cmd, help, sizeof help), 0, "%s", help);
+    char want[64];
+    snprintf(want, sizeof want, "(default %s)", WL_DEVICE_DEFAULT);
+    cr_expect(strstr(help, want) != NULL, "%s", help);
+    snprintf(want, sizeof want, "--device %s ", WL_DEVICE_DEFAULT);
+    cr_expect(strstr(help, want) != NULL, "the defaults say otherwise:\n%s", help);
+    cr_expect(strstr(help, wl_device_names()) != NULL, "%s", help);
+}

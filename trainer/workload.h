@@ -44,6 +44,8 @@ typedef struct {
     char   basis[320];             /* human explanation of the figure: the preset, the figure and its source */
 } wl_device_t;
 
+/* The device an emulated model runs on when none is given (--device's default). */
+#define WL_DEVICE_DEFAULT "v100"
 /* Names of the device presets, comma separated. */
 const char *wl_device_names(void);
 /* The i-th device preset's name, NULL past the last. */

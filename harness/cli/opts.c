@@ -481,6 +481,14 @@ static int s_check_values(const h_opts_t *o)
         }
         workload_destroy(&wl);
     }
+    if (o->emu_device && workload_is_known(o->model)) {
+        workload_t *wl = NULL; /* a preset, throughput=X or tflops=X: resolved on the model, as the ranks will */
+        wl_device_t dev;
+        int rc = workload_load(&wl, o->model);
+        if (rc == 0) rc = wl_device_resolve(o->emu_device, wl, &dev);
+        workload_destroy(&wl);
+        if (rc < 0) return ERR_INVAL; /* its detail names --device and the presets */
+    }
     if (o->optim) {
         optim_cfg_t oc;
         if (optim_parse(o->optim, &oc) < 0) {
