@@ -328,7 +328,7 @@ static int ps_attach(engine_t *self, const param_set_t *params)
     mem_track(&self->mem, (long long)(self->lay.nparts * (sizeof *self->pushed + 1)));
     self->sctx = (step_ctx_t){.step = 0, .inv_scale = 1.0f, .lr = params->optim.lr};
     ps_meta_t meta = psw_meta(self, params->count);
-    uint64_t dl = deadline_in(self->cfg.timeout_ms);
+    uint64_t t0 = now_ns(), dl = deadline_in(self->cfg.timeout_ms);
     if (self->comm->rank == 0 && params->restore) {
         /* a resume: the saved values (the servers' own where saved), step count and optimizer state */
         const float *vals = params->restore->params ? params->restore->params : host;
@@ -361,6 +361,9 @@ static int ps_attach(engine_t *self, const param_set_t *params)
     else CHECK(psw_collect(self, &c, self->lay.nparts, self->cfg.timeout_ms));
     if (self->on_dev) CHECK(dev_stream_wait(self->stream, self->cfg.timeout_ms));
     CHECK(psw_drain_zc(self, dl));
+    /* how long version 0 took (the others wait here for worker 0's INIT), against the timeout */
+    LOG_I("ps worker %d: attached in %.0f ms (timeout %d ms)", self->comm->rank, (double)(now_ns() - t0) / 1e6,
+          self->cfg.timeout_ms);
     psw_step_reset(self);
     self->ps.restore = NULL; /* the caller's, used only here */
     self->clock = 0;

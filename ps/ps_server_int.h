@@ -107,6 +107,7 @@ typedef struct {
     pss_hello_t hb_hello;     /* its heartbeat connection's (ps_hb.h) */
     uint64_t hb_ns;           /* its last heartbeat */
     int hb_seen, hb_ival_ms;  /* heard beating; the interval its beats announce */
+    uint64_t need_ns;         /* never heard beating: since when others wait on it (0: they do not) */
     int cma;                  /* it asked for replies by descriptor (PS_F_CMA): it reads our memory */
     uint64_t cma_pid;         /* the process its descriptors name (fixed by the first one) */
     ps_lane_t *lane;          /* its shared-memory lane (ps_lane.h), or NULL */

@@ -8,7 +8,9 @@
  * PS_HB_MIN_BEATS of its intervals) is gone: stopped, hung or dead. In sync mode (and for allreduce)
  * the server fails naming it, tells every worker (WIRE_ERROR) and then waits for their BYEs; in
  * async/ssp mode it is dropped and logged. A worker never heard beating (its engine failed before its
- * heartbeats began) keeps the rule it had before heartbeats: silent for half the timeout. Beats still
+ * heartbeats began) keeps the rule it had before heartbeats, silent for half the timeout, counted from
+ * when others began to wait on it (not from the server's start: 64 workers starting on 2 cores take
+ * longer than that to reach their first step, and worker 0 was once declared dead so). Beats still
  * queued behind other messages are not missed beats: a worker is judged only right after the socket
  * was drained (or when it has not been for a whole deadline). */
 #include "ps/ps_server_int.h"
@@ -71,15 +73,24 @@ void pss_check_liveness(ps_server_t *self, int drained)
     for (int w = 0; w < self->cfg.nworkers; w++) {
         wk_t *k = &self->wk[w];
         if (k->dead || k->bye) continue;
-        uint64_t life = s_life(self, k), quiet = now > life ? now - life : 0;
+        uint64_t life = s_life(self, k);
+        if (!k->hb_seen) {
+            /* never heard beating: silent since others began to wait on it, not since we started (the
+             * others may still have been starting up) */
+            int need = pss_needs(self, w);
+            if (need && !k->need_ns) k->need_ns = now;
+            if (!need) k->need_ns = 0;
+            if (k->need_ns > life) life = k->need_ns;
+        }
+        uint64_t quiet = now > life ? now - life : 0;
         uint64_t limit = k->hb_seen ? s_deadline_ns(self, k) : silent_ns;
         unsigned long long ms = (unsigned long long)(quiet / 1000000ull), lim = (unsigned long long)(limit / 1000000ull);
-        if (!self->failed && judge && quiet > limit && pss_needs(self, w)) {
+        if (!self->failed && judge && quiet > limit && (k->hb_seen ? pss_needs(self, w) : k->need_ns != 0)) {
             k->dead = 1;
             char why[160];
             if (k->hb_seen)
                 snprintf(why, sizeof why, "no heartbeat for %llu ms (deadline %llu ms): stopped, hung or dead", ms, lim);
-            else snprintf(why, sizeof why, "silent for %llu ms and never heard beating", ms);
+            else snprintf(why, sizeof why, "silent for %llu ms while waited on, and never heard beating", ms);
             if (self->cfg.mode == PS_SYNC || pss_ar_pending(self)) {
                 pss_fail(self, ERR_PEER, "worker rank %d is gone: %s, while the others wait on it (no BYE)",
                          pss_wrank(self, w), why);
