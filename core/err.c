@@ -48,6 +48,9 @@ void err_clear(void)
     t_detail[0] = '\0';
 }
 
+static int s_locations = 1; /* set once, before any thread starts */
+void err_show_locations(int on) { s_locations = on; }
+
 const char *err_trace(int code, char *buf, unsigned long len)
 {
     size_t off = 0;
@@ -55,13 +58,13 @@ const char *err_trace(int code, char *buf, unsigned long len)
     if (n > 0) off = (size_t)n < len ? (size_t)n : len - 1;
     if (t_detail[0] && off < len)
         off += (size_t)snprintf(buf + off, len - off, ": %s", t_detail);
-    for (int i = 0; i < t_ntrace && off < len; i++) {
+    for (int i = 0; i < t_ntrace && s_locations && off < len; i++) {
         const char *f = strrchr(t_trace[i].file, '/');
         f = f ? f + 1 : t_trace[i].file;
         int m = snprintf(buf + off, len - off, "%s%s:%d", i ? " <- " : " (at ", f, t_trace[i].line);
         if (m > 0) off += (size_t)m;
     }
-    if (t_ntrace && off + 1 < len) snprintf(buf + off, len - off, ")");
+    if (t_ntrace && s_locations && off + 1 < len) snprintf(buf + off, len - off, ")");
     err_clear();
     return buf;
 }

@@ -43,6 +43,8 @@ const char *err_detail(void);
 int err_set(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Render "text: detail (at a.c:1 <- b.c:2 ...)" into buf and clear the trace. */
 const char *err_trace(int code, char *buf, unsigned long len);
+/* Whether err_trace writes the "(at a.c:1 <- ...)" part (default 1; the harness: only with --verbose). */
+void err_show_locations(int on);
 void err_clear(void);
 
 #define CHECK(expr)                                                          \

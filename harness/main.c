@@ -310,10 +310,12 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     h_opts_t o;
     if (h_opts_parse(&o, argc, argv) < 0) return s_exit(ERR_INVAL, 2); /* every parse failure is a usage error */
+    err_show_locations(o.verbose); /* a failure's file:line chain only for --verbose */
     if (o.version) {
         printf("harness (syncbench) %s\n", h_git_sha());
         return 0;
     }
+    if (o.list_values) return s_exit(h_opts_list_values(stdout, o.list_values), 2);
     if (o.help) {
         if (argc > 1 && argv[1][0] != '-') h_opts_usage_mode(stdout, o.mode); /* harness MODE --help */
         else h_opts_usage(stdout);

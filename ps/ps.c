@@ -237,37 +237,49 @@ static int ps_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
         return 0;
     }
     self->conns = calloc((size_t)S, sizeof *self->conns);
-    if (!self->conns) { rc = ERR_NOMEM; goto fail; }
+    char (*eps)[300] = calloc((size_t)S, sizeof *eps);
+    const char **epp = calloc((size_t)S, sizeof *epp);
+    if (!self->conns || !eps || !epp) { rc = ERR_NOMEM; goto fail_eps; }
     for (int s = 0; s < S; s++) {
         conn_t *c = &self->conns[s];
         c->sock = ps_van_socket(self->zctx, ZMQ_DEALER, self->cfg.timeout_ms, ps_max_frame(self->opt.partition_bytes));
-        if (!c->sock) { rc = err_set(ERR_IO, "ps: cannot create a socket"); goto fail; }
-        CHECK_GOTO(rc, zsec_client(&comm->boot.auth, c->sock, "ps"), fail);
+        if (!c->sock) { rc = err_set(ERR_IO, "ps: cannot create a socket"); goto fail_eps; }
+        CHECK_GOTO(rc, zsec_client(&comm->boot.auth, c->sock, "ps"), fail_eps);
         zmq_setsockopt(c->sock, ZMQ_ROUTING_ID, self->id, PS_ID_LEN);
-        char ep[300];
+        char *ep = eps[s];
+        epp[s] = ep;
         if (colocate && psw_server_rank(self, s) == comm->rank) {
             c->local = 1;
-            snprintf(ep, sizeof ep, "%s", ps_server_inproc(self->server));
+            snprintf(ep, sizeof *eps, "%s", ps_server_inproc(self->server));
         } else {
             char key[64];
             void *val = NULL;
             size_t len = 0;
             snprintf(key, sizeof key, "ps/%u/srv/%d", self->gen, s);
-            CHECK_GOTO(rc, store_get(comm->store, key, &val, &len, self->cfg.timeout_ms), fail);
-            if (len == 0 || len >= sizeof ep || ((char *)val)[len - 1] != 0) {
+            CHECK_GOTO(rc, store_get(comm->store, key, &val, &len, self->cfg.timeout_ms), fail_eps);
+            if (len == 0 || len >= sizeof *eps || ((char *)val)[len - 1] != 0) {
                 free(val);
                 rc = err_set(ERR_PROTO, "ps: bad endpoint for server %d in the store", s);
-                goto fail;
+                goto fail_eps;
             }
-            rc = s_pick_endpoint(self, s, val, len, ep, sizeof ep);
+            rc = s_pick_endpoint(self, s, val, len, ep, sizeof *eps);
             free(val);
-            if (rc < 0) goto fail;
+            if (rc < 0) goto fail_eps;
         }
         if (zmq_connect(c->sock, ep) != 0) {
             rc = err_set(ERR_IO, "ps: cannot connect to server %d at %s", s, ep);
-            goto fail;
+            goto fail_eps;
         }
     }
+    /* liveness: heartbeats from a thread of their own from now on, whatever this thread computes (ps_hb.h) */
+    ps_hb_cfg_t hc = {.zctx = self->zctx, .auth = &comm->boot.auth, .job = self->job, .vid = self->vid,
+                      .rank = comm->rank, .nservers = S, .eps = epp, .max_frame = 4096};
+    int dead_ms;
+    ps_hb_times(self->cfg.timeout_ms, &hc.ival_ms, &dead_ms);
+    rc = ps_hb_start(&self->hb, &hc);
+    free(epp);
+    free(eps);
+    if (rc < 0) goto fail;
     for (int s = 0; s < S && comm->boot.auth.set; s++) CHECK_GOTO(rc, s_hello(self, s), fail);
     /* the lane only beside descriptors: the messages are then a few hundred bytes and fit its slots */
     for (int s = 0; s < S && po.lane != PS_LANE_OFF; s++) {
@@ -281,6 +293,9 @@ static int ps_create(engine_t **self_p, comm_t *comm, const engine_cfg_t *cfg)
     mem_track(&self->mem, (long long)(S * sizeof(conn_t)));
     *self_p = self;
     return 0;
+fail_eps:
+    free(epp);
+    free(eps);
 fail:
     ps_destroy(&self);
     return rc;
@@ -313,7 +328,7 @@ static int ps_attach(engine_t *self, const param_set_t *params)
     mem_track(&self->mem, (long long)(self->lay.nparts * (sizeof *self->pushed + 1)));
     self->sctx = (step_ctx_t){.step = 0, .inv_scale = 1.0f, .lr = params->optim.lr};
     ps_meta_t meta = psw_meta(self, params->count);
-    uint64_t dl = deadline_in(self->cfg.timeout_ms);
+    uint64_t t0 = now_ns(), dl = deadline_in(self->cfg.timeout_ms);
     if (self->comm->rank == 0 && params->restore) {
         /* a resume: the saved values (the servers' own where saved), step count and optimizer state */
         const float *vals = params->restore->params ? params->restore->params : host;
@@ -346,6 +361,9 @@ static int ps_attach(engine_t *self, const param_set_t *params)
     else CHECK(psw_collect(self, &c, self->lay.nparts, self->cfg.timeout_ms));
     if (self->on_dev) CHECK(dev_stream_wait(self->stream, self->cfg.timeout_ms));
     CHECK(psw_drain_zc(self, dl));
+    /* how long version 0 took (the others wait here for worker 0's INIT), against the timeout */
+    LOG_I("ps worker %d: attached in %.0f ms (timeout %d ms)", self->comm->rank, (double)(now_ns() - t0) / 1e6,
+          self->cfg.timeout_ms);
     psw_step_reset(self);
     self->ps.restore = NULL; /* the caller's, used only here */
     self->clock = 0;
@@ -414,6 +432,7 @@ static void ps_destroy(engine_t **self_p)
 {
     engine_t *self = self_p ? *self_p : NULL;
     if (!self) return;
+    ps_hb_stop(&self->hb); /* no beat after the BYE (one already on its way is ignored) */
     if (self->conns) {
         /* a clean exit: BYE to every server (bounded by the send timeout) */
         for (int s = 0; s < self->nservers; s++) {

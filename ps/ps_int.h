@@ -8,6 +8,7 @@
 #include "ps/ps_server.h"
 #include "ps/ps_van.h"
 #include "ps/ps_lane.h"
+#include "ps/ps_hb.h"
 #include "core/auth.h"
 #include "core/cma.h"
 #include "core/dev.h"
@@ -62,6 +63,7 @@ struct engine {
     struct zsec *zap;              /* the ZAP handler of zctx (NULL without a secret) */
     ps_server_t *server;      /* dedicated, or the colocated actor */
     conn_t *conns;            /* one per server (workers) */
+    ps_hb_t *hb;              /* the heartbeat thread (workers that talk to servers, ps_hb.h) */
     /* attached parameters */
     int attached;
     param_set_t ps;

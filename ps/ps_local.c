@@ -47,18 +47,13 @@ static int s_fail(int rc, const char *what)
     return err_set(rc, "%s: %s", what, why[0] ? why : err_str(rc));
 }
 
-/* The leader: the next segment from member peer, telling the servers every sixth of the timeout that it is
- * alive (waiting on a slow member, it must not look silent, and so dead, to servers that wait on it). */
+/* The leader: the next segment from member peer, by the deadline. Waiting on a slow member it does not look
+ * dead to the servers that wait on it: its heartbeat thread (ps_hb.h) beats meanwhile. */
 static int s_recv(engine_t *self, int peer, const void **buf, size_t *len, uint64_t dl)
 {
-    int to = self->cfg.timeout_ms > 0 ? self->cfg.timeout_ms : 60000, slice = to / 6 > 50 ? to / 6 : 50;
-    for (;;) {
-        int left = deadline_left_ms(dl);
-        int rc = tp_recv_acquire(self->comm->tp, peer, buf, len, left > 0 && left < slice ? left : slice);
-        if (rc != ERR_TIMEOUT || deadline_passed(dl)) return rc;
-        wire_hdr_t h = psw_hdr(self, WIRE_HELLO, 0, self->clock, 0, 0, DT_F32, 0, 0);
-        for (int s = 0; s < self->nservers && self->conns; s++) CHECK(psw_send(self, s, &h, NULL, 0));
-    }
+    int left = deadline_left_ms(dl);
+    int to = self->cfg.timeout_ms > 0 ? self->cfg.timeout_ms : 60000;
+    return tp_recv_acquire(self->comm->tp, peer, buf, len, left >= 0 ? left : to);
 }
 
 /* The machines of workers [0, W): machine of rank r = its node; a machine's leader is its lowest worker;

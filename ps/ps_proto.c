@@ -1,4 +1,5 @@
-/* ps_proto.c: the parameter server's shared protocol helpers: routing ids, job hash, partition layout.
+/* ps_proto.c: the parameter server's shared protocol helpers: routing ids, heartbeat times, job hash,
+ * partition layout.
  *
  * Layout: a tensor of `total` elements is cut into partitions of part_elems elements (the last one
  * shorter). Partitions are handed out greedily to the server holding the fewest bytes so far, ties to
@@ -16,6 +17,23 @@ void ps_routing_id(uint64_t job, int rank, unsigned char out[PS_ID_LEN])
     out[0] = 'p'; out[1] = 's'; out[2] = 'w'; out[3] = 0;
     memcpy(out + 4, &r, 4);
     memcpy(out + 8, &tag, 4);
+}
+
+void ps_hb_routing_id(uint64_t job, int rank, unsigned char out[PS_ID_LEN])
+{
+    ps_routing_id(job, rank, out);
+    out[2] = 'h';
+}
+
+void ps_hb_times(int timeout_ms, int *ival_ms, int *deadline_ms)
+{
+    int to = timeout_ms > 0 ? timeout_ms : 60000;
+    int dead = to / 2 < PS_HB_DEADLINE_MS ? to / 2 : PS_HB_DEADLINE_MS;
+    int ival = dead / PS_HB_MIN_BEATS < PS_HB_INTERVAL_MS ? dead / PS_HB_MIN_BEATS : PS_HB_INTERVAL_MS;
+    if (ival < 10) ival = 10;
+    if (dead < PS_HB_MIN_BEATS * ival) dead = PS_HB_MIN_BEATS * ival;
+    *ival_ms = ival;
+    *deadline_ms = dead;
 }
 
 uint64_t ps_job_hash(const char *job)

@@ -14,12 +14,15 @@
  *   PARAMS server->worker  key, clock = version, count, dtype, aux flags        [values]
  *   ERROR  server->worker  key, clock of the request, aux = error code          [text]
  *   BYE    worker->server  (no payload)
- *   HELLO  worker->server  aux PS_HELLO_KEEPALIVE: a waiting worker's keep-alive (no payload);
+ *   HELLO  worker->server  aux PS_HELLO_KEEPALIVE: a keep-alive (no payload; a lane's wake-up);
  *          aux PS_HELLO_CHAL: [the worker's nonce] -> server answers HELLO [its nonce | its MAC];
  *          aux PS_HELLO_PROOF: [the worker's MAC]. With a job secret (core/auth.h) a worker's messages
  *          are accepted only after its proof: MACs over both nonces and ps_auth_ctx (job id, rank).
  *          aux PS_HELLO_LANE: [the name of a shared-memory lane, ps_lane.h] -> HELLO PS_HELLO_LANE (no
  *          payload) once the server mapped it, or ERROR. A keep-alive HELLO from a server is a wake-up.
+ *          aux PS_HELLO_HEARTBEAT: a worker's heartbeat (no payload; count = its interval in ms), sent only
+ *          on its heartbeat connection (routing id ps_hb_routing_id, ps_hb.h), which runs the CHAL/PROOF
+ *          hello of its own (roles "ps-hb-server" / "ps-hb-client") and carries nothing else.
  * Every meta carries the tensor's total element count, so a server can check any key against the
  * layout both sides compute from it. */
 #ifndef SB_PS_PROTO_H
@@ -53,6 +56,7 @@ typedef struct {
 #define PS_HELLO_CHAL      1
 #define PS_HELLO_PROOF     2
 #define PS_HELLO_LANE      3  /* worker: [name of its lane mapping]; server: accepted (no payload) or ERROR */
+#define PS_HELLO_HEARTBEAT 4  /* worker, on its heartbeat connection: alive (count: its interval, ms) */
 #define PS_AUTH_CTX_LEN    12
 /* The context every PS hello MAC covers: the job id (u64 LE) and the worker's claimed rank (u32 LE). */
 void ps_auth_ctx(uint64_t job, int rank, unsigned char out[PS_AUTH_CTX_LEN]);
@@ -63,6 +67,15 @@ int64_t ps_max_frame(size_t part_bytes);
 
 /* The routing id worker `rank` uses for job `job`. */
 void     ps_routing_id(uint64_t job, int rank, unsigned char out[PS_ID_LEN]);
+/* The routing id of worker `rank`'s heartbeat connection ("psh" instead of "psw"). */
+void     ps_hb_routing_id(uint64_t job, int rank, unsigned char out[PS_ID_LEN]);
+/* Heartbeats for a job of timeout_ms (<= 0: 60 s): a worker beats every *ival_ms (PS_HB_INTERVAL_MS, less
+ * when the deadline is short), a server declares a worker it waits on gone after *deadline_ms without
+ * one (PS_HB_DEADLINE_MS, at most half the timeout, and never under PS_HB_MIN_BEATS intervals). */
+#define PS_HB_INTERVAL_MS 1000
+#define PS_HB_DEADLINE_MS 10000
+#define PS_HB_MIN_BEATS   5
+void     ps_hb_times(int timeout_ms, int *ival_ms, int *deadline_ms);
 /* FNV-1a 64 of a job name. */
 uint64_t ps_job_hash(const char *job);
 /* The job id in every header of engine instance `gen` (1 for the first PS engine a process creates):

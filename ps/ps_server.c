@@ -14,13 +14,14 @@
  *   ssp:K: as async, but a committing pull for clock c waits until every live worker committed c-K;
  *     a pull that had to wait is flagged PS_F_STALE in its reply.
  *   allreduce keys (PS_F_AR): sum (f32) of all N pushes, optional 1/N, no optimizer, in every mode.
- * Liveness: the last message time per worker. A worker that others wait on (pending pulls here) and
- * that stays silent for timeout/2 is dead: in sync mode (and for allreduce) the server fails with an
- * error naming its rank, tells every worker (WIRE_ERROR) and then waits for their BYEs; in async/ssp
- * mode it is dropped and logged. A WIRE_BYE marks a clean exit.
+ * Liveness (ps_server_live.c): every worker beats from a heartbeat thread of its own (ps_hb.h); one
+ * that others wait on (pending pulls here) and that misses its beats for the deadline is gone: in sync
+ * mode (and for allreduce) the server fails with an error naming its rank, tells every worker
+ * (WIRE_ERROR) and then waits for their BYEs; in async/ssp mode it is dropped and logged. A WIRE_BYE
+ * marks a clean exit.
  * Authentication: with a job secret, a worker's messages are accepted only once its connection ran the
- * HELLO challenge-response (ps_proto.h, s_on_auth); anything else from it is rejected (ERR_AUTH,
- * counted) and touches no state, its liveness included.
+ * HELLO challenge-response (ps_proto.h, pss_on_auth); anything else from it is rejected (ERR_AUTH,
+ * counted) and touches no state, its liveness included. Its heartbeat connection runs one of its own.
  * Lanes (ps_lane.h): a worker on this host may name a shared-memory lane (HELLO PS_HELLO_LANE); its
  * data messages then come through the lane's ring, built into the same message form and handled by
  * the same s_on_message; before a ZeroMQ message of that worker, its lane messages sent earlier are
@@ -168,117 +169,6 @@ void pss_fail(ps_server_t *self, int code, const char *fmt, ...)
     }
 }
 
-static int s_any_ar_pending(ps_server_t *self)
-{
-    for (size_t i = 0; i < self->nar; i++)
-        if (self->arslots[i]->npend) return 1;
-    return 0;
-}
-
-/* Does a pending pull here wait on worker w (its commit, its INIT, or its clock under SSP)? */
-static int s_needs(ps_server_t *self, int w)
-{
-    for (size_t i = 0; i < self->npslots + self->nar; i++) {
-        slot_t *s = i < self->npslots ? &self->pslots[i] : self->arslots[i - self->npslots];
-        if (!s->npend) continue;
-        if (!s->ar && !s->inited) {
-            if (w == 0) return 1;
-            continue;
-        }
-        if (s->ar || self->cfg.mode == PS_SYNC) {
-            if (!s->committed[w]) return 1;
-        } else if (self->cfg.mode == PS_SSP) {
-            for (size_t j = 0; j < s->npend; j++) {
-                uint64_t c = s->pend[j].clock, k = (uint64_t)self->cfg.ssp_k;
-                if (c > k && s->wclock[w] < c - k) return 1;
-            }
-        }
-    }
-    return 0;
-}
-
-static void s_check_liveness(ps_server_t *self)
-{
-    uint64_t now = now_ns();
-    if (now - self->last_check_ns < 20000000ull) return;
-    self->last_check_ns = now;
-    int to = self->cfg.timeout_ms > 0 ? self->cfg.timeout_ms : 60000;
-    uint64_t dead_ns = (uint64_t)(to / 2 > 50 ? to / 2 : 50) * 1000000ull;
-    int anybye = 0;
-    for (int w = 0; w < self->cfg.nworkers; w++) anybye |= self->wk[w].bye;
-    for (int w = 0; w < self->cfg.nworkers; w++) {
-        wk_t *k = &self->wk[w];
-        if (k->dead || k->bye) continue;
-        uint64_t last = k->seen ? k->last_ns : self->start_ns;
-        uint64_t silent = now > last ? now - last : 0;
-        if (!self->failed && silent > dead_ns && s_needs(self, w)) {
-            k->dead = 1;
-            if (self->cfg.mode == PS_SYNC || s_any_ar_pending(self)) {
-                pss_fail(self, ERR_PEER, "worker rank %d died: silent for %llu ms while the others wait on it "
-                       "(no BYE)", pss_wrank(self, w), (unsigned long long)(silent / 1000000ull));
-            } else {
-                LOG_W("ps server %d: worker rank %d silent for %llu ms (no BYE): dropped, carrying on with the "
-                      "others", self->cfg.index, pss_wrank(self, w), (unsigned long long)(silent / 1000000ull));
-                pss_serve_all(self);
-            }
-        } else if ((anybye || self->failed) && silent > (uint64_t)to * 1000000ull) {
-            k->dead = 1;
-            LOG_W("ps server %d: worker rank %d never said BYE (silent for %llu ms)", self->cfg.index, pss_wrank(self, w),
-                  (unsigned long long)(silent / 1000000ull));
-            pss_serve_all(self);
-        }
-    }
-    /* nobody waits on anybody, nobody said BYE, and no worker has said anything for two timeouts (every
-     * worker failed before its first message, or lost its BYE): stop waiting for them */
-    uint64_t newest = self->start_ns;
-    int open = 0;
-    for (int w = 0; w < self->cfg.nworkers; w++) {
-        wk_t *k = &self->wk[w];
-        if (k->dead || k->bye) continue;
-        open = 1;
-        if (k->seen && k->last_ns > newest) newest = k->last_ns;
-    }
-    if (!self->failed && open && !anybye && now > newest && now - newest > 2 * (uint64_t)to * 1000000ull)
-        pss_fail(self, ERR_TIMEOUT, "no worker has been heard from for %llu ms (none said BYE): giving up",
-               (unsigned long long)((now - newest) / 1000000ull));
-}
-
-static int s_all_gone(ps_server_t *self)
-{
-    for (int w = 0; w < self->cfg.nworkers; w++)
-        if (!self->wk[w].dead && !self->wk[w].bye) return 0;
-    return 1;
-}
-
-/* The HELLO handshake (ps_proto.h): a challenge is answered with our nonce and MAC; a proof over this
- * worker's last challenge (used up either way) authenticates its connection. */
-static int s_on_auth(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m)
-{
-    wk_t *k = &self->wk[w];
-    unsigned char ctx[PS_AUTH_CTX_LEN];
-    ps_auth_ctx(self->job, w, ctx);
-    size_t want = h->aux == PS_HELLO_CHAL ? AUTH_NONCE_BYTES : AUTH_MAC_BYTES;
-    if (h->nframes != 1 || ps_van_size(m, 2) != want) REJ(ERR_PROTO, "hello of kind %d with a malformed payload", h->aux);
-    if (h->aux == PS_HELLO_CHAL) {
-        memcpy(k->nc, ps_van_data(m, 2), AUTH_NONCE_BYTES);
-        auth_challenge(k->ns);
-        k->chal = 1;
-        unsigned char out[AUTH_NONCE_BYTES + AUTH_MAC_BYTES];
-        memcpy(out, k->ns, AUTH_NONCE_BYTES);
-        auth_respond(&self->auth, "ps-server", k->nc, k->ns, ctx, sizeof ctx, out + AUTH_NONCE_BYTES);
-        wire_hdr_t r = {.type = WIRE_HELLO, .sender = (uint32_t)self->rank, .job = self->job, .dtype = DT_F32,
-                        .aux = PS_HELLO_CHAL, .nframes = 1};
-        ps_frame_t f = {out, sizeof out, 0, NULL, NULL};
-        pss_send(self, w, ident, idlen, &r, &f, 1);
-        return 0;
-    }
-    if (h->aux != PS_HELLO_PROOF) REJ(ERR_PROTO, "unknown hello kind %d", h->aux);
-    int ok = k->chal && auth_verify(&self->auth, "ps-client", k->nc, k->ns, ctx, sizeof ctx, ps_van_data(m, 2)) == 0;
-    k->chal = 0;
-    if (!ok) REJ(ERR_AUTH, "worker rank %d could not prove it knows the job secret: turned away", pss_wrank(self, w));
-    k->authed = 1;
-    return 0;
-}
 
 static int s_on_message(ps_server_t *self, ps_vmsg_t *m);
 
@@ -312,7 +202,7 @@ static void s_take_lane(ps_server_t *self, int w)
             pss_reject(self, w, self->ids[w], PS_ID_LEN, NULL, ERR_PROTO, "worker %d: %s", pss_wrank(self, w), err_detail());
             if (broken && !k->dead && !k->bye) {
                 k->dead = 1;
-                if (self->cfg.mode == PS_SYNC || s_any_ar_pending(self))
+                if (self->cfg.mode == PS_SYNC || pss_ar_pending(self))
                     pss_fail(self, ERR_PROTO, "worker rank %d's shared-memory lane is corrupt: dropped", pss_wrank(self, w));
                 pss_serve_all(self);
             }
@@ -376,13 +266,17 @@ static int s_on_message(ps_server_t *self, ps_vmsg_t *m)
                 memcmp(ident, self->ids[self->cfg.local_worker], PS_ID_LEN) == 0;
     wire_hdr_t hd;
     int hok = m->n >= 2 && wire_decode(ps_van_data(m, 1), ps_van_size(m, 1), &hd) == 0;
-    /* a keep-alive (a waiting worker's, or a lane's wake-up) is not traffic: workers do not count it either */
+    /* a keep-alive (a lane's wake-up) is not traffic: workers do not count it either; nor are heartbeats */
     int ka = hok && m->n == 2 && hd.type == WIRE_HELLO && hd.aux == PS_HELLO_KEEPALIVE && hd.nframes == 0;
-    if (!local && !ka) atomic_fetch_add_explicit(&self->received, (uint64_t)m->bytes, memory_order_relaxed);
+    unsigned char hbid[PS_ID_LEN];
+    if (hok && hd.sender < (uint32_t)self->cfg.nworkers) ps_hb_routing_id(self->job, (int)hd.sender, hbid);
+    int hb = hok && hd.sender < (uint32_t)self->cfg.nworkers && idlen == PS_ID_LEN && memcmp(ident, hbid, PS_ID_LEN) == 0;
+    if (!local && !ka && !hb) atomic_fetch_add_explicit(&self->received, (uint64_t)m->bytes, memory_order_relaxed);
     if (m->n < 2) REJ(ERR_PROTO, "message without a header frame");
     if (!hok) REJ(ERR_PROTO, "malformed header: %s", err_detail());
     h = &hd;
     if (hd.job != self->job) REJ(ERR_PROTO, "foreign job id %016llx", (unsigned long long)hd.job);
+    if (hb) return pss_on_hb(self, (int)hd.sender, ident, idlen, h, m);
     if (hd.sender >= (uint32_t)self->cfg.nworkers || idlen != PS_ID_LEN ||
         memcmp(ident, self->ids[hd.sender], PS_ID_LEN) != 0)
         REJ(ERR_PROTO, "unknown sender (claims rank %u)", hd.sender);
@@ -398,15 +292,15 @@ static int s_on_message(ps_server_t *self, ps_vmsg_t *m)
     if (k->bye && !k->dead && hd.type == WIRE_HELLO && hd.aux == PS_HELLO_KEEPALIVE && hd.nframes == 0) return 0;
     if (k->dead || k->bye) REJ(ERR_STATE, "worker %d already %s", pss_wrank(self, w), k->dead ? "declared dead" : "said BYE");
     if (hd.type == WIRE_HELLO && hd.aux != PS_HELLO_KEEPALIVE && hd.aux != PS_HELLO_LANE)
-        return s_on_auth(self, w, ident, idlen, h, m);
-    if (self->auth.set && !k->authed)
+        return pss_on_auth(self, w, w, &k->hello, "ps-server", "ps-client", ident, idlen, h, m);
+    if (self->auth.set && !k->hello.authed)
         REJ(ERR_AUTH, "a %s claiming worker rank %d, which has not proven it knows the job secret: turned away",
             wire_type_name(hd.type), pss_wrank(self, w));
     if (hd.type == WIRE_HELLO && hd.aux == PS_HELLO_LANE) return pss_on_lane(self, w, ident, idlen, h, m);
     k->seen = 1;
     k->last_ns = now_ns();
     if (hd.type == WIRE_BYE) {
-        int needed = !self->failed && s_needs(self, w) && (self->cfg.mode == PS_SYNC || s_any_ar_pending(self));
+        int needed = !self->failed && pss_needs(self, w) && (self->cfg.mode == PS_SYNC || pss_ar_pending(self));
         k->bye = 1;
         if (needed) pss_fail(self, ERR_PEER, "worker rank %d left (BYE) while the others wait on it", pss_wrank(self, w));
         pss_serve_all(self);
@@ -417,7 +311,7 @@ static int s_on_message(ps_server_t *self, ps_vmsg_t *m)
         return 0;
     }
     if (hd.type == WIRE_HELLO) {
-        /* a waiting worker's keep-alive: it only refreshes last_ns (above) */
+        /* a keep-alive: it only refreshes last_ns (above) */
         if (hd.nframes != 0) REJ(ERR_PROTO, "keep-alive with %u payload frames", hd.nframes);
         return 0;
     }
@@ -524,7 +418,9 @@ int ps_server_new(ps_server_t **self_p, const ps_server_cfg_t *cfg)
         ps_server_destroy(&self);
         return rc;
     }
-    self->start_ns = now_ns();
+    self->start_ns = self->drained_ns = now_ns();
+    int ival;
+    ps_hb_times(self->cfg.timeout_ms, &ival, &self->hb_dead_ms);
     LOG_D("ps server %d on %s", cfg->index, self->endpoint);
     *self_p = self;
     return 0;
@@ -535,7 +431,7 @@ static int s_loop(ps_server_t *self, void *pipe)
 {
     int stopping = 0;
     uint64_t stop_ns = 0;
-    self->start_ns = now_ns();
+    self->start_ns = self->drained_ns = now_ns();
     trace_thread_name("ps server");
     for (;;) {
         zmq_pollitem_t it[2] = {{self->router, 0, ZMQ_POLLIN, 0}, {pipe, 0, ZMQ_POLLIN, 0}};
@@ -550,9 +446,13 @@ static int s_loop(ps_server_t *self, void *pipe)
             stop_ns = now_ns();
         }
         for (int w = 0; w < W && self->nlanes; w++) s_take_lane(self, w);
-        for (int i = 0; i < 256 && (it[0].revents & ZMQ_POLLIN); i++) {
+        int more = (it[0].revents & ZMQ_POLLIN) != 0;
+        for (int i = 0; i < 256 && more; i++) {
             ps_vmsg_t m;
-            if (ps_van_recv(self->router, &m, 0) < 0) break;
+            if (ps_van_recv(self->router, &m, 0) < 0) {
+                more = 0;
+                break;
+            }
             if (self->nlanes && m.n >= 1 && ps_van_size(&m, 0) == PS_ID_LEN) {
                 /* from a worker with a lane: what it sent there before this message goes first */
                 const unsigned char *id = ps_van_data(&m, 0);
@@ -567,18 +467,19 @@ static int s_loop(ps_server_t *self, void *pipe)
             ps_van_close_msg(&m);
             if (hrc < 0) LOG_E("ps server %d: %s", self->cfg.index, err_str(hrc));
         }
-        s_check_liveness(self);
+        pss_check_liveness(self, !more);
         uint64_t to_ns = (uint64_t)self->cfg.timeout_ms * 1000000ull;
         /* after a failure the error replies only need a moment to leave: wait for BYEs no longer */
         uint64_t fail_to_ns = to_ns < PS_FAIL_LINGER_NS ? to_ns : PS_FAIL_LINGER_NS;
         if (pipe) {
             /* actor: leave once told to and every worker is gone (their replies delivered) */
-            if (stopping && (s_all_gone(self) || now_ns() - stop_ns > (self->failed ? fail_to_ns : to_ns))) break;
+            if (stopping && (pss_all_gone(self) || now_ns() - stop_ns > (self->failed ? fail_to_ns : to_ns))) break;
         } else {
-            if (s_all_gone(self)) break;
+            if (pss_all_gone(self)) break;
             if (self->failed && now_ns() - self->fail_ns > fail_to_ns) break;
         }
     }
+    pss_hb_report(self);
     if (self->failed) return err_set(self->failed, "ps server %d (rank %d): %s", self->cfg.index, self->rank,
                                      self->fail_text);
     return 0;

@@ -1,5 +1,5 @@
 /* ps_server_int.h: the parameter server's private state, shared by ps_server.c (lifecycle, dispatch,
- * liveness, small helpers), ps_server_apply.c (replies, rounds, applying pushes and pulls) and
+ * small helpers), ps_server_live.c (liveness, handshakes), ps_server_apply.c (replies, rounds, applying pushes and pulls) and
  * ps_server_fold.c (allreduce pushes read from the worker's memory chunk by chunk). Not
  * for use outside ps_server*.c. */
 #ifndef SB_PS_SERVER_INT_H
@@ -93,14 +93,23 @@ typedef struct {
     size_t mem;
 } slot_t;
 
+/* One connection's HELLO handshake (ps_proto.h): a challenge answered (nonces below); its proof accepted. */
 typedef struct {
-    uint64_t last_ns;
+    int chal, authed;
+    unsigned char nc[AUTH_NONCE_BYTES], ns[AUTH_NONCE_BYTES];
+} pss_hello_t;
+
+typedef struct {
+    uint64_t last_ns;         /* its last message on its data connection */
     int seen, bye, dead;
     int npend;                /* pulls of this worker pending here */
-    int chal, authed;         /* hello: a challenge answered (nonces below); its proof accepted */
+    pss_hello_t hello;        /* its data connection's handshake */
+    pss_hello_t hb_hello;     /* its heartbeat connection's (ps_hb.h) */
+    uint64_t hb_ns;           /* its last heartbeat */
+    int hb_seen, hb_ival_ms;  /* heard beating; the interval its beats announce */
+    uint64_t need_ns;         /* never heard beating: since when others wait on it (0: they do not) */
     int cma;                  /* it asked for replies by descriptor (PS_F_CMA): it reads our memory */
     uint64_t cma_pid;         /* the process its descriptors name (fixed by the first one) */
-    unsigned char nc[AUTH_NONCE_BYTES], ns[AUTH_NONCE_BYTES];
     ps_lane_t *lane;          /* its shared-memory lane (ps_lane.h), or NULL */
     uint64_t zgot, ztx;       /* ZeroMQ messages received from / sent to it since its lane is up */
 } wk_t;
@@ -134,6 +143,11 @@ struct ps_server {
     int failed;
     char fail_text[256];
     uint64_t fail_ns, start_ns, last_check_ns;
+    /* liveness (ps_server_live.c): the heartbeat deadline (ps_hb_times), when the socket was last drained */
+    int hb_dead_ms;
+    uint64_t drained_ns;
+    uint64_t hb_gap_ns;       /* the longest time between two beats of one worker seen so far, and whose */
+    int hb_gap_w;
     /* actor */
     pthread_t thread;
     int thread_on;
@@ -170,6 +184,18 @@ void pss_slot_free(ps_server_t *self, slot_t *s);
 int pss_slot_alloc(ps_server_t *self, slot_t *s, int ar, uint64_t key, size_t start, size_t len, size_t total,
                         dtype_t dt);
 void pss_round_reset(slot_t *s, int W);
+
+/* ps_server_live.c: liveness and the handshakes */
+int pss_ar_pending(ps_server_t *self);
+int pss_needs(ps_server_t *self, int w);
+/* drained: this loop's receive emptied the socket (beats still queued are not missed ones) */
+void pss_check_liveness(ps_server_t *self, int drained);
+int pss_all_gone(ps_server_t *self);
+int pss_on_auth(ps_server_t *self, int wi, int sendw, pss_hello_t *hs, const char *srole, const char *crole,
+                const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m);
+int pss_on_hb(ps_server_t *self, int wi, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m);
+/* One info line: workers heard beating, the longest gap between two beats of one, the deadline. */
+void pss_hb_report(ps_server_t *self);
 
 /* ps_server_apply.c */
 void pss_serve_all(ps_server_t *self);

@@ -213,16 +213,9 @@ static int s_collect(engine_t *self, collect_t *c, size_t *leftp, int timeout_ms
     ps_lane_t *lanes[S];
     int nlanes = 0;
     for (int s = 0; s < S; s++) nlanes += (lanes[s] = self->conns[s].lane) != NULL;
-    /* while we wait, tell every server we are alive: a worker blocked on one (dead) server must not
-     * look silent, and so dead, to the others */
-    int to = self->cfg.timeout_ms > 0 ? self->cfg.timeout_ms : 60000;
-    uint64_t ka_ns = (uint64_t)(to / 6 > 50 ? to / 6 : 50) * 1000000ull, next_ka = now_ns() + ka_ns;
+    /* that we are alive while we wait (blocked on one dead server, say) the servers hear from our heartbeat
+     * thread (ps_hb.h), not from here */
     while (left > 0) {
-        if (!once && now_ns() >= next_ka) {
-            wire_hdr_t h = psw_hdr(self, WIRE_HELLO, 0, self->clock, 0, 0, DT_F32, 0, 0);
-            for (int s = 0; s < S; s++) CHECK(psw_send(self, s, &h, NULL, 0));
-            next_ka = now_ns() + ka_ns;
-        }
         for (int s = 0; s < S; s++) items[s] = (zmq_pollitem_t){self->conns[s].sock, 0, ZMQ_POLLIN, 0};
         int ms = deadline_left_ms(dl);
         if (ms == 0 && !once && c->save) {

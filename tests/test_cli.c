@@ -1,11 +1,16 @@
 /* test_cli.c: the harness command line as its users meet it (issue 32, section 4): a misspelt flag's
- * "did you mean", a torchrun-style environment that is half set, each mode's --help, nccl-tests' spellings. */
+ * "did you mean", a torchrun-style environment that is half set, each mode's --help, nccl-tests' spellings,
+ * argument errors found before launch, shell completion's values. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "tests/lib/ranks.h"
+#include "tests/lib/scripts.h"
+#include "trainer/workload.h"
+#include "harness/registry/layouts.h"
+#include <unistd.h>
 #include "harness/cli/opts.h"
 #include "core/err.h"
 
@@ -212,4 +217,204 @@ Test(cli, nccl_tests_average, .timeout = 90)
     snprintf(cmd, sizeof cmd, "%s bench -np 2 -a 4", g_harness);
     cr_expect_eq(run_cmd(cmd, out, sizeof out), 2, "%s", out);
     cr_expect(strstr(out, "bad value '4' for --average") != NULL, "%s", out);
+}
+
+/* Argument errors are found before any launch, said once, without source locations: --model (its error names
+ * the models), --optim, --straggler (a rank outside the world). They used to fail inside every rank, each with
+ * "(at train.c:530)", and the driver repeated it. A failure only a rank can find keeps its locations for
+ * --verbose. */
+Test(cli, argument_errors_before_launch, .timeout = 90)
+{
+    s_find();
+    static const struct { const char *args, *said; } cases[] = {
+        {"--model nonsense", "--model nonsense: unknown model; the named models are resnet50, resnet101, vgg16"},
+        {"--model mlp:784-0-10", "--model mlp:784-0-10: an MLP is mlp:W0-W1-...-Wn"},
+        {"--straggler 5:30", "--straggler 5:30: rank 5 is not a worker of this run (workers 0..1)"},
+        {"--straggler 1:abc", "--straggler 1:abc: expected RANK:MS"},
+        {"--optim adam:lr=abc", "--optim adam:lr=abc: 'lr=abc' is not a number"},
+        {"--optim bogus", "--optim bogus: unknown optimizer 'bogus'"},
+    };
+    char cmd[2048], out[8192];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(cmd, sizeof cmd, "timeout 60 %s train %s --procs 2 --steps 2", g_harness, cases[i].args);
+        cr_expect_eq(run_cmd(cmd, out, sizeof out), 2, "%s: %s", cases[i].args, out);
+        cr_expect(strstr(out, cases[i].said) != NULL, "%s: want '%s':\n%s", cases[i].args, cases[i].said, out);
+        cr_expect(s_count(out, "harness: ") == 1 && !strstr(out, "[rank") && !strstr(out, ".c:"),
+                  "%s: once, before any rank, no source location:\n%s", cases[i].args, out);
+    }
+    /* every named model is listed, from the workload registry */
+    snprintf(cmd, sizeof cmd, "%s train --model nonsense", g_harness);
+    run_cmd(cmd, out, sizeof out);
+    cr_expect(strstr(out, "bert-large") && strstr(out, "gpt2") && strstr(out, "mlp:784-1024-1024-10"), "%s", out);
+    /* a world of one (no launcher, no rank environment) has worker 0 only */
+    snprintf(cmd, sizeof cmd, "env -u RANK -u WORLD_SIZE %s train --straggler 1:30 --steps 2", g_harness);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "rank 1 is not a worker of this run (workers 0..0)") != NULL, "%s", out);
+    /* a failure found in a rank: its locations only with --verbose */
+    for (int verbose = 0; verbose < 2; verbose++) {
+        snprintf(cmd, sizeof cmd, "timeout 60 %s train --procs 2 --steps 2 --data /nonexistent/x.idx%s", g_harness,
+                 verbose ? " --verbose" : "");
+        cr_expect_neq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+        cr_expect(strstr(out, "/nonexistent/x.idx") != NULL, "%s", out);
+        cr_expect_eq(strstr(out, "(at trainer.c:") != NULL, verbose, "--verbose %d:\n%s", verbose, out);
+    }
+}
+
+/* What the generated bash completion (script) offers for `harness WORDS`, the last word the one completed. */
+static void s_complete(const char *script, const char *words, char *out, size_t len)
+{
+    char drv[300], cmd[400];
+    snprintf(drv, sizeof drv, "%s.drv", script);
+    FILE *f = fopen(drv, "w");
+    cr_assert(f != NULL, "%s", drv);
+    fprintf(f, "source %s\nCOMP_WORDS=(harness %s)\nCOMP_CWORD=$((${#COMP_WORDS[@]} - 1))\n_harness\n"
+               "echo \"${COMPREPLY[*]}\"\n", script, words);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "bash %s", drv);
+    run_cmd(cmd, out, len);
+    unlink(drv);
+}
+
+/* Completion completes --model, --device and --engine values from the tables the harness parses with: every
+ * registry model, device preset, engine and simulate's layouts; a comma list by its last word. It completed
+ * none of the three (and --op's list lacked move). */
+Test(cli, completion_completes_values, .timeout = 60)
+{
+    s_find();
+    char gen[1024], script[256], cmd[2048], out[1 << 14];
+    cr_assert(test_script(g_harness, "gen-completion", gen, sizeof gen) == 0, "no %s", gen);
+    snprintf(script, sizeof script, "/tmp/test_cli_completion.%d.bash", (int)getpid());
+    snprintf(cmd, sizeof cmd, "%s %s > %s", gen, g_harness, script);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    char words[256], want[128];
+    for (size_t i = 0; workload_at(i); i++) {
+        s_complete(script, "train --model ''", out, sizeof out);
+        snprintf(want, sizeof want, " %s ", workload_at(i));
+        snprintf(words, sizeof words, " %.*s ", (int)strcspn(out, "\n"), out);
+        cr_expect(strstr(words, want) != NULL, "--model lacks %s:%s", workload_at(i), words);
+    }
+    for (size_t i = 0; wl_device_at(i); i++) {
+        s_complete(script, "train --device ''", out, sizeof out);
+        snprintf(want, sizeof want, " %s ", wl_device_at(i));
+        snprintf(words, sizeof words, " %.*s ", (int)strcspn(out, "\n"), out);
+        cr_expect(strstr(words, want) != NULL, "--device lacks %s:%s", wl_device_at(i), words);
+    }
+    s_complete(script, "bench --engine ''", out, sizeof out);
+    for (int i = 0; i < h_engine_count() + h_layout_count(); i++) {
+        const char *name = i < h_engine_count() ? h_engine_at(i)->name : h_layout_at(i - h_engine_count())->label;
+        snprintf(want, sizeof want, "%s", name);
+        cr_expect(strstr(out, want) != NULL, "--engine lacks %s: %s", name, out);
+    }
+    static const struct { const char *words, *offered; } cases[] = {
+        {"train --model v", "vgg16\n"}, {"train --device a1", "a100 a100-amp\n"}, {"bench --engine ring,t", "ring,tree\n"},
+        {"bench --op m", "move\n"}, {"bench -d b", "bf16\n"}, {"bench --bind b", "block\n"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        s_complete(script, cases[i].words, out, sizeof out);
+        cr_expect_str_eq(out, cases[i].offered, "%s", cases[i].words);
+    }
+    unlink(script);
+}
+
+/* The man page keeps option names' case (its headings were upper-cased: "TRAIN \-\-MODEL RESNET50"), gains
+ * EXAMPLES (the README's five commands) and ENVIRONMENT: every torchrun, Slurm and OpenMPI variable harness/
+ * and core/ name. */
+Test(cli, man_page_keeps_case_examples_environment, .timeout = 60)
+{
+    s_find();
+    char gen[1024], cmd[4096], vars[4096];
+    static char man[1 << 17];
+    cr_assert(test_script(g_harness, "gen-man", gen, sizeof gen) == 0, "no %s", gen);
+    snprintf(cmd, sizeof cmd, "%s %s", gen, g_harness);
+    cr_assert_eq(run_cmd(cmd, man, sizeof man), 0, "%s", man);
+    cr_expect(strstr(man, "\n.SS \"Emulated GPU cluster (train \\-\\-model resnet50") != NULL, "%.2000s", man);
+    for (const char *p = strstr(man, "\n.S"); p; p = strstr(p + 1, "\n.S")) {
+        const char *dash = strstr(p, "\\-\\-"), *eol = strchr(p + 1, '\n');
+        cr_expect(!dash || dash > eol || !(dash[4] >= 'A' && dash[4] <= 'Z'), "an upper-cased option: %.*s",
+                  (int)(eol ? eol - p - 1 : 80), p + 1);
+    }
+    const char *ex = strstr(man, "\n.SH EXAMPLES\n"), *env = strstr(man, "\n.SH ENVIRONMENT\n");
+    cr_assert(ex && env, "no EXAMPLES or ENVIRONMENT:\n%s", man);
+    cr_expect(strstr(ex, "\nharness bench \\-\\-engine ring,tree,ps") && !strstr(man, "build/harness"), "%.1500s", ex);
+    /* the variables, from the sources the page was made from */
+    snprintf(cmd, sizeof cmd, "cd %.*s/.. && grep -rhoE '\"(RANK|WORLD_SIZE|LOCAL_[A-Z_]+|MASTER_[A-Z_]+|SLURM_[A-Z_]+|"
+             "OMPI_[A-Z_]+)\"' --include='*.c' harness core | tr -d '\"' | sort -u", (int)(strrchr(gen, '/') - gen), gen);
+    cr_assert_eq(run_cmd(cmd, vars, sizeof vars), 0, "%s", vars);
+    int n = 0;
+    for (char *save = NULL, *v = strtok_r(vars, "\n", &save); v; v = strtok_r(NULL, "\n", &save), n++) {
+        int found = 0; /* a ".B NAME" line, or ".B NAME, NAME" */
+        for (const char *b = strstr(env, "\n.B "); b && !found; b = strstr(b + 1, "\n.B ")) {
+            size_t len = strlen(v);
+            for (const char *w = b + 4; *w && *w != '\n'; w++)
+                if (!strncmp(w, v, len) && (w[-1] == ' ') && (w[len] == '\n' || w[len] == ',')) found = 1;
+        }
+        cr_expect(found, "ENVIRONMENT lacks %s", v);
+    }
+    cr_expect(n >= 6, "the variables found: %d", n);
+    static const char *const torchrun[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"};
+    for (size_t i = 0; i < sizeof torchrun / sizeof torchrun[0]; i++) {
+        char b[64];
+        snprintf(b, sizeof b, "\n.B %s\n", torchrun[i]);
+        cr_expect(strstr(env, b) != NULL, "ENVIRONMENT lacks %s", torchrun[i]);
+    }
+}
+
+/* Help and errors agree with what the parser accepts: every option with a fixed list of values (harness
+ * --list-values all) shows that list in its help when the help spells one (--op said sum|avg, --bind
+ * auto|core|numa|none: move and block were accepted), and a bad value's error names each value; --device's
+ * default is the same in its help and in the mode's defaults (the defaults said '-', the help v100). */
+Test(cli, help_and_errors_agree_with_the_parser, .timeout = 90)
+{
+    s_find();
+    char cmd[2048], err[1 << 12];
+    static char lists[1 << 14], help[1 << 17];
+    snprintf(cmd, sizeof cmd, "%s --list-values all", g_harness);
+    cr_assert_eq(run_cmd(cmd, lists, sizeof lists), 0, "%s", lists);
+    snprintf(cmd, sizeof cmd, "%s --help", g_harness);
+    cr_assert_eq(run_cmd(cmd, help, sizeof help), 0, "%s", help);
+    int checked = 0;
+    for (char *save = NULL, *line = strtok_r(lists, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char name[64], vals[1024], key[80];
+        const char *tab = strchr(line, '\t');
+        cr_assert(tab != NULL, "%s", line);
+        snprintf(name, sizeof name, "%.*s", (int)strcspn(line, "|\t"), line);
+        snprintf(vals, sizeof vals, "%s", tab + 1);
+        /* its help line, and the A|B|C it spells after the name (if any) */
+        snprintf(key, sizeof key, "\n  %s ", name);
+        const char *h = strstr(help, key);
+        cr_expect(h != NULL, "%s: no help line", name);
+        char spelled[256] = "";
+        if (h) sscanf(h + strlen(key), "%255s", spelled);
+        if (strchr(spelled, '|')) {
+            int n = 0;
+            for (char *s2 = NULL, *v = strtok_r(vals, " ", &s2); v; v = strtok_r(NULL, " ", &s2), n++) {
+                char w[80];
+                snprintf(w, sizeof w, "|%s|", v);
+                char bar[300];
+                snprintf(bar, sizeof bar, "|%s|", spelled);
+                cr_expect(strstr(bar, w) != NULL, "%s accepts %s but its help says %s", name, v, spelled);
+            }
+            int bars = 1;
+            for (const char *p = spelled; *p; p++) bars += *p == '|';
+            cr_expect_eq(bars, n, "%s: help %s, accepted %d values", name, spelled, n);
+            checked++;
+        }
+        if (!strcmp(name, "--engine")) continue; /* its error names the engines and points at simulate's layouts */
+        snprintf(cmd, sizeof cmd, "%s train %s %s bogus", g_harness, strcmp(name, "--model") ? "--model resnet50 --nodes 1" : "",
+                 name);
+        cr_expect_eq(run_cmd(cmd, err, sizeof err), 2, "%s bogus: %s", name, err);
+        snprintf(vals, sizeof vals, "%s", tab + 1);
+        for (char *s2 = NULL, *v = strtok_r(vals, " ", &s2); v; v = strtok_r(NULL, " ", &s2))
+            cr_expect(strstr(err, v) != NULL, "%s bogus: the error does not name %s:\n%s", name, v, err);
+    }
+    cr_expect(checked >= 3, "options whose help spells their values: %d", checked); /* --op, --bind, --dtype */
+    /* --device: one default, the registry's presets */
+    snprintf(cmd, sizeof cmd, "%s train --help", g_harness);
+    cr_assert_eq(run_cmd(cmd, help, sizeof help), 0, "%s", help);
+    char want[64];
+    snprintf(want, sizeof want, "(default %s)", WL_DEVICE_DEFAULT);
+    cr_expect(strstr(help, want) != NULL, "%s", help);
+    snprintf(want, sizeof want, "--device %s ", WL_DEVICE_DEFAULT);
+    cr_expect(strstr(help, want) != NULL, "the defaults say otherwise:\n%s", help);
+    cr_expect(strstr(help, wl_device_names()) != NULL, "%s", help);
 }

@@ -13,7 +13,7 @@
 #include "core/err.h"
 
 #define MAGIC "SBCKPT01"
-#define VERSION 1u
+#define VERSION 2u   /* 2: the header's last word holds the learning rate (1: padding, no rate recorded) */
 
 /* on-disk header (all fields naturally aligned, little-endian on the machines we run) */
 typedef struct {
@@ -30,7 +30,8 @@ typedef struct {
     uint64_t amp_overflows;
     uint32_t optim_kind, grad_dtype;
     uint64_t count;
-    uint32_t nopt, pad;
+    uint32_t nopt;
+    float    lr;       /* version 2; version 1 wrote 0 padding here */
 } s_hdr_t;
 
 uint64_t ckpt_hash(const void *buf, size_t len, uint64_t seed) { return afile_hash(buf, len, seed); }
@@ -53,6 +54,7 @@ int ckpt_write_hash(const char *path, const ckpt_t *c, uint64_t *hash)
     h.optim_kind = c->optim_kind; h.grad_dtype = c->grad_dtype;
     h.count = c->count;
     h.nopt = (uint32_t)c->nopt;
+    h.lr = c->lr;
     afile_part_t parts[2 + CKPT_MAX_OPT] = {{&h, sizeof h}, {c->params, c->count * sizeof(float)}};
     for (int k = 0; k < c->nopt; k++) parts[2 + k] = (afile_part_t){c->opt[k], c->count * sizeof(float)};
     return afile_write(path, "checkpoint", parts, 2 + c->nopt, 1, hash);
@@ -93,8 +95,8 @@ int ckpt_read(const char *path, ckpt_t *c)
     int rc = s_read_all(f, &h, sizeof h, &hash, path, "the header");
     if (!rc && memcmp(h.magic, MAGIC, 8))
         rc = err_set(ERR_CORRUPT, "checkpoint '%s': not a syncbench checkpoint (bad magic)", path);
-    if (!rc && (h.version != VERSION || h.header_bytes != sizeof h))
-        rc = err_set(ERR_CORRUPT, "checkpoint '%s': version %u (header %u bytes); this build reads version %u",
+    if (!rc && (h.version < 1 || h.version > VERSION || h.header_bytes != sizeof h))
+        rc = err_set(ERR_CORRUPT, "checkpoint '%s': version %u (header %u bytes); this build reads versions 1 to %u",
                      path, h.version, h.header_bytes, VERSION);
     if (!rc && (h.nopt > CKPT_MAX_OPT || h.count == 0 || h.count > ((uint64_t)1 << 40) ||
                 (uint64_t)size != sizeof h + (1 + h.nopt) * h.count * sizeof(float) + sizeof(uint64_t)))
@@ -112,6 +114,8 @@ int ckpt_read(const char *path, ckpt_t *c)
         c->optim_kind = h.optim_kind; c->grad_dtype = h.grad_dtype;
         c->count = (size_t)h.count;
         c->nopt = (int)h.nopt;
+        c->has_lr = h.version >= 2;
+        c->lr = c->has_lr ? h.lr : 0.0f;
         size_t bytes = c->count * sizeof(float);
         if (!(c->params = malloc(bytes))) rc = err_set(ERR_NOMEM, "checkpoint: %zu bytes", bytes);
         for (int k = 0; !rc && k < c->nopt; k++)

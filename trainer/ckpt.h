@@ -27,6 +27,8 @@ typedef struct {
     uint64_t amp_overflows;
     uint32_t optim_kind;
     uint32_t grad_dtype;
+    float    lr;                 /* the learning rate it was trained at (--optim lr=) */
+    int      has_lr;             /* read: the file records lr (version 2; version 1 did not) */
     /* payload */
     size_t   count;              /* parameters */
     float   *params;

@@ -96,7 +96,7 @@ int emu_new(emu_t **self_p, const emu_cfg_t *cfg)
     if (!e) return err_set(ERR_NOMEM, "emulated model");
     e->cfg = *cfg;
     int rc = workload_load(&e->wl, cfg->model);
-    if (rc == 0) rc = wl_device_resolve(cfg->device ? cfg->device : "v100", e->wl, &e->dev);
+    if (rc == 0) rc = wl_device_resolve(cfg->device ? cfg->device : WL_DEVICE_DEFAULT, e->wl, &e->dev);
     if (rc == 0) rc = s_layout(e);
     if (rc == 0) rc = s_fill(e);
     if (rc < 0) {

@@ -16,7 +16,7 @@ typedef struct emu emu_t;
 
 typedef struct {
     const char *model;          /* workload name or .tsv path */
-    const char *device;         /* device spec (workload.h); NULL: "v100" */
+    const char *device;         /* device spec (workload.h); NULL: WL_DEVICE_DEFAULT */
     size_t local_batch;
     double shrink;              /* >= 1: tensors and link rates divided by it */
     double dilate;              /* >= 1: compute times multiplied by it (link rates divided by it) */

@@ -596,6 +596,7 @@ int trainer_save(trainer_t *self, const char *path)
     c.amp_overflows = self->amp.overflows;
     c.optim_kind = (uint32_t)self->cfg.optim.kind;
     c.grad_dtype = (uint32_t)self->cfg.grad_dtype;
+    c.lr = self->cfg.optim.lr;
     c.count = s->count;
     CHECK(s_sync_host(self));
     c.params = mlp_params(self->mlp);
@@ -667,6 +668,10 @@ int trainer_resume(trainer_t *self, const char *path)
     if (c.grad_dtype != (uint32_t)self->cfg.grad_dtype)
         LOG_W("resume '%s': written with --grad-dtype %s, now %s", path, dt_name((dtype_t)c.grad_dtype),
               dt_name(self->cfg.grad_dtype));
+    /* another learning rate is allowed (a schedule by hand), but never silent: one line, from rank 0 */
+    if (c.has_lr && c.lr != self->cfg.optim.lr && self->cfg.rank == 0)
+        LOG_W("resume '%s': saved at learning rate %g, this run's --optim gives %g: training continues at %g", path,
+              (double)c.lr, (double)self->cfg.optim.lr, (double)self->cfg.optim.lr);
     rc = sampler_seek(self->sampler, c.epoch, (size_t)offset);
     if (!rc) {
         memcpy(mlp_params(self->mlp), c.params, c.count * sizeof(float));

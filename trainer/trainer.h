@@ -44,7 +44,7 @@ typedef struct {
     int      tf32;              /* GPU: let cuBLAS use TF32 tensor cores */
     /* An emulated real model (model names a workload, trainer/workload.h): no data and no arithmetic;
      * the device's compute is waited out against the clock and real gradient bytes reach the engine. */
-    const char *emu_device;     /* device spec; NULL: "v100" */
+    const char *emu_device;     /* device spec; NULL: WL_DEVICE_DEFAULT (workload.h) */
     double   shrink, dilate;    /* >= 1 (0 means 1): tensors / shrink, compute times x dilate */
 } trainer_cfg_t;
 

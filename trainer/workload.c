@@ -33,7 +33,22 @@ static const struct {
 };
 #define S_NBUILTIN (sizeof s_builtin / sizeof s_builtin[0])
 
-const char *workload_names(void) { return "resnet50, resnet101, vgg16, inception3, bert-base, bert-large, gpt2"; }
+const char *workload_at(size_t i) { return i < S_NBUILTIN ? s_builtin[i].name : NULL; }
+
+/* "a, b, c" of the names name_at gives, into buf (once: the tables are constant) */
+static const char *s_join(char *buf, size_t len, const char *(*name_at)(size_t))
+{
+    if (!buf[0])
+        for (size_t i = 0, off = 0; name_at(i) && off < len; i++)
+            off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? ", " : "", name_at(i));
+    return buf;
+}
+
+const char *workload_names(void)
+{
+    static char names[256];
+    return s_join(names, sizeof names, workload_at);
+}
 
 static int s_is_path(const char *name)
 {
@@ -224,7 +239,13 @@ static const s_preset_t s_presets[] = {
 };
 #define S_NPRESETS (sizeof s_presets / sizeof s_presets[0])
 
-const char *wl_device_names(void) { return "pascal, v100, v100-amp, a100, a100-amp, h100, h100-amp"; }
+const char *wl_device_at(size_t i) { return i < S_NPRESETS ? s_presets[i].name : NULL; }
+
+const char *wl_device_names(void)
+{
+    static char names[256];
+    return s_join(names, sizeof names, wl_device_at);
+}
 
 static int s_cmp_d(const void *a, const void *b)
 {

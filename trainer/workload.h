@@ -23,6 +23,8 @@ typedef struct {
 
 /* Names of the built-in profiles, comma separated ("resnet50, resnet101, ..."). */
 const char *workload_names(void);
+/* The i-th built-in profile's name (the registry's order), NULL past the last. */
+const char *workload_at(size_t i);
 /* 1 if name is a built-in profile or a path ending in .tsv. */
 int workload_is_known(const char *name);
 /* Load a built-in profile by name, or a profile file (a path ending in .tsv, same format). Errors
@@ -42,8 +44,12 @@ typedef struct {
     char   basis[320];             /* human explanation of the figure: the preset, the figure and its source */
 } wl_device_t;
 
+/* The device an emulated model runs on when none is given (--device's default). */
+#define WL_DEVICE_DEFAULT "v100"
 /* Names of the device presets, comma separated. */
 const char *wl_device_names(void);
+/* The i-th device preset's name, NULL past the last. */
+const char *wl_device_at(size_t i);
 /* spec: a preset name ("v100", "pascal", ...), "throughput=X" (samples/s) or "tflops=X", either
  * optionally followed by ",membw=GBPS" (memory bandwidth, for the optimizer update's time). */
 int wl_device_resolve(const char *spec, const workload_t *wl, wl_device_t *out);

@@ -4,6 +4,9 @@
 #include "harness/cli/opts_int.h"
 #include "core/err.h"
 #include "trainer/workload.h"
+#include "trainer/model.h"
+#include "core/optim.h"
+#include "harness/registry/layouts.h"
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
@@ -170,6 +173,63 @@ static void s_usage_aliases(FILE *f)
     fprintf(f, "-np N = --procs N; -d also takes float|half|bfloat16\n");
 }
 
+
+/* The values of table entry d, space separated, into buf ("" when it has no list). */
+static void s_values_of(const h_opt_t *d, char *buf, size_t len)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+#define S_ADD(v) (off < len ? off += (size_t)snprintf(buf + off, len - off, "%s%s", off ? " " : "", (v)) : 0)
+    if (d->off == F(model) && d->kind == K_STR) {
+        S_ADD("mlp:784-1024-1024-10");
+        for (size_t i = 0; workload_at(i); i++) S_ADD(workload_at(i));
+    } else if (d->off == F(emu_device) && d->kind == K_STR) {
+        for (size_t i = 0; wl_device_at(i); i++) S_ADD(wl_device_at(i));
+        S_ADD("throughput=");
+        S_ADD("tflops=");
+    } else if (d->kind == K_FN && !strcmp(d->name, "engine")) {
+        for (int i = 0; i < h_engine_count(); i++) S_ADD(h_engine_at(i)->name);
+        for (int i = 0; i < h_peer_engine_count(); i++) S_ADD(h_peer_engine_at(i)->name);
+        for (int i = 0; i < h_layout_count(); i++)
+            if (!h_engine_find(h_layout_at(i)->label)) S_ADD(h_layout_at(i)->label); /* simulate's */
+        S_ADD("all");
+    } else if (d->kind == K_CHOICE) {
+        char words[256];
+        snprintf(words, sizeof words, "%s", d->arg);
+        for (char *save = NULL, *t = strtok_r(words, "|", &save); t; t = strtok_r(NULL, "|", &save)) S_ADD(t);
+    } else if (d->kind == K_FN && (d->off == F(dtype) || d->off == F(grad_dtype))) {
+        for (int t = 0; t < DT_COUNT; t++) S_ADD(dt_name((dtype_t)t));
+    } else if (d->kind == K_FN && d->off == F(op)) {
+        for (int op = 0; strcmp(op_name((redop_t)op), "?"); op++) S_ADD(op_name((redop_t)op));
+    }
+#undef S_ADD
+}
+
+int h_opts_list_values(FILE *f, const char *opt)
+{
+    char vals[1024];
+    int all = !strcmp(opt, "all");
+    const char *name = opt + (opt[0] == '-' && opt[1] == '-' ? 2 : 0);
+    for (size_t i = 0; i < S_NOPTS; i++) {
+        const h_opt_t *d = &h_opt_table[i];
+        if (d->kind == K_HELP) break; /* the driver's own options follow */
+        if (!d->name || (!all && strcmp(d->name, name))) continue;
+        s_values_of(d, vals, sizeof vals);
+        if (!vals[0] && all) continue;
+        if (!vals[0]) return err_set(ERR_INVAL, "--list-values %s: --%s takes no fixed list of values", opt, d->name);
+        if (!all) {
+            for (char *save = NULL, *t = strtok_r(vals, " ", &save); t; t = strtok_r(NULL, " ", &save)) fprintf(f, "%s\n", t);
+            return 0;
+        }
+        fprintf(f, "--%s", d->name);
+        for (size_t k = 0; k < S_NSHORTS; k++)
+            if (!strcmp(s_shorts[k].name, d->name)) fprintf(f, "|-%c", s_shorts[k].c);
+        for (size_t a = 0; a < S_NALIASES; a++)
+            if (!strcmp(s_aliases[a].name, d->name)) fprintf(f, "|--%s", s_aliases[a].alias);
+        fprintf(f, "\t%s\n", vals);
+    }
+    return all ? 0 : err_set(ERR_INVAL, "--list-values %s: no such option; see harness --help", opt);
+}
 
 static void s_defaults(h_opts_t *o, int argc, char **argv);
 
@@ -378,6 +438,85 @@ static int s_nccl_gpus(h_opts_t *o, int argc, char **argv)
     return 0;
 }
 
+/* The fewest workers a train run of these options has: the smallest world of --scaling, N x G machines' GPUs,
+ * --gpus x K, --procs (x --nnodes), run's 4, or a world of one with no rank environment; 0 when the world
+ * comes from a torchrun-style environment (the rank checks it there). */
+static int s_min_workers(const h_opts_t *o)
+{
+    if (o->nscaling) {
+        int m = o->scaling[0];
+        for (int i = 1; i < o->nscaling; i++) m = o->scaling[i] < m ? o->scaling[i] : m;
+        return o->nodes ? m * (o->gpus_per_node ? o->gpus_per_node : 1) : m;
+    }
+    if (o->nodes) return o->nodes * (o->gpus_per_node ? o->gpus_per_node : 1);
+    if (o->gpus) return o->gpus * (o->ranks_per_gpu > 1 ? o->ranks_per_gpu : 1);
+    if (o->procs) return o->procs * (o->nnodes > 1 ? o->nnodes : 1);
+    if (!strcmp(o->mode, "run")) return 4;
+    if (!o->init_method && !getenv("RANK") && !getenv("WORLD_SIZE") && !getenv("SLURM_PROCID") &&
+        !getenv("OMPI_COMM_WORLD_RANK"))
+        return 1;
+    return 0;
+}
+
+/* The values the ranks would otherwise refuse only once launched (each rank, with a source location):
+ * --model, --optim and --straggler, checked here, before any launch. */
+static int s_check_values(const h_opts_t *o)
+{
+    if (o->model && !workload_is_known(o->model)) {
+        mlp_shape_t shape;
+        int mlp_like = !strncmp(o->model, "mlp:", 4) || (o->model[0] >= '0' && o->model[0] <= '9');
+        if (!mlp_like)
+            return err_set(ERR_INVAL, "--model %s: unknown model; the named models are %s (emulated), or a profile "
+                           "FILE.tsv, or an MLP mlp:W0-W1-...-Wn (default mlp:784-1024-1024-10)", o->model,
+                           workload_names());
+        if (mlp_parse(o->model, &shape) < 0)
+            return err_set(ERR_INVAL, "--model %s: an MLP is mlp:W0-W1-...-Wn, at least two widths in [1, 1048576] "
+                           "(named models: %s)", o->model, workload_names());
+    } else if (o->model && strlen(o->model) > 4 && !strcmp(o->model + strlen(o->model) - 4, ".tsv")) {
+        workload_t *wl = NULL; /* a profile file: read now, not by every rank after the launch */
+        if (workload_load(&wl, o->model) < 0) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", err_detail());
+            err_clear();
+            return err_set(ERR_INVAL, "--model %s: %s", o->model, why);
+        }
+        workload_destroy(&wl);
+    }
+    if (o->emu_device && workload_is_known(o->model)) {
+        workload_t *wl = NULL; /* a preset, throughput=X or tflops=X: resolved on the model, as the ranks will */
+        wl_device_t dev;
+        int rc = workload_load(&wl, o->model);
+        if (rc == 0) rc = wl_device_resolve(o->emu_device, wl, &dev);
+        workload_destroy(&wl);
+        if (rc < 0) return ERR_INVAL; /* its detail names --device and the presets */
+    }
+    if (o->optim) {
+        optim_cfg_t oc;
+        if (optim_parse(o->optim, &oc) < 0) {
+            char why[512];
+            const char *d = err_detail();
+            snprintf(why, sizeof why, "%s", !strncmp(d, "optimizer: ", 11) ? d + 11 : d);
+            err_clear();
+            return err_set(ERR_INVAL, "--optim %s: %s; e.g. sgd:lr=0.05,momentum=0.9 or adam:lr=1e-3", o->optim, why);
+        }
+    }
+    if (o->straggler && *o->straggler) {
+        char *end;
+        long r = strtol(o->straggler, &end, 10);
+        int ok = end != o->straggler && *end == ':' && r >= 0 && r <= 1 << 30;
+        const char *ms = ok ? end + 1 : "";
+        double v = ok ? strtod(ms, &end) : -1;
+        if (!ok || end == ms || *end || !(v >= 0) || !isfinite(v))
+            return err_set(ERR_INVAL, "--straggler %s: expected RANK:MS (worker RANK >= 0 sleeps MS >= 0 milliseconds "
+                           "every step, e.g. 1:30)", o->straggler);
+        int w = !strcmp(o->mode, "train") || !strcmp(o->mode, "run") ? s_min_workers(o) : 0;
+        if (w > 0 && r >= w)
+            return err_set(ERR_INVAL, "--straggler %s: rank %ld is not a worker of %s (workers 0..%d)", o->straggler, r,
+                           o->nscaling ? "the smallest world of --scaling" : "this run", w - 1);
+    }
+    return 0;
+}
+
 /* After the options: positional arguments and the checks across options. */
 static int s_finish(h_opts_t *o, int argc, char **argv, int next)
 {
@@ -433,6 +572,7 @@ static int s_finish(h_opts_t *o, int argc, char **argv, int next)
         return err_set(ERR_INVAL, "--engine all is simulate's (every layout side by side); give engines by name (%s)",
                        h_engine_names());
     CHECK(h_opts_check_cluster(o));
+    CHECK(s_check_values(o));
     return h_engine_opts_check(o->eopts) < 0 ? ERR_INVAL : 0; /* the engine's detail stays */
 }
 

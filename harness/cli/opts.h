@@ -88,6 +88,8 @@ typedef struct {
     const char *timeline_tag;         /* --timeline-tag TAG (set by the driver: FILE.TAG.json) */
     const char *net;                  /* --net bw=1gbit[,per=node] */
     int   quiet;
+    int   verbose;                    /* --verbose: errors say where in the source they passed */
+    const char *list_values;          /* --list-values OPT|all: the values OPT takes (shell completion) */
     int   peers;                      /* --peers: also the peer engines (mpi) and PyTorch DDP / gloo (harness/peers.h) */
     const char *format;               /* --format text|json|md|csv (report) */
     const char *plots_dir;            /* --plots DIR (report) */
@@ -119,5 +121,10 @@ void h_opts_usage_mode(FILE *f, const char *mode);
 int  h_opts_check_mode(const h_opts_t *o);
 /* 1 if the option of this (long) name, or one of its aliases, was on the command line */
 int  h_opts_given(const h_opts_t *o, const char *name);
+/* --list-values: the values option opt takes, one a line, from the tables the parser reads (the workload
+ * registry, the device presets, the engine registry and its layouts, a choice's words); "all": a line for
+ * each option that has such values, "SPELLINGS<TAB>VALUES" (SPELLINGS: --NAME|-C|--ALIAS, VALUES space
+ * separated), for scripts/gen-completion. 0, or ERR_INVAL for an option without a list. */
+int  h_opts_list_values(FILE *f, const char *opt);
 
 #endif

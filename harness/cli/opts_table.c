@@ -3,6 +3,7 @@
 #include "harness/cli/opts_int.h"
 #include "harness/registry/layouts.h"
 #include "harness/emulate/netspec.h"
+#include "trainer/workload.h"
 #include "core/err.h"
 #include <errno.h>
 #include <math.h>
@@ -278,6 +279,21 @@ static void s_help_impl(FILE *f)
     }
 }
 
+/* the emulated cluster's section title and --device, from the workload registry and the device presets */
+static void s_help_emulated(FILE *f)
+{
+    fprintf(f, "\nEmulated GPU cluster (train --model ");
+    for (size_t i = 0; workload_at(i); i++) fprintf(f, "%s%s", i ? "|" : "", workload_at(i));
+    fprintf(f, "):\n");
+}
+
+static void s_help_device(FILE *f)
+{
+    fprintf(f, "  --device D            emulated device: %s\n"
+               "                        (published throughputs; v100 FP32, a100/h100 TF32, -amp mixed),\n"
+               "                        throughput=SAMPLES_PER_S or tflops=X (default %s)\n", wl_device_names(), WL_DEVICE_DEFAULT);
+}
+
 const h_opt_t h_opt_table[] = {
     SECTION("\nRanks:\n", " train bench run model selftest gemm explain "),
     INT("procs", procs, 1, 4096, "a rank count >= 1",
@@ -307,9 +323,10 @@ const h_opt_t h_opt_table[] = {
     STR_IN(M_LAUNCH, "ifname", ifname, "  --ifname IF           network interface for peer traffic (or SYNCBENCH_SOCKET_IFNAME)\n"),
     CHOICE_IN(M_LAUNCH, "transport", transport, "auto|shm|tcp|zmq", "auto, shm, tcp or zmq",
            "  --transport T         auto (shm within a node, tcp across) | shm | tcp | zmq\n"),
-    CHOICE_IN(M_LAUNCH, "bind", bind, "core|block|numa|none|auto", "auto, core, block, numa or none",
-           "  --bind auto|core|numa|none   bind ranks with hwloc (auto: bench binds local rank i to core i mod cores, "
-           "train does not bind)\n"),
+    CHOICE_IN(M_LAUNCH, "bind", bind, "auto|core|block|numa|none", "auto, core, block, numa or none",
+           "  --bind auto|core|block|numa|none   bind ranks with hwloc: core, local rank i on core i mod cores; block,\n"
+           "                        consecutive ranks on a core; numa, a rank to a NUMA node; auto: bench binds as core,\n"
+           "                        train does not bind\n"),
     /* simulate: it bounds the simulation (default 30 minutes there) */
     INT_IN(M_LAUNCH "simulate ", "timeout", timeout_s, 1, 86400, "seconds from 1 to 86400 (one day)",
         "  --timeout S           every blocking step gives up after S seconds (default 60)\n"),
@@ -332,7 +349,9 @@ const h_opt_t h_opt_table[] = {
         "  --iters N --warmup N  timed and warm-up iterations (default 20, 5)\n"),
     INT_IN(" bench run gemm ", "warmup", warmup, 0, 1000000, "an integer >= 0", NULL),
     FN_IN(" bench run explain simulate ", "dtype", s_dtype, dtype, "f32, f16 or bf16", "  --dtype f32|f16|bf16  element type (default f32)\n"),
-    FN_IN(" bench run ", "op", s_op, op, "sum or avg", "  --op sum|avg          reduction (default sum)\n"),
+    FN_IN(" bench run ", "op", s_op, op, "sum, avg (or mean) or move",
+        "  --op sum|avg|move     reduction (default sum); move: the transport ceiling, every byte the schedule\n"
+        "                        moves, nothing reduced (not checked)\n"),
     INT_IN(" bench run ", "check", check, 0, 1, "0 or 1", "  --check 0|1           check every result exactly (default 1)\n"),
     INT_IN(" bench run ", "average", average, 0, 3, "0 (rank 0's), 1 (the mean), 2 (the min) or 3 (the max)",
         "  -a, --average 0|1|2|3 an iteration's time over the workers, as nccl-tests' -a: rank 0's, the mean, the\n"
@@ -374,12 +393,8 @@ const h_opt_t h_opt_table[] = {
     FLAG_IN(" train run ", "drop-last", drop_last, NULL),
     FN_IN(" train run simulate ", "seed", s_seed, seed, "an integer", "  --seed N              the run's random seed (default 42)\n"),
     STR_IN(" train run model ", "straggler", straggler, "  --straggler RANK:MS   worker RANK sleeps MS every step\n"),
-    SECTION("\nEmulated GPU cluster (train --model resnet50|resnet101|vgg16|inception3|bert-base|bert-large|gpt2):\n",
-            " train model bench simulate "),
-    STR("device", emu_device,
-        "  --device D            emulated device: pascal, v100, v100-amp, a100, a100-amp, h100, h100-amp (published\n"
-        "                        throughputs; v100 FP32, a100/h100 TF32, -amp mixed), throughput=SAMPLES_PER_S\n"
-        "                        or tflops=X (default v100)\n"),
+    {.kind = K_SECTION, .help_fn = s_help_emulated, .modes = " train model bench simulate "},
+    {.name = "device", .kind = K_STR, .off = F(emu_device), .help_fn = s_help_device},
     INT("nodes", nodes, 1, 4096, "a machine count >= 1",
         "  --nodes N --gpus-per-node G   N machines of G emulated GPUs (one rank each); with --net inter=RATE\n"
         "                        every machine gets one shaped NIC (root), ranks of a machine share memory\n"),
@@ -452,6 +467,7 @@ const h_opt_t h_opt_table[] = {
      .help = "  --no-check            model: the files' bench lines calibrate the model (as model fit) but no check\n"
              "                        against their runs is printed or written\n"},
     FLAG("quiet", quiet, "  --quiet               no progress lines\n"),
+    FLAG("verbose", verbose, "  --verbose             an error also says where in the source it passed (file:line)\n"),
     FLAG_IN(" train bench run ", "peers", peers,
          "  --peers               bench/train/run: also the peers, in the same rounds: --engine mpi (MPI_Allreduce,\n"
          "                        through mpirun) and PyTorch DDP / all_reduce over gloo (peers/torch_ddp.py)\n"),
@@ -461,6 +477,8 @@ const h_opt_t h_opt_table[] = {
     {.name = "as-rank", .kind = K_NONE},
     FN("mode", s_mode, mode, "a mode", NULL),
     STR("timeline-tag", timeline_tag, NULL),
+    /* for scripts/gen-completion (not in --help) */
+    STR("list-values", list_values, NULL),
 };
 const size_t h_opt_count = sizeof h_opt_table / sizeof h_opt_table[0];
 _Static_assert(sizeof h_opt_table / sizeof h_opt_table[0] <= H_OPT_MAX, "H_OPT_MAX too small for the option table");
@@ -474,6 +492,11 @@ void h_opt_default_of(const h_opts_t *o, const h_opt_t *d, char *buf, size_t len
     case K_FLAG: snprintf(buf, len, "off"); return;
     case K_INT: if (*(const int *)at) snprintf(buf, len, "%d", *(const int *)at); return;
     case K_STR:
+        if (d->off == F(emu_device)) { /* NULL: the emulation's default device */
+            snprintf(buf, len, "%s", WL_DEVICE_DEFAULT);
+            return;
+        }
+        /* fall through */
     case K_CHOICE: if (*(const char *const *)at) snprintf(buf, len, "%s", *(const char *const *)at); return;
     case K_FN: break;
     default: return;

@@ -183,7 +183,7 @@ static int s_resolve_shrink(h_opts_t *o)
     /* a PS whose pushes converge on a shaped NIC from other machines: its incast moves with the shrink */
     for (int i = 0; i < o->nengines; i++)
         ps_across |= h_engine_has_servers(o->engines[i]) && (c.nodes > 1 || o->server_nodes > 0);
-    if (lb > 0 && !ps_across && wl_device_resolve(o->emu_device ? o->emu_device : "v100", wl, &dev) == 0)
+    if (lb > 0 && !ps_across && wl_device_resolve(o->emu_device ? o->emu_device : WL_DEVICE_DEFAULT, wl, &dev) == 0)
         wl_schedule(wl, &dev, lb, o->dilate >= 1 ? o->dilate : 1, NULL, NULL, &compute_s);
     err_clear(); /* a bad device is reported by the ranks, with its context */
     h_shrink_need_t need = {.model_bytes = wl->params * sizeof(float), .nranks = maxw + maxs,

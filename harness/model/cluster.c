@@ -30,7 +30,7 @@ int h_mc_point(s_point_t *p, const char *model, const char *device, double devic
     memset(p, 0, sizeof *p);
     p->straggler_rank = -1;
     CHECK(workload_load(&p->wl, model));
-    CHECK(wl_device_resolve(device ? device : "v100", p->wl, &p->dev));
+    CHECK(wl_device_resolve(device ? device : WL_DEVICE_DEFAULT, p->wl, &p->dev));
     if (device_sps > 0) p->dev.samples_per_s = device_sps; /* the run's own device, whatever the preset says now */
     p->local_batch = local_batch;
     p->bucket_mb = bucket_mb > 0 ? bucket_mb : 25;
