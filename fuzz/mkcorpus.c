@@ -3,6 +3,7 @@
  * Regression inputs (fuzz/corpus/NAME/regress-*) are committed by hand and left alone. */
 #include "fuzz/fuzz.h"
 #include "ps/wire.h"
+#include "ps/ps_proto.h"
 #include "trainer/ckpt.h"
 #include "core/tp_tcp_int.h"
 #include <errno.h>
@@ -316,6 +317,69 @@ static void s_zap(void)
     s_saveb("zap", "short", &b);
 }
 
+/* ---- hb: a mode byte, then messages (ps/ps_hb_srv.h, fuzz/fuzz_hb.c): op, type, sender, aux, u16 count,
+ * nframes, a frame count, frames (u8 length and bytes; 255 and a role byte: a MAC over the last nonces) */
+static void h_msg(buf_t *b, uint8_t op, uint8_t type, uint8_t sender, int8_t aux, uint16_t count, uint8_t nf)
+{
+    b_u8(b, op); b_u8(b, type); b_u8(b, sender); b_u8(b, (uint8_t)aux);
+    b_u8(b, (uint8_t)count); b_u8(b, (uint8_t)(count >> 8)); b_u8(b, nf);
+}
+static void h_chal(buf_t *b, uint8_t op, uint8_t sender)
+{
+    h_msg(b, op, WIRE_HELLO, sender, 1, 0, 1);   /* PS_HELLO_CHAL */
+    b_u8(b, 1); b_u8(b, 32);
+    for (int i = 0; i < 32; i++) b_u8(b, (uint8_t)(0x40 + i));
+}
+static void h_proof(buf_t *b, uint8_t op, uint8_t sender, uint8_t role)
+{
+    h_msg(b, op, WIRE_HELLO, sender, 2, 0, 1);   /* PS_HELLO_PROOF */
+    b_u8(b, 1); b_u8(b, 255); b_u8(b, role);
+}
+static void h_beat(buf_t *b, uint8_t op, uint8_t sender, uint16_t ival)
+{
+    h_msg(b, op, WIRE_HELLO, sender, 4, ival, 0);   /* PS_HELLO_HEARTBEAT */
+    b_u8(b, 0);
+}
+static void s_hb(void)
+{
+    buf_t b = {.n = 0};
+    b_u8(&b, 1 | 4);                                 /* a secret, timeout 6 s */
+    for (uint8_t w = 0; w < 3; w++) { h_chal(&b, 0, w); h_proof(&b, 0, w, 0); h_beat(&b, 0, w, 1000); }
+    h_beat(&b, 0, 1, 0xfffe);                        /* clamped to the timeout */
+    h_beat(&b, 0xc0, 2, 1000);                       /* after its BYE: dropped */
+    s_saveb("hb", "auth-session", &b);
+    b.n = 0;
+    b_u8(&b, 1);                                     /* a secret: wrong roles, a beat before any proof */
+    h_beat(&b, 0, 0, 1000);
+    h_chal(&b, 0, 0); h_proof(&b, 0, 0, 1);          /* the data connection's client MAC */
+    h_chal(&b, 0, 0); h_proof(&b, 0, 0, 2);          /* the server's own MAC reflected */
+    h_proof(&b, 0, 0, 0);                            /* a proof without a challenge */
+    h_beat(&b, 0, 0, 1000);
+    h_chal(&b, 1, 1); h_proof(&b, 1, 1, 1);          /* the data connection proven: not its heartbeats */
+    h_beat(&b, 0, 1, 1000);
+    s_saveb("hb", "wrong-roles", &b);
+    b.n = 0;
+    b_u8(&b, 2);                                     /* no secret, timeout 1 ms */
+    h_beat(&b, 0, 0, 0); h_beat(&b, 0, 1, 500); h_beat(&b, 2, 0, 1000); h_beat(&b, 0x30, 0, 1000);
+    h_msg(&b, 0, WIRE_PUSH, 0, 0, 16, 2); b_u8(&b, 2); b_u8(&b, 0); b_u8(&b, 4); b_str(&b, "abcd");
+    h_msg(&b, 8, WIRE_HELLO, 1, 4, 1000, 0); b_u8(&b, 0);             /* truncated */
+    h_msg(&b, 0, WIRE_HELLO, 2, 3, 0, 1); b_u8(&b, 1); b_u8(&b, 3); b_str(&b, "abc");
+    h_msg(&b, 0, WIRE_HELLO, 2, 1, 0, 1); b_u8(&b, 1); b_u8(&b, 31);  /* a short nonce */
+    for (int i = 0; i < 31; i++) b_u8(&b, 0);
+    s_saveb("hb", "no-secret", &b);
+    b.n = 0;
+    b_u8(&b, 1);                                     /* raw header frames and routing ids */
+    uint8_t enc[WIRE_HDR_MAX];
+    wire_hdr_t h = {.type = WIRE_HELLO, .sender = 0, .job = 0x5eed5eed12345678ull, .count = 1000, .aux = 4};
+    int n = wire_encode(&h, enc, sizeof enc);
+    if (n < 0) abort();
+    unsigned char id[12];
+    ps_hb_routing_id(h.job, 0, id);
+    b_u8(&b, 4 | 3); b_u8(&b, (uint8_t)n); b_put(&b, enc, (size_t)n); b_put(&b, id, sizeof id); b_u8(&b, 0);
+    b_u8(&b, 4 | 0); b_u8(&b, (uint8_t)(n - 1)); b_put(&b, enc, (size_t)n - 1); b_u8(&b, 0);
+    s_saveb("hb", "raw-header", &b);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) { fprintf(stderr, "usage: %s CORPUS_DIR\n", argv[0]); return 2; }
@@ -329,5 +393,6 @@ int main(int argc, char **argv)
     s_store();
     s_tcp();
     s_zap();
+    s_hb();
     return 0;
 }

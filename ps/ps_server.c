@@ -268,15 +268,13 @@ static int s_on_message(ps_server_t *self, ps_vmsg_t *m)
     int hok = m->n >= 2 && wire_decode(ps_van_data(m, 1), ps_van_size(m, 1), &hd) == 0;
     /* a keep-alive (a lane's wake-up) is not traffic: workers do not count it either; nor are heartbeats */
     int ka = hok && m->n == 2 && hd.type == WIRE_HELLO && hd.aux == PS_HELLO_KEEPALIVE && hd.nframes == 0;
-    unsigned char hbid[PS_ID_LEN];
-    if (hok && hd.sender < (uint32_t)self->cfg.nworkers) ps_hb_routing_id(self->job, (int)hd.sender, hbid);
-    int hb = hok && hd.sender < (uint32_t)self->cfg.nworkers && idlen == PS_ID_LEN && memcmp(ident, hbid, PS_ID_LEN) == 0;
+    int hbw = hok ? ps_hb_of(self->job, self->cfg.nworkers, ident, idlen, &hd) : -1, hb = hbw >= 0;
     if (!local && !ka && !hb) atomic_fetch_add_explicit(&self->received, (uint64_t)m->bytes, memory_order_relaxed);
     if (m->n < 2) REJ(ERR_PROTO, "message without a header frame");
     if (!hok) REJ(ERR_PROTO, "malformed header: %s", err_detail());
     h = &hd;
     if (hd.job != self->job) REJ(ERR_PROTO, "foreign job id %016llx", (unsigned long long)hd.job);
-    if (hb) return pss_on_hb(self, (int)hd.sender, ident, idlen, h, m);
+    if (hb) return pss_on_hb(self, hbw, ident, idlen, h, m);
     if (hd.sender >= (uint32_t)self->cfg.nworkers || idlen != PS_ID_LEN ||
         memcmp(ident, self->ids[hd.sender], PS_ID_LEN) != 0)
         REJ(ERR_PROTO, "unknown sender (claims rank %u)", hd.sender);
@@ -292,7 +290,7 @@ static int s_on_message(ps_server_t *self, ps_vmsg_t *m)
     if (k->bye && !k->dead && hd.type == WIRE_HELLO && hd.aux == PS_HELLO_KEEPALIVE && hd.nframes == 0) return 0;
     if (k->dead || k->bye) REJ(ERR_STATE, "worker %d already %s", pss_wrank(self, w), k->dead ? "declared dead" : "said BYE");
     if (hd.type == WIRE_HELLO && hd.aux != PS_HELLO_KEEPALIVE && hd.aux != PS_HELLO_LANE)
-        return pss_on_auth(self, w, w, &k->hello, "ps-server", "ps-client", ident, idlen, h, m);
+        return pss_on_auth(self, w, ident, idlen, h, m);
     if (self->auth.set && !k->hello.authed)
         REJ(ERR_AUTH, "a %s claiming worker rank %d, which has not proven it knows the job secret: turned away",
             wire_type_name(hd.type), pss_wrank(self, w));

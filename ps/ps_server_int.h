@@ -7,6 +7,7 @@
 #include "ps/ps_server.h"
 #include "ps/ps_proto.h"
 #include "ps/ps_van.h"
+#include "ps/ps_hb_srv.h"
 #include "ps/ps_lane.h"
 #include "ps/ps.h"
 #include "core/auth.h"
@@ -93,11 +94,8 @@ typedef struct {
     size_t mem;
 } slot_t;
 
-/* One connection's HELLO handshake (ps_proto.h): a challenge answered (nonces below); its proof accepted. */
-typedef struct {
-    int chal, authed;
-    unsigned char nc[AUTH_NONCE_BYTES], ns[AUTH_NONCE_BYTES];
-} pss_hello_t;
+/* One connection's HELLO handshake (ps_hb_srv.h): a challenge answered (nonces); its proof accepted. */
+typedef ps_hello_t pss_hello_t;
 
 typedef struct {
     uint64_t last_ns;         /* its last message on its data connection */
@@ -191,8 +189,9 @@ int pss_needs(ps_server_t *self, int w);
 /* drained: this loop's receive emptied the socket (beats still queued are not missed ones) */
 void pss_check_liveness(ps_server_t *self, int drained);
 int pss_all_gone(ps_server_t *self);
-int pss_on_auth(ps_server_t *self, int wi, int sendw, pss_hello_t *hs, const char *srole, const char *crole,
-                const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m);
+/* A CHAL or PROOF on worker w's data connection (ps_hello_step): answered through pss_send, or refused. */
+int pss_on_auth(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m);
+/* A message on worker wi's heartbeat connection (ps_hb_step): answered straight back to ident. */
 int pss_on_hb(ps_server_t *self, int wi, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m);
 /* One info line: workers heard beating, the longest gap between two beats of one, the deadline. */
 void pss_hb_report(ps_server_t *self);

@@ -128,65 +128,61 @@ int pss_all_gone(ps_server_t *self)
     return 1;
 }
 
-/* The HELLO handshake (ps_proto.h) of worker wi's connection whose state is hs (its data or its heartbeat
- * connection, roles srole / crole): a challenge is answered with our nonce and MAC; a proof over this
- * connection's last challenge (used up either way) authenticates it. sendw: the worker the answer goes
- * to through pss_send (its data connection, maybe its lane), or -1: straight back to ident, uncounted. */
-int pss_on_auth(ps_server_t *self, int wi, int sendw, pss_hello_t *hs, const char *srole, const char *crole,
-                const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m)
+static ps_hb_srv_t s_hbc(const ps_server_t *self)
 {
-    int w = sendw; /* REJ answers the same way */
-    unsigned char ctx[PS_AUTH_CTX_LEN];
-    ps_auth_ctx(self->job, wi, ctx);
-    size_t want = h->aux == PS_HELLO_CHAL ? AUTH_NONCE_BYTES : AUTH_MAC_BYTES;
-    if (h->nframes != 1 || ps_van_size(m, 2) != want) REJ(ERR_PROTO, "hello of kind %d with a malformed payload", h->aux);
-    if (h->aux == PS_HELLO_CHAL) {
-        memcpy(hs->nc, ps_van_data(m, 2), AUTH_NONCE_BYTES);
-        auth_challenge(hs->ns);
-        hs->chal = 1;
-        unsigned char out[AUTH_NONCE_BYTES + AUTH_MAC_BYTES];
-        memcpy(out, hs->ns, AUTH_NONCE_BYTES);
-        auth_respond(&self->auth, srole, hs->nc, hs->ns, ctx, sizeof ctx, out + AUTH_NONCE_BYTES);
-        wire_hdr_t r = {.type = WIRE_HELLO, .sender = (uint32_t)self->rank, .job = self->job, .dtype = DT_F32,
-                        .aux = PS_HELLO_CHAL, .nframes = 1};
-        ps_frame_t f = {out, sizeof out, 0, NULL, NULL};
-        if (sendw >= 0) pss_send(self, sendw, ident, idlen, &r, &f, 1);
-        else if (ps_van_send(self->router, ident, idlen, &r, &f, 1, NULL) < 0)
-            LOG_D("ps server %d: hello answer to worker rank %d's heartbeats failed: %s", self->cfg.index,
-                  pss_wrank(self, wi), err_detail());
-        return 0;
-    }
-    if (h->aux != PS_HELLO_PROOF) REJ(ERR_PROTO, "unknown hello kind %d", h->aux);
-    int ok = hs->chal && auth_verify(&self->auth, crole, hs->nc, hs->ns, ctx, sizeof ctx, ps_van_data(m, 2)) == 0;
-    hs->chal = 0;
-    if (!ok)
-        REJ(ERR_AUTH, "worker rank %d could not prove it knows the job secret%s: turned away", pss_wrank(self, wi),
-            sendw < 0 ? " (its heartbeat connection)" : "");
-    hs->authed = 1;
+    ps_hb_srv_t c = {.auth = &self->auth, .job = self->job, .timeout_ms = self->cfg.timeout_ms};
+    return c;
+}
+
+/* The first payload frame of m (NULL, 0 without one). */
+static const void *s_pl(ps_vmsg_t *m, size_t *len)
+{
+    *len = m->n > 2 ? ps_van_size(m, 2) : 0;
+    return m->n > 2 ? ps_van_data(m, 2) : NULL;
+}
+
+static void s_answer(ps_server_t *self, int sendw, int wi, const void *ident, size_t idlen, const ps_hbv_t *v)
+{
+    wire_hdr_t r = {.type = WIRE_HELLO, .sender = (uint32_t)self->rank, .job = self->job, .dtype = DT_F32,
+                    .aux = PS_HELLO_CHAL, .nframes = 1};
+    ps_frame_t f = {v->out, sizeof v->out, 0, NULL, NULL};
+    if (sendw >= 0) pss_send(self, sendw, ident, idlen, &r, &f, 1);
+    else if (ps_van_send(self->router, ident, idlen, &r, &f, 1, NULL) < 0)
+        LOG_D("ps server %d: hello answer to worker rank %d's heartbeats failed: %s", self->cfg.index,
+              pss_wrank(self, wi), err_detail());
+}
+
+/* The HELLO handshake (ps_hb_srv.h) of worker w's data connection: a challenge is answered through
+ * pss_send (its data connection, maybe its lane); a proof over its last challenge authenticates it. */
+int pss_on_auth(ps_server_t *self, int w, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m)
+{
+    ps_hb_srv_t c = s_hbc(self);
+    ps_hbv_t v;
+    size_t plen;
+    const void *pl = s_pl(m, &plen);
+    ps_hello_step(&c, w, pss_wrank(self, w), 0, &self->wk[w].hello, h, m->n - 2, pl, plen, &v);
+    if (v.act == PS_HBV_REFUSE) REJ(v.code, "%s", v.why);
+    if (v.act == PS_HBV_ANSWER) s_answer(self, w, w, ident, idlen, &v);
     return 0;
 }
 
 /* A message on worker wi's heartbeat connection: its hello, then beats; nothing else is accepted there.
  * Beats are not traffic (no byte counted), and a beat trailing the worker's BYE, or of a worker given
- * up on, is dropped without an answer. */
+ * up on, is dropped without an answer. Answers and refusals go straight back to the heartbeat
+ * connection, never through the worker's lane. */
 int pss_on_hb(ps_server_t *self, int wi, const void *ident, size_t idlen, const wire_hdr_t *h, ps_vmsg_t *m)
 {
-    int w = -1; /* REJ answers the heartbeat connection, never through the worker's lane */
+    int w = -1; /* REJ answers the heartbeat connection */
     wk_t *k = &self->wk[wi];
-    if (k->dead || k->bye) return 0;
-    if (m->truncated || (uint32_t)(m->n - 2) != h->nframes)
-        REJ(ERR_PROTO, "frame count %d does not match the header's %u", m->n - 2, h->nframes);
-    if (h->type != WIRE_HELLO)
-        REJ(ERR_PROTO, "a %s on worker rank %d's heartbeat connection", wire_type_name(h->type), pss_wrank(self, wi));
-    if (h->aux == PS_HELLO_CHAL || h->aux == PS_HELLO_PROOF)
-        return pss_on_auth(self, wi, -1, &k->hb_hello, "ps-hb-server", "ps-hb-client", ident, idlen, h, m);
-    if (h->aux != PS_HELLO_HEARTBEAT || h->nframes != 0)
-        REJ(ERR_PROTO, "hello of kind %d on worker rank %d's heartbeat connection", h->aux, pss_wrank(self, wi));
-    if (self->auth.set && !k->hb_hello.authed)
-        REJ(ERR_AUTH, "a heartbeat claiming worker rank %d, which has not proven it knows the job secret: turned away",
-            pss_wrank(self, wi));
-    int to = self->cfg.timeout_ms > 0 ? self->cfg.timeout_ms : 60000;
-    k->hb_ival_ms = h->count < 1 ? 1 : h->count > (uint64_t)to ? to : (int)h->count;
+    ps_hb_srv_t c = s_hbc(self);
+    ps_hbv_t v;
+    size_t plen;
+    const void *pl = s_pl(m, &plen);
+    ps_hb_step(&c, wi, pss_wrank(self, wi), &k->hb_hello, k->dead || k->bye, h, m->n - 2, m->truncated, pl, plen, &v);
+    if (v.act == PS_HBV_REFUSE) REJ(v.code, "%s", v.why);
+    if (v.act == PS_HBV_ANSWER) s_answer(self, -1, wi, ident, idlen, &v);
+    if (v.act != PS_HBV_BEAT) return 0;
+    k->hb_ival_ms = v.ival_ms;
     uint64_t now = now_ns();
     if (k->hb_seen && now - k->hb_ns > self->hb_gap_ns) {
         self->hb_gap_ns = now - k->hb_ns;
