@@ -37,7 +37,8 @@ static int s_default_cc(const h_jobj_t *r)
 /* The fitted constants: the per-hop latency from the host ring's benches across emulated machines (one
  * rank a namespace over TCP: a least-squares line through time against bytes, per world; its intercept is
  * 2 (P - 1) steps of 4 hops), and a GPU's link inside an emulated machine from the host ring's benches
- * over shared memory (its bus bandwidth at the largest size, the median over worlds). */
+ * over shared memory (its bus bandwidth at the largest size: the median of that size's lines, so that the
+ * files' order never picks one, then the median over worlds). */
 typedef struct {
     double lat_s, shm_bps;
     int nlat, nshm;
@@ -46,12 +47,14 @@ typedef struct {
     double srv_q1, srv_q3;        /* the points' own rates: quartiles */
 } s_fit_t;
 
+#define S_FIT_MAX 256 /* a world's shared-memory lines at its largest size */
 static void s_fit(const h_jobj_t *objs, size_t n, s_fit_t *f)
 {
     double lat[16], shm[16];
     int nl = 0, nm = 0;
     for (int P = 2; P <= 64; P++) {
-        double sx = 0, sy = 0, sxx = 0, sxy = 0, big = 0, bw = 0;
+        double sx = 0, sy = 0, sxx = 0, sxy = 0, big = 0, bw = 0, at[S_FIT_MAX];
+        int nb = 0;
         int k = 0;
         for (size_t i = 0; i < n; i++) {
             const h_jobj_t *r = &objs[i];
@@ -67,14 +70,16 @@ static void s_fit(const h_jobj_t *objs, size_t n, s_fit_t *f)
             if (!strcmp(tp, "tcp") && *net && !h_jget(r, "nodes")) {
                 sx += x, sy += y, sxx += x * x, sxy += x * y, k++;
             } else if (!strcmp(tp, "shm") && !*net && x >= big) {
+                if (x > big) nb = 0;
                 big = x;
-                bw = x * 2.0 * (P - 1) / P / y * 8; /* bits/s on each rank's link */
+                if (nb < S_FIT_MAX) at[nb++] = x * 2.0 * (P - 1) / P / y * 8; /* bits/s on each rank's link */
             }
         }
         if (k >= 2 && nl < 16) {
             double b = (k * sxy - sx * sy) / (k * sxx - sx * sx), a = (sy - b * sx) / k;
             lat[nl++] = (a > 0 ? a : 0) / (2.0 * (P - 1)) / 4;
         }
+        bw = s_median(at, nb);
         if (bw > 0 && nm < 16) shm[nm++] = bw;
     }
     f->nlat = nl, f->nshm = nm;
