@@ -176,6 +176,19 @@ void h_sim_point_free(h_sim_point_t *p)
     memset(p, 0, sizeof *p);
 }
 
+/* A reduction's setting in words for the header: v < 0 auto (every UNIT while a run stays under EXACT
+ * communications, else AUTO, written with FMT), 0 every UNIT, else v written with FMT. */
+static void s_reduction_words(char *out, size_t len, int v, const char *unit, long exact, int autov, const char *fmt)
+{
+    char n[32];
+    snprintf(n, sizeof n, fmt, v < 0 ? autov : v);
+    if (v < 0)
+        snprintf(out, len, "every %s up to %ld %s communications a run, else %s", unit,
+                 exact >= 1000000 ? exact / 1000000 : exact / 1000, exact >= 1000000 ? "M" : "k", n);
+    else if (v == 0) snprintf(out, len, "every %s", unit);
+    else snprintf(out, len, "%s", n);
+}
+
 int h_simulate_train(const h_simulate_cfg_t *o, const h_sim_platform_t *base)
 {
     size_t lb = o->batch_per_gpu > 0 ? (size_t)o->batch_per_gpu : 64;
@@ -210,18 +223,9 @@ int h_simulate_train(const h_simulate_cfg_t *o, const h_sim_platform_t *base)
                "forward %.2f ms, backward %.2f ms, update %.2f ms on the GPU (allreduce engines; a PS's servers update)\n",
                wl->name, wl->params, nb, bmb, dev.name, dev.samples_per_s, dev.basis, lb, fwd * 1e3, (total - fwd) * 1e3,
                update * 1e3);
-        char grp[96];
-        if (o->max_groups < 0)
-            snprintf(grp, sizeof grp, "every step up to %d M communications a run, else %d groups", H_SIM_EXACT_COMMS / 1000000,
-                     H_SIM_AUTO_GROUPS);
-        else if (o->max_groups == 0) snprintf(grp, sizeof grp, "every step");
-        else snprintf(grp, sizeof grp, "at most %d groups", o->max_groups);
-        char str[96];
-        if (o->min_stream < 0)
-            snprintf(str, sizeof str, "every piece up to %d k communications a run, else runs of %d", H_SIM_EXACT_FLOW / 1000,
-                     H_SIM_AUTO_STREAM);
-        else if (o->min_stream == 0) snprintf(str, sizeof str, "every piece");
-        else snprintf(str, sizeof str, "runs of %d", o->min_stream);
+        char grp[128], str[128];
+        s_reduction_words(grp, sizeof grp, o->max_groups, "step", H_SIM_EXACT_COMMS, H_SIM_AUTO_GROUPS, "at most %d groups");
+        s_reduction_words(str, sizeof str, o->min_stream, "piece", H_SIM_EXACT_FLOW, H_SIM_AUTO_STREAM, "runs of %d");
         printf("# one GPU alone: %.1f samples/s; %d steps a run; stragglers: --spread %s (seed %llu); a ring's steps: %s "
                "(--sim-groups; K: the most steps in a group); a tree's or a PS's pieces: %s (--sim-streams; K: the most "
                "pieces in a stream)\n",
