@@ -52,6 +52,7 @@ typedef struct h_sim_platform {
 #define H_SIM_AUTO_GROUPS 64
 #define H_SIM_EXACT_FLOW 200000
 #define H_SIM_AUTO_STREAM 4
+#define H_SIM_FANOUT_CONNS 4096
 typedef struct {
     int nb;
     const sched_t *sched;         /* nb schedules, the same world and workers */
@@ -75,6 +76,14 @@ typedef struct {
                                    * piece of each of its inputs has come (cut-through, as the engines pipeline) and
                                    * its pieces are held when it is in; 0: never; < 0 (auto): never while the run stays
                                    * under H_SIM_EXACT_FLOW communications, else runs of H_SIM_AUTO_STREAM */
+    int fan_bundle;               /* the third, for a dataflow step in which a rank sends to many ranks of other
+                                   * machines (a PS's pushes and pulls): its transfers to Q consecutive such ranks
+                                   * (one round: each rank's first, second, ... transfer of the step) go as one
+                                   * communication to one of them, the class's ranks taking turns by source, which
+                                   * credits every receiver when it is in; Q (>= 2): sources with >= 2 Q such ranks;
+                                   * 0: never; < 0 (auto): where a step's such connections pass H_SIM_FANOUT_CONNS, Q
+                                   * = their count / H_SIM_FANOUT_CONNS rounded up. Never into a rank whose sums cost
+                                   * CPU time, nor to owners answering ahead (async, SSP) */
 } h_sim_work_t;
 
 typedef struct {
@@ -90,6 +99,7 @@ typedef struct {
     int      link_is_nic;         /* that link: 1 a machine's NIC, 2 a leaf switch's uplink, 0 a GPU's link to its machine */
     int      merge;               /* the most steps merged into one group (1: none) */
     int      stream;              /* the most pieces in one stream's middle (1: none) */
+    int      bundle;              /* the most transfers in one fan-out bundle (1: none) */
     int      machines;            /* GPU machines plus server machines */
 } h_sim_result_t;
 

@@ -280,6 +280,7 @@ static int s_sim_point(const h_simulate_cfg_t *o, const s_fit_t *fit, s_pt_t *c)
         h_sim_work_t w = {.nb = nb, .sched = s, .ready_s = ready, .total_s = total,
                           .update_s = ops && ops->serve && c->P > 1 ? 0 : update, .steps = 2, .max_groups = o->max_groups,
                           .min_stream = o->min_stream < 0 ? 0 : o->min_stream, /* the check replays every piece */
+                          .fan_bundle = o->fan_bundle < 0 ? 0 : o->fan_bundle,
                           .cpu_reduce = ops && ops->serve};
         h_sim_result_t r;
         rc = h_sim_run(&pl, &w, &r);

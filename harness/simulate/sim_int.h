@@ -5,6 +5,12 @@
 #define SB_HARNESS_SIM_INT_H
 #include "harness/simulate/sim.h"
 
+/* A transfer a fan-out bundle carries: its receiver, its piece, and (at the sender) the receives of the piece
+ * the sender holds before it may go (h_sim_entry_t.req). */
+typedef struct {
+    int rank, piece, req;
+} h_sim_member_t;
+
 /* One rank's part of one group of a bucket's steps: a peer it sends to or receives from, and the bytes
  * (merged per pair, direction and group). */
 typedef struct {
@@ -15,7 +21,11 @@ typedef struct {
                                    * pulls do); 0 otherwise */
     int req;                      /* dataflow sends: the receives of its piece this rank holds before it may go */
     int npc;                      /* dataflow: the pieces this communication carries (1; > 1: a stream's middle, its
-                                   * pieces listed in h_sim_bplan_t.mp from mp0) */
+                                   * pieces listed in h_sim_bplan_t.mp from mp0; -1: a receive that a fan-out bundle
+                                   * into another rank of the source's class credits, no communication of its own) */
+    int nbm;                      /* dataflow: a fan-out bundle (> 0): the transfers it carries, listed in
+                                   * h_sim_bplan_t.bm from bm0 (their receivers are credited when it is in) */
+    uint32_t bm0;
     uint32_t mp0;
     double hop_s;                 /* a stream's middle: its route's latency */
     double lat_s;                 /* a stream's middle: the latencies of its pieces after the first, which a connection
@@ -33,6 +43,7 @@ typedef struct {
     int ngroups;
     int dataflow, npieces;        /* the schedule's sched_t.dataflow, and its pieces */
     int *mp;                      /* the pieces of every stream middle (h_sim_entry_t.npc > 1); NULL: none */
+    h_sim_member_t *bm;           /* the transfers of every fan-out bundle (h_sim_entry_t.nbm > 0); NULL: none */
 } h_sim_bplan_t;
 
 typedef struct {
@@ -45,6 +56,7 @@ typedef struct {
     int merge;                    /* the most steps in one group */
     int dataflow;                 /* the schedules are dataflow ones (sched_t.dataflow) */
     int streams;                  /* dataflow: the longest stream middle (pieces in one communication; 1: none) */
+    int bundle;                   /* dataflow: the most transfers in one fan-out bundle (1: none) */
     int stale;                    /* the schedules' sched_t.stale (owners answering ahead of the others' pushes) */
 } h_sim_plan_t;
 

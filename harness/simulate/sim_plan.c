@@ -99,6 +99,107 @@ static int s_conn_cmp(const void *a, const void *b)
     return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
 }
 
+/* A transfer of one source's fan-out in one step: its index, its round (the source's how-many-th transfer to that
+ * destination in the step), its destination's ordinal among the source's, and its class (ordinal / Q). */
+typedef struct {
+    size_t i;
+    int t, di, c;
+} s_fan_t;
+
+static int s_fan_cmp(const void *a, const void *b)
+{
+    const s_fan_t *x = a, *y = b;
+    if (x->t != y->t) return x->t - y->t;
+    if (x->c != y->c) return x->c - y->c;
+    return x->di - y->di;
+}
+
+/* by source, then destination, then schedule order */
+static int s_src_cmp(const void *a, const void *b)
+{
+    const sched_xfer_t *x = &s_sort_s->x[*(const size_t *)a], *y = &s_sort_s->x[*(const size_t *)b];
+    if (x->src != y->src) return x->src - y->src;
+    if (x->dst != y->dst) return x->dst - y->dst;
+    return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
+}
+
+/* The fan-out reduction (h_sim_work_t.fan_bundle): in each step, a source whose transfers go to at least 2 Q ranks
+ * of other machines sends, for each round (its first transfer to each of them, its second, ...), the transfers to
+ * each class of Q consecutive such ranks as one communication to one of them (the class's members taking turns by
+ * the source's ordinal in the step, so every rank receives its share of bundles), at the place of the class's
+ * first transfer in its order; the bundle waits for every piece it carries and credits every receiver when it is
+ * in (the others' receive entries become npc -1). On a star every NIC then carries the bytes it carried, in a
+ * Q-th of the flows: each flow of a class shared its links with the others alike. bund marks the transfers a
+ * bundle carries (the stream reduction leaves them). 0 or ERR_NOMEM. */
+static int s_bundles(const h_sim_platform_t *pl, const sched_t *s, int Q, h_sim_bplan_t *bp, const size_t *sidx,
+                     const size_t *ridx, char *bund, int *most)
+{
+    size_t nx = s->nx ? s->nx : 1, nbm = 0;
+    size_t *ord = malloc(nx * sizeof *ord);
+    s_fan_t *fan = malloc(nx * sizeof *fan);
+    bp->bm = malloc(nx * sizeof *bp->bm);
+    if (!ord || !fan || !bp->bm) {
+        free(ord), free(fan);
+        return err_set(ERR_NOMEM, "simulate: out of memory");
+    }
+    s_sort_s = s;
+    for (int k = 0; k < s->nsteps; k++) {
+        size_t n = 0;
+        for (size_t i = s->steps[k].first; i < s->steps[k].first + s->steps[k].n; i++)
+            if (h_sim_machine(pl, s->workers, s->x[i].src) != h_sim_machine(pl, s->workers, s->x[i].dst)) ord[n++] = i;
+        qsort(ord, n, sizeof *ord, s_src_cmp);
+        size_t conns = 0;
+        for (size_t a = 0; a < n; a++) conns += !a || s->x[ord[a]].src != s->x[ord[a - 1]].src || s->x[ord[a]].dst != s->x[ord[a - 1]].dst;
+        int q = Q > 0 ? Q : conns > H_SIM_FANOUT_CONNS ? (int)((conns + H_SIM_FANOUT_CONNS - 1) / H_SIM_FANOUT_CONNS) : 0;
+        if (q < 2) continue;
+        for (size_t a = 0, rot = 0; a < n; rot++) {
+            int src = s->x[ord[a]].src, F = 0;
+            size_t b = a;
+            for (int t = 0; b < n && s->x[ord[b]].src == src; b++) {
+                int same = b > a && s->x[ord[b]].dst == s->x[ord[b - 1]].dst;
+                F += !same, t = same ? t + 1 : 0;
+                fan[b - a] = (s_fan_t){.i = ord[b], .t = t, .di = F - 1, .c = (F - 1) / q};
+            }
+            if (F >= 2 * q) {
+                qsort(fan, b - a, sizeof *fan, s_fan_cmp);
+                for (size_t u = 0; u < b - a;) {
+                    size_t v = u + 1, first = u;
+                    while (v < b - a && fan[v].t == fan[u].t && fan[v].c == fan[u].c) v++;
+                    if (v - u < 2) {
+                        u = v;
+                        continue;
+                    }
+                    size_t rep = u + rot % (v - u);
+                    uint64_t bytes = 0;
+                    for (size_t j = u; j < v; j++) {
+                        if (sidx[fan[j].i] < sidx[fan[first].i]) first = j;
+                        bytes += bp->e[sidx[fan[j].i]].bytes;
+                    }
+                    for (size_t j = u; j < v; j++) {
+                        size_t i = fan[j].i;
+                        bp->bm[nbm + (j - u)] = (h_sim_member_t){.rank = s->x[i].dst, .piece = s->x[i].piece,
+                                                                 .req = bp->e[sidx[i]].req};
+                        bund[i] = 1;
+                        if (j != first) bp->e[sidx[i]].npc = 0;  /* carried by the bundle's send */
+                        if (j != rep) bp->e[ridx[i]].npc = -1;   /* credited by the bundle's receive */
+                    }
+                    h_sim_entry_t *es = &bp->e[sidx[fan[first].i]], *er = &bp->e[ridx[fan[rep].i]];
+                    es->peer = s->x[fan[rep].i].dst;
+                    es->bytes = er->bytes = bytes;
+                    es->nbm = er->nbm = (int)(v - u);
+                    es->bm0 = er->bm0 = (uint32_t)nbm;
+                    nbm += v - u;
+                    if ((int)(v - u) > *most) *most = (int)(v - u);
+                    u = v;
+                }
+            }
+            a = b;
+        }
+    }
+    free(ord), free(fan);
+    return 0;
+}
+
 /* The stream reduction (h_sim_work_t.min_stream): on each connection, a run of at least M consecutive
  * transfers of one size whose sends wait for the same count of receives goes as its first transfer, one
  * communication of the middle ones (npc pieces, listed in bp->mp) and its last; the replay makes the
@@ -108,7 +209,7 @@ static int s_conn_cmp(const void *a, const void *b)
  * sidx/ridx: each transfer's send and receive entry. 0 or ERR_NOMEM. */
 static double s_route_lat(const h_sim_platform_t *pl, int workers, int a, int b);
 static int s_streams(const h_sim_platform_t *pl, const sched_t *s, int M, int cpu, h_sim_bplan_t *bp,
-                     const size_t *sidx, const size_t *ridx, int *longest)
+                     const size_t *sidx, const size_t *ridx, const char *bund, int *longest)
 {
     size_t nx = 0, nmp = 0;
     size_t *ord = malloc((s->nx ? s->nx : 1) * sizeof *ord);
@@ -118,7 +219,7 @@ static int s_streams(const h_sim_platform_t *pl, const sched_t *s, int M, int cp
         return err_set(ERR_NOMEM, "simulate: out of memory");
     }
     for (size_t i = 0; i < s->nx; i++)
-        if (s->x[i].src != s->x[i].dst) ord[nx++] = i;
+        if (s->x[i].src != s->x[i].dst && !(bund && bund[i])) ord[nx++] = i;
     s_sort_s = s;
     qsort(ord, nx, sizeof *ord, s_conn_cmp);
     for (size_t a = 0; a < nx;) {
@@ -154,8 +255,8 @@ static int s_streams(const h_sim_platform_t *pl, const sched_t *s, int M, int cp
     return 0;
 }
 
-static int s_bucket(const h_sim_platform_t *pl, const sched_t *s, int max_groups, int min_stream, int cpu, h_sim_bplan_t *bp,
-                    int *merge, int *stream)
+static int s_bucket(const h_sim_platform_t *pl, const sched_t *s, int max_groups, int min_stream, int fan, int cpu,
+                    h_sim_bplan_t *bp, int *merge, int *stream, int *bundle)
 {
     size_t W = (size_t)s->world, n = 0;
     int K = max_groups > 0 && s->nsteps > max_groups ? (s->nsteps + max_groups - 1) / max_groups : 1;
@@ -185,10 +286,11 @@ static int s_bucket(const h_sim_platform_t *pl, const sched_t *s, int max_groups
     bp->delay = merged ? calloc((size_t)bp->ngroups * W, sizeof *bp->delay) : NULL;
     int *from = merged ? malloc((size_t)(K > 1 ? K : 1) * W * sizeof *from) : NULL;
     size_t *at = calloc(W + 1, sizeof *at);
-    int streams = s->dataflow && min_stream >= 3;
-    size_t *sidx = streams ? malloc((s->nx ? s->nx : 1) * 2 * sizeof *sidx) : NULL, *ridx = sidx ? sidx + s->nx : NULL;
-    if (!bp->e || !bp->first || (merged && (!bp->delay || !from)) || !at || (streams && !sidx)) {
-        free(from), free(sidx);
+    int streams = s->dataflow && min_stream >= 3, bundles = s->dataflow && fan != 0 && !cpu && !s->stale;
+    size_t *sidx = streams || bundles ? malloc((s->nx ? s->nx : 1) * 2 * sizeof *sidx) : NULL, *ridx = sidx ? sidx + s->nx : NULL;
+    char *bund = bundles ? calloc(s->nx ? s->nx : 1, 1) : NULL;
+    if (!bp->e || !bp->first || (merged && (!bp->delay || !from)) || !at || ((streams || bundles) && !sidx) || (bundles && !bund)) {
+        free(from), free(sidx), free(bund);
         free(at), free(grp_of);
         return err_set(ERR_NOMEM, "simulate: out of memory for %zu transfers", n);
     }
@@ -219,8 +321,9 @@ static int s_bucket(const h_sim_platform_t *pl, const sched_t *s, int max_groups
         for (size_t i = bp->first[r]; i < bp->first[r + 1]; i++) held[bp->e[i].piece] = 0;
     }
     free(held);
-    if (rc == 0 && streams) rc = s_streams(pl, s, min_stream, cpu, bp, sidx, ridx, stream);
-    free(sidx);
+    if (rc == 0 && bundles) rc = s_bundles(pl, s, fan, bp, sidx, ridx, bund, bundle);
+    if (rc == 0 && streams) rc = s_streams(pl, s, min_stream, cpu, bp, sidx, ridx, bund, stream);
+    free(sidx), free(bund);
     if (rc) {
         free(from), free(at), free(grp_of);
         return rc;
@@ -259,7 +362,7 @@ static int s_bucket(const h_sim_platform_t *pl, const sched_t *s, int max_groups
         h_sim_entry_t *a = bp->e + bp->first[r];
         size_t m = bp->first[r + 1] - bp->first[r], o = 0;
         for (size_t i = 0; i < m && s->dataflow; i++)    /* a dataflow rank's order stays; a stream's middle is one */
-            if (a[i].npc > 0) a[o++] = a[i];
+            if (a[i].npc != 0) a[o++] = a[i];
         if (!s->dataflow) qsort(a, m, sizeof *a, s_cmp);
         for (size_t i = 0; i < m && !s->dataflow; i++) {
             if (o && a[o - 1].grp == a[i].grp && a[o - 1].send == a[i].send && a[o - 1].peer == a[i].peer)
@@ -309,17 +412,18 @@ int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *
         h_sim_plan_free(p);
         return err_set(ERR_NOMEM, "simulate: out of memory");
     }
-    int rc = 0, groups = w->max_groups, stream = w->min_stream;
+    int rc = 0, groups = w->max_groups, stream = w->min_stream, fan = w->fan_bundle;
     uint64_t nx = 0;
     for (int b = 0; b < w->nb; b++) nx += w->sched[b].nx;
     if (groups < 0) /* auto: every step when affordable (a transfer a communication at most) */
         groups = nx * (uint64_t)w->steps <= H_SIM_EXACT_COMMS ? 0 : H_SIM_AUTO_GROUPS;
     if (stream < 0) stream = nx * (uint64_t)w->steps <= H_SIM_EXACT_FLOW ? 0 : H_SIM_AUTO_STREAM;
-    p->streams = 1;
+    p->streams = p->bundle = 1;
     for (int b = 0; b < w->nb && rc == 0; b++) {
         const sched_t *s = &w->sched[b];
-        rc = s_bucket(pl, s, groups, stream, w->cpu_reduce && pl->server_Bps > 0, &p->b[b], &p->merge, &p->streams);
-        if (rc == 0) p->comms_step += p->b[b].first[p->world] / 2;
+        rc = s_bucket(pl, s, groups, stream, fan, w->cpu_reduce && pl->server_Bps > 0, &p->b[b], &p->merge, &p->streams,
+                      &p->bundle);
+        for (size_t i = 0; rc == 0 && i < p->b[b].first[p->world]; i++) p->comms_step += p->b[b].e[i].send;
         for (size_t i = 0; rc == 0 && i < s->nx; i++) {
             const sched_xfer_t *x = &s->x[i];
             if (x->src == x->dst) continue;
@@ -348,7 +452,8 @@ int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *
 
 void h_sim_plan_free(h_sim_plan_t *p)
 {
-    for (int b = 0; p->b && b < p->nb; b++) free(p->b[b].e), free(p->b[b].first), free(p->b[b].delay), free(p->b[b].mp);
+    for (int b = 0; p->b && b < p->nb; b++)
+        free(p->b[b].e), free(p->b[b].first), free(p->b[b].delay), free(p->b[b].mp), free(p->b[b].bm);
     free(p->b);
     memset(p, 0, sizeof *p);
 }

@@ -50,6 +50,7 @@ static struct {
     int *pushed;              /* owners answering ahead (h_sim_plan_t.stale): per piece and worker, its pushes in */
     int *atleast;             /* per piece and count c <= H_SIM_MAX_STEPS: the workers with at least c pushes in */
     int *pushers;             /* per piece: the workers that push it */
+    int *cred;                /* steps x world: the receives fan-out bundles into other ranks credited to each rank */
 } g;
 
 /* the mailbox of connection conn from src to dst (a dataflow schedule's steps are connections of their own) */
@@ -129,6 +130,8 @@ static int s_bucket(s_rank_t *k, const h_sim_bplan_t *bp, int r)
 typedef struct {
     int b, piece, peer, conn, req, send, npc;
     const int *mp;                /* npc > 1 (a stream's middle): its pieces, numbered in the bucket */
+    const h_sim_member_t *bm;     /* nbm > 0 (a fan-out bundle): the transfers it carries */
+    int nbm;
     double lat_s, hop_s;          /* npc > 1: h_sim_entry_t's */
     int step;                     /* its step (g.held counts over the run) */
     uint64_t bytes;
@@ -150,6 +153,8 @@ typedef struct s_flow {
                                    * NULL: reductions cost nothing */
     const size_t *poff;           /* per bucket: its first piece in the rank's numbering (every rank's the same) */
     const int *nrecv;             /* per piece: the receives of it a step (a stream's middle counting each piece) */
+    int step, nsteps, ncred;      /* the steps it replays, and the receives bundles into other ranks credit it in them */
+    int users;                    /* other ranks' actors inside s_hold_at with it */
 } s_flow_t;
 
 /* A connection's actor; a send waits on its own condition, registered where it waits (a piece, or the
@@ -174,22 +179,46 @@ static void s_wake(s_flow_t *st, ssize_t *list)
 /* Rank r holds one more receive of its piece pi (the run's numbering): count it, and wake what waits for it
  * on that rank (its step under way; a rank between steps counts it for the next: every rank of an allreduce
  * finishes a step only once every rank's inputs of it are in, so a count is never taken for another step's). */
-static void s_hold(int r, size_t pi)
+/* A fan-out bundle of step `step` (>= 0) is in: the receiver also counts it among the step's credited receives,
+ * without which its step does not end. Actors switch only at SimGrid calls, so the count and the flow's users are
+ * taken before the lock; the flow is not torn down while it has users. */
+static void s_hold_at(int r, size_t pi, int step)
 {
     g.held[(size_t)r * g.npc + pi]++;
+    if (step >= 0) g.cred[(size_t)step * (size_t)g.p->world + (size_t)r]++;
     s_flow_t *o = g.flow[r];
     if (!o) return;
+    o->users++;
     sg_mutex_lock(o->mu);
     s_wake(o, &o->wait_piece[pi]);
+    if (step >= 0) sg_cond_notify_all(o->done);
     sg_mutex_unlock(o->mu);
+    o->users--;
 }
 
-/* whether rank st may send x: its bucket released, and the receives of its piece before it held; an owner's
- * answer ahead of the pushes (sched_t.stale): the asking rank's own push of this step in, and (SSP) every
- * rank's push of the step stale steps before */
-static int s_may_send(const s_flow_t *st, const s_ftx_t *x)
+static void s_hold(int r, size_t pi) { s_hold_at(r, pi, -1); }
+
+/* the receives bundles credited to rank st over its steps, against the count it waits for */
+static int s_credited(const s_flow_t *st)
 {
+    int n = 0;
+    for (int k = st->step; k < st->step + st->nsteps; k++) n += g.cred[(size_t)k * (size_t)g.p->world + (size_t)st->rank];
+    return n >= st->ncred;
+}
+
+/* whether rank st may send x: its bucket released, and the receives of its piece before it held (a fan-out
+ * bundle: of every piece it carries; *wait: the piece it waits for); an owner's answer ahead of the pushes
+ * (sched_t.stale): the asking rank's own push of this step in, and (SSP) every rank's push of the step stale
+ * steps before */
+static int s_may_send(const s_flow_t *st, const s_ftx_t *x, size_t *wait)
+{
+    *wait = (size_t)x->piece;
     if (!st->released[x->b]) return 0;
+    for (int j = 0; j < x->nbm; j++) {
+        size_t pi = st->poff[x->b] + (size_t)x->bm[j].piece;
+        if (g.held[(size_t)st->rank * g.npc + pi] < x->step * st->nrecv[pi] + x->bm[j].req) return *wait = pi, 0;
+    }
+    if (x->nbm) return 1;
     if (g.p->stale && x->conn == SCHED_STORE && st->rank >= g.p->workers) {
         const int *c = g.pushed + (size_t)x->piece * (size_t)g.p->workers;
         int need = x->step + 1 - g.p->stale;
@@ -211,8 +240,9 @@ static void s_conn_actor(int argc, char **argv)
         const s_ftx_t *x = &st->t[h];
         if (x->send) {
             sg_mutex_lock(st->mu);
-            while (!s_may_send(st, x)) {
-                ssize_t *list = !st->released[x->b] ? &st->wait_rel : &st->wait_piece[x->piece];
+            size_t wp;
+            while (!s_may_send(st, x, &wp)) {
+                ssize_t *list = !st->released[x->b] ? &st->wait_rel : &st->wait_piece[wp];
                 c->wnext = *list;
                 *list = me;
                 sg_cond_wait(c->cv, st->mu);
@@ -251,6 +281,7 @@ static void s_conn_actor(int argc, char **argv)
             s_mb(name, sizeof name, x->peer, st->rank, x->conn);
             sg_mailbox_get(sg_mailbox_by_name(name));
             if (x->npc > 1) sg_actor_sleep_for(x->lat_s); /* its pieces' latencies after the first, as a delay */
+            for (int j = 0; j < x->nbm; j++) s_hold_at(x->bm[j].rank, st->poff[x->b] + (size_t)x->bm[j].piece, x->step);
             /* the receiver takes a push from another machine in (ZeroMQ over TCP) and sums it before it holds
              * it; a push inside a machine goes through the PS's shared-memory van and is not charged */
             if (st->cpu && x->conn == SCHED_REDUCE &&
@@ -261,7 +292,7 @@ static void s_conn_actor(int argc, char **argv)
             }
         }
         sg_mutex_lock(st->mu);
-        if (!x->send && x->npc <= 1) {            /* a middle's pieces: held by its sender's pace (above) */
+        if (!x->send && x->npc <= 1 && !x->nbm) { /* a middle's pieces: held by its sender's pace; a bundle's: above */
             g.held[(size_t)st->rank * g.npc + (size_t)x->piece]++;
             if (g.p->stale && x->conn == SCHED_REDUCE && st->rank >= g.p->workers && x->peer < g.p->workers) {
                 int c = ++g.pushed[(size_t)x->piece * (size_t)g.p->workers + (size_t)x->peer]; /* its pushes so far */
@@ -278,11 +309,15 @@ static int s_flow(int r, int step, int nsteps, double t0, double f, int worker)
 {
     const h_sim_plan_t *p = g.p;
     int W = p->world, nb = p->nb, rc = 0;
-    size_t nt = 0, npc = 0, nk = (size_t)W * S_FLOW_CONNS * 2;
-    for (int b = 0; b < nb; b++) nt += p->b[b].first[r + 1] - p->b[b].first[r], npc += (size_t)p->b[b].npieces;
+    size_t nt = 0, npc = 0, nk = (size_t)W * S_FLOW_CONNS * 2, ncr = 0;
+    int ncred = 0;
+    for (int b = 0; b < nb; b++) {
+        npc += (size_t)p->b[b].npieces;
+        for (size_t i = p->b[b].first[r]; i < p->b[b].first[r + 1]; i++) nt += p->b[b].e[i].npc > 0, ncr += p->b[b].e[i].npc < 0;
+    }
     nt *= (size_t)nsteps;
-    if (!nt) return 0;
-    s_ftx_t *t = malloc(nt * sizeof *t);
+    if (!nt && !ncr) return 0;
+    s_ftx_t *t = malloc((nt ? nt : 1) * sizeof *t);
     size_t *poff = calloc((size_t)nb + 1, sizeof *poff);
     int *nrecv = calloc(npc + 1, sizeof *nrecv);
     ssize_t *head = malloc(nk * sizeof *head), *tail = malloc(nk * sizeof *tail), *nxt = malloc(nt * sizeof *nxt);
@@ -296,22 +331,29 @@ static int s_flow(int r, int step, int nsteps, double t0, double f, int worker)
     for (int b = 0; rc == 0 && b < nb; b++) poff[b + 1] = poff[b] + (size_t)p->b[b].npieces;
     for (int sk = 0, b = 0; rc == 0 && sk < nsteps; b = (b + 1) % nb, sk += b == 0) {
         const h_sim_bplan_t *bp = &p->b[b];
-        for (size_t i = bp->first[r]; i < bp->first[r + 1]; i++, n++) {
+        for (size_t i = bp->first[r]; i < bp->first[r + 1]; i++) {
             const h_sim_entry_t *e = &bp->e[i];
+            if (e->npc < 0) { /* a receive a bundle credits: counted, carried by no connection of this rank */
+                if (sk == 0) nrecv[poff[b] + (size_t)e->piece]++;
+                ncred++;
+                continue;
+            }
             int conn = e->conn < S_FLOW_CONNS ? e->conn : S_FLOW_CONNS - 1;
             size_t pi = poff[b] + (size_t)e->piece, key = ((size_t)e->peer * S_FLOW_CONNS + (size_t)conn) * 2 + !e->send;
             t[n] = (s_ftx_t){.b = b, .piece = (int)pi, .peer = e->peer, .conn = conn, .send = e->send, .bytes = e->bytes,
                              .req = e->send ? e->req : 0, .npc = e->npc, .mp = e->npc > 1 ? bp->mp + e->mp0 : NULL,
-                             .lat_s = e->lat_s, .hop_s = e->hop_s, .step = step + sk};
+                             .lat_s = e->lat_s, .hop_s = e->hop_s, .step = step + sk, .nbm = e->nbm,
+                             .bm = e->nbm ? bp->bm + e->bm0 : NULL};
             for (int k = 0; !e->send && sk == 0 && k < e->npc; k++) nrecv[e->npc > 1 ? poff[b] + (size_t)bp->mp[e->mp0 + k] : pi]++;
             nxt[n] = -1; /* appended to its connection's queue */
             if (tail[key] >= 0) nxt[tail[key]] = (ssize_t)n;
             else head[key] = (ssize_t)n;
-            tail[key] = (ssize_t)n;
+            tail[key] = (ssize_t)n++;
         }
     }
     s_flow_t st = {.t = t, .nxt = nxt, .released = released, .left = nt, .rank = r, .conns = conns,
-                   .wait_piece = wait_piece, .wait_rel = -1, .poff = poff, .nrecv = nrecv};
+                   .wait_piece = wait_piece, .wait_rel = -1, .poff = poff, .nrecv = nrecv, .step = step, .nsteps = nsteps,
+                   .ncred = ncred};
     if (rc == 0) {
         g.flow[r] = &st;
         st.mu = sg_mutex_init();
@@ -339,8 +381,10 @@ static int s_flow(int r, int step, int nsteps, double t0, double f, int worker)
             sg_mutex_unlock(st.mu);
         }
         sg_mutex_lock(st.mu);
-        while (st.left) sg_cond_wait(st.done, st.mu);
+        while (st.left || !s_credited(&st)) sg_cond_wait(st.done, st.mu);
+        g.flow[r] = NULL;
         sg_mutex_unlock(st.mu);
+        while (st.users) sg_actor_yield();
         for (size_t k = 0; k < nk; k++)
             if (head[k] >= 0) sg_cond_destroy(conns[k].cv);
         sg_cond_destroy(st.done);
@@ -364,7 +408,7 @@ static void s_actor(int argc, char **argv)
     for (int b = 0; b < g.p->nb; b++) {
         const h_sim_bplan_t *bp = &g.p->b[b];
         for (size_t i = bp->first[r]; i < bp->first[r + 1]; i++)
-            if (!bp->e[i].send) {
+            if (!bp->e[i].send && bp->e[i].npc > 0) {
                 int conn = bp->e[i].conn < S_FLOW_CONNS ? bp->e[i].conn : S_FLOW_CONNS - 1;
                 s_mb(name, sizeof name, bp->e[i].peer, r, conn);
                 sg_mailbox_set_receiver(name);
@@ -472,10 +516,15 @@ static void s_child(int fd, const h_sim_platform_t *pl, const h_sim_plan_t *p, h
     g.held = calloc((size_t)p->world * (g.npc + 1), sizeof *g.held);
     g.need = calloc((size_t)p->world * (g.npc + 1), 1);
     g.flow = calloc((size_t)p->world, sizeof *g.flow);
+    g.cred = calloc((size_t)p->world * (size_t)g.w->steps, sizeof *g.cred);
     for (size_t b = 0, off = 0; g.need && b < (size_t)p->nb; off += (size_t)p->b[b].npieces, b++)
         for (int r = 0; r < p->world; r++)
             for (size_t i = p->b[b].first[r]; i < p->b[b].first[r + 1]; i++)
-                if (p->b[b].e[i].send) g.need[(size_t)r * g.npc + off + (size_t)p->b[b].e[i].piece] = 1;
+                if (p->b[b].e[i].send) {
+                    const h_sim_entry_t *e = &p->b[b].e[i];
+                    g.need[(size_t)r * g.npc + off + (size_t)e->piece] = 1;
+                    for (int j = 0; j < e->nbm; j++) g.need[(size_t)r * g.npc + off + (size_t)p->b[b].bm[e->bm0 + j].piece] = 1;
+                }
     if (p->stale) {
         g.pushed = calloc(g.npc * (size_t)p->workers + 1, sizeof *g.pushed);
         g.atleast = calloc(g.npc * (H_SIM_MAX_STEPS + 1) + 1, sizeof *g.atleast);
@@ -490,7 +539,7 @@ static void s_child(int fd, const h_sim_platform_t *pl, const h_sim_plan_t *p, h
             _exit(1);
         }
     }
-    if (!g.held || !g.need || !g.flow) {
+    if (!g.held || !g.need || !g.flow || !g.cred) {
         dprintf(fd, "!out of memory for the replay's counters");
         _exit(1);
     }
@@ -548,6 +597,7 @@ int h_sim_run(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_result_t 
     out->comms = p.comms_step * (uint64_t)w->steps;
     out->merge = p.merge;
     out->stream = p.streams;
+    out->bundle = p.bundle;
     out->link_is_nic = p.busy_is_nic;
     g.p = &p;
     g.w = w;
@@ -616,6 +666,6 @@ int h_sim_run(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_result_t 
 
 int h_sim_collective(const h_sim_platform_t *pl, const sched_t *s, h_sim_result_t *out)
 {
-    h_sim_work_t w = {.nb = 1, .sched = s, .steps = 1, .min_stream = -1};
+    h_sim_work_t w = {.nb = 1, .sched = s, .steps = 1, .min_stream = -1, .fan_bundle = -1};
     return h_sim_run(pl, &w, out);
 }

@@ -101,7 +101,8 @@ static int s_one(const h_simulate_cfg_t *o, const s_conf_t *c, const h_sim_platf
     if (rc == 0) {
         h_sim_work_t w = {.nb = nb, .sched = s, .ready_s = ready, .total_s = total,
                           .update_s = servers_update && P > 1 ? 0 : update, .steps = o->steps, .factor = f,
-                          .max_groups = o->max_groups, .min_stream = o->min_stream, .cpu_reduce = servers_update};
+                          .max_groups = o->max_groups, .min_stream = o->min_stream, .fan_bundle = o->fan_bundle,
+                          .cpu_reduce = servers_update};
         rc = h_sim_run(&pl, &w, &r);
     }
     char fab[64];
@@ -118,7 +119,7 @@ static int s_one(const h_simulate_cfg_t *o, const s_conf_t *c, const h_sim_platf
             for (int k = 0; k < r.steps; k++) json_array_append_new(each, json_real(r.step_s[k] * 1e3));
             h_lines_add(lines, json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, "
                                          "s:o, s:f, s:f, s:f, s:I, s:f, s:s, s:I, s:i, s:i, s:f, s:f, s:f, s:f, s:f, "
-                                         "s:s, s:f, s:I, s:s, s:i, s:f, s:f, s:i, s:i}",
+                                         "s:s, s:f, s:I, s:s, s:i, s:f, s:f, s:i, s:i, s:i}",
                                          "kind", "train", "engine", c->engine, "engine_label", label, "model", wl->name,
                                          "device", dev->name, "gpus", P, "world", s[0].world, "nodes", N,
                                          "gpus_per_node", G, "server_nodes", pl.server_nodes, "batch_per_gpu", (int)lb,
@@ -131,7 +132,8 @@ static int s_one(const h_simulate_cfg_t *o, const s_conf_t *c, const h_sim_platf
                                          "inter_bps", pl.inter_bps, "intra_bps", pl.intra_bps, "lat_us", pl.lat_s * 1e6,
                                          "framing", pl.framing, "spread", kind, "spread_param", param,
                                          "seed", (json_int_t)o->seed, "fabric", fab, "rack", pl.rack,
-                                         "oversub", pl.oversub, "server_Bps", pl.server_Bps, "server_cores", pl.server_cores, "stream", r.stream));
+                                         "oversub", pl.oversub, "server_Bps", pl.server_Bps, "server_cores", pl.server_cores, "stream", r.stream,
+                                         "bundle", r.bundle));
         }
     }
     for (int b = 0; b < built; b++) sched_free(&s[b]);
