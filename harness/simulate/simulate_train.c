@@ -110,9 +110,9 @@ static int s_one(const h_simulate_cfg_t *o, const s_conf_t *c, const h_sim_platf
     if (rc == 0) {
         const char *busy = r.link_is_nic == 2 ? "up" : r.link_is_nic ? "nic" : "gpu";
         double sps = (double)P * (double)lb / r.time_s, speedup = sps / one_sps;
-        printf("  %-15s %6d %4dx%-4d %9.2f %11.1f %8.2f %6.1f%% %9.1f %5.0f%% %-4s %10llu %3d %7.1f\n", label, P, N, G,
+        printf("  %-15s %6d %4dx%-4d %9.2f %11.1f %8.2f %6.1f%% %9.1f %5.0f%% %-4s %10llu %3d %3d %7.1f\n", label, P, N, G,
                r.time_s * 1e3, sps, speedup, 100 * speedup / P, (double)r.nic_max_bytes / 1048576.0, 100 * r.link_util,
-               busy, (unsigned long long)r.comms, r.merge > 1 ? r.merge : r.stream, r.wall_s);
+               busy, (unsigned long long)r.comms, r.merge > 1 ? r.merge : r.stream, r.bundle, r.wall_s);
         fflush(stdout);
         if (o->out.json) {
             json_t *each = json_array();
@@ -228,12 +228,19 @@ int h_simulate_train(const h_simulate_cfg_t *o, const h_sim_platform_t *base)
         char grp[128], str[128];
         s_reduction_words(grp, sizeof grp, o->max_groups, "step", H_SIM_EXACT_COMMS, H_SIM_AUTO_GROUPS, "at most %d groups");
         s_reduction_words(str, sizeof str, o->min_stream, "piece", H_SIM_EXACT_FLOW, H_SIM_AUTO_STREAM, "runs of %d");
+        char fan[96];
+        if (o->fan_bundle < 0)
+            snprintf(fan, sizeof fan, "each transfer while a step has up to %d such connections, else classes of their "
+                     "count / %d", H_SIM_FANOUT_CONNS, H_SIM_FANOUT_CONNS);
+        else if (o->fan_bundle == 0) snprintf(fan, sizeof fan, "each transfer");
+        else snprintf(fan, sizeof fan, "classes of %d", o->fan_bundle);
         printf("# one GPU alone: %.1f samples/s; %d steps a run; stragglers: --spread %s (seed %llu); a ring's steps: %s "
                "(--sim-groups; K: the most steps in a group); a tree's or a PS's pieces: %s (--sim-streams; K: the most "
-               "pieces in a stream)\n",
-               one_sps, o->steps, o->spread ? o->spread : S_SPREAD_DEFAULT, (unsigned long long)o->seed, grp, str);
+               "pieces in a stream); a PS's fan-outs to other machines: %s (--sim-bundles; Q: the most transfers in a "
+               "bundle)\n",
+               one_sps, o->steps, o->spread ? o->spread : S_SPREAD_DEFAULT, (unsigned long long)o->seed, grp, str, fan);
         printf("#  engine            GPUs  NxG     step(ms)   samples/s  speedup   eff.  NIC MiB/step busiest    comms   "
-               "K   sim(s)\n");
+               "K   Q   sim(s)\n");
     }
     h_lines_t lines;
     h_lines_open(&lines, &o->out, "simulate");
