@@ -531,10 +531,10 @@ Test(simulate, async_and_ssp_answer_ahead, .timeout = 60)
     sched_free(&s);
 }
 
-/* The fan-out bundles (h_sim_work_t.fan_bundle): a PS's pushes to, and answers from, many servers of other
- * machines go Q to a communication, each crediting all its receivers; on a star, with stragglers, dedicated or
- * colocated, the step keeps its time within 1% (the issue's bound for a reduction), in far fewer communications;
- * owners answering ahead (SSP) are never bundled. */
+/* The fan-out bundles (h_sim_work_t.fan_bundle): a round of a PS's pushes and answers between two machines goes
+ * as one communication crediting all its receivers (1), with the dedicated server machines merged two to one (2);
+ * on a star, with stragglers, dedicated or colocated, the step keeps its time within 1% (the issue's bound for a
+ * reduction), in far fewer communications; owners answering ahead (SSP) are never bundled. */
 Test(simulate, fan_out_bundles_keep_a_ps_step, .timeout = 120)
 {
     s_need_simgrid();
@@ -544,22 +544,24 @@ Test(simulate, fan_out_bundles_keep_a_ps_step, .timeout = 120)
     h_sim_platform_t pl = {.nodes = 4, .gpus_per_node = 4, .inter_bps = 25e9, .intra_bps = H_SIM_INTRA_PCIE3_BPS,
                            .lat_s = 5e-6, .framing = H_SIM_TCP_FRAMING, .timeout_s = 60};
     ps_opts_t dedicated = {.servers = 8}, coloc = {.colocate = 1}, ssp = {.servers = 8, .mode = PS_SSP, .ssp_k = 1};
-    const ps_opts_t *cases[] = {&dedicated, &coloc, &ssp};
-    for (int c = 0; c < 3; c++) {
+    const ps_opts_t *cases[] = {&dedicated, &dedicated, &coloc, &ssp};
+    int fan[] = {1, 2, 1, 2};
+    for (int c = 0; c < 4; c++) {
         sched_t s[2];
         for (int b = 0; b < 2; b++) cr_assert_eq(ps_sched(cases[c], &env, 1 << 20, 4, &s[b]), 0);
         pl.server_nodes = cases[c]->colocate ? 0 : 8;
         h_sim_work_t all = {.nb = 2, .sched = s, .ready_s = ready, .total_s = 0.008, .steps = 2, .factor = f}, bu = all;
-        bu.fan_bundle = 2;
+        bu.fan_bundle = fan[c];
         h_sim_result_t a, m;
         cr_assert_eq(h_sim_run(&pl, &all, &a), 0, "%s", err_detail());
         cr_assert_eq(h_sim_run(&pl, &bu, &m), 0, "%s", err_detail());
         cr_expect_eq(a.bundle, 1);
-        if (c == 2) {
+        cr_expect_eq(m.machines, a.machines, "merged server machines are counted apart");
+        if (c == 3) {
             cr_expect_eq(m.bundle, 1, "answers ahead are never bundled");
             cr_expect_eq(m.comms, a.comms);
         } else {
-            cr_expect_eq(m.bundle, 2, "case %d: bundles of 2", c);
+            cr_expect_geq(m.bundle, 2, "case %d: bundles", c);
             cr_expect_lt(m.comms, a.comms * 3 / 4, "case %d: bundled %llu communications, all %llu", c,
                          (unsigned long long)m.comms, (unsigned long long)a.comms);
         }

@@ -41,6 +41,9 @@ typedef struct h_sim_platform {
                                    * of R x NIC / oversub; a transfer across racks pays 2 hops more */
     double oversub;               /* the uplinks' oversubscription (>= 1; 1: non-blocking) */
     int    timeout_s;             /* the whole simulation gives up after this */
+    int    pool;                  /* set by the replay's fan-out reduction only (h_sim_work_t.fan_bundle): dedicated server
+                                   * machines merged this many to one, whose NIC is theirs together and whose servers'
+                                   * links as many times a GPU's; 0 or 1: none */
 } h_sim_platform_t;
 
 /* A run to replay: nb collectives a step in submission order (a training step's gradient buckets, or one
@@ -76,14 +79,15 @@ typedef struct {
                                    * piece of each of its inputs has come (cut-through, as the engines pipeline) and
                                    * its pieces are held when it is in; 0: never; < 0 (auto): never while the run stays
                                    * under H_SIM_EXACT_FLOW communications, else runs of H_SIM_AUTO_STREAM */
-    int fan_bundle;               /* the third, for a dataflow step in which a rank sends to many ranks of other
-                                   * machines (a PS's pushes and pulls): its transfers to Q consecutive such ranks
-                                   * (one round: each rank's first, second, ... transfer of the step) go as one
-                                   * communication to one of them, the class's ranks taking turns by source, which
-                                   * credits every receiver when it is in; Q (>= 2): sources with >= 2 Q such ranks;
-                                   * 0: never; < 0 (auto): where a step's such connections pass H_SIM_FANOUT_CONNS, Q
-                                   * = their count / H_SIM_FANOUT_CONNS rounded up. Never into a rank whose sums cost
-                                   * CPU time, nor to owners answering ahead (async, SSP) */
+    int fan_bundle;               /* the third, for dataflow steps with many connections across machines (a PS's pushes
+                                   * and pulls): one round of a machine pair's transfers of one op (each rank's first,
+                                   * second, ... transfer to each in the step; from one worker, or from any dedicated
+                                   * ranks of the machine) goes as one communication that credits every receiver; 1:
+                                   * so; Q >= 2: so, with dedicated server machines merged Q to one (pl->pool: their
+                                   * loads are alike, every worker sending each the same); 0: never; < 0 (auto): where a
+                                   * step has more than H_SIM_FANOUT_CONNS connections across machines, server machines
+                                   * merged by doubling until its bundles are that few. Never into a rank whose sums
+                                   * cost CPU time, nor for owners answering ahead (async, SSP) */
 } h_sim_work_t;
 
 typedef struct {

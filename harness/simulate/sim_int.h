@@ -4,11 +4,12 @@
 #ifndef SB_HARNESS_SIM_INT_H
 #define SB_HARNESS_SIM_INT_H
 #include "harness/simulate/sim.h"
+#include <stdio.h>
 
-/* A transfer a fan-out bundle carries: its receiver, its piece, and (at the sender) the receives of the piece
- * the sender holds before it may go (h_sim_entry_t.req). */
+/* A transfer a fan-out bundle carries: its sender and receiver, its piece, and the receives of the piece its
+ * sender holds before it may go (h_sim_entry_t.req). */
 typedef struct {
-    int rank, piece, req;
+    int src, rank, piece, req;
 } h_sim_member_t;
 
 /* One rank's part of one group of a bucket's steps: a peer it sends to or receives from, and the bytes
@@ -57,6 +58,9 @@ typedef struct {
     int dataflow;                 /* the schedules are dataflow ones (sched_t.dataflow) */
     int streams;                  /* dataflow: the longest stream middle (pieces in one communication; 1: none) */
     int bundle;                   /* dataflow: the most transfers in one fan-out bundle (1: none) */
+    int pool;                     /* the platform's dedicated server machines merged this many to one (h_sim_platform_t.pool,
+                                   * the fan-out reduction; 0: none); machines counts them merged */
+    int machines_apart;           /* the machines, none merged */
     int stale;                    /* the schedules' sched_t.stale (owners answering ahead of the others' pushes) */
 } h_sim_plan_t;
 
@@ -68,5 +72,9 @@ static inline int h_sim_rack(const h_sim_platform_t *pl, int m) { return pl->rac
 /* Cut w's schedules for pl: 0, ERR_INVAL (bad work, ranks that do not fit) or ERR_NOMEM (err_set). */
 int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *p);
 void h_sim_plan_free(h_sim_plan_t *p);
+/* The platform of plan p on pl as SimGrid XML into f: hosts r0.. (ranks), routers m0.. (machines, pl->pool's
+ * server machines merged) and sw, links u/d (a host to its machine and back) and nu/nd (a machine to the switch and
+ * back); a fat tree (pl->rack > 0) puts leaf routers l0.. with uplinks lu/ld between the machines and sw. */
+void h_sim_xml(FILE *f, const h_sim_platform_t *pl, const h_sim_plan_t *p);
 
 #endif

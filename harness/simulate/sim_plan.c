@@ -20,7 +20,8 @@ int h_sim_machine(const h_sim_platform_t *pl, int workers, int r)
 {
     if (r < workers) return r / pl->gpus_per_node;
     int j = r - workers;
-    return pl->server_nodes > 0 ? pl->nodes + j % pl->server_nodes : j % pl->nodes;
+    if (pl->server_nodes <= 0) return j % pl->nodes;
+    return pl->nodes + (pl->pool > 1 ? j % pl->server_nodes / pl->pool : j % pl->server_nodes);
 }
 
 static int s_cmp(const void *a, const void *b)
@@ -99,19 +100,27 @@ static int s_conn_cmp(const void *a, const void *b)
     return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
 }
 
-/* A transfer of one source's fan-out in one step: its index, its round (the source's how-many-th transfer to that
- * destination in the step), its destination's ordinal among the source's, and its class (ordinal / Q). */
+/* A cross-machine transfer of one step, for the fan-out reduction: its index, its round (its source's how-many-th
+ * transfer to its destination in the step) and its group's ends: the source rank itself if it is a worker (its
+ * pieces are ready at its own straggling times), else its machine (dedicated ranks, whose pieces come in bundles
+ * that credit them together); the destination's machine. */
 typedef struct {
     size_t i;
-    int t, di, c;
+    int t, sg, dg, op;
 } s_fan_t;
 
+static const sched_t *s_fan_s;
 static int s_fan_cmp(const void *a, const void *b)
 {
     const s_fan_t *x = a, *y = b;
+    if (x->sg != y->sg) return x->sg - y->sg;
+    if (x->dg != y->dg) return x->dg - y->dg;
+    if (x->op != y->op) return x->op - y->op;
     if (x->t != y->t) return x->t - y->t;
-    if (x->c != y->c) return x->c - y->c;
-    return x->di - y->di;
+    const sched_xfer_t *u = &s_fan_s->x[x->i], *v = &s_fan_s->x[y->i];
+    if (u->src != v->src) return u->src - v->src;
+    if (u->dst != v->dst) return u->dst - v->dst;
+    return x->i < y->i ? -1 : 1;
 }
 
 /* by source, then destination, then schedule order */
@@ -123,15 +132,15 @@ static int s_src_cmp(const void *a, const void *b)
     return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
 }
 
-/* The fan-out reduction (h_sim_work_t.fan_bundle): in each step, a source whose transfers go to at least 2 Q ranks
- * of other machines sends, for each round (its first transfer to each of them, its second, ...), the transfers to
- * each class of Q consecutive such ranks as one communication to one of them (the class's members taking turns by
- * the source's ordinal in the step, so every rank receives its share of bundles), at the place of the class's
- * first transfer in its order; the bundle waits for every piece it carries and credits every receiver when it is
- * in (the others' receive entries become npc -1). On a star every NIC then carries the bytes it carried, in a
- * Q-th of the flows: each flow of a class shared its links with the others alike. bund marks the transfers a
- * bundle carries (the stream reduction leaves them). 0 or ERR_NOMEM. */
-static int s_bundles(const h_sim_platform_t *pl, const sched_t *s, int Q, h_sim_bplan_t *bp, const size_t *sidx,
+/* The fan-out reduction (h_sim_work_t.fan_bundle; pl->pool: dedicated server machines merged, h_sim_machine): in
+ * each step, one round of a machine pair's transfers of one op (from one worker, or from any dedicated ranks of
+ * the source machine; to any ranks of the destination machine) goes as one communication, on one of its
+ * transfers' connection (taking turns over the pair's bundles), at that transfer's place in both ranks' orders;
+ * it waits for every piece it carries at its sources and credits every receiver when it is in (the others'
+ * receive entries become npc -1, their send entries go). A pair's transfers share its route but for the hops
+ * inside the two machines, so on the flow model they share alike what they would have shared apart. bund marks
+ * the transfers a bundle carries (the stream reduction leaves them). 0 or ERR_NOMEM. */
+static int s_bundles(const h_sim_platform_t *pl, const sched_t *s, h_sim_bplan_t *bp, const size_t *sidx,
                      const size_t *ridx, char *bund, int *most)
 {
     size_t nx = s->nx ? s->nx : 1, nbm = 0;
@@ -142,62 +151,79 @@ static int s_bundles(const h_sim_platform_t *pl, const sched_t *s, int Q, h_sim_
         free(ord), free(fan);
         return err_set(ERR_NOMEM, "simulate: out of memory");
     }
-    s_sort_s = s;
+    s_sort_s = s_fan_s = s;
     for (int k = 0; k < s->nsteps; k++) {
         size_t n = 0;
         for (size_t i = s->steps[k].first; i < s->steps[k].first + s->steps[k].n; i++)
             if (h_sim_machine(pl, s->workers, s->x[i].src) != h_sim_machine(pl, s->workers, s->x[i].dst)) ord[n++] = i;
         qsort(ord, n, sizeof *ord, s_src_cmp);
-        size_t conns = 0;
-        for (size_t a = 0; a < n; a++) conns += !a || s->x[ord[a]].src != s->x[ord[a - 1]].src || s->x[ord[a]].dst != s->x[ord[a - 1]].dst;
-        int q = Q > 0 ? Q : conns > H_SIM_FANOUT_CONNS ? (int)((conns + H_SIM_FANOUT_CONNS - 1) / H_SIM_FANOUT_CONNS) : 0;
-        if (q < 2) continue;
-        for (size_t a = 0, rot = 0; a < n; rot++) {
-            int src = s->x[ord[a]].src, F = 0;
-            size_t b = a;
-            for (int t = 0; b < n && s->x[ord[b]].src == src; b++) {
-                int same = b > a && s->x[ord[b]].dst == s->x[ord[b - 1]].dst;
-                F += !same, t = same ? t + 1 : 0;
-                fan[b - a] = (s_fan_t){.i = ord[b], .t = t, .di = F - 1, .c = (F - 1) / q};
+        for (size_t a = 0; a < n; a++) {
+            const sched_xfer_t *x = &s->x[ord[a]];
+            int same = a && x->src == s->x[ord[a - 1]].src && x->dst == s->x[ord[a - 1]].dst;
+            fan[a] = (s_fan_t){.i = ord[a], .t = same ? fan[a - 1].t + 1 : 0, .op = (int)x->op,
+                               .sg = x->src < s->workers ? x->src : -1 - h_sim_machine(pl, s->workers, x->src),
+                               .dg = h_sim_machine(pl, s->workers, x->dst)};
+        }
+        qsort(fan, n, sizeof *fan, s_fan_cmp);
+        for (size_t u = 0, turn = 0; u < n;) {
+            size_t v = u + 1;
+            while (v < n && fan[v].sg == fan[u].sg && fan[v].dg == fan[u].dg && fan[v].op == fan[u].op && fan[v].t == fan[u].t) v++;
+            if (v - u < 2) {
+                u = v;
+                continue;
             }
-            if (F >= 2 * q) {
-                qsort(fan, b - a, sizeof *fan, s_fan_cmp);
-                for (size_t u = 0; u < b - a;) {
-                    size_t v = u + 1, first = u;
-                    while (v < b - a && fan[v].t == fan[u].t && fan[v].c == fan[u].c) v++;
-                    if (v - u < 2) {
-                        u = v;
-                        continue;
-                    }
-                    size_t rep = u + rot % (v - u);
-                    uint64_t bytes = 0;
-                    for (size_t j = u; j < v; j++) {
-                        if (sidx[fan[j].i] < sidx[fan[first].i]) first = j;
-                        bytes += bp->e[sidx[fan[j].i]].bytes;
-                    }
-                    for (size_t j = u; j < v; j++) {
-                        size_t i = fan[j].i;
-                        bp->bm[nbm + (j - u)] = (h_sim_member_t){.rank = s->x[i].dst, .piece = s->x[i].piece,
-                                                                 .req = bp->e[sidx[i]].req};
-                        bund[i] = 1;
-                        if (j != first) bp->e[sidx[i]].npc = 0;  /* carried by the bundle's send */
-                        if (j != rep) bp->e[ridx[i]].npc = -1;   /* credited by the bundle's receive */
-                    }
-                    h_sim_entry_t *es = &bp->e[sidx[fan[first].i]], *er = &bp->e[ridx[fan[rep].i]];
-                    es->peer = s->x[fan[rep].i].dst;
-                    es->bytes = er->bytes = bytes;
-                    es->nbm = er->nbm = (int)(v - u);
-                    es->bm0 = er->bm0 = (uint32_t)nbm;
-                    nbm += v - u;
-                    if ((int)(v - u) > *most) *most = (int)(v - u);
-                    u = v;
-                }
+            size_t rep = u + turn++ % (v - u); /* the connection it goes on */
+            uint64_t bytes = 0;
+            for (size_t j = u; j < v; j++) {
+                size_t i = fan[j].i;
+                bytes += bp->e[sidx[i]].bytes;
+                bp->bm[nbm + (j - u)] = (h_sim_member_t){.src = s->x[i].src, .rank = s->x[i].dst, .piece = s->x[i].piece,
+                                                         .req = bp->e[sidx[i]].req};
+                bund[i] = 1;
+                if (j != rep) bp->e[sidx[i]].npc = 0, bp->e[ridx[i]].npc = -1; /* carried; credited */
             }
-            a = b;
+            h_sim_entry_t *es = &bp->e[sidx[fan[rep].i]], *er = &bp->e[ridx[fan[rep].i]];
+            es->bytes = er->bytes = bytes;
+            es->nbm = er->nbm = (int)(v - u);
+            es->bm0 = er->bm0 = (uint32_t)nbm;
+            nbm += v - u;
+            if ((int)(v - u) > *most) *most = (int)(v - u);
+            u = v;
         }
     }
     free(ord), free(fan);
     return 0;
+}
+
+static int s_u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The most connections across machines in one step of s under pl's machines (its pool): rank pairs (grouped 0),
+ * or the groups s_bundles sends as one (grouped 1, rounds aside). -1: out of memory. */
+static long s_fan_conns(const h_sim_platform_t *pl, const sched_t *s, int grouped)
+{
+    uint64_t *key = malloc((s->nx ? s->nx : 1) * sizeof *key);
+    if (!key) return -1;
+    size_t most = 0;
+    for (int k = 0; k < s->nsteps; k++) {
+        size_t n = 0, c = 0;
+        for (size_t i = s->steps[k].first; i < s->steps[k].first + s->steps[k].n; i++) {
+            const sched_xfer_t *x = &s->x[i];
+            int ms = h_sim_machine(pl, s->workers, x->src), md = h_sim_machine(pl, s->workers, x->dst);
+            if (ms == md) continue;
+            uint64_t a = grouped ? (uint64_t)(x->src < s->workers ? x->src : s->world + ms) : (uint64_t)x->src;
+            uint64_t b = grouped ? (uint64_t)md : (uint64_t)x->dst;
+            key[n++] = ((a << 24 | b) << 4) + (uint64_t)x->op;
+        }
+        qsort(key, n, sizeof *key, s_u64_cmp);
+        for (size_t i = 0; i < n; i++) c += !i || key[i] != key[i - 1];
+        if (c > most) most = c;
+    }
+    free(key);
+    return (long)most;
 }
 
 /* The stream reduction (h_sim_work_t.min_stream): on each connection, a run of at least M consecutive
@@ -286,7 +312,7 @@ static int s_bucket(const h_sim_platform_t *pl, const sched_t *s, int max_groups
     bp->delay = merged ? calloc((size_t)bp->ngroups * W, sizeof *bp->delay) : NULL;
     int *from = merged ? malloc((size_t)(K > 1 ? K : 1) * W * sizeof *from) : NULL;
     size_t *at = calloc(W + 1, sizeof *at);
-    int streams = s->dataflow && min_stream >= 3, bundles = s->dataflow && fan != 0 && !cpu && !s->stale;
+    int streams = s->dataflow && min_stream >= 3, bundles = s->dataflow && fan > 0 && !cpu && !s->stale;
     size_t *sidx = streams || bundles ? malloc((s->nx ? s->nx : 1) * 2 * sizeof *sidx) : NULL, *ridx = sidx ? sidx + s->nx : NULL;
     char *bund = bundles ? calloc(s->nx ? s->nx : 1, 1) : NULL;
     if (!bp->e || !bp->first || (merged && (!bp->delay || !from)) || !at || ((streams || bundles) && !sidx) || (bundles && !bund)) {
@@ -321,7 +347,7 @@ static int s_bucket(const h_sim_platform_t *pl, const sched_t *s, int max_groups
         for (size_t i = bp->first[r]; i < bp->first[r + 1]; i++) held[bp->e[i].piece] = 0;
     }
     free(held);
-    if (rc == 0 && bundles) rc = s_bundles(pl, s, fan, bp, sidx, ridx, bund, bundle);
+    if (rc == 0 && bundles) rc = s_bundles(pl, s, bp, sidx, ridx, bund, bundle);
     if (rc == 0 && streams) rc = s_streams(pl, s, min_stream, cpu, bp, sidx, ridx, bund, stream);
     free(sidx), free(bund);
     if (rc) {
@@ -402,7 +428,7 @@ int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *
                                   "PS's server ranks) only: colocated, a worker's push to its own server is no transfer");
     p->world = s0->world, p->workers = s0->workers, p->nb = w->nb, p->merge = 1, p->dataflow = s0->dataflow;
     p->stale = s0->stale;
-    p->machines = pl->nodes + (s0->world > s0->workers && pl->server_nodes > 0 ? pl->server_nodes : 0);
+    p->machines = p->machines_apart = pl->nodes + (s0->world > s0->workers && pl->server_nodes > 0 ? pl->server_nodes : 0);
     p->b = calloc((size_t)w->nb, sizeof *p->b);
     int racks = pl->rack > 0 ? (p->machines + pl->rack - 1) / pl->rack : 1;
     uint64_t *nic = calloc((size_t)p->machines * 2, sizeof *nic), *gl = calloc((size_t)p->world * 2, sizeof *gl),
@@ -419,10 +445,30 @@ int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *
         groups = nx * (uint64_t)w->steps <= H_SIM_EXACT_COMMS ? 0 : H_SIM_AUTO_GROUPS;
     if (stream < 0) stream = nx * (uint64_t)w->steps <= H_SIM_EXACT_FLOW ? 0 : H_SIM_AUTO_STREAM;
     p->streams = p->bundle = 1;
+    /* the fan-out reduction: asked for (1: machine pairs; Q >= 2: and dedicated server machines merged Q to one), or
+     * auto where a step has more than H_SIM_FANOUT_CONNS connections across machines: machine pairs, and server
+     * machines merged (doubling) until the bundles' connections are that few or all servers are on one. Never for
+     * reductions that cost CPU time nor for owners answering ahead; machines merged only on a star. */
+    h_sim_platform_t pp = *pl;
+    pp.pool = 0;
+    int cpu = w->cpu_reduce && pl->server_Bps > 0, pooled = pl->server_nodes > 1 && pl->rack == 0 && s0->world > s0->workers;
+    if (fan != 0 && (!s0->dataflow || s0->stale || cpu)) fan = 0;
+    if (fan > 1) pp.pool = pooled ? fan : 0, fan = 1;
+    if (fan < 0) {
+        const sched_t *big = &w->sched[0];
+        for (int b = 1; b < w->nb; b++)
+            if (w->sched[b].nx > big->nx) big = &w->sched[b];
+        long c = s_fan_conns(&pp, big, 0);
+        fan = c > H_SIM_FANOUT_CONNS;
+        for (int q = 2; fan && pooled && q < 2 * pl->server_nodes && (c = s_fan_conns(&pp, big, 1)) > H_SIM_FANOUT_CONNS; q *= 2)
+            pp.pool = q < pl->server_nodes ? q : pl->server_nodes;
+        if (c < 0) rc = err_set(ERR_NOMEM, "simulate: out of memory");
+    }
+    p->pool = pp.pool > 1 ? pp.pool : 0;
+    if (p->pool) p->machines = pl->nodes + (pl->server_nodes + p->pool - 1) / p->pool;
     for (int b = 0; b < w->nb && rc == 0; b++) {
         const sched_t *s = &w->sched[b];
-        rc = s_bucket(pl, s, groups, stream, fan, w->cpu_reduce && pl->server_Bps > 0, &p->b[b], &p->merge, &p->streams,
-                      &p->bundle);
+        rc = s_bucket(&pp, s, groups, stream, fan, cpu, &p->b[b], &p->merge, &p->streams, &p->bundle);
         for (size_t i = 0; rc == 0 && i < p->b[b].first[p->world]; i++) p->comms_step += p->b[b].e[i].send;
         for (size_t i = 0; rc == 0 && i < s->nx; i++) {
             const sched_xfer_t *x = &s->x[i];
@@ -436,7 +482,7 @@ int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *
         }
     }
     double nic_Bps = pl->inter_bps * pl->framing / 8, gpu_Bps = pl->intra_bps * pl->framing / 8;
-    for (int m = 0; rc == 0 && m < 2 * p->machines; m++) {
+    for (int m = 0; rc == 0 && m < 2 * p->machines_apart; m++) {
         if (nic[m] > p->nic_max_bytes) p->nic_max_bytes = nic[m];
         if (nic[m] / nic_Bps > p->busy_max_s) p->busy_max_s = nic[m] / nic_Bps, p->busy_is_nic = 1;
     }

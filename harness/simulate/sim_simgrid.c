@@ -51,6 +51,8 @@ static struct {
     int *atleast;             /* per piece and count c <= H_SIM_MAX_STEPS: the workers with at least c pushes in */
     int *pushers;             /* per piece: the workers that push it */
     int *cred;                /* steps x world: the receives fan-out bundles into other ranks credited to each rank */
+    int *nrecv;               /* per rank and piece: its receives of the piece a step (a stream's middle counting each
+                               * piece, a credited receive too) */
 } g;
 
 /* the mailbox of connection conn from src to dst (a dataflow schedule's steps are connections of their own) */
@@ -214,9 +216,10 @@ static int s_may_send(const s_flow_t *st, const s_ftx_t *x, size_t *wait)
 {
     *wait = (size_t)x->piece;
     if (!st->released[x->b]) return 0;
-    for (int j = 0; j < x->nbm; j++) {
+    for (int j = 0; j < x->nbm; j++) { /* its own pieces (another rank's: s_foreign_wait) */
         size_t pi = st->poff[x->b] + (size_t)x->bm[j].piece;
-        if (g.held[(size_t)st->rank * g.npc + pi] < x->step * st->nrecv[pi] + x->bm[j].req) return *wait = pi, 0;
+        if (x->bm[j].src == st->rank && g.held[(size_t)st->rank * g.npc + pi] < x->step * st->nrecv[pi] + x->bm[j].req)
+            return *wait = pi, 0;
     }
     if (x->nbm) return 1;
     if (g.p->stale && x->conn == SCHED_STORE && st->rank >= g.p->workers) {
@@ -226,6 +229,19 @@ static int s_may_send(const s_flow_t *st, const s_ftx_t *x, size_t *wait)
                (g.p->stale < 0 || need <= 0 || g.atleast[(size_t)x->piece * (H_SIM_MAX_STEPS + 1) + (size_t)need] >= g.pushers[x->piece]);
     }
     return g.held[(size_t)st->rank * g.npc + (size_t)x->piece] >= x->step * st->nrecv[x->piece] + x->req;
+}
+
+/* A bundle's pieces that other dedicated ranks of its machine send: the bundles into them credit them all at once, so
+ * they are held by the time the sender's own are; where one is not (a round some of them lack), wait in steps of a
+ * hop's latency */
+static void s_foreign_wait(const s_flow_t *st, const s_ftx_t *x)
+{
+    for (int j = 0; j < x->nbm; j++) {
+        const h_sim_member_t *m = &x->bm[j];
+        if (m->src == st->rank) continue;
+        size_t pi = st->poff[x->b] + (size_t)m->piece, at = (size_t)m->src * g.npc + pi;
+        while (g.held[at] < x->step * g.nrecv[at] + m->req) sg_actor_sleep_for(g.pl->lat_s > 0 ? g.pl->lat_s : 1e-6);
+    }
 }
 
 static void s_conn_actor(int argc, char **argv)
@@ -248,6 +264,7 @@ static void s_conn_actor(int argc, char **argv)
                 sg_cond_wait(c->cv, st->mu);
             }
             sg_mutex_unlock(st->mu);
+            s_foreign_wait(st, x);
             s_mb(name, sizeof name, st->rank, x->peer, x->conn);
             double t0 = simgrid_get_clock();
             if (x->npc > 1) {
@@ -442,54 +459,6 @@ static void s_actor(int argc, char **argv)
     for (int i = 0; i < S_SEND_GROUPS; i++) free(k.sends[i].c);
 }
 
-/* The platform as SimGrid XML into f: hosts r0..; routers m0.. (machines) and sw; links u/d (a host to
- * its machine and back), nu/nd (a machine to the switch and back). A fat tree (pl->rack > 0) puts routers
- * l0.. (the leaf switches) between the machines and sw (the spine): nu/nd then join machine m to leaf
- * m / R, and lu/ld (a leaf to the spine and back) carry R x NIC / O. */
-static void s_xml(FILE *f, const h_sim_platform_t *pl, const h_sim_plan_t *p)
-{
-    double intra = pl->intra_bps * pl->framing / 8, inter = pl->inter_bps * pl->framing / 8;
-    fprintf(f, "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
-               "<platform version=\"4.1\">\n<zone id=\"world\" routing=\"DijkstraCache\">\n");
-    /* a rank's host: its cores at the server rate (bytes a second; 1 byte = 1 flop), for its reductions */
-    double speed = pl->server_Bps > 0 ? pl->server_Bps : 1e9;
-    int cores = pl->server_cores > 0 ? pl->server_cores : 1;
-    for (int r = 0; r < p->world; r++) fprintf(f, "<host id=\"r%d\" speed=\"%.17gf\" core=\"%d\"/>\n", r, speed, cores);
-    for (int m = 0; m < p->machines; m++) fprintf(f, "<router id=\"m%d\"/>\n", m);
-    fprintf(f, "<router id=\"sw\"/>\n");
-    /* a fat tree's leaf switches and their uplinks to the spine (sw), each way R x NIC / O */
-    int racks = pl->rack > 0 ? (p->machines + pl->rack - 1) / pl->rack : 0;
-    double up = pl->rack > 0 ? inter * pl->rack / pl->oversub : 0;
-    for (int k = 0; k < racks; k++)
-        fprintf(f, "<router id=\"l%d\"/>\n", k);
-    for (int k = 0; k < racks; k++)
-        fprintf(f, "<link id=\"lu%d\" bandwidth=\"%.17gBps\" latency=\"%.17gs\"/>\n"
-                   "<link id=\"ld%d\" bandwidth=\"%.17gBps\" latency=\"%.17gs\"/>\n", k, up, pl->lat_s, k, up, pl->lat_s);
-    for (int r = 0; r < p->world; r++)
-        fprintf(f, "<link id=\"u%d\" bandwidth=\"%.17gBps\" latency=\"%.17gs\"/>\n"
-                   "<link id=\"d%d\" bandwidth=\"%.17gBps\" latency=\"%.17gs\"/>\n", r, intra, pl->lat_s, r, intra, pl->lat_s);
-    for (int m = 0; m < p->machines; m++)
-        fprintf(f, "<link id=\"nu%d\" bandwidth=\"%.17gBps\" latency=\"%.17gs\"/>\n"
-                   "<link id=\"nd%d\" bandwidth=\"%.17gBps\" latency=\"%.17gs\"/>\n", m, inter, pl->lat_s + pl->nic_lat_s, m, inter,
-                pl->lat_s + pl->nic_lat_s);
-    for (int r = 0; r < p->world; r++) {
-        int m = h_sim_machine(pl, p->workers, r);
-        fprintf(f, "<route src=\"r%d\" dst=\"m%d\" symmetrical=\"NO\"><link_ctn id=\"u%d\"/></route>\n"
-                   "<route src=\"m%d\" dst=\"r%d\" symmetrical=\"NO\"><link_ctn id=\"d%d\"/></route>\n", r, m, r, m, r, r);
-    }
-    for (int k = 0; k < racks; k++)
-        fprintf(f, "<route src=\"l%d\" dst=\"sw\" symmetrical=\"NO\"><link_ctn id=\"lu%d\"/></route>\n"
-                   "<route src=\"sw\" dst=\"l%d\" symmetrical=\"NO\"><link_ctn id=\"ld%d\"/></route>\n", k, k, k, k);
-    for (int m = 0; m < p->machines; m++) {
-        char sw[16];
-        if (racks) snprintf(sw, sizeof sw, "l%d", h_sim_rack(pl, m));
-        else snprintf(sw, sizeof sw, "sw");
-        fprintf(f, "<route src=\"m%d\" dst=\"%s\" symmetrical=\"NO\"><link_ctn id=\"nu%d\"/></route>\n"
-                   "<route src=\"%s\" dst=\"m%d\" symmetrical=\"NO\"><link_ctn id=\"nd%d\"/></route>\n", m, sw, m, sw, m, m);
-    }
-    fprintf(f, "</zone>\n</platform>\n");
-}
-
 /* The child: simulate, write the result (or a message starting with '!') to fd, exit. */
 static void s_child(int fd, const h_sim_platform_t *pl, const h_sim_plan_t *p, h_sim_result_t *res)
 {
@@ -500,7 +469,7 @@ static void s_child(int fd, const h_sim_platform_t *pl, const h_sim_plan_t *p, h
         dprintf(fd, "!cannot write the platform file: %s", strerror(errno));
         _exit(1);
     }
-    s_xml(f, pl, p);
+    h_sim_xml(f, pl, p);
     if (fclose(f) != 0) {
         dprintf(fd, "!cannot write the platform file %s: %s", path, strerror(errno));
         unlink(path);
@@ -517,14 +486,24 @@ static void s_child(int fd, const h_sim_platform_t *pl, const h_sim_plan_t *p, h
     g.need = calloc((size_t)p->world * (g.npc + 1), 1);
     g.flow = calloc((size_t)p->world, sizeof *g.flow);
     g.cred = calloc((size_t)p->world * (size_t)g.w->steps, sizeof *g.cred);
-    for (size_t b = 0, off = 0; g.need && b < (size_t)p->nb; off += (size_t)p->b[b].npieces, b++)
+    g.nrecv = calloc((size_t)p->world * (g.npc + 1), sizeof *g.nrecv);
+    for (size_t b = 0, off = 0; g.need && g.nrecv && b < (size_t)p->nb; off += (size_t)p->b[b].npieces, b++)
         for (int r = 0; r < p->world; r++)
-            for (size_t i = p->b[b].first[r]; i < p->b[b].first[r + 1]; i++)
-                if (p->b[b].e[i].send) {
-                    const h_sim_entry_t *e = &p->b[b].e[i];
-                    g.need[(size_t)r * g.npc + off + (size_t)e->piece] = 1;
-                    for (int j = 0; j < e->nbm; j++) g.need[(size_t)r * g.npc + off + (size_t)p->b[b].bm[e->bm0 + j].piece] = 1;
+            for (size_t i = p->b[b].first[r]; i < p->b[b].first[r + 1]; i++) {
+                const h_sim_entry_t *e = &p->b[b].e[i];
+                int *nr = g.nrecv + (size_t)r * g.npc + off;
+                if (!e->send) {
+                    if (e->npc > 1)
+                        for (int k = 0; k < e->npc; k++) nr[p->b[b].mp[e->mp0 + (uint32_t)k]]++;
+                    else nr[e->piece]++;
+                    continue;
                 }
+                g.need[(size_t)r * g.npc + off + (size_t)e->piece] = 1;
+                for (int j = 0; j < e->nbm; j++) { /* a bundle's pieces: sent on by their own senders */
+                    const h_sim_member_t *m = &p->b[b].bm[e->bm0 + (uint32_t)j];
+                    g.need[(size_t)m->src * g.npc + off + (size_t)m->piece] = 1;
+                }
+            }
     if (p->stale) {
         g.pushed = calloc(g.npc * (size_t)p->workers + 1, sizeof *g.pushed);
         g.atleast = calloc(g.npc * (H_SIM_MAX_STEPS + 1) + 1, sizeof *g.atleast);
@@ -539,7 +518,7 @@ static void s_child(int fd, const h_sim_platform_t *pl, const h_sim_plan_t *p, h
             _exit(1);
         }
     }
-    if (!g.held || !g.need || !g.flow || !g.cred) {
+    if (!g.held || !g.need || !g.flow || !g.cred || !g.nrecv) {
         dprintf(fd, "!out of memory for the replay's counters");
         _exit(1);
     }
@@ -592,7 +571,10 @@ int h_sim_run(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_result_t 
     memset(out, 0, sizeof *out);
     h_sim_plan_t p;
     CHECK(h_sim_plan(pl, w, &p));
-    out->machines = p.machines;
+    h_sim_platform_t pp = *pl; /* with the plan's merged server machines */
+    pp.pool = p.pool;
+    pl = &pp;
+    out->machines = p.machines_apart;
     out->nic_max_bytes = p.nic_max_bytes;
     out->comms = p.comms_step * (uint64_t)w->steps;
     out->merge = p.merge;
