@@ -437,11 +437,11 @@ const h_opt_t h_opt_table[] = {
      .help = "  --sim-streams M       simulate: a tree's or a PS's connection sends a run of >= M like pieces as its first,\n"
              "                        one cut-through stream of the middle, and its last (0: every piece; default: every\n"
              "                        piece while a run stays under 200 k communications, else 4; results/sim-reduction-streams)\n"},
-    {.name = "sim-bundles", .kind = K_INT, .off = F(sim_bundles), .lo = 0, .hi = 1 << 20, .want = "0, or a class size >= 2",
+    {.name = "sim-bundles", .kind = K_INT, .off = F(sim_bundles), .lo = 0, .hi = 1 << 20, .want = "0, 1, or a pool >= 2",
      .modes = " simulate ",
-     .help = "  --sim-bundles Q       simulate: a PS's rank sending to >= 2Q ranks of other machines in a step sends to each\n"
-             "                        class of Q of them as one communication, which credits them all (0: never; default:\n"
-             "                        where a step passes 4096 such connections; results/sim-reduction-bundles)\n"},
+     .help = "  --sim-bundles Q       simulate (experimental): a round of a PS's transfers between two machines as one\n"
+             "                        communication (1), with server machines merged Q to one (Q >= 2); default 0: never\n"
+             "                        (its error against the full replay: results/sim-reduction-bundles)\n"},
     FN("shrink", s_factor, shrink, "a factor >= 1 or auto",
        "  --shrink S|auto       divide every tensor and link rate by S (transfer times unchanged, host load / S;\n"
        "                        default auto: as much as this host needs)\n"),

@@ -445,10 +445,11 @@ int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *
         groups = nx * (uint64_t)w->steps <= H_SIM_EXACT_COMMS ? 0 : H_SIM_AUTO_GROUPS;
     if (stream < 0) stream = nx * (uint64_t)w->steps <= H_SIM_EXACT_FLOW ? 0 : H_SIM_AUTO_STREAM;
     p->streams = p->bundle = 1;
-    /* the fan-out reduction: asked for (1: machine pairs; Q >= 2: and dedicated server machines merged Q to one), or
-     * auto where a step has more than H_SIM_FANOUT_CONNS connections across machines: machine pairs, and server
-     * machines merged (doubling) until the bundles' connections are that few or all servers are on one. Never for
-     * reductions that cost CPU time nor for owners answering ahead; machines merged only on a star. */
+    /* the fan-out reduction, where asked for (1: machine pairs; Q >= 2: and dedicated server machines merged Q to
+     * one); < 0 (auto, by the API only: no default uses it until it is within 1% on VGG-16): where a step has more
+     * than H_SIM_FANOUT_CONNS connections across machines, server machines merged by doubling until the bundles'
+     * connections are that few. Never for reductions that cost CPU time nor for owners answering ahead; machines
+     * merged only on a star. */
     h_sim_platform_t pp = *pl;
     pp.pool = 0;
     int cpu = w->cpu_reduce && pl->server_Bps > 0, pooled = pl->server_nodes > 1 && pl->rack == 0 && s0->world > s0->workers;

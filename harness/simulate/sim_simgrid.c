@@ -648,6 +648,6 @@ int h_sim_run(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_result_t 
 
 int h_sim_collective(const h_sim_platform_t *pl, const sched_t *s, h_sim_result_t *out)
 {
-    h_sim_work_t w = {.nb = 1, .sched = s, .steps = 1, .min_stream = -1, .fan_bundle = -1};
+    h_sim_work_t w = {.nb = 1, .sched = s, .steps = 1, .min_stream = -1};
     return h_sim_run(pl, &w, out);
 }
