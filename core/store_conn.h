@@ -13,8 +13,9 @@
  *     secret, ZeroMQ's CURVE handshake deadline, ZSEC_HANDSHAKE_MS, closes most before that);
  *   - refusals are counted and reported once per ZSEC_REPORT_MS, never a line each.
  * A connection is closed with shutdown(2), so ZeroMQ sees its peer leave and closes the descriptor
- * itself; a descriptor is touched only while it is still a TCP socket on the store's port connected to
- * the recorded address (a descriptor reused for anything else is left alone). */
+ * itself; a descriptor is touched only while it still holds the socket recorded at its accept (its inode), a
+ * TCP socket on the store's port connected to the recorded address: a descriptor reused for anything else,
+ * a newer connection from the same host included, is left alone. */
 #ifndef SB_STORE_CONN_H
 #define SB_STORE_CONN_H
 #include <stdint.h>
@@ -39,7 +40,8 @@ void sconn_free(sconn_t **c);
 /* A monitor event of the store's ROUTER (ZMQ_EVENT_ACCEPTED, _DISCONNECTED, _CLOSED with the descriptor;
  * others ignored). Returns the connections it closed. */
 int  sconn_event(sconn_t *c, unsigned ev, int32_t value);
-/* A request from a joined rank came in on descriptor fd: that connection is authenticated. */
+/* A request from a joined rank came in on descriptor fd: the socket now on fd is authenticated, whether its
+ * accept event was read already or comes later. */
 void sconn_authed(sconn_t *c, int fd);
 /* Close unauthenticated connections past their time; report refusals due. Returns the connections closed. */
 int  sconn_tick(sconn_t *c);
@@ -47,6 +49,7 @@ int  sconn_tick(sconn_t *c);
 typedef struct {
     int open, peak;                         /* connections now, the most at once */
     uint64_t accepted, refused, evicted, expired;
+    uint64_t stale;                         /* closures skipped: the descriptor no longer held that connection */
 } sconn_stats_t;
 void sconn_stats(const sconn_t *c, sconn_stats_t *st);
 
