@@ -11,6 +11,7 @@
 #define STORE_MAXMSG ((int64_t)STORE_VAL_MAX + 4096)
 #define STORE_RCVHWM 64             /* messages queued per connection: one request in flight per client */
 #define STORE_SNDHWM 256
+#define STORE_UNAUTH_MS 5000        /* a connection no joined rank spoke from within this is closed (core/store_conn.h) */
 
 static inline void szmq_put32(unsigned char *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i)); }
 static inline void szmq_put64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i)); }

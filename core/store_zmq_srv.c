@@ -6,6 +6,7 @@
 #include "core/store.h"
 #include "core/auth.h"
 #include "core/zsec.h"
+#include "core/store_conn.h"
 #include "core/hash.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -168,7 +169,8 @@ struct server {
     waiter_t *w;
     size_t nw, capw;
     char rejected[256];          /* the last HELLO the server turned away, for timeout details */
-    void *mon;                   /* with a secret: the router's handshake failures (a ZMQ_PAIR on its monitor) */
+    void *mon;                   /* the router's monitor (a ZMQ_PAIR): connections accepted and gone, handshake failures */
+    sconn_t *conns;              /* the bounds on connections (core/store_conn.h) */
     uint64_t hs_failed, hs_failed_at, joined_at; /* failures seen, the latest's and the latest join's now_ns */
     char hs_addr[64];            /* the latest failure's peer */
     atomic_int stop, abort_now;
@@ -225,19 +227,30 @@ static int s_refused_stop(const server_t *s)
     return now_ns() - since >= (uint64_t)S_REFUSED_GRACE_MS * 1000000u;
 }
 
-/* Read the router monitor's handshake failures: count them, keep the latest's time and peer. */
+/* Read the router monitor: accepted and ended connections go to the bounds (sconn_event); handshake failures
+ * that a peer with another secret (or none) causes, a protocol or ZAP failure, are counted with the latest's time
+ * and peer. A handshake merely dropped (the peer left, or the bounds closed it) is not such evidence: a flood of
+ * idle connections must not make the join give up. */
 static void s_monitor(server_t *s)
 {
-    for (int i = 0; s->mon && i < 64; i++) {
+    for (int i = 0; s->mon && i < 4096; i++) {
         zmq_msg_t a, b;
         zmq_msg_init(&a);
         zmq_msg_init(&b);
         if (zmq_msg_recv(&a, s->mon, ZMQ_DONTWAIT) < 0) { zmq_msg_close(&a); zmq_msg_close(&b); return; }
         int two = zmq_msg_more(&a) && zmq_msg_recv(&b, s->mon, ZMQ_DONTWAIT) >= 0;
         if (zmq_msg_size(&a) >= 6) {
-            s->hs_failed++;
-            s->hs_failed_at = now_ns();
-            if (two) snprintf(s->hs_addr, sizeof s->hs_addr, "%.*s", (int)zmq_msg_size(&b), (char *)zmq_msg_data(&b));
+            uint16_t ev;
+            int32_t val;
+            memcpy(&ev, zmq_msg_data(&a), 2);
+            memcpy(&val, (const char *)zmq_msg_data(&a) + 2, 4);
+            if (ev & (ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CLOSED)) {
+                sconn_event(s->conns, ev, val);
+            } else if (ev & (ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)) {
+                s->hs_failed++;
+                s->hs_failed_at = now_ns();
+                if (two) snprintf(s->hs_addr, sizeof s->hs_addr, "%.*s", (int)zmq_msg_size(&b), (char *)zmq_msg_data(&b));
+            }
         }
         zmq_msg_close(&a);
         zmq_msg_close(&b);
@@ -495,6 +508,8 @@ static void s_handle(server_t *s, mp_t *mp)
     }
     if (i == nh) { s_fail(s, &q, ERR_PROTO, "unknown store op 0x%02x", (unsigned char)q.op); return; }
     s_handlers[i].fn(s, &q);
+    /* a joined rank's connection (its HELLO just accepted, or any later request) is never closed as idle */
+    if (s->conns && s_rank_of(s, q.rid, q.rlen) >= 0) sconn_authed(s->conns, zmq_msg_get(&mp->m[1], ZMQ_SRCFD));
 }
 
 /* ---------------- the server thread ---------------- */
@@ -529,6 +544,7 @@ static void *s_server_main(void *arg)
             s_handle(s, &mp);
             szmq_mp_close(&mp);
         }
+        sconn_tick(s->conns);
         s_wake(s);
     }
     return NULL;
@@ -539,6 +555,7 @@ static void s_server_free(server_t *s)
     if (!s) return;
     if (s->mon) zmq_close(s->mon);
     if (s->router) zmq_close(s->router);
+    sconn_free(&s->conns);
     zsec_close(&s->zap);
     s_map_free(&s->map);
     auth_wipe(&s->auth);
@@ -572,18 +589,21 @@ int szmq_server_start(server_t **out, void *ctx, const boot_cfg_t *cfg)
     s->router = zmq_socket(ctx, ZMQ_ROUTER);
     if (!s->router) { s_server_free(s); return err_set(ERR_SYS, "zmq_socket: %s", zmq_strerror(zmq_errno())); }
     if ((zrc = zsec_server(&cfg->auth, s->router, "store")) < 0) { s_server_free(s); return zrc; }
-    if (cfg->auth.set) { /* handshake failures, for a join that cannot complete (s_refused_stop) */
-        char mon[64];
-        snprintf(mon, sizeof mon, "inproc://sb-store-mon-%p", (void *)s);
-        int zero = 0;
-        if (zmq_socket_monitor(s->router, mon, ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                                                  ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) == 0 &&
-            (s->mon = zmq_socket(ctx, ZMQ_PAIR)) != NULL) {
-            zmq_setsockopt(s->mon, ZMQ_LINGER, &zero, sizeof zero);
-            if (zmq_connect(s->mon, mon) != 0) { zmq_close(s->mon); s->mon = NULL; }
-        }
+    /* the monitor: accepted connections for their bounds, handshake failures for a join that cannot complete
+     * (s_refused_stop); its queue unbounded (RCVHWM 0), so no accepted connection goes unseen under a flood */
+    int per_src, total, zero = 0;
+    sconn_limits(cfg->world, &per_src, &total);
+    sconn_cfg_t cc = {.per_src = per_src, .total = total, .unauth_ms = STORE_UNAUTH_MS, .port = cfg->port};
+    char mon[64];
+    snprintf(mon, sizeof mon, "inproc://sb-store-mon-%p", (void *)s);
+    int evs = ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CLOSED | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+    if (sconn_new(&s->conns, &cc) < 0 || zmq_socket_monitor(s->router, mon, evs) != 0 ||
+        !(s->mon = zmq_socket(ctx, ZMQ_PAIR)) || zmq_setsockopt(s->mon, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
+        zmq_setsockopt(s->mon, ZMQ_RCVHWM, &zero, sizeof zero) != 0 || zmq_connect(s->mon, mon) != 0) {
+        s_server_free(s);
+        return err_set(ERR_SYS, "store: cannot watch its connections: %s", zmq_strerror(zmq_errno()));
     }
-    int zero = 0, sndto = 1000, rcvhwm = STORE_RCVHWM, sndhwm = STORE_SNDHWM;
+    int sndto = 1000, rcvhwm = STORE_RCVHWM, sndhwm = STORE_SNDHWM;
     int64_t maxmsg = STORE_MAXMSG;
     zmq_setsockopt(s->router, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(s->router, ZMQ_SNDTIMEO, &sndto, sizeof sndto);

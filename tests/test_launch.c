@@ -1,7 +1,7 @@
 /* test_launch.c: the launcher end to end: runs the built harness (../harness next to this test binary)
  * in `selftest` mode with --procs, and checks exit codes, the output relay, the failure line, the
- * stop on a failing / hanging rank, on SIGINT / SIGTERM / a killed launcher, and that no process of
- * the job (found by SYNCBENCH_JOB in /proc/PID/environ) is ever left behind. */
+ * stop on a failing / hanging / stopped (SIGSTOP) rank, on SIGINT / SIGTERM / a killed launcher, and
+ * that no process of the job (found by SYNCBENCH_JOB in /proc/PID/environ) is ever left behind. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
@@ -498,9 +498,40 @@ Test(launch, stopped_rank_is_named_and_the_survivor_leaves_fast, .timeout = 40)
     char *err = s_slurp(run.err_path);
     cr_expect(WIFEXITED(run.status) && WEXITSTATUS(run.status) != 0, "status %d:\n%s", run.status, err);
     cr_expect(strstr(err, "rank 1 was stopped") != NULL, "the stopped rank is not named:\n%s", err);
-    /* 3 s timeout + leaving at once + the launcher's 2 s grace; before: + 5 s barrier + 3 s store wait */
+    /* the launcher's limit at --timeout 3 (1.5 s) + its 2 s grace; before it watched states: the 3 s timeout + leaving
+     * at once + the grace; before that: + 5 s barrier + 3 s store wait */
     cr_expect(ms < 7500, "the job took %lld ms to end after its peer stopped:\n%s", ms, err);
     cr_expect_eq(s_leftovers(&run), 0);
     free(err);
     s_done(&run);
 }
+
+/* A rank stopped under a long timeout: the launcher, reading its state, ends the job at 10 s (half of --timeout,
+ * at most 10 s), naming it, instead of the peer's timeout (40 s here). Ring and tree alike. */
+static void s_stopped_under_long_timeout(const char *engine)
+{
+    s_run_t run;
+    const char *args[] = {"bench", "--engine", engine, "--procs", "2", "--sizes", "1M", "--iters", "1000000",
+                          "--timeout", "40", NULL};
+    s_start(&run, NULL, args);
+    pid_t pids[2];
+    cr_assert(s_wait_ranks(&run, 2, 5000, pids), "ranks did not start");
+    usleep(1500000);
+    pid_t victim = s_rank_of(pids[0]) == 1 ? pids[0] : pids[1];
+    cr_assert_eq(s_rank_of(victim), 1);
+    long long t0 = s_now_ms();
+    kill(victim, SIGSTOP);
+    cr_assert(s_wait(&run, 25000) >= 0, "launcher did not finish within 25 s (the peer's timeout is 40 s)");
+    long long ms = s_now_ms() - t0;
+    char *err = s_slurp(run.err_path);
+    cr_expect(WIFEXITED(run.status) && WEXITSTATUS(run.status) != 0, "status %d:\n%s", run.status, err);
+    cr_expect(strstr(err, "rank 1 was stopped") && strstr(err, "limit of 10000 ms"), "not named:\n%s", err);
+    /* the limit, then SIGTERM with SIGCONT and the 2 s grace */
+    cr_expect(ms >= 9800 && ms < 14000, "the job ended %lld ms after its rank stopped (limit 10000 ms):\n%s", ms, err);
+    cr_expect_eq(s_leftovers(&run), 0);
+    free(err);
+    s_done(&run);
+}
+
+Test(launch, stopped_ring_rank_is_named_before_the_timeout, .timeout = 40) { s_stopped_under_long_timeout("ring"); }
+Test(launch, stopped_tree_rank_is_named_before_the_timeout, .timeout = 40) { s_stopped_under_long_timeout("tree"); }

@@ -200,8 +200,9 @@ static int s_raw(void *d, const char *const *frames, const size_t *lens, int n, 
 static void *s_dealer(void *ctx, const char *m)
 {
     void *d = zmq_socket(ctx, ZMQ_DEALER);
-    int zero = 0;
+    int zero = 0, sndto = 2000; /* a send never blocks for ever (a DEALER whose pipe went) */
     zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(d, ZMQ_SNDTIMEO, &sndto, sizeof sndto);
     cr_assert_eq(zmq_connect(d, m), 0);
     return d;
 }

@@ -395,8 +395,10 @@ static int s_intruder_rank(int rank, int world, void *arg)
         } else {
             zctx = zmq_ctx_new();
             d = zmq_socket(zctx, ZMQ_DEALER);
-            int zero = 0; /* its messages never leave under CURVE: closing must not wait for them */
+            int zero = 0, sndto = 1000; /* its messages never leave under CURVE: closing must not wait for them */
             zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero);
+            /* nor may sending: once the refusal drops its only pipe, a DEALER's zmq_send blocks for ever */
+            zmq_setsockopt(d, ZMQ_SNDTIMEO, &sndto, sizeof sndto);
             int32_t id = 0;
             zmq_setsockopt(d, ZMQ_ROUTING_ID, &id, sizeof id);
             zmq_connect(d, ep);

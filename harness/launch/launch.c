@@ -35,7 +35,12 @@
 #define S_DRAIN_MS   1000          /* after all ranks exited, wait this long at most for pipes to close */
 
 enum { S_OUT = 0, S_ERR = 1 };
-enum { S_CAUSE_NONE = 0, S_CAUSE_RANK, S_CAUSE_SIGNAL, S_CAUSE_STDOUT };
+enum { S_CAUSE_NONE = 0, S_CAUSE_RANK, S_CAUSE_SIGNAL, S_CAUSE_STDOUT, S_CAUSE_STOPPED };
+/* A rank stopped (SIGSTOP, a debugger) this long ends the job, naming it: half the timeout, at most 10 s
+ * (the PS's heartbeat deadline), at least 1 s. Its peers would only time out, at the whole timeout: the state
+ * is read from /proc, so a loaded host (ranks running or waiting, never stopped) cannot cross it. */
+#define S_STOP_MAX_MS   10000
+#define S_STOP_CHECK_MS 200        /* how often the ranks' states are read */
 
 typedef struct {
     char   data[S_LINE_MAX];
@@ -53,6 +58,7 @@ typedef struct {
     char   last[S_LAST_LINES][S_LAST_LEN];
     int    nlast;                    /* lines stored so far (ring index = nlast % S_LAST_LINES) */
     char **envp;
+    long long stopped_at;            /* when it was first seen stopped (state T), 0 while it runs */
 } s_rank_t;
 
 typedef struct {
@@ -69,6 +75,8 @@ typedef struct {
     void  *child_arg;
     char   fail[256];                /* why the launch itself failed (fork, poll), for err_set */
     char   stalled[160];             /* ranks found stopped (SIGSTOP, state T) when a rank failed */
+    int    stop_limit_ms;            /* a rank stopped this long ends the job (S_STOP_MAX_MS) */
+    long long stop_checked_ms, stopped_ms; /* the last check of states; how long the cause rank was stopped */
     struct pollfd *pfd;              /* poll set: the signalfd, then the open rank pipes */
     int   *pmap;                     /* pfd[k] (k >= 1) is rank pmap[k] / 2, stream pmap[k] % 2 */
     sigset_t set, oldmask;           /* the signals read from sfd; the mask before the launch */
@@ -245,6 +253,25 @@ static void s_note_stalled(s_launch_t *L)
     }
 }
 
+/* A rank stopped for stop_limit_ms ends the job (S_CAUSE_STOPPED, naming it); a rank that runs again before
+ * that starts its count afresh. */
+static void s_check_stopped(s_launch_t *L, long long now)
+{
+    if (now - L->stop_checked_ms < S_STOP_CHECK_MS) return;
+    L->stop_checked_ms = now;
+    for (int i = 0; i < L->n; i++) {
+        s_rank_t *r = &L->r[i];
+        if (r->pid <= 0 || r->exited || !s_is_stopped(r->pid)) { r->stopped_at = 0; continue; }
+        if (!r->stopped_at) r->stopped_at = now;
+        if (now - r->stopped_at >= L->stop_limit_ms && L->cause == S_CAUSE_NONE) {
+            L->cause = S_CAUSE_STOPPED;
+            L->cause_rank = i;
+            L->stopped_ms = now - r->stopped_at;
+            s_note_stalled(L);
+        }
+    }
+}
+
 static void s_check_exits(s_launch_t *L)
 {
     for (int i = 0; i < L->n; i++) {
@@ -390,6 +417,8 @@ static int s_alloc(s_launch_t *L, const h_launch_cfg_t *cfg, int world, const ch
     L->pmap = calloc(1 + 2 * (size_t)cfg->nlocal, sizeof *L->pmap);
     if (!L->r || !L->pfd || !L->pmap) return err_set(ERR_NOMEM, "launcher: out of memory");
     if (cfg->timeout_s > 0 && cfg->timeout_s * 1000LL < L->grace_ms) L->grace_ms = cfg->timeout_s * 1000;
+    long long half = (cfg->timeout_s > 0 ? cfg->timeout_s : 60) * 500LL; /* the ranks' default timeout: 60 s */
+    L->stop_limit_ms = half > S_STOP_MAX_MS ? S_STOP_MAX_MS : half < 1000 ? 1000 : (int)half;
     for (int i = 0; i < L->n; i++) {
         s_rank_t *r = &L->r[i];
         r->rank = cfg->node_rank * cfg->nlocal + i;
@@ -485,8 +514,9 @@ static void s_run(s_launch_t *L)
     for (;;) {
         s_handle_signals(L);
         s_check_exits(L);
-        if (L->cause != S_CAUSE_NONE) s_stop(L, 0);
         long long now = s_now_ms();
+        if (L->cause == S_CAUSE_NONE) s_check_stopped(L, now);
+        if (L->cause != S_CAUSE_NONE) s_stop(L, 0);
         if (L->stopping && !L->killed && now >= L->kill_at_ms) s_stop(L, 1);
         if (s_all_exited(L)) {
             if (all_exited_at < 0) {
@@ -528,6 +558,10 @@ static int s_outcome(const s_launch_t *L, const h_launch_cfg_t *cfg)
     case S_CAUSE_NONE: return 0;
     case S_CAUSE_SIGNAL: return h_interrupt(L->cause_sig);
     case S_CAUSE_STDOUT: return h_interrupt(SIGPIPE);
+    case S_CAUSE_STOPPED:
+        return err_set(ERR_PEER, "rank %d was stopped (SIGSTOP or a debugger) for %lld ms, past the launcher's limit of "
+                       "%d ms (half of --timeout, at most %d s): the job was ended (stopped ranks: %s)",
+                       L->r[L->cause_rank].rank, L->stopped_ms, L->stop_limit_ms, S_STOP_MAX_MS / 1000, L->stalled);
     default:
         if (L->cause_rank < 0) return err_set(ERR_SYS, "%s", L->fail);
         const s_rank_t *r = &L->r[L->cause_rank];

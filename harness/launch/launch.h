@@ -27,6 +27,8 @@
  *   rank 2 failed (exit 1): <that rank's last stderr line>
  *   rank 2 failed (killed by signal 9): <...>
  * is the detail (err_detail) of the ERR_PEER h_launch returns; the caller prints it as "harness: ...".
+ * A rank found stopped (SIGSTOP or a debugger: state T in /proc) for half of timeout_s (60 s when 0), at most
+ * 10 s and at least 1 s, stops the job the same way: "rank 1 was stopped (SIGSTOP or a debugger) for N ms, ...".
  * SIGINT / SIGTERM to the launcher: the same stop, returns ERR_INTERRUPT with h_interrupt_signal()
  * SIGINT / SIGTERM (main exits 130 / 143; a second signal skips the grace period). Ranks run in their own process group, have PR_SET_PDEATHSIG(SIGKILL)
  * so a killed launcher leaves nothing, and the final SIGKILL goes to the whole group. */
