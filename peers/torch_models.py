@@ -20,6 +20,7 @@ minus local's p50: what a step waits for beyond its compute), the bytes a step h
 hook's own count; every gradient for gloo's DDP and DistributedOptimizer), the final loss (mean over ranks)
 and the step-time ratio to gloo (of the p50s and per round). One torch thread a rank; ranks unbound."""
 import argparse
+import gc
 import json
 import os
 import secrets
@@ -29,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import time
+import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIGS = ["local", "gloo", "ring", "tree", "ps", "hvd"]
@@ -92,23 +94,41 @@ def launch(a, argv):
     budget = blocks * (2 * a.timeout + (a.steps + a.warmup_steps) * 60) + 300
     deadline, rc = time.monotonic() + budget, 0
     try:
-        for r, p in enumerate(procs):
-            try:
-                code = p.wait(timeout=max(1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                print("torch_models: rank %d still running after %d s: stopping every rank" % (r, budget),
+        while any(p.poll() is None for p in procs):
+            bad = [(r, p.returncode) for r, p in enumerate(procs) if p.returncode not in (None, 0)]
+            if bad:
+                print("torch_models: rank %d exited %d%s: stopping every rank" % (
+                    bad[0][0], bad[0][1], " (killed: out of memory?)" if bad[0][1] == -signal.SIGKILL else ""),
                       file=sys.stderr)
                 return 1
-            if code != 0:
-                print("torch_models: rank %d exited %d" % (r, code), file=sys.stderr)
-                rc = rc or 1
-                break
+            if time.monotonic() > deadline:
+                print("torch_models: ranks still running after %d s: stopping every rank" % budget, file=sys.stderr)
+                return 1
+            time.sleep(0.2)
+        bad = [(r, p.returncode) for r, p in enumerate(procs) if p.returncode != 0]
+        if bad:
+            print("torch_models: rank %d exited %d" % bad[0], file=sys.stderr)
+            rc = 1
     finally:
         for p in procs:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
     return rc
+
+
+def need_bytes(a, nparams):
+    """What a rank holds at most (measured on head:126000: see peak_rss_mb): the initial weights, the model,
+    its gradients, momentum, DDP's buckets and the engines' buffers: 3.8 GB a rank measured there, 9.5 copies."""
+    return 9 * 4 * nparams + (300 << 20)
+
+
+def mem_available():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return None
 
 
 def build_model(spec, torch):
@@ -167,6 +187,16 @@ def rank_main(a):
     nparams = sum(p.numel() for p in m0.parameters())
     del m0
     lr = 0.001 if a.model.startswith("head:") else 0.01  # the wide head diverges at 0.01
+    avail = [mem_available() if r == 0 else None]
+    dist.broadcast_object_list(avail, src=0)
+    if avail[0] is not None and avail[0] < P * need_bytes(a, nparams):
+        if r == 0:
+            print("torch_models: %s at P = %d needs about %.1f GB (%d ranks x %.1f GB), this machine has %.1f GB "
+                  "available: not starting (a rank killed for memory would stop the job)" % (
+                      a.model, P, P * need_bytes(a, nparams) / 1e9, P, need_bytes(a, nparams) / 1e9, avail[0] / 1e9),
+                  file=sys.stderr)
+        dist.destroy_process_group()
+        sys.exit(3)
     loss_fn = nn.CrossEntropyLoss()
     job_base = "tm-%s" % os.environ["MASTER_PORT"]
 
@@ -215,6 +245,8 @@ def rank_main(a):
         chk = sum(float(p.detach().double().sum()) for p in model.parameters())
         if cfg in ENGINE:
             hvd.shutdown()
+        del model, opt, hook  # before the next block builds its own: no two models at once
+        gc.collect()
         dist.barrier()
         t = torch.tensor(mine, dtype=torch.float64)
         every = [torch.empty_like(t) for _ in range(P)]
@@ -230,12 +262,16 @@ def rank_main(a):
             times[cfg] += slowest
             per_round[cfg].append(statistics.median(slowest))
             last[cfg] = (loss, moved, chk)
+    with open("/proc/self/status") as f:
+        hwm = [int(x.split()[1]) / 1024 for x in f if x.startswith("VmHWM:")]
+    peak = torch.tensor(hwm or [0.0], dtype=torch.float64)
+    dist.all_reduce(peak, op=dist.ReduceOp.MAX)
     losses = torch.tensor([last[c][0] for c in a.configs], dtype=torch.float64)
     dist.all_reduce(losses)
     losses /= P
     common = {"schema": 1, "world": P, "model": a.model, "params": nparams, "grad_bytes": nparams * 4,
               "local_batch": a.batch, "steps": a.steps, "warmup_steps": a.warmup_steps, "rounds": a.rounds,
-              "bucket_mb": a.bucket_mb, "torch": torch.__version__, "syncbench": syncbench.version()}
+              "bucket_mb": a.bucket_mb, "peak_rss_mb": peak.item(), "torch": torch.__version__, "syncbench": syncbench.version()}
     p50 = {c: statistics.median(times[c]) for c in a.configs}
     rows = []
     for k, c in enumerate(a.configs):
@@ -312,7 +348,14 @@ def main(argv):
         return summary(a)
     if "RANK" not in os.environ:
         return launch(a, argv)
-    return rank_main(a)
+    try:
+        return rank_main(a)
+    except SystemExit:
+        raise
+    except BaseException:  # a failed rank leaves at once: a torn-down job must not hang its exit
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(1)
 
 
 if __name__ == "__main__":

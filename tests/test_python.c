@@ -1,7 +1,8 @@
 /* test_python.c: runs the syncbench Python package's own tests against this build's libsyncbench.so:
  * python/tests/test_numpy.py with a python3 that has numpy, python/tests/test_torch.py (syncbench.torch: the
  * DDP comm hook, Horovod's API) with a python that has torch and gloo ($SYNCBENCH_TORCH_PYTHON, else
- * peers/.venv's, which `make peers` makes) and python/tests/test_profile.py (syncbench-profile) with that python too;
+ * peers/.venv's, which `make peers` makes), python/tests/test_profile.py (syncbench-profile) and
+ * python/tests/test_torch_models.py (peers/torch_models.py) with that python too;
  * each skipped, saying why, where no python has what it needs. */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -72,3 +73,6 @@ Test(python, torch_package_tests, .timeout = 900) { s_torch_tests("test_torch.py
 
 /* syncbench-profile: counts against hand-computed values, ResNet-50 against workloads/resnet50.tsv */
 Test(python, profile_tests, .timeout = 900) { s_torch_tests("test_profile.py"); }
+
+/* peers/torch_models.py end to end, small: every config trains alike (issue 34 §3's comparison) */
+Test(python, torch_models_script, .timeout = 600) { s_torch_tests("test_torch_models.py"); }
