@@ -14,6 +14,7 @@
 #include "harness/model/host.h"
 #include "harness/report/report.h"
 #include "harness/modes/explain.h"
+#include "harness/modes/profile.h"
 #include "harness/record/timeline.h"
 #include "core/dev.h"
 #include "core/afile.h"
@@ -308,6 +309,8 @@ static int s_run(h_opts_t *o)
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
+    /* profile: syncbench-profile's own options (a Python program: torch counts the model) */
+    if (argc > 1 && !strcmp(argv[1], "profile")) return h_profile_exec(argc - 2, argv + 2);
     h_opts_t o;
     if (h_opts_parse(&o, argc, argv) < 0) return s_exit(ERR_INVAL, 2); /* every parse failure is a usage error */
     err_show_locations(o.verbose); /* a failure's file:line chain only for --verbose */

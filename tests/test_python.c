@@ -1,7 +1,9 @@
 /* test_python.c: runs the syncbench Python package's own tests against this build's libsyncbench.so:
  * python/tests/test_numpy.py with a python3 that has numpy, python/tests/test_torch.py (syncbench.torch: the
  * DDP comm hook, Horovod's API) with a python that has torch and gloo ($SYNCBENCH_TORCH_PYTHON, else
- * peers/.venv's, which `make peers` makes); each skipped, saying why, where no python has what it needs. */
+ * peers/.venv's, which `make peers` makes), python/tests/test_profile.py (syncbench-profile) and
+ * python/tests/test_torch_models.py (peers/torch_models.py) with that python too;
+ * each skipped, saying why, where no python has what it needs. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +40,9 @@ Test(python, numpy_package_tests, .timeout = 600)
     cr_assert_eq(rc, 0, "%s:\n%s", cmd, out);
 }
 
-Test(python, torch_package_tests, .timeout = 900)
+/* Runs python/tests/PATTERN with the python that has torch and gloo ($SYNCBENCH_TORCH_PYTHON, else peers/.venv's,
+ * else python3), or skips saying why. */
+static void s_torch_tests(const char *pattern)
 {
     char h[4096], s[4096];
     cr_assert(harness_path(h, sizeof h) == 0, "build the harness first (make)");
@@ -59,8 +63,16 @@ Test(python, torch_package_tests, .timeout = 900)
     char lib[4096];
     snprintf(lib, sizeof lib, "%s", h);
     *strrchr(lib, '/') = '\0';
-    snprintf(cmd, sizeof cmd, "cd '%s' && SYNCBENCH_LIB='%s/libsyncbench.so.0' %s -m unittest discover -s python/tests "
-             "-p 'test_torch.py' 2>&1", s, lib, py);
+    snprintf(cmd, sizeof cmd, "cd '%s' && SYNCBENCH_LIB='%s/libsyncbench.so.0' %s -W ignore::FutureWarning -m unittest "
+             "discover -s python/tests -p '%s' 2>&1", s, lib, py, pattern);
     int rc = run_cmd(cmd, out, sizeof out);
     cr_assert_eq(rc, 0, "%s:\n%s", cmd, out);
 }
+
+Test(python, torch_package_tests, .timeout = 900) { s_torch_tests("test_torch.py"); }
+
+/* syncbench-profile: counts against hand-computed values, ResNet-50 against workloads/resnet50.tsv */
+Test(python, profile_tests, .timeout = 900) { s_torch_tests("test_profile.py"); }
+
+/* peers/torch_models.py end to end, small: every config trains alike (issue 34 §3's comparison) */
+Test(python, torch_models_script, .timeout = 600) { s_torch_tests("test_torch_models.py"); }

@@ -67,7 +67,7 @@ Test(workload, per_layer_timing_against_hand_computed_values)
     s_write_profile(s_tiny);
     workload_t *w = NULL;
     cr_assert_eq(workload_load(&w, s_path), 0, "%s", err_detail());
-    cr_expect(!strncmp(w->name, "sb-wl-", 6), "name from the file: %s", w->name);
+    cr_expect_str_eq(w->name, "tiny", "the name comes from the header, not the file (%s)", s_path);
     wl_device_t d;
     cr_assert_eq(wl_device_resolve("throughput=100", w, &d), 0);
     /* batch 50 at 100 samples/s: 0.5 s; forward a third (100 of 300 FLOPs), then backward by share */
@@ -165,6 +165,66 @@ Test(workload, presets_published_and_derived)
               "the error lists the presets: %s", err_detail());
     cr_expect_lt(wl_device_resolve("throughput=-1", r50, &d), 0);
     workload_destroy(&v); workload_destroy(&r101); workload_destroy(&r50); workload_destroy(&inc);
+}
+
+/* the builtin's text with its first line's name replaced by `name` and every FLOP count times `scale` */
+static void s_write_variant(const char *builtin, const char *name, double scale)
+{
+    char path[256];
+    snprintf(path, sizeof path, "workloads/%s.tsv", builtin);
+    FILE *in = fopen(path, "r");
+    if (!in) cr_skip_test("run from the checkout (%s not found)", path);
+    snprintf(s_path, sizeof s_path, "/tmp/sb-wl-%d.tsv", (int)getpid());
+    FILE *out = fopen(s_path, "w");
+    cr_assert_not_null(out);
+    char line[1024], tname[128];
+    unsigned long long numel;
+    double f, b;
+    for (int first = 1; fgets(line, sizeof line, in); first = 0) {
+        if (first) fprintf(out, "# %s%s", name, strchr(line, ':'));
+        else if (sscanf(line, "%127[^\t]\t%llu\t%lf\t%lf", tname, &numel, &f, &b) == 4)
+            fprintf(out, "%s\t%llu\t%.17g\t%.17g\n", tname, numel, f * scale, b * scale);
+        else fputs(line, out);
+    }
+    fclose(in);
+    fclose(out);
+}
+
+/* A profile file is named by its header (harness train|model|simulate --model path.tsv answer for that model);
+ * one named like a built-in gets the built-in's published figure only if it does the same work. */
+Test(workload, profile_files_are_named_by_their_header)
+{
+    workload_t *w = NULL;
+    wl_device_t d;
+    s_write_variant("resnet50", "resnet50", 1.0);
+    cr_assert_eq(workload_load(&w, s_path), 0, "%s", err_detail());
+    cr_expect_str_eq(w->name, "resnet50");
+    cr_expect(w->ntensors == 161 && w->params == 25557032);
+    cr_assert_eq(wl_device_resolve("v100", w, &d), 0);
+    cr_expect(d.samples_per_s == 367 && !d.derived, "the same model: its published figure (%g)", d.samples_per_s);
+    workload_destroy(&w);
+    s_write_variant("resnet50", "resnet50", 1.5); /* named resnet50, 1.5x the work: not resnet50's figure */
+    cr_assert_eq(workload_load(&w, s_path), 0, "%s", err_detail());
+    cr_assert_eq(wl_device_resolve("v100", w, &d), 0);
+    cr_expect(d.derived && strstr(d.basis, "1.5x the built-in") != NULL, "%s", d.basis);
+    workload_destroy(&w);
+    s_write_variant("vgg16", "my-vgg_v2.1", 1.0);
+    cr_assert_eq(workload_load(&w, s_path), 0, "%s", err_detail());
+    cr_expect_str_eq(w->name, "my-vgg_v2.1");
+    cr_assert_eq(wl_device_resolve("v100", w, &d), 0);
+    cr_expect(d.derived && strstr(d.basis, "no published figure for my-vgg_v2.1") != NULL, "%s", d.basis);
+    workload_destroy(&w);
+    /* a first line that does not start with NAME: names nothing: the file's name stands */
+    s_write_profile("# a profile made by hand\nx.weight\t10\t5\t10\n");
+    cr_assert_eq(workload_load(&w, s_path), 0, "%s", err_detail());
+    cr_expect(!strncmp(w->name, "sb-wl-", 6), "name from the file: %s", w->name);
+    workload_destroy(&w);
+    /* a header whose totals disagree with its lines is refused, saying both */
+    s_write_profile("# m: 2 trainable tensors, 30 parameters; by hand\nx.weight\t10\t5\t10\n");
+    cr_expect_eq(workload_load(&w, s_path), ERR_CORRUPT);
+    cr_expect(strstr(err_detail(), "2 tensors and 30 parameters, its lines hold 1 and 10") != NULL, "%s", err_detail());
+    cr_expect_null(w);
+    unlink(s_path);
 }
 
 Test(workload, buckets_ddp_rule_and_shrink)

@@ -119,6 +119,16 @@ static int s_parse_line(char *line, wl_tensor_t *t)
     return 0;
 }
 
+/* The model's name a header line gives ("NAME: ..."): 1..31 characters of [A-Za-z0-9._+-] before the first colon;
+ * 0 and out untouched when the line does not start that way. */
+static int s_header_name(const char *line, char *out, size_t len)
+{
+    size_t n = strspn(line, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._+-");
+    if (!n || n >= len || line[n] != ':') return 0;
+    snprintf(out, len, "%.*s", (int)n, line);
+    return 1;
+}
+
 static int s_parse(workload_t *w, char *text, const char *origin)
 {
     size_t lines = 1;
@@ -146,6 +156,13 @@ static int s_parse(workload_t *w, char *text, const char *origin)
     }
     if (!w->ntensors) return err_set(ERR_CORRUPT, "workload %s: no tensors", origin);
     if (!(w->fwd_flops + w->bwd_flops > 0)) return err_set(ERR_CORRUPT, "workload %s: no FLOPs", origin);
+    /* a header that states its totals ("N trainable tensors, P parameters") must agree with its lines */
+    const char *tot = strchr(w->source, ':');
+    size_t nt, np;
+    if (tot && sscanf(tot + 1, " %zu trainable tensors, %zu parameters", &nt, &np) == 2 &&
+        (nt != w->ntensors || np != w->params))
+        return err_set(ERR_CORRUPT, "workload %s: its header says %zu tensors and %zu parameters, its lines hold %zu and %zu",
+                       origin, nt, np, w->ntensors, w->params);
     return 0;
 }
 
@@ -168,13 +185,15 @@ int workload_load(workload_t **self_p, const char *name)
     }
     workload_t *w = calloc(1, sizeof *w);
     if (!w) { free(text); return err_set(ERR_NOMEM, "workload %s", name); }
-    snprintf(w->name, sizeof w->name, "%.*s", (int)(s_is_path(name) ? strlen(base) - 4 : strlen(base)), base);
     int rc = s_parse(w, text, name);
     free(text);
     if (rc < 0) {
         workload_destroy(&w);
         return rc;
     }
+    /* the model's name: the header's ("# NAME: ..."), else the file's name without .tsv */
+    if (!s_header_name(w->source, w->name, sizeof w->name))
+        snprintf(w->name, sizeof w->name, "%.*s", (int)(s_is_path(name) ? strlen(base) - 4 : strlen(base)), base);
     *self_p = w;
     return 0;
 }
@@ -258,27 +277,34 @@ static int s_preset(const s_preset_t *p, const workload_t *wl, wl_device_t *out)
     snprintf(out->name, sizeof out->name, "%s", p->name);
     out->mem_gbps = p->mem_gbps;
     double fps = wl->fwd_flops + wl->bwd_flops;
-    double eff[S_NFIG];
+    double eff[S_NFIG], other_work = 0;
     int n = 0;
     for (int i = 0; i < S_NFIG && p->fig[i].model; i++) {
-        if (!strcmp(p->fig[i].model, wl->name)) {
+        workload_t *other = NULL;
+        CHECK(workload_load(&other, p->fig[i].model));
+        double ofps = other->fwd_flops + other->bwd_flops;
+        workload_destroy(&other);
+        /* a profile of that name from a file is the same model only if it does the same work (within 2%) */
+        if (!strcmp(p->fig[i].model, wl->name) && fabs(fps / ofps - 1) <= 0.02) {
             out->samples_per_s = p->fig[i].samples_per_s;
             out->tflops = out->samples_per_s * fps / 1e12;
             snprintf(out->basis, sizeof out->basis, "%s: %g samples/s published (%s)", p->desc, out->samples_per_s,
                      p->fig[i].source);
             return 0;
         }
-        workload_t *other = NULL;
-        CHECK(workload_load(&other, p->fig[i].model));
-        eff[n++] = p->fig[i].samples_per_s * (other->fwd_flops + other->bwd_flops) / 1e12;
-        workload_destroy(&other);
+        if (!strcmp(p->fig[i].model, wl->name)) other_work = fps / ofps;
+        eff[n++] = p->fig[i].samples_per_s * ofps / 1e12;
     }
     qsort(eff, (size_t)n, sizeof eff[0], s_cmp_d);
     out->tflops = n % 2 ? eff[n / 2] : (eff[n / 2 - 1] + eff[n / 2]) / 2;
     out->samples_per_s = out->tflops * 1e12 / fps;
     out->derived = 1;
-    snprintf(out->basis, sizeof out->basis, "%s: no published figure for %s; %.3g effective TFLOP/s of its published ones",
-             p->desc, wl->name, out->tflops);
+    if (other_work > 0)
+        snprintf(out->basis, sizeof out->basis, "%s: this %s profile does %.3gx the built-in's FLOPs, so not its published "
+                 "figure; %.3g effective TFLOP/s of its published ones", p->desc, wl->name, other_work, out->tflops);
+    else
+        snprintf(out->basis, sizeof out->basis, "%s: no published figure for %s; %.3g effective TFLOP/s of its published "
+                 "ones", p->desc, wl->name, out->tflops);
     return 0;
 }
 

@@ -41,7 +41,9 @@ void h_opts_usage(FILE *f)
 "                    --procs N, --servers S, --sizes BYTES, --gpus-per-node G: machines of G workers; --plots DIR:\n"
 "                    an SVG per step) and its bytes per link\n"
 "  simulate          each engine's schedule replayed on a simulated cluster with SimGrid (--nodes N\n"
-"                    --gpus-per-node G --net inter=RATE --lat US --sizes ...): the collective alone, to 1024 GPUs\n");
+"                    --gpus-per-node G --net inter=RATE --lat US --sizes ...): the collective alone, to 1024 GPUs\n"
+"  profile MODEL --input SHAPE -o FILE.tsv   a PyTorch model's gradient profile (syncbench-profile, needs\n"
+"                    torch: `make peers`) for --model FILE.tsv; MODEL: pkg.module:factory or a torchvision name\n");
     for (size_t i = 0; i < S_NOPTS; i++) {
         if (h_opt_table[i].help_fn) h_opt_table[i].help_fn(f);
         else if (h_opt_table[i].help) fputs(h_opt_table[i].help, f);

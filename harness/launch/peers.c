@@ -120,8 +120,7 @@ int h_launch_mpirun(const h_launch_cfg_t *cfg, int argc, char **argv)
     return err_set(ERR_PEER, "mpirun exited %d (a rank failed: its message is above)", code);
 }
 
-/* The repository holding this program (BUILD/harness is one level below it). */
-static int s_repo_root(char *out, size_t len)
+int h_repo_root(char *out, size_t len)
 {
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -134,7 +133,7 @@ static int s_repo_root(char *out, size_t len)
 int h_torch_peer_find(char *python, size_t plen, char *script, size_t slen)
 {
     char root[PATH_MAX] = ".";
-    if (s_repo_root(root, sizeof root) < 0) snprintf(root, sizeof root, ".");
+    if (h_repo_root(root, sizeof root) < 0) snprintf(root, sizeof root, ".");
     const char *s = getenv("SYNCBENCH_TORCH_SCRIPT");
     if (s) snprintf(script, slen, "%s", s);
     else snprintf(script, slen, "%s/peers/torch_ddp.py", root);

@@ -12,6 +12,8 @@
  * code in the detail), ERR_NODEV when mpirun is missing, ERR_INTERRUPT on a signal. */
 int h_launch_mpirun(const h_launch_cfg_t *cfg, int argc, char **argv);
 
+/* The checkout holding this program (BUILD/harness is one level below it) into out; 0 or -1. */
+int h_repo_root(char *out, size_t len);
 /* peers.c: PyTorch as a peer: the python that can import torch (peers/.venv's, else python3), and
  * the script; 0 with both filled, or ERR_NODEV with why in err_detail. */
 int h_torch_peer_find(char *python, size_t plen, char *script, size_t slen);
