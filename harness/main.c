@@ -14,7 +14,7 @@
 #include "harness/model/host.h"
 #include "harness/report/report.h"
 #include "harness/modes/explain.h"
-#include "harness/modes/profile.h"
+#include "harness/launch/profile.h"
 #include "harness/record/timeline.h"
 #include "core/dev.h"
 #include "core/afile.h"

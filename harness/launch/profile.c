@@ -1,6 +1,6 @@
 /* profile.c: `harness profile`: hands its arguments to syncbench-profile (python/syncbench/profile.py), which
  * writes a PyTorch model's gradient profile for --model FILE.tsv; see profile.h. */
-#include "harness/modes/profile.h"
+#include "harness/launch/profile.h"
 #include "harness/launch/peers.h"
 #include <errno.h>
 #include <limits.h>
