@@ -27,13 +27,12 @@ head:H (784-H-10: a classifier whose head is most of the bytes)."""
 import argparse
 import json
 import os
-import secrets
-import signal
 import socket
 import statistics
-import subprocess
 import sys
 import time
+
+from torchjob import launch_ranks, pct
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -98,36 +97,10 @@ def free_ports():
 
 
 def launch(a, argv):
-    """Start --procs ranks of this script with torchrun's environment; rank 0's output passes through."""
-    port, job, secret = free_ports(), "cmp-%d" % os.getpid(), secrets.token_hex(32)
-    procs = []
-    for r in range(a.procs):
-        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(a.procs), LOCAL_RANK=str(r),
-                   LOCAL_WORLD_SIZE=str(a.procs), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                   SYNCBENCH_JOB=job, SYNCBENCH_JOB_SECRET=secret, OMP_NUM_THREADS="1")
-        env["PYTHONPATH"] = os.path.join(os.path.dirname(HERE), "python") + os.pathsep + env.get("PYTHONPATH", "")
-        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__)] + argv, env=env,
-                                      stdout=None if r == 0 else subprocess.DEVNULL, start_new_session=True))
+    """Start --procs ranks of this script with torchrun's environment (torchjob.launch_ranks)."""
     budget = a.timeout * 4 + a.rounds * a.steps * 30 + 600
-    deadline, rc = time.monotonic() + budget, 0
-    try:
-        for r, p in enumerate(procs):
-            try:
-                code = p.wait(timeout=max(1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                print("torch_hook_compare: rank %d still running after %d s: stopping every rank" % (r, budget),
-                      file=sys.stderr)
-                return 1
-            if code != 0:
-                print("torch_hook_compare: rank %d exited %d" % (r, code), file=sys.stderr)
-                rc = rc or 1
-                break
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-    return rc
+    return launch_ranks("torch_hook_compare", __file__, argv, a.procs, budget, free_ports(),
+                        {"SYNCBENCH_JOB": "cmp-%d" % os.getpid()})
 
 
 def build_model(spec, nn):
@@ -137,11 +110,6 @@ def build_model(spec, nn):
         h = int(spec[5:])
         return nn.Sequential(nn.Linear(784, h), nn.ReLU(), nn.Linear(h, 10))
     raise SystemExit("torch_hook_compare: --model mlp or head:H, not %r" % spec)
-
-
-def pct(xs, q):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
 def rank_main(a):

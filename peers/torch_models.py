@@ -23,14 +23,13 @@ import argparse
 import gc
 import json
 import os
-import secrets
-import signal
 import socket
 import statistics
-import subprocess
 import sys
 import time
 import traceback
+
+from torchjob import launch_ranks, pct
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIGS = ["local", "gloo", "ring", "tree", "ps", "hvd"]
@@ -79,42 +78,10 @@ def free_port():
 
 
 def launch(a, argv):
-    """Start --procs ranks of this script with torchrun's environment; rank 0's output passes through; every
-    rank is stopped when one fails or the run outlives its budget."""
-    port, secret = free_port(), secrets.token_hex(32)
-    procs = []
-    for r in range(a.procs):
-        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(a.procs), LOCAL_RANK=str(r),
-                   LOCAL_WORLD_SIZE=str(a.procs), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                   SYNCBENCH_JOB_SECRET=secret, OMP_NUM_THREADS="1")
-        env["PYTHONPATH"] = os.path.join(os.path.dirname(HERE), "python") + os.pathsep + env.get("PYTHONPATH", "")
-        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__)] + argv, env=env,
-                                      stdout=None if r == 0 else subprocess.DEVNULL, start_new_session=True))
+    """Start --procs ranks of this script with torchrun's environment (torchjob.launch_ranks)."""
     blocks = a.rounds * len(a.configs)
     budget = blocks * (2 * a.timeout + (a.steps + a.warmup_steps) * 60) + 300
-    deadline, rc = time.monotonic() + budget, 0
-    try:
-        while any(p.poll() is None for p in procs):
-            bad = [(r, p.returncode) for r, p in enumerate(procs) if p.returncode not in (None, 0)]
-            if bad:
-                print("torch_models: rank %d exited %d%s: stopping every rank" % (
-                    bad[0][0], bad[0][1], " (killed: out of memory?)" if bad[0][1] == -signal.SIGKILL else ""),
-                      file=sys.stderr)
-                return 1
-            if time.monotonic() > deadline:
-                print("torch_models: ranks still running after %d s: stopping every rank" % budget, file=sys.stderr)
-                return 1
-            time.sleep(0.2)
-        bad = [(r, p.returncode) for r, p in enumerate(procs) if p.returncode != 0]
-        if bad:
-            print("torch_models: rank %d exited %d" % bad[0], file=sys.stderr)
-            rc = 1
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-    return rc
+    return launch_ranks("torch_models", __file__, argv, a.procs, budget, free_port())
 
 
 def need_bytes(a, nparams):
@@ -162,11 +129,6 @@ def batch_of(spec, torch, seed, step, rank, n):
     else:
         x = torch.randn(n, 784, generator=g)
     return x, torch.randint(0, 10, (n,), generator=g)
-
-
-def pct(xs, q):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
 def rank_main(a):
