@@ -204,13 +204,14 @@ clean:
 -include $(TESTS:=.d)
 
 # The peers we compare against, built only on request: OpenMPI's MPI_Allreduce alone, and PyTorch
-# (DDP over gloo) in a virtual environment, peers/.venv, from the Python package index; torchvision (the same
-# index) for syncbench-profile's model names.
+# (DDP over gloo) in a virtual environment, peers/.venv, from the Python package index; torchvision and Hugging
+# Face transformers (the same index) for syncbench-profile's model names; versions pinned in peers/requirements.txt
+# (a changed pin reinstalls into the existing venv).
 peers: $(BUILD)/peers/mpi_allreduce peers/.venv/.done
-peers/.venv/.done:
+peers/.venv/.done: peers/requirements.txt
 	@echo "make peers: PyPI's torch for Linux x86-64 is the CUDA build: a 539 MB wheel plus ~3 GB of CUDA libraries"
-	python3 -m venv peers/.venv
-	peers/.venv/bin/pip install --quiet torch torchvision numpy
+	@[ -x peers/.venv/bin/pip ] || python3 -m venv peers/.venv
+	peers/.venv/bin/pip install --quiet -r peers/requirements.txt
 	touch $@
 # make python: the syncbench package (python/, pure Python over libsyncbench.so) into PYVENV (default peers/.venv,
 # beside torch; made when missing); no compiler and no download (--no-build-isolation: the venv's setuptools).

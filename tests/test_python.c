@@ -11,6 +11,7 @@
 #include <string.h>
 #include "tests/lib/ranks.h"
 #include "tests/lib/scripts.h"
+#include "tests/lib/tmpdir.h"
 
 Test(python, numpy_package_tests, .timeout = 600)
 {
@@ -76,3 +77,25 @@ Test(python, profile_tests, .timeout = 900) { s_torch_tests("test_profile.py"); 
 
 /* peers/torch_models.py end to end, small: every config trains alike (issue 34 §3's comparison) */
 Test(python, torch_models_script, .timeout = 600) { s_torch_tests("test_torch_models.py"); }
+
+/* harness profile transformers:CLASS where transformers cannot be imported (a package on PYTHONPATH that refuses, so
+ * the case is the same with or without `make peers`): one clear error, naming transformers and `make peers`, exit 2;
+ * runs without torch too (transformers is asked for first). */
+Test(python, profile_names_make_peers_when_transformers_is_missing, .timeout = 120)
+{
+    char h[4096], cmd[16384], out[1 << 14];
+    cr_assert(harness_path(h, sizeof h) == 0, "build the harness first (make)");
+    if (system("command -v python3 >/dev/null 2>&1") != 0) cr_skip_test("python3 is not installed");
+    char *dir = tmpdir_make();
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s/transformers' && echo 'raise ImportError(\"no transformers here (test)\")' "
+             "> '%s/transformers/__init__.py'", dir, dir);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' '%s' profile transformers:BertForMaskedLM --input 128:int 2>&1", dir, h);
+    int rc = run_cmd(cmd, out, sizeof out);
+    cr_expect_eq(rc, 2, "%s: rc %d:\n%s", cmd, rc, out);
+    cr_expect(strstr(out, "transformers is not importable"), "%s", out);
+    cr_expect(strstr(out, "no transformers here (test)"), "%s", out);
+    const char *m = strstr(out, "`make peers`");
+    cr_expect(m && !strstr(m + 1, "`make peers`"), "the error once, with `make peers`: %s", out);
+    tmpdir_remove(dir);
+}

@@ -58,8 +58,15 @@ def make_model(spec):
     """The nn.Module that spec names: "pkg.mod:fn" or "file.py:fn" (called with no arguments),
     "torchvision:NAME" or a bare torchvision model name (random weights), "transformers:CLASS" (default config).
     Returns (model, source) where source says what it was made from."""
-    torch = _torch()
     kind, sep, rest = spec.partition(":")
+    if sep and kind == "transformers":   # asked first: without it the model cannot be made, whatever torch says
+        try:
+            import transformers
+        except ImportError as e:
+            raise ProfileError("model %r: Hugging Face transformers is not importable by %s (%s): `make peers` installs "
+                               "it (pinned in peers/requirements.txt, beside torch) into peers/.venv, whose python "
+                               "`harness profile` runs" % (spec, sys.executable, e))
+    torch = _torch()
     if (sep and kind == "torchvision") or not sep:
         name = rest if sep else spec
         try:
@@ -73,10 +80,6 @@ def make_model(spec):
                                % (name, ", ".join(sorted(n for n in names if "_" not in n)[:40]) + ", ..."))
         return torchvision.models.get_model(name, weights=None), "torchvision.models.%s" % name
     if kind == "transformers":
-        try:
-            import transformers
-        except ImportError as e:
-            raise ProfileError("model %r: transformers is not importable (%s)" % (spec, e))
         cls = getattr(transformers, rest, None)
         if cls is None or not hasattr(cls, "config_class"):
             raise ProfileError("model %r: transformers has no model class %r" % (spec, rest))

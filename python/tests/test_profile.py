@@ -200,7 +200,7 @@ try:
     import transformers  # noqa: F401
     HF = None
 except ImportError as e:
-    HF = "transformers is not importable by %s (%s): pip install transformers into it to run this" % (sys.executable, e)
+    HF = "transformers is not importable by %s (%s): `make peers` installs it into peers/.venv" % (sys.executable, e)
 
 
 @unittest.skipIf(TORCH or HF, TORCH or HF)
