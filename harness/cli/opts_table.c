@@ -439,9 +439,9 @@ const h_opt_t h_opt_table[] = {
              "                        piece while a run stays under 200 k communications, else 4; results/sim-reduction-streams)\n"},
     {.name = "sim-bundles", .kind = K_INT, .off = F(sim_bundles), .lo = 0, .hi = 1 << 20, .want = "0, 1, or a pool >= 2",
      .modes = " simulate ",
-     .help = "  --sim-bundles Q       simulate (experimental): a round of a PS's transfers between two machines as one\n"
-             "                        communication (1), with server machines merged Q to one (Q >= 2); default 0: never\n"
-             "                        (its error against the full replay: results/sim-reduction-bundles)\n"},
+     .help = "  --sim-bundles Q       simulate: a round of a PS's transfers between two machines as one communication\n"
+             "                        (1), with server machines merged Q to one (Q >= 2, experimental); 0: never; default:\n"
+             "                        1 past 200 k communications a run (results/sim-reduction-bundles)\n"},
     FN("shrink", s_factor, shrink, "a factor >= 1 or auto",
        "  --shrink S|auto       divide every tensor and link rate by S (transfer times unchanged, host load / S;\n"
        "                        default auto: as much as this host needs)\n"),

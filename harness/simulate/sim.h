@@ -55,7 +55,6 @@ typedef struct h_sim_platform {
 #define H_SIM_AUTO_GROUPS 64
 #define H_SIM_EXACT_FLOW 200000
 #define H_SIM_AUTO_STREAM 4
-#define H_SIM_FANOUT_CONNS 4096
 typedef struct {
     int nb;
     const sched_t *sched;         /* nb schedules, the same world and workers */
@@ -84,10 +83,10 @@ typedef struct {
                                    * second, ... transfer to each in the step; from one worker, or from any dedicated
                                    * ranks of the machine) goes as one communication that credits every receiver; 1:
                                    * so; Q >= 2: so, with dedicated server machines merged Q to one (pl->pool: their
-                                   * loads are alike, every worker sending each the same); 0: never; < 0 (auto): where a
-                                   * step has more than H_SIM_FANOUT_CONNS connections across machines, server machines
-                                   * merged by doubling until its bundles are that few. Never into a rank whose sums
-                                   * cost CPU time, nor for owners answering ahead (async, SSP) */
+                                   * loads are alike, every worker sending each the same; experimental); 0: never; < 0
+                                   * (auto): 1 once a run passes H_SIM_EXACT_FLOW communications. Only where both NICs
+                                   * carry nearly all their transfers in groups of one size (sim_plan.c s_bundles); never
+                                   * into a rank whose sums cost CPU time, nor for owners answering ahead (async, SSP) */
 } h_sim_work_t;
 
 typedef struct {

@@ -140,90 +140,102 @@ static int s_src_cmp(const void *a, const void *b)
  * receive entries become npc -1, their send entries go). A pair's transfers share its route but for the hops
  * inside the two machines, so on the flow model they share alike what they would have shared apart. bund marks
  * the transfers a bundle carries (the stream reduction leaves them). 0 or ERR_NOMEM. */
+/* the end of the group of f's transfers that starts at u: the same source group, destination machine, op and round */
+static size_t s_group_end(const s_fan_t *f, size_t n, size_t u)
+{
+    size_t v = u + 1;
+    while (v < n && f[v].sg == f[u].sg && f[v].dg == f[u].dg && f[v].op == f[u].op && f[v].t == f[u].t) v++;
+    return v;
+}
+
 static int s_bundles(const h_sim_platform_t *pl, const sched_t *s, h_sim_bplan_t *bp, const size_t *sidx,
                      const size_t *ridx, char *bund, int *most)
 {
-    size_t nx = s->nx ? s->nx : 1, nbm = 0;
-    size_t *ord = malloc(nx * sizeof *ord);
+    size_t nx = s->nx ? s->nx : 1, nbm = 0, nf = 0;
+    int nm = 1;
+    for (size_t i = 0; i < s->nx; i++) {
+        int a = h_sim_machine(pl, s->workers, s->x[i].src), b = h_sim_machine(pl, s->workers, s->x[i].dst);
+        if (a >= nm) nm = a + 1;
+        if (b >= nm) nm = b + 1;
+    }
+    size_t *ord = malloc(nx * sizeof *ord), *from = malloc(((size_t)s->nsteps + 1) * sizeof *from);
     s_fan_t *fan = malloc(nx * sizeof *fan);
+    size_t *tot = calloc((size_t)nm * 2, sizeof *tot), *top = calloc((size_t)nm * 2, sizeof *top);
+    int *hi = calloc((size_t)nm * 2, sizeof *hi);
     bp->bm = malloc(nx * sizeof *bp->bm);
-    if (!ord || !fan || !bp->bm) {
-        free(ord), free(fan);
+    if (!ord || !from || !fan || !tot || !top || !hi || !bp->bm) {
+        free(ord), free(from), free(fan), free(tot), free(top), free(hi);
         return err_set(ERR_NOMEM, "simulate: out of memory");
     }
     s_sort_s = s_fan_s = s;
+    /* every step's cross-machine transfers in their groups; each NIC's (2 m: machine m's way out, 2 m + 1: in)
+     * transfers and largest group */
     for (int k = 0; k < s->nsteps; k++) {
         size_t n = 0;
+        from[k] = nf;
         for (size_t i = s->steps[k].first; i < s->steps[k].first + s->steps[k].n; i++)
             if (h_sim_machine(pl, s->workers, s->x[i].src) != h_sim_machine(pl, s->workers, s->x[i].dst)) ord[n++] = i;
         qsort(ord, n, sizeof *ord, s_src_cmp);
+        s_fan_t *f = fan + nf;
         for (size_t a = 0; a < n; a++) {
             const sched_xfer_t *x = &s->x[ord[a]];
             int same = a && x->src == s->x[ord[a - 1]].src && x->dst == s->x[ord[a - 1]].dst;
-            fan[a] = (s_fan_t){.i = ord[a], .t = same ? fan[a - 1].t + 1 : 0, .op = (int)x->op,
-                               .sg = x->src < s->workers ? x->src : -1 - h_sim_machine(pl, s->workers, x->src),
-                               .dg = h_sim_machine(pl, s->workers, x->dst)};
+            f[a] = (s_fan_t){.i = ord[a], .t = same ? f[a - 1].t + 1 : 0, .op = (int)x->op,
+                             .sg = x->src < s->workers ? x->src : -1 - h_sim_machine(pl, s->workers, x->src),
+                             .dg = h_sim_machine(pl, s->workers, x->dst)};
         }
-        qsort(fan, n, sizeof *fan, s_fan_cmp);
-        for (size_t u = 0, turn = 0; u < n;) {
-            size_t v = u + 1;
-            while (v < n && fan[v].sg == fan[u].sg && fan[v].dg == fan[u].dg && fan[v].op == fan[u].op && fan[v].t == fan[u].t) v++;
-            if (v - u < 2) {
-                u = v;
-                continue;
+        qsort(f, n, sizeof *f, s_fan_cmp);
+        for (size_t u = 0, v; u < n; u = v) {
+            v = s_group_end(f, n, u);
+            int q = (int)(v - u), nic[2] = {2 * h_sim_machine(pl, s->workers, s->x[f[u].i].src), 2 * f[u].dg + 1};
+            for (int j = 0; j < 2; j++) {
+                tot[nic[j]] += v - u;
+                if (q > hi[nic[j]]) hi[nic[j]] = q;
             }
-            size_t rep = u + turn++ % (v - u); /* the connection it goes on */
+        }
+        nf += n;
+    }
+    from[s->nsteps] = nf;
+    for (size_t u = 0, v; u < nf; u = v) { /* the transfers in each NIC's largest groups (steps never share a group) */
+        v = s_group_end(fan, nf, u);
+        int q = (int)(v - u), os = 2 * h_sim_machine(pl, s->workers, s->x[fan[u].i].src), od = 2 * fan[u].dg + 1;
+        if (q == hi[os]) top[os] += v - u;
+        if (q == hi[od]) top[od] += v - u;
+    }
+    /* a group goes as one communication only where both its NICs carry nearly all their transfers in groups of one
+     * size (at least 15 in 16 in their largest groups; a schedule's short last rounds aside): the flow model shares
+     * a link fairly by communication, so a bundle of q gets the share of its q transfers only against other bundles
+     * of q (a PS whose servers answer in bundles of 4 while single pushes come in beside them would see its answers
+     * slowed 4 to 1) */
+    for (int k = 0; k < s->nsteps; k++) {
+        s_fan_t *f = fan + from[k];
+        size_t n = from[k + 1] - from[k];
+        for (size_t u = 0, v; u < n; u = v) {
+            v = s_group_end(f, n, u);
+            int os = 2 * h_sim_machine(pl, s->workers, s->x[f[u].i].src), od = 2 * f[u].dg + 1;
+            if (v - u < 2 || 16 * top[os] < 15 * tot[os] || 16 * top[od] < 15 * tot[od]) continue;
+            /* the connection it goes on: the same member's in every round of the group, so that its rounds follow
+             * one another as each of its transfers' connections carries them; groups take turns over the members */
+            size_t rep = u + (size_t)((f[u].sg < 0 ? -f[u].sg : f[u].sg) + f[u].dg) % (v - u);
             uint64_t bytes = 0;
             for (size_t j = u; j < v; j++) {
-                size_t i = fan[j].i;
+                size_t i = f[j].i;
                 bytes += bp->e[sidx[i]].bytes;
                 bp->bm[nbm + (j - u)] = (h_sim_member_t){.src = s->x[i].src, .rank = s->x[i].dst, .piece = s->x[i].piece,
                                                          .req = bp->e[sidx[i]].req};
                 bund[i] = 1;
                 if (j != rep) bp->e[sidx[i]].npc = 0, bp->e[ridx[i]].npc = -1; /* carried; credited */
             }
-            h_sim_entry_t *es = &bp->e[sidx[fan[rep].i]], *er = &bp->e[ridx[fan[rep].i]];
+            h_sim_entry_t *es = &bp->e[sidx[f[rep].i]], *er = &bp->e[ridx[f[rep].i]];
             es->bytes = er->bytes = bytes;
             es->nbm = er->nbm = (int)(v - u);
             es->bm0 = er->bm0 = (uint32_t)nbm;
             nbm += v - u;
             if ((int)(v - u) > *most) *most = (int)(v - u);
-            u = v;
         }
     }
-    free(ord), free(fan);
+    free(ord), free(from), free(fan), free(tot), free(top), free(hi);
     return 0;
-}
-
-static int s_u64_cmp(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* The most connections across machines in one step of s under pl's machines (its pool): rank pairs (grouped 0),
- * or the groups s_bundles sends as one (grouped 1, rounds aside). -1: out of memory. */
-static long s_fan_conns(const h_sim_platform_t *pl, const sched_t *s, int grouped)
-{
-    uint64_t *key = malloc((s->nx ? s->nx : 1) * sizeof *key);
-    if (!key) return -1;
-    size_t most = 0;
-    for (int k = 0; k < s->nsteps; k++) {
-        size_t n = 0, c = 0;
-        for (size_t i = s->steps[k].first; i < s->steps[k].first + s->steps[k].n; i++) {
-            const sched_xfer_t *x = &s->x[i];
-            int ms = h_sim_machine(pl, s->workers, x->src), md = h_sim_machine(pl, s->workers, x->dst);
-            if (ms == md) continue;
-            uint64_t a = grouped ? (uint64_t)(x->src < s->workers ? x->src : s->world + ms) : (uint64_t)x->src;
-            uint64_t b = grouped ? (uint64_t)md : (uint64_t)x->dst;
-            key[n++] = ((a << 24 | b) << 4) + (uint64_t)x->op;
-        }
-        qsort(key, n, sizeof *key, s_u64_cmp);
-        for (size_t i = 0; i < n; i++) c += !i || key[i] != key[i - 1];
-        if (c > most) most = c;
-    }
-    free(key);
-    return (long)most;
 }
 
 /* The stream reduction (h_sim_work_t.min_stream): on each connection, a run of at least M consecutive
@@ -446,25 +458,15 @@ int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *
     if (stream < 0) stream = nx * (uint64_t)w->steps <= H_SIM_EXACT_FLOW ? 0 : H_SIM_AUTO_STREAM;
     p->streams = p->bundle = 1;
     /* the fan-out reduction, where asked for (1: machine pairs; Q >= 2: and dedicated server machines merged Q to
-     * one); < 0 (auto, by the API only: no default uses it until it is within 1% on VGG-16): where a step has more
-     * than H_SIM_FANOUT_CONNS connections across machines, server machines merged by doubling until the bundles'
-     * connections are that few. Never for reductions that cost CPU time nor for owners answering ahead; machines
-     * merged only on a star. */
+     * one, experimental); < 0 (auto): machine pairs once a run passes H_SIM_EXACT_FLOW communications, as the
+     * streams. Never for reductions that cost CPU time nor for owners answering ahead; machines merged only on a
+     * star. */
     h_sim_platform_t pp = *pl;
     pp.pool = 0;
     int cpu = w->cpu_reduce && pl->server_Bps > 0, pooled = pl->server_nodes > 1 && pl->rack == 0 && s0->world > s0->workers;
+    if (fan < 0) fan = nx * (uint64_t)w->steps > H_SIM_EXACT_FLOW;
     if (fan != 0 && (!s0->dataflow || s0->stale || cpu)) fan = 0;
     if (fan > 1) pp.pool = pooled ? fan : 0, fan = 1;
-    if (fan < 0) {
-        const sched_t *big = &w->sched[0];
-        for (int b = 1; b < w->nb; b++)
-            if (w->sched[b].nx > big->nx) big = &w->sched[b];
-        long c = s_fan_conns(&pp, big, 0);
-        fan = c > H_SIM_FANOUT_CONNS;
-        for (int q = 2; fan && pooled && q < 2 * pl->server_nodes && (c = s_fan_conns(&pp, big, 1)) > H_SIM_FANOUT_CONNS; q *= 2)
-            pp.pool = q < pl->server_nodes ? q : pl->server_nodes;
-        if (c < 0) rc = err_set(ERR_NOMEM, "simulate: out of memory");
-    }
     p->pool = pp.pool > 1 ? pp.pool : 0;
     if (p->pool) p->machines = pl->nodes + (pl->server_nodes + p->pool - 1) / p->pool;
     for (int b = 0; b < w->nb && rc == 0; b++) {

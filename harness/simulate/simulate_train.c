@@ -229,7 +229,9 @@ int h_simulate_train(const h_simulate_cfg_t *o, const h_sim_platform_t *base)
         s_reduction_words(grp, sizeof grp, o->max_groups, "step", H_SIM_EXACT_COMMS, H_SIM_AUTO_GROUPS, "at most %d groups");
         s_reduction_words(str, sizeof str, o->min_stream, "piece", H_SIM_EXACT_FLOW, H_SIM_AUTO_STREAM, "runs of %d");
         char fan[96];
-        if (o->fan_bundle <= 0) snprintf(fan, sizeof fan, "each transfer");
+        if (o->fan_bundle < 0) snprintf(fan, sizeof fan, "each transfer up to %d k communications a run, else a round a machine pair",
+                                        H_SIM_EXACT_FLOW / 1000);
+        else if (o->fan_bundle == 0) snprintf(fan, sizeof fan, "each transfer");
         else if (o->fan_bundle == 1) snprintf(fan, sizeof fan, "a round a machine pair");
         else snprintf(fan, sizeof fan, "a round a machine pair, server machines merged %d to one", o->fan_bundle);
         printf("# one GPU alone: %.1f samples/s; %d steps a run; stragglers: --spread %s (seed %llu); a ring's steps: %s "
