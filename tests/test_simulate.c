@@ -339,6 +339,19 @@ Test(simulate, the_check_fits_on_benches_and_checks_on_training, .timeout = 120)
     }
     fclose(c);
     cr_expect(sim[0] > 0 && sim[1] > sim[0] + 8, "simulated %.1f ms without lat=, %.1f with lat=2000", sim[0], sim[1]);
+    /* --check-from: the constants from every file, the check points from that file alone */
+    char two[600], benches[600];
+    snprintf(two, sizeof two, "%s/two.jsonl", dir);
+    snprintf(benches, sizeof benches, "%s/benches.jsonl", dir);
+    snprintf(cmd, sizeof cmd, "grep -v lat=2000 %s/r.jsonl | grep '\"train\"' > %s; grep -v '\"train\"' %s/r.jsonl > %s",
+             dir, two, dir, benches);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s simulate --emulated %s/r.jsonl --check-from %s", h, dir, two);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "10.00 us a hop") && strstr(out, "# 1 configurations"), "%s", out);
+    snprintf(cmd, sizeof cmd, "%s simulate --emulated %s/r.jsonl --check-from %s 2>&1", h, dir, benches);
+    cr_expect_neq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "no emulated training run there to check"), "%s", out);
     tmpdir_remove(dir);
 }
 

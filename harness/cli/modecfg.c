@@ -186,6 +186,7 @@ void h_simulate_cfg_of(const h_opts_t *o, h_simulate_cfg_t *c)
     c->nscaling = o->nscaling < H_SIM_MAX_SCALE ? o->nscaling : H_SIM_MAX_SCALE;
     memcpy(c->scaling, o->scaling, (size_t)c->nscaling * sizeof c->scaling[0]);
     c->emulated = o->sim_emulated;
+    c->check_from = o->sim_check_from;
     c->nfiles = o->nmeasured;
     c->files = (char **)o->measured;
     h_engset_of(o, &c->es);

@@ -77,6 +77,7 @@ typedef struct {
     const char *fabric;               /* --fabric star|fattree:R:O (simulate: the switch fabric; NULL: star) */
     int   engine_all;                 /* --engine all (simulate: every layout) */
     int   sim_emulated;               /* --emulated (simulate: check against the emulated runs of the files) */
+    char *sim_check_from;             /* --check-from FILE (--emulated: check points from this file only) */
     /* the engines' own options (engine_ops_t.options), one blob per engine of the table, by index */
     void *eopts[H_MAX_ENGINES];
     const char *eopt_given[H_MAX_ENGOPTS]; /* engine option k (h_engine_opt) as given: its value, "on" for a

@@ -427,6 +427,9 @@ const h_opt_t h_opt_table[] = {
     {.name = "emulated", .kind = K_FLAG, .off = F(sim_emulated), .modes = " simulate ",
      .help = "  --emulated FILE...    simulate: check the simulator against the emulated training runs of the files\n"
              "                        (latency and shared memory fitted from their bench lines only)\n"},
+    STR_IN(" simulate ", "check-from", sim_check_from,
+           "  --check-from FILE     --emulated: the check points from FILE's runs only (the constants still fitted\n"
+           "                        from every file's bench lines), for a check of new runs without the old ones\n"),
     {.name = "sim-groups", .kind = K_INT, .off = F(sim_groups), .lo = 0, .hi = 1 << 20, .want = "a group count >= 0",
      .modes = " simulate ",
      .help = "  --sim-groups G        simulate: replay a ring's steps in at most G merged groups, their latencies kept\n"

@@ -312,10 +312,21 @@ int h_simulate_check(const h_simulate_cfg_t *o)
                                   "(bench --net bw=RATE, e.g. results/net-bench.jsonl) and over shared memory "
                                   "(e.g. results/bench-tree-ring.jsonl) to fit the latency and the shared-memory path");
     }
+    /* the check points: every file's runs, or --check-from's alone (the constants above come from every file) */
+    h_jobj_t *cobj = objs;
+    size_t cn = n, cbad = 0;
+    if (o->check_from) {
+        char *cf[1] = {(char *)o->check_from};
+        cobj = NULL, cn = 0;
+        if (h_jread_files(1, cf, &cobj, &cn, &cbad, stderr) < 0) {
+            h_jfree_all(&objs, &n);
+            return -1;
+        }
+    }
     s_pt_t *pts = NULL;
     int npts = 0, cap = 0, rc = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        const h_jobj_t *r = &objs[i];
+    for (size_t i = 0; i < cn && rc == 0; i++) {
+        const h_jobj_t *r = &cobj[i];
         if (!h_jflag(r, "emulated", 0) || strcmp(h_jstr(r, "mode", ""), "train") || h_jflag(r, "host_bound", 1) ||
             *h_jstr(r, "straggler", "") || !s_default_cc(r))
             continue;
@@ -351,6 +362,15 @@ int h_simulate_check(const h_simulate_cfg_t *o)
         if (s_add(c, ms) < 0) rc = err_set(ERR_NOMEM, "simulate: out of memory");
     }
     h_jfree_all(&objs, &n);
+    if (o->check_from) h_jfree_all(&cobj, &cn);
+    if (rc == 0 && o->check_from && npts == 0)
+        rc = err_set(ERR_INVAL, "simulate --emulated --check-from %s: no emulated training run there to check (not host-bound, "
+                                "default queue and congestion control, no --straggler)", o->check_from);
+    if (rc) {
+        for (int k = 0; k < npts; k++) free(pts[k].ms);
+        free(pts);
+        return rc;
+    }
     printf("# syncbench simulate --emulated: %d emulated configurations (not host-bound, default queue and congestion "
            "control, no --straggler), each simulated without stragglers against the median of its launches\n", npts);
     printf("# fitted from the bench lines only: %.2f us a hop (the host ring over TCP between namespaces, %d worlds), a GPU's "

@@ -39,6 +39,7 @@ typedef struct {
     int scaling[H_SIM_MAX_SCALE];     /* --scaling: machine counts (none: --nodes) */
     int nscaling;
     int emulated;                     /* --emulated FILE...: the check against the emulated runs (sim_check.c) */
+    const char *check_from;           /* --check-from FILE: its runs alone are the check points (NULL: every file's) */
     int nfiles;
     char **files;
     h_engset_t es;
