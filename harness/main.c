@@ -39,7 +39,7 @@
 static int s_exit(int rc, int inval_code)
 {
     if (rc >= 0) return rc;
-    if (err_detail()[0]) fprintf(stderr, "harness: %s\n", err_detail());
+    if (err_detail()[0]) h_say_error(err_detail()); /* in a rank, through the launcher's failure line */
     if (rc == ERR_INTERRUPT) return 128 + h_interrupt_signal();
     if (rc == ERR_WRONG) return 3;
     return rc == ERR_INVAL ? inval_code : 1;

@@ -2,6 +2,7 @@
  * in `selftest` mode with --procs, and checks exit codes, the output relay, the failure line, the
  * stop on a failing / hanging / stopped (SIGSTOP) rank, on SIGINT / SIGTERM / a killed launcher, and
  * that no process of the job (found by SYNCBENCH_JOB in /proc/PID/environ) is ever left behind. */
+#include "harness/launch/launch.h"
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 extern char **environ;
+
 
 typedef struct {
     pid_t pid;
@@ -183,6 +185,14 @@ static char *s_slurp(const char *path)
     return strdup(buf);
 }
 
+/* How many times needle occurs in hay. */
+static int s_occurs(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle)) n++;
+    return n;
+}
+
 static void s_done(s_run_t *run)
 {
     unlink(run->out_path);
@@ -243,6 +253,7 @@ Test(launch, rank_fails_stops_all_fast, .timeout = 20)
     cr_assert_lt(ms, 5000, "took %lld ms", ms);
     cr_assert(strstr(err, "ranks: rank 2 failed (exit 1): selftest: rank 2 failing on purpose\n"),
               "stderr:\n%s", err);
+    cr_assert_eq(s_occurs(err, "failing on purpose"), 1, "the rank's error is said once, in the failure line:\n%s", err);
     cr_assert_eq(s_leftovers(&run), 0, "processes of the job left behind");
     free(err);
     s_done(&run);
@@ -535,3 +546,45 @@ static void s_stopped_under_long_timeout(const char *engine)
 
 Test(launch, stopped_ring_rank_is_named_before_the_timeout, .timeout = 40) { s_stopped_under_long_timeout("ring"); }
 Test(launch, stopped_tree_rank_is_named_before_the_timeout, .timeout = 40) { s_stopped_under_long_timeout("tree"); }
+
+/* A rank's error found mid-run is said once, in the launcher's failure line, not also relayed as "[rank R] ...":
+ * rank 1 sleeps 4 s a step, so rank 0 times out (--timeout 2) waiting for it. */
+Test(launch, a_rank_error_mid_run_is_said_once, .timeout = 40)
+{
+    s_run_t run;
+    const char *args[] = {"train", "--procs", "2", "--steps", "20", "--straggler", "1:4000", "--timeout", "2", NULL};
+    s_start(&run, NULL, args);
+    cr_assert(s_wait(&run, 30000) >= 0, "launcher still running after 30 s");
+    char *err = s_slurp(run.err_path);
+    cr_assert(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 1, "status %d, stderr:\n%s", run.status, err);
+    cr_assert(strstr(err, "harness: train with engine ring at 2 ranks: rank 0 failed (exit 1): train failed: timed out"),
+              "stderr:\n%s", err);
+    cr_assert_eq(s_occurs(err, "did not finish within"), 1, "said more than once:\n%s", err);
+    cr_assert(!strstr(err, H_ERROR_TAG), "the launcher's tag leaked:\n%s", err);
+    cr_assert_eq(s_leftovers(&run), 0);
+    free(err);
+    s_done(&run);
+}
+
+/* The same error on every rank (a data file that is not one) is said once. */
+Test(launch, the_same_error_on_every_rank_is_said_once, .timeout = 40)
+{
+    char data[] = "/tmp/sb-launch-data-XXXXXX";
+    int fd = mkstemp(data);
+    cr_assert(fd >= 0);
+    cr_assert_eq(write(fd, "not a data set\n", 15), 15);
+    close(fd);
+    s_run_t run;
+    const char *args[] = {"train", "--procs", "3", "--batch", "24", "--steps", "3", "--data", data, NULL};
+    s_start(&run, NULL, args);
+    cr_assert(s_wait(&run, 30000) >= 0, "launcher still running after 30 s");
+    char *err = s_slurp(run.err_path);
+    unlink(data);
+    cr_assert(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 1, "status %d, stderr:\n%s", run.status, err);
+    cr_assert(strstr(err, "ranks: rank ") && strstr(err, "failed (exit 1): train failed: "), "stderr:\n%s", err);
+    cr_assert_eq(s_occurs(err, data), 1, "said more than once:\n%s", err);
+    cr_assert(!strstr(err, H_ERROR_TAG), "the launcher's tag leaked:\n%s", err);
+    cr_assert_eq(s_leftovers(&run), 0);
+    free(err);
+    s_done(&run);
+}

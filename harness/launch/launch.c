@@ -29,8 +29,7 @@
 #include <unistd.h>
 
 #define S_LINE_MAX   4096          /* longer lines are split */
-#define S_LAST_LINES 8             /* stderr lines kept per rank */
-#define S_LAST_LEN   512
+#define S_ERROR_LEN  1024          /* a rank's error (H_ERROR_TAG lines) kept for the failure line */
 #define S_GRACE_MS   2000
 #define S_DRAIN_MS   1000          /* after all ranks exited, wait this long at most for pipes to close */
 
@@ -55,8 +54,7 @@ typedef struct {
     int    sig;                      /* CLD_KILLED/DUMPED: signal */
     int    fd[2];                    /* read ends of stdout / stderr; -1 when closed */
     s_linebuf_t lb[2];
-    char   last[S_LAST_LINES][S_LAST_LEN];
-    int    nlast;                    /* lines stored so far (ring index = nlast % S_LAST_LINES) */
+    char   error[S_ERROR_LEN];       /* its H_ERROR_TAG lines, joined by '\n' ("" if none) */
     char **envp;
     long long stopped_at;            /* when it was first seen stopped (state T), 0 while it runs */
 } s_rank_t;
@@ -112,22 +110,29 @@ static int s_write_all(int fd, const char *buf, size_t len)
 
 /* ---- output relay ----------------------------------------------------------------------------- */
 
-static void s_keep_line(s_rank_t *r, const char *line, size_t len)
+/* A line of r's error (H_ERROR_TAG removed): appended, a leading "rank R: " of its own dropped. */
+static void s_keep_error(s_rank_t *r, const char *line, size_t len)
 {
     while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t')) len--;
-    if (len == 0) return;
-    if (len >= S_LAST_LEN) len = S_LAST_LEN - 1;
-    char *d = r->last[r->nlast % S_LAST_LINES];
-    memcpy(d, line, len);
-    d[len] = '\0';
-    r->nlast++;
+    char own[32];
+    int ol = snprintf(own, sizeof own, "rank %d: ", r->rank);
+    if (!r->error[0] && len > (size_t)ol && !memcmp(line, own, (size_t)ol)) line += ol, len -= (size_t)ol;
+    size_t at = strlen(r->error);
+    if (at > 0 && at < sizeof r->error - 1) r->error[at++] = '\n';
+    if (len > sizeof r->error - 1 - at) len = sizeof r->error - 1 - at;
+    memcpy(r->error + at, line, len);
+    r->error[at + len] = '\0';
 }
 
-/* One whole line (without its '\n') of rank r's stream: keep it (stderr) and write it prefixed. */
+/* One whole line (without its '\n') of rank r's stream: written prefixed, or kept when it is the rank's error. */
 static void s_line(s_launch_t *L, s_rank_t *r, int stream, const char *line, size_t len)
 {
     (void)L;
-    if (stream == S_ERR) s_keep_line(r, line, len);
+    size_t tl = sizeof H_ERROR_TAG - 1;
+    if (stream == S_ERR && len >= tl && !memcmp(line, H_ERROR_TAG, tl)) {
+        s_keep_error(r, line + tl, len - tl);
+        return;
+    }
     char out[S_LINE_MAX + 64];
     char pre[32];
     int pl = snprintf(pre, sizeof pre, "[rank %d] ", r->rank);
@@ -390,10 +395,24 @@ static int s_start(s_launch_t *L, int i, pid_t parent, const sigset_t *oldmask, 
     return 0;
 }
 
-static const char *s_last_line(const s_rank_t *r)
+/* Before the failure line: the errors of the ranks other than cause, each distinct one once, prefixed as
+ * the relay prefixes (the cause's own error is in the failure line). */
+static void s_other_errors(const s_launch_t *L, int cause)
 {
-    if (r->nlast == 0) return NULL;
-    return r->last[(r->nlast - 1) % S_LAST_LINES];
+    const char *said = cause >= 0 ? L->r[cause].error : "";
+    for (int i = 0; i < L->n; i++) {
+        const char *e = L->r[i].error;
+        if (i == cause || !e[0] || !strcmp(e, said)) continue;
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++) seen = j != cause && !strcmp(L->r[j].error, e);
+        if (seen) continue;
+        fprintf(stderr, "[rank %d] harness: ", L->r[i].rank);
+        for (const char *p = e; *p; p++) {
+            fputc(*p, stderr);
+            if (*p == '\n') fprintf(stderr, "[rank %d] ", L->r[i].rank);
+        }
+        fputc('\n', stderr);
+    }
 }
 
 /* ---- the launcher ----------------------------------------------------------------------------- */
@@ -559,6 +578,7 @@ static int s_outcome(const s_launch_t *L, const h_launch_cfg_t *cfg)
     case S_CAUSE_SIGNAL: return h_interrupt(L->cause_sig);
     case S_CAUSE_STDOUT: return h_interrupt(SIGPIPE);
     case S_CAUSE_STOPPED:
+        s_other_errors(L, -1);
         return err_set(ERR_PEER, "rank %d was stopped (SIGSTOP or a debugger) for %lld ms, past the launcher's limit of "
                        "%d ms (half of --timeout, at most %d s): the job was ended (stopped ranks: %s)",
                        L->r[L->cause_rank].rank, L->stopped_ms, L->stop_limit_ms, S_STOP_MAX_MS / 1000, L->stalled);
@@ -568,11 +588,12 @@ static int s_outcome(const s_launch_t *L, const h_launch_cfg_t *cfg)
         char what[48];
         if (r->sig) snprintf(what, sizeof what, "killed by signal %d", r->sig);
         else snprintf(what, sizeof what, "exit %d", r->code);
-        const char *last = s_last_line(r);
+        const char *why = r->error;
+        s_other_errors(L, L->cause_rank);
         if (L->stalled[0])
             return err_set(ERR_PEER, "rank %d failed (%s)%s%s\nharness: rank %s was stopped (SIGSTOP or a debugger): the "
-                           "stalled peer", r->rank, what, last ? ": " : "", last ? last : "", L->stalled);
-        return err_set(ERR_PEER, "rank %d failed (%s)%s%s", r->rank, what, last ? ": " : "", last ? last : "");
+                           "stalled peer", r->rank, what, why[0] ? ": " : "", why, L->stalled);
+        return err_set(ERR_PEER, "rank %d failed (%s)%s%s", r->rank, what, why[0] ? ": " : "", why);
     }
 }
 

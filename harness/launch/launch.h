@@ -24,9 +24,13 @@
  *
  * Stopping: when a rank exits non-zero or by a signal, the others get SIGTERM, then SIGKILL after a
  * grace period (2 s, or timeout_s when smaller), all are reaped, and one line is printed:
- *   rank 2 failed (exit 1): <that rank's last stderr line>
- *   rank 2 failed (killed by signal 9): <...>
+ *   rank 2 failed (exit 1): <that rank's error, as h_say_error said it>
+ *   rank 2 failed (killed by signal 9)          (no error said: its relayed lines above are all there is)
  * is the detail (err_detail) of the ERR_PEER h_launch returns; the caller prints it as "harness: ...".
+ * A rank's error is said once: the ranks get SYNCBENCH_RELAY_ERRORS=1 and h_say_error tags its lines
+ * (H_ERROR_TAG) instead of printing them; the launcher keeps tagged lines out of the relay, puts the failed
+ * rank's in the failure line, and prints the other ranks' errors just before it as "[rank R] harness: ...",
+ * each distinct one once (a leading "rank R: " dropped: the prefix says it).
  * A rank found stopped (SIGSTOP or a debugger: state T in /proc) for half of timeout_s (60 s when 0), at most
  * 10 s and at least 1 s, stops the job the same way: "rank 1 was stopped (SIGSTOP or a debugger) for N ms, ...".
  * SIGINT / SIGTERM to the launcher: the same stop, returns ERR_INTERRUPT with h_interrupt_signal()
@@ -55,6 +59,12 @@ typedef struct {
 
 /* 1 inside a rank started by h_launch (SYNCBENCH_LAUNCHED=1), else 0. */
 int h_is_launched(void);
+
+/* A process's final error (err_detail, one or more lines), said once on stderr: "harness: MSG", or,
+ * inside a rank whose stderr h_launch relays (SYNCBENCH_RELAY_ERRORS=1), each line of MSG behind
+ * H_ERROR_TAG, for the launcher's failure line (above). */
+#define H_ERROR_TAG "@syncbench-error@ "
+void h_say_error(const char *msg);
 
 /* Start cfg->nlocal ranks running /proc/self/exe with argv (argc entries), wait for them all, relay
  * their output. Returns 0 when every rank exited 0; ERR_PEER when one failed; ERR_INTERRUPT when a

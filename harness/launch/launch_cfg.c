@@ -23,6 +23,26 @@ int h_is_launched(void)
     return e && !strcmp(e, "1");
 }
 
+void h_say_error(const char *msg)
+{
+    const char *e = getenv("SYNCBENCH_RELAY_ERRORS");
+    if (!e || strcmp(e, "1")) {
+        fprintf(stderr, "harness: %s\n", msg);
+        return;
+    }
+    char buf[4096];
+    size_t off = 0;
+    for (const char *p = msg; *p && off < sizeof buf - 1;) { /* one write: lines of two ranks never interleave */
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        off += (size_t)snprintf(buf + off, sizeof buf - off, H_ERROR_TAG "%.*s\n", (int)n, p);
+        if (off >= sizeof buf) off = sizeof buf - 1;
+        p += n + (nl != NULL);
+    }
+    if (off > 0) fputs(buf, stderr);
+    fflush(stderr);
+}
+
 /* ---- configuration ---------------------------------------------------------------------------- */
 
 /* "HOST:PORT" or "[V6]:PORT" -> host (brackets removed), port. Returns 0 or -1. */
@@ -75,7 +95,7 @@ static int s_is_ours(const char *kv)
 {
     static const char *names[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
                                   "MASTER_ADDR", "MASTER_PORT", "SYNCBENCH_JOB", "SYNCBENCH_LAUNCHED",
-                                  "SYNCBENCH_TIMEOUT", "SYNCBENCH_GPUS", "SYNCBENCH_JOB_SECRET",
+                                  "SYNCBENCH_RELAY_ERRORS", "SYNCBENCH_TIMEOUT", "SYNCBENCH_GPUS", "SYNCBENCH_JOB_SECRET",
                                   "SYNCBENCH_JOB_SECRET_FILE"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         size_t l = strlen(names[i]);
@@ -121,6 +141,7 @@ char **h_launch_env(const h_launch_cfg_t *cfg, int rank, int world, int local, i
     own[no++] = s_kvi("MASTER_PORT", port);
     own[no++] = s_kv("SYNCBENCH_JOB", job);
     own[no++] = s_kv("SYNCBENCH_LAUNCHED", "1");
+    own[no++] = s_kv("SYNCBENCH_RELAY_ERRORS", "1");
     if (cfg->timeout_s > 0) own[no++] = s_kvi("SYNCBENCH_TIMEOUT", cfg->timeout_s);
     if (cfg->gpus > 0) own[no++] = s_kvi("SYNCBENCH_GPUS", cfg->gpus);
     if (secret && *secret) own[no++] = s_kv("SYNCBENCH_JOB_SECRET", secret);
