@@ -355,6 +355,53 @@ Test(simulate, the_check_fits_on_benches_and_checks_on_training, .timeout = 120)
     tmpdir_remove(dir);
 }
 
+/* --emulated fits the same constants whatever the order of its lines: the same bench lines forwards and backwards
+ * (irregular times, so that a sum in file order would round differently) give bit-identical fitted latencies */
+Test(simulate, the_check_fit_does_not_depend_on_line_order, .timeout = 120)
+{
+    s_need_simgrid();
+    char h[512], cmd[4096];
+    static char out[1 << 16];
+    cr_assert(harness_path(h, sizeof h) == 0, "build the harness first (make)");
+    char *dir = tmpdir_make(), path[2][600];
+    const char *train = "{\"mode\":\"train\",\"emulated\":true,\"host_bound\":false,\"engine\":\"ring\",\"engine_label\":\"ring\","
+                        "\"model\":\"resnet50\",\"device\":\"v100\",\"world\":4,\"nodes\":2,\"gpus_per_node\":2,\"servers\":0,"
+                        "\"server_nodes\":0,\"net\":\"inter=25gbit\",\"local_batch\":64,\"bucket_mb\":25,\"overlap\":true,"
+                        "\"shrink\":32,\"dilate\":1,\"grad_dtype\":\"f32\",\"emu_step_ms\":180.0}\n";
+    for (int o = 0; o < 2; o++) {
+        snprintf(path[o], sizeof path[o], "%s/r%d.jsonl", dir, o);
+        FILE *f = fopen(path[o], "w");
+        cr_assert(f);
+        for (int j = 0; j < 40; j++) {
+            int i = o ? 39 - j : j;
+            double bytes = (double)(1 << (10 + i % 13)) * (1 + i % 3), us = 77.7 + 8.1e-3 * bytes * (1 + 0.013 * ((i * 37) % 11));
+            fprintf(f, "{\"mode\":\"bench\",\"engine_label\":\"ring\",\"world\":%d,\"transport\":\"tcp\",\"net\":\"bw=1gbit\","
+                       "\"bytes\":%.0f,\"time_us\":%.9g}\n", 2 + i % 2, bytes, us);
+        }
+        fprintf(f, "{\"mode\":\"bench\",\"engine_label\":\"ring\",\"world\":4,\"transport\":\"shm\",\"net\":\"\","
+                   "\"bytes\":67108864,\"time_us\":50000}\n%s", train);
+        fclose(f);
+    }
+    double lat[2] = {0, 0};
+    for (int o = 0; o < 2; o++) {
+        snprintf(cmd, sizeof cmd, "%s simulate --json %s/c%d.jsonl --emulated %s", h, dir, o, path[o]);
+        cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+        char cj[700], line[4096];
+        snprintf(cj, sizeof cj, "%s/c%d.jsonl", dir, o);
+        FILE *c = fopen(cj, "r");
+        cr_assert(c);
+        while (fgets(line, sizeof line, c)) {
+            json_t *j = json_loads(line, 0, NULL);
+            json_t *v = j ? json_object_get(j, "lat_us_fitted") : NULL;
+            if (v) lat[o] = json_number_value(v);
+            json_decref(j);
+        }
+        fclose(c);
+    }
+    cr_expect(lat[0] > 0 && lat[0] == lat[1], "fitted %.17g us forwards, %.17g backwards", lat[0], lat[1]);
+    tmpdir_remove(dir);
+}
+
 /* a server's CPU (sim.h server_Bps): one server, one partition a worker, P workers on machines of their own.
  * The pushes share the server's NIC and all arrive at P n / NIC; on one core the sums then take P n / rate
  * one after another before the replies leave (P n / NIC); on P cores they run side by side, n / rate. */

@@ -48,11 +48,18 @@ typedef struct {
 } s_fit_t;
 
 #define S_FIT_MAX 256 /* a world's shared-memory lines at its largest size */
+static int s_xy_cmp(const void *a, const void *b)
+{
+    const double *x = a, *y = b;
+    return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : x[1] != y[1] ? (x[1] < y[1] ? -1 : 1) : 0;
+}
+
 static void s_fit(const h_jobj_t *objs, size_t n, s_fit_t *f)
 {
     double lat[16], shm[16];
     int nl = 0, nm = 0;
-    for (int P = 2; P <= 64; P++) {
+    double (*xy)[2] = malloc((n ? n : 1) * sizeof *xy); /* a world's TCP points, summed in sorted order: no file order */
+    for (int P = 2; P <= 64 && xy; P++) {
         double sx = 0, sy = 0, sxx = 0, sxy = 0, big = 0, bw = 0, at[S_FIT_MAX];
         int nb = 0;
         int k = 0;
@@ -68,13 +75,15 @@ static void s_fit(const h_jobj_t *objs, size_t n, s_fit_t *f)
             char berr[256];
             if (*net && (h_netem_parse(net, &bs, berr, sizeof berr) < 0 || bs.lat_us > 0)) continue; /* fit without lat= */
             if (!strcmp(tp, "tcp") && *net && !h_jget(r, "nodes")) {
-                sx += x, sy += y, sxx += x * x, sxy += x * y, k++;
+                xy[k][0] = x, xy[k][1] = y, k++;
             } else if (!strcmp(tp, "shm") && !*net && x >= big) {
                 if (x > big) nb = 0;
                 big = x;
                 if (nb < S_FIT_MAX) at[nb++] = x * 2.0 * (P - 1) / P / y * 8; /* bits/s on each rank's link */
             }
         }
+        qsort(xy, (size_t)k, sizeof *xy, s_xy_cmp);
+        for (int i = 0; i < k; i++) sx += xy[i][0], sy += xy[i][1], sxx += xy[i][0] * xy[i][0], sxy += xy[i][0] * xy[i][1];
         if (k >= 2 && nl < 16) {
             double b = (k * sxy - sx * sy) / (k * sxx - sx * sx), a = (sy - b * sx) / k;
             lat[nl++] = (a > 0 ? a : 0) / (2.0 * (P - 1)) / 4;
@@ -82,6 +91,7 @@ static void s_fit(const h_jobj_t *objs, size_t n, s_fit_t *f)
         bw = s_median(at, nb);
         if (bw > 0 && nm < 16) shm[nm++] = bw;
     }
+    free(xy);
     f->nlat = nl, f->nshm = nm;
     f->lat_s = s_median(lat, nl);
     f->shm_bps = s_median(shm, nm);
