@@ -1,7 +1,7 @@
 /* test_docs.c: the documents stand as generated and render: docs/results.md and README.md's headline
  * block are what scripts/gen-docs makes from results/ (never typed by hand, never stale), and every
  * Markdown file has balanced code fences and relative links to files that exist (scripts/check-markdown,
- * itself shown to catch both). */
+ * itself shown to catch both); every lab runs as written (scripts/run-labs). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,5 +101,31 @@ Test(docs, markdown_renders, .timeout = 60)
     cr_expect(strstr(out, "missing.md"), "%s", out);
     cr_expect(strstr(out, "never closed"), "%s", out);
     cr_expect(!strstr(out, "link to a.md"), "%s", out);
+    tmpdir_remove(dir);
+}
+
+/* Every lab's "## Run" block runs as written from this build (scripts/run-labs: each lab in a fresh folder, its
+ * build/ this build), so a lab cannot rot unseen; a lab whose command fails is named. */
+Test(docs, every_lab_runs_as_written, .timeout = 900)
+{
+    char run[1024], h[512], cmd[4096];
+    static char out[1 << 16];
+    s_script("run-labs", run, sizeof run);
+    cr_assert(harness_path(h, sizeof h) == 0);
+    char *slash = strrchr(h, '/');
+    cr_assert(slash);
+    *slash = '\0'; /* the build folder */
+    snprintf(cmd, sizeof cmd, "'%s' '%s' 2>&1", run, h);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    char *dir = tmpdir_make(), path[1200];
+    snprintf(path, sizeof path, "%s/lab9-broken.md", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fprintf(f, "# Lab 9\n\n## Run\n\n    build/harness explain --engine ring --procs 4 --sizes 1M | head -1\n"
+               "    build/harness bench --engine nosuch --procs 2\n\n## Questions\n\n    not run\n");
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' 2>&1", run, h, path);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 1, "%s", out);
+    cr_expect(strstr(out, "lab9-broken FAILED") && strstr(out, "nosuch"), "%s", out);
     tmpdir_remove(dir);
 }
