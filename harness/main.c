@@ -243,6 +243,42 @@ static int s_check_folder(const char *flag, const char *path)
     }
 }
 
+/* train's inputs and checkpoint before any rank starts: --data (a file, or a folder, to read), --resume (a
+ * file to read), --save (a file that can be written); one error naming the flag and the path. Their
+ * contents (a data set's format, a checkpoint's checksum) are the ranks' to check, once launched. */
+static int s_check_train_paths(const h_opts_t *o)
+{
+    if (strcmp(o->mode, "train") && strcmp(o->mode, "run")) return 0;
+    struct stat st;
+    FILE *f = NULL;
+    off_t size = 0;
+    char why[1024];
+    const char *d = o->data;
+    if (d && *d && strcmp(d, "synthetic")) {
+        if (stat(d, &st) == 0 && S_ISDIR(st.st_mode)) {
+            if (access(d, R_OK | X_OK) != 0)
+                return err_set(ERR_INVAL, "--data: data folder '%s': %s", d, strerror(errno));
+        } else if (afile_open(d, "data file", &f, &size) < 0) {
+            snprintf(why, sizeof why, "%s", err_detail());
+            return err_set(ERR_INVAL, "--data: %s", why);
+        }
+        if (f) fclose(f);
+        f = NULL;
+    }
+    if (o->resume) {
+        if (afile_open(o->resume, "checkpoint", &f, &size) < 0) {
+            snprintf(why, sizeof why, "%s", err_detail());
+            return err_set(ERR_INVAL, "--resume: %s", why);
+        }
+        fclose(f);
+    }
+    if (o->save && afile_check_dest("--save", o->save) < 0) {
+        snprintf(why, sizeof why, "%s", err_detail());
+        return err_set(ERR_INVAL, "%s", why);
+    }
+    return 0;
+}
+
 /* `harness report`: h_report returns an exit code (>= 0) or an err.h code (< 0, explained on stderr or
  * by err_detail, shown as "harness: report: ...") */
 static int s_report(h_opts_t *o)
@@ -328,7 +364,7 @@ int main(int argc, char **argv)
     if (h_opts_check_mode(&o) < 0) return s_exit(ERR_INVAL, 2);
     /* every output path before any work: a run must not be lost to a late check */
     if (s_check_writable("--json", o.json) < 0 || (o.timeline && afile_check_dest("--timeline", o.timeline) < 0) ||
-        s_check_folder("--plots", o.plots_dir) < 0)
+        s_check_folder("--plots", o.plots_dir) < 0 || s_check_train_paths(&o) < 0)
         return s_exit(ERR_INVAL, 2);
     if (!strcmp(o.mode, "report")) return s_report(&o);
     if (!strcmp(o.mode, "explain")) {
