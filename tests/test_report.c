@@ -216,14 +216,11 @@ Test(report, tables_and_malformed_lines, .timeout = 60)
     int rc = s_report_capture(1, files, dir, out, sizeof out, err, sizeof err);
     unsetenv("SYNCBENCH_GNUPLOT");
     cr_assert_eq(rc, 0, "rc %d\nstdout:\n%s\nstderr:\n%s", rc, out, err);
-    /* every malformed line named by file:line, nothing else complained about */
-    static const int badlines[] = {7, 8, 12, 14, 18};
-    for (size_t i = 0; i < sizeof badlines / sizeof badlines[0]; i++) {
-        char want[600];
-        snprintf(want, sizeof want, "%s:%d: malformed result line", path, badlines[i]);
-        cr_assert(strstr(err, want), "missing '%s' in stderr:\n%s", want, err);
-    }
-    cr_assert_null(strstr(err, ":6:"), "blank line reported:\n%s", err);
+    /* the malformed lines counted in one line naming each (the blank line 6 is none), nothing else complained about */
+    char want[600];
+    snprintf(want, sizeof want, "%s: 5 malformed result lines skipped: lines 7, 8, 12, 14, 18; the first (line 7): ", path);
+    cr_assert(!strncmp(err, want, strlen(want)), "want '%s' in stderr:\n%s", want, err);
+    cr_assert(strchr(err, '\n') && strchr(err, '\n')[1] == '\0', "more than one line:\n%s", err);
     cr_assert(strstr(out, "5 malformed lines skipped"), "%s", out);
     cr_assert(strstr(out, "bench 5, train 4, model 2"), "%s", out);
     /* bench table: columns per engine@world, ps labelled by its layout */
@@ -309,6 +306,45 @@ Test(report, usage_and_unreadable)
     cr_assert_eq(s_report_fmt(1, files, NULL, "xml", out, sizeof out, err, sizeof err), ERR_INVAL);
     cr_assert(strstr(err_detail(), "xml"), "%s", err_detail());
     cr_assert_eq(out[0], '\0', "%s", out);
+}
+
+/* A file with no result line (empty, or not JSON: a README given by mistake) is an error naming it, not
+ * "nothing to report" with exit 0; its malformed lines are said in one line, however many (each had its own). */
+Test(report, a_file_without_results_is_an_error_naming_it)
+{
+    static char out[65536], err[65536];
+    char empty[] = "/tmp/sb-report-empty-XXXXXX", prose[] = "/tmp/sb-report-prose-XXXXXX";
+    int fe = mkstemp(empty), fp = mkstemp(prose);
+    cr_assert(fe >= 0 && fp >= 0);
+    for (int i = 0; i < 300; i++) dprintf(fp, "# a heading %d\n\nsome prose, not a result\n", i);
+    close(fe);
+    close(fp);
+    char *files[] = {empty};
+    cr_assert_eq(s_report_capture(1, files, NULL, out, sizeof out, err, sizeof err), ERR_INVAL, "stdout:\n%s", out);
+    cr_assert(strstr(err_detail(), empty) && strstr(err_detail(), "no result line"), "%s", err_detail());
+    files[0] = prose;
+    cr_assert_eq(s_report_capture(1, files, NULL, out, sizeof out, err, sizeof err), ERR_INVAL, "stdout:\n%s", out);
+    cr_assert(strstr(err_detail(), prose) && strstr(err_detail(), "no result line"), "%s", err_detail());
+    char want[600];
+    snprintf(want, sizeof want, "%s: 600 malformed result lines skipped: lines 1, 3, 4, 6, 7, 9, 10, 12, 13, 15, ...; "
+             "the first (line 1): ", prose);
+    cr_assert(!strncmp(err, want, strlen(want)), "want '%s' in stderr:\n%s", want, err);
+    cr_assert(strchr(err, '\n')[1] == '\0', "more than one line:\n%s", err);
+    /* beside a results file: its tables, and still the error naming the empty one */
+    char path[512];
+    s_sample(path, sizeof path);
+    char *two[] = {path, empty};
+    char dir[] = "/tmp/sb-report-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    setenv("SYNCBENCH_GNUPLOT", "", 1); /* tables only */
+    cr_assert_eq(s_report_capture(2, two, dir, out, sizeof out, err, sizeof err), ERR_INVAL);
+    unsetenv("SYNCBENCH_GNUPLOT");
+    cr_assert(strstr(out, "ring@4") && strstr(err_detail(), empty) && !strstr(err_detail(), path), "%s\n%s", out, err_detail());
+    char rm[600];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+    cr_assert_eq(system(rm), 0);
+    unlink(empty);
+    unlink(prose);
 }
 
 /* The sample in format fmt, without figures (no outdir): stdout holds only the tables. */

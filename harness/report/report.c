@@ -613,7 +613,7 @@ static int s_output(const h_rdata_t *d, const char *fmt, int nfiles, char **file
     if (text) {
         printf("# syncbench report: %d file%s, %zu results (bench %zu, train %zu, model %zu)", nfiles, nfiles == 1 ? "" : "s",
                n, d->nb, d->nt, d->nm);
-        if (nbad) printf(", %zu malformed line%s skipped (listed on stderr)", nbad, nbad == 1 ? "" : "s");
+        if (nbad) printf(", %zu malformed line%s skipped (counted on stderr)", nbad, nbad == 1 ? "" : "s");
         printf("\n");
         if (!any) printf("# nothing to report\n");
         else CHECK(s_text(stdout, d));
@@ -641,12 +641,23 @@ int h_report_run(int nfiles, char **files, const char *outdir, const char *forma
         return err_set(ERR_INVAL, "report needs at least one results file (JSON lines, e.g. results/run-latest.jsonl)");
     h_jobj_t *objs = NULL;
     size_t n = 0, nbad = 0;
-    int rrc = h_jread_files(nfiles, files, &objs, &n, &nbad, stderr);
+    int rrc = 0;
+    char empty[512] = ""; /* the files that hold no result line: a mistaken argument, never "nothing to report" */
+    for (int fi = 0; fi < nfiles && rrc != ERR_NOMEM; fi++) {
+        size_t before = n;
+        int frc = h_jread_files(1, &files[fi], &objs, &n, &nbad, stderr);
+        if (frc < 0) rrc = frc;
+        else if (n == before && strlen(empty) < sizeof empty - 16)
+            snprintf(empty + strlen(empty), sizeof empty - strlen(empty), "%s%s", empty[0] ? ", " : "", files[fi]);
+    }
     h_rdata_t d = {0};
     int rc = s_collect(objs, n, &d, run_label, stderr);
     if (rc == 0) rc = s_output(&d, format, nfiles, files, outdir, n, nbad);
     fflush(stdout);
-    if (rc == 0 && rrc < 0) rc = err_set(ERR_IO, "report: a results file could not be read (see above)");
+    if (rc == 0 && rrc < 0) rc = err_set(rrc == ERR_NOMEM ? ERR_NOMEM : ERR_IO, "report: a results file could not be read (see above)");
+    if (rc == 0 && empty[0])
+        rc = err_set(ERR_INVAL, "%s: no result line (a JSON object with a \"mode\" a line, as --json writes): not a "
+                     "results file", empty);
     for (size_t i = 0; d.b && i < d.nb; i++) free(d.b[i].cfg);
     for (size_t i = 0; d.t && i < d.nt; i++) free(d.t[i].cfg);
     free(d.b);

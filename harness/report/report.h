@@ -66,11 +66,11 @@ typedef struct {
     h_rmodel_t *m; size_t nm;
 } h_rdata_t;
 
-/* Reads the files (malformed lines are reported on stderr as file:line and skipped) and prints the
+/* Reads the files (malformed lines skipped, counted on stderr in one line a file) and prints the
  * tables on stdout in format "text", "json", "md" or "csv". Figures: always with text (into outdir,
  * NULL: "plots" next to the first file); with the other formats only when outdir is given, and
  * their notes then go to stderr so stdout holds only the tables. Returns 0, ERR_INVAL (no file, an
- * unknown format), ERR_IO (a file unreadable or gnuplot failed: the tables are still printed) or
+ * unknown format, a file with no result line: named, after the others' tables), ERR_IO (a file unreadable or gnuplot failed: the tables are still printed) or
  * ERR_NOMEM; err_detail() says which. */
 int h_report(int nfiles, char **files, const char *outdir, const char *format);
 /* The same, keeping only the lines whose "label" (harness --label) is run_label (NULL: every line). */
