@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---------- exit codes ---------- */
@@ -302,12 +303,33 @@ static int s_run(h_opts_t *o)
     }
     for (int i = 0; i < o->nengines && off < sizeof names; i++)
         off += (size_t)snprintf(names + off, sizeof names - off, "%s%s", i ? ", " : "", o->engines[i]);
+    static char runfile[128];
     if (!o->json) {
-        /* a scratch file of this run only (results/tmp is not committed) */
-        o->json = "results/tmp/run-latest.jsonl";
+        /* this run's own file, timestamped, earlier runs kept (results/tmp is not committed); run-latest.jsonl
+         * points at the newest */
         mkdir("results", 0755);
         mkdir("results/tmp", 0755);
-        unlink(o->json);
+        time_t now = time(NULL);
+        struct tm tm;
+        char stamp[32];
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime_r(&now, &tm));
+        snprintf(runfile, sizeof runfile, "results/tmp/run-%s.jsonl", stamp);
+        for (int k = 2; access(runfile, F_OK) == 0 && k < 100; k++)
+            snprintf(runfile, sizeof runfile, "results/tmp/run-%s-%d.jsonl", stamp, k);
+        int fd = open(runfile, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            fprintf(stderr, "harness: run: cannot write %s: %s\n", runfile, strerror(errno));
+            return 2;
+        }
+        close(fd);
+        o->json = runfile;
+        char link[160];
+        snprintf(link, sizeof link, "results/tmp/run-latest.jsonl.%d", (int)getpid());
+        unlink(link);
+        if (symlink(runfile + strlen("results/tmp/"), link) != 0 || rename(link, "results/tmp/run-latest.jsonl") != 0) {
+            unlink(link);
+            fprintf(stderr, "harness: warning: run: results/tmp/run-latest.jsonl not pointed at %s: %s\n", runfile, strerror(errno));
+        }
     }
     int rounds = o->rounds > 0 ? o->rounds : 3;
     printf("# syncbench run: bench then train, engines %s; %d CPU ranks; %d round%s, the engines' order alternating; "
@@ -337,6 +359,9 @@ static int s_run(h_opts_t *o)
         fflush(stdout);
         h_report(1, files, NULL, "text");
         h_run_summary(o->json, stdout);
+        if (o->json == runfile)
+            printf("# this run's results: %s (results/tmp/run-latest.jsonl points at it; earlier runs are kept beside it)\n",
+                   runfile);
         if (h_run_load_check(&rc_cfg, stdout)) printf("# (the warning above holds at the end of the run too)\n");
     }
     return a ? a : b;

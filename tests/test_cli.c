@@ -290,6 +290,42 @@ Test(cli, train_paths_checked_before_launch, .timeout = 90)
     }
 }
 
+/* `harness run` keeps every run's results, timestamped, says where they went, and points run-latest.jsonl at the
+ * newest (it wrote run-latest.jsonl and deleted the one before without a word). */
+Test(cli, run_keeps_earlier_runs_and_says_where, .timeout = 120)
+{
+    s_find();
+    char dir[] = "/tmp/sb-cli-run-XXXXXX", cmd[2048], out[1 << 15], name[2][256];
+    cr_assert(mkdtemp(dir));
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd, "cd %s && %s run --engine ring --procs 2 --sizes 4K --iters 1 --steps 2 --warmup-steps 0 "
+                 "--model mlp:784-32-10 --rounds 1 --quiet", dir, g_harness);
+        cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+        const char *at = strstr(out, "# this run's results: results/tmp/run-");
+        cr_assert(at, "%s", out);
+        cr_assert_eq(sscanf(at, "# this run's results: results/tmp/%255s", name[i]), 1);
+        cr_assert(strstr(out, "results in results/tmp/") && strstr(out, name[i]), "%s", out);
+    }
+    cr_assert(strcmp(name[0], name[1]), "both runs wrote %s", name[0]);
+    for (int i = 0; i < 2; i++) {
+        char p[600];
+        snprintf(p, sizeof p, "%s/results/tmp/%s", dir, name[i]);
+        FILE *f = fopen(p, "r");
+        cr_assert(f, "run %d's results %s are gone", i + 1, p);
+        char line[256];
+        cr_assert(fgets(line, sizeof line, f) && strstr(line, "\"mode\""), "%s: no result line", p);
+        fclose(f);
+    }
+    char lp[600], target[256];
+    snprintf(lp, sizeof lp, "%s/results/tmp/run-latest.jsonl", dir);
+    ssize_t n = readlink(lp, target, sizeof target - 1);
+    cr_assert(n > 0, "no run-latest.jsonl link");
+    target[n] = '\0';
+    cr_assert_str_eq(target, name[1]);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
 /* What the generated bash completion (script) offers for `harness WORDS`, the last word the one completed. */
 static void s_complete(const char *script, const char *words, char *out, size_t len)
 {
