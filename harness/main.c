@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---------- exit codes ---------- */
@@ -243,6 +244,42 @@ static int s_check_folder(const char *flag, const char *path)
     }
 }
 
+/* train's inputs and checkpoint before any rank starts: --data (a file, or a folder, to read), --resume (a
+ * file to read), --save (a file that can be written); one error naming the flag and the path. Their
+ * contents (a data set's format, a checkpoint's checksum) are the ranks' to check, once launched. */
+static int s_check_train_paths(const h_opts_t *o)
+{
+    if (strcmp(o->mode, "train") && strcmp(o->mode, "run")) return 0;
+    struct stat st;
+    FILE *f = NULL;
+    off_t size = 0;
+    char why[1024];
+    const char *d = o->data;
+    if (d && *d && strcmp(d, "synthetic")) {
+        if (stat(d, &st) == 0 && S_ISDIR(st.st_mode)) {
+            if (access(d, R_OK | X_OK) != 0)
+                return err_set(ERR_INVAL, "--data: data folder '%s': %s", d, strerror(errno));
+        } else if (afile_open(d, "data file", &f, &size) < 0) {
+            snprintf(why, sizeof why, "%s", err_detail());
+            return err_set(ERR_INVAL, "--data: %s", why);
+        }
+        if (f) fclose(f);
+        f = NULL;
+    }
+    if (o->resume) {
+        if (afile_open(o->resume, "checkpoint", &f, &size) < 0) {
+            snprintf(why, sizeof why, "%s", err_detail());
+            return err_set(ERR_INVAL, "--resume: %s", why);
+        }
+        fclose(f);
+    }
+    if (o->save && afile_check_dest("--save", o->save) < 0) {
+        snprintf(why, sizeof why, "%s", err_detail());
+        return err_set(ERR_INVAL, "%s", why);
+    }
+    return 0;
+}
+
 /* `harness report`: h_report returns an exit code (>= 0) or an err.h code (< 0, explained on stderr or
  * by err_detail, shown as "harness: report: ...") */
 static int s_report(h_opts_t *o)
@@ -266,12 +303,33 @@ static int s_run(h_opts_t *o)
     }
     for (int i = 0; i < o->nengines && off < sizeof names; i++)
         off += (size_t)snprintf(names + off, sizeof names - off, "%s%s", i ? ", " : "", o->engines[i]);
+    static char runfile[128];
     if (!o->json) {
-        /* a scratch file of this run only (results/tmp is not committed) */
-        o->json = "results/tmp/run-latest.jsonl";
+        /* this run's own file, timestamped, earlier runs kept (results/tmp is not committed); run-latest.jsonl
+         * points at the newest */
         mkdir("results", 0755);
         mkdir("results/tmp", 0755);
-        unlink(o->json);
+        time_t now = time(NULL);
+        struct tm tm;
+        char stamp[32];
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime_r(&now, &tm));
+        snprintf(runfile, sizeof runfile, "results/tmp/run-%s.jsonl", stamp);
+        for (int k = 2; access(runfile, F_OK) == 0 && k < 100; k++)
+            snprintf(runfile, sizeof runfile, "results/tmp/run-%s-%d.jsonl", stamp, k);
+        int fd = open(runfile, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            fprintf(stderr, "harness: run: cannot write %s: %s\n", runfile, strerror(errno));
+            return 2;
+        }
+        close(fd);
+        o->json = runfile;
+        char link[160];
+        snprintf(link, sizeof link, "results/tmp/run-latest.jsonl.%d", (int)getpid());
+        unlink(link);
+        if (symlink(runfile + strlen("results/tmp/"), link) != 0 || rename(link, "results/tmp/run-latest.jsonl") != 0) {
+            unlink(link);
+            fprintf(stderr, "harness: warning: run: results/tmp/run-latest.jsonl not pointed at %s: %s\n", runfile, strerror(errno));
+        }
     }
     int rounds = o->rounds > 0 ? o->rounds : 3;
     printf("# syncbench run: bench then train, engines %s; %d CPU ranks; %d round%s, the engines' order alternating; "
@@ -301,6 +359,9 @@ static int s_run(h_opts_t *o)
         fflush(stdout);
         h_report(1, files, NULL, "text");
         h_run_summary(o->json, stdout);
+        if (o->json == runfile)
+            printf("# this run's results: %s (results/tmp/run-latest.jsonl points at it; earlier runs are kept beside it)\n",
+                   runfile);
         if (h_run_load_check(&rc_cfg, stdout)) printf("# (the warning above holds at the end of the run too)\n");
     }
     return a ? a : b;
@@ -328,7 +389,7 @@ int main(int argc, char **argv)
     if (h_opts_check_mode(&o) < 0) return s_exit(ERR_INVAL, 2);
     /* every output path before any work: a run must not be lost to a late check */
     if (s_check_writable("--json", o.json) < 0 || (o.timeline && afile_check_dest("--timeline", o.timeline) < 0) ||
-        s_check_folder("--plots", o.plots_dir) < 0)
+        s_check_folder("--plots", o.plots_dir) < 0 || s_check_train_paths(&o) < 0)
         return s_exit(ERR_INVAL, 2);
     if (!strcmp(o.mode, "report")) return s_report(&o);
     if (!strcmp(o.mode, "explain")) {

@@ -1,6 +1,6 @@
 /* test_cli.c: the harness command line as its users meet it (issue 32, section 4): a misspelt flag's
  * "did you mean", a torchrun-style environment that is half set, each mode's --help, nccl-tests' spellings,
- * argument errors found before launch, shell completion's values. */
+ * argument errors and train's missing paths found before launch, shell completion's values. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -250,14 +250,80 @@ Test(cli, argument_errors_before_launch, .timeout = 90)
     snprintf(cmd, sizeof cmd, "env -u RANK -u WORLD_SIZE %s train --straggler 1:30 --steps 2", g_harness);
     cr_expect_eq(run_cmd(cmd, out, sizeof out), 2, "%s", out);
     cr_expect(strstr(out, "rank 1 is not a worker of this run (workers 0..0)") != NULL, "%s", out);
-    /* a failure found in a rank: its locations only with --verbose */
+    /* a failure found in a rank (a data file that is not one): its locations only with --verbose */
+    char bad[] = "/tmp/sb-cli-data-XXXXXX";
+    int fd = mkstemp(bad);
+    cr_assert(fd >= 0 && write(fd, "not data\n", 9) == 9);
+    close(fd);
     for (int verbose = 0; verbose < 2; verbose++) {
-        snprintf(cmd, sizeof cmd, "timeout 60 %s train --procs 2 --steps 2 --data /nonexistent/x.idx%s", g_harness,
+        snprintf(cmd, sizeof cmd, "timeout 60 %s train --procs 2 --steps 2 --data %s%s", g_harness, bad,
                  verbose ? " --verbose" : "");
         cr_expect_neq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
-        cr_expect(strstr(out, "/nonexistent/x.idx") != NULL, "%s", out);
+        cr_expect(strstr(out, bad) != NULL, "%s", out);
         cr_expect_eq(strstr(out, "(at trainer.c:") != NULL, verbose, "--verbose %d:\n%s", verbose, out);
     }
+    unlink(bad);
+}
+
+/* train's paths before any rank starts: a missing --data or --resume, a --save or --json that cannot be written,
+ * one line naming the flag and the path, exit 2 (--data, --resume and --save failed in every rank before). */
+Test(cli, train_paths_checked_before_launch, .timeout = 90)
+{
+    s_find();
+    static const struct { const char *mode, *args, *said; } cases[] = {
+        {"train", "--data /nonexistent/x.idx", "harness: --data: data file '/nonexistent/x.idx': No such file"},
+        {"train", "--data mnist", "harness: --data: data file 'mnist': No such file"},
+        {"train", "--resume /nonexistent/ck", "harness: --resume: checkpoint '/nonexistent/ck': No such file"},
+        {"train", "--resume /tmp", "harness: --resume: checkpoint '/tmp' is not a regular file"},
+        {"train", "--save /nonexistent/dir/ck", "harness: --save /nonexistent/dir/ck: no folder /nonexistent/dir"},
+        {"train", "--json /nonexistent/dir/r.jsonl", "harness: --json /nonexistent/dir/r.jsonl: cannot write there"},
+        {"run", "--data /nonexistent/x.idx", "harness: --data: data file '/nonexistent/x.idx': No such file"},
+    };
+    char cmd[2048], out[8192];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(cmd, sizeof cmd, "cd /tmp && timeout 60 %s %s %s --procs 2 --steps 2", g_harness, cases[i].mode,
+                 cases[i].args);
+        cr_expect_eq(run_cmd(cmd, out, sizeof out), 2, "%s: %s", cases[i].args, out);
+        cr_expect(strstr(out, cases[i].said) != NULL, "%s: want '%s':\n%s", cases[i].args, cases[i].said, out);
+        cr_expect(s_count(out, "harness: ") == 1 && !strstr(out, "[rank") && !strstr(out, "starting ranks"),
+                  "%s: once, before any rank:\n%s", cases[i].args, out);
+    }
+}
+
+/* `harness run` keeps every run's results, timestamped, says where they went, and points run-latest.jsonl at the
+ * newest (it wrote run-latest.jsonl and deleted the one before without a word). */
+Test(cli, run_keeps_earlier_runs_and_says_where, .timeout = 120)
+{
+    s_find();
+    char dir[] = "/tmp/sb-cli-run-XXXXXX", cmd[2048], out[1 << 15], name[2][256];
+    cr_assert(mkdtemp(dir));
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd, "cd %s && %s run --engine ring --procs 2 --sizes 4K --iters 1 --steps 2 --warmup-steps 0 "
+                 "--model mlp:784-32-10 --rounds 1 --quiet", dir, g_harness);
+        cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+        const char *at = strstr(out, "# this run's results: results/tmp/run-");
+        cr_assert(at, "%s", out);
+        cr_assert_eq(sscanf(at, "# this run's results: results/tmp/%255s", name[i]), 1);
+        cr_assert(strstr(out, "results in results/tmp/") && strstr(out, name[i]), "%s", out);
+    }
+    cr_assert(strcmp(name[0], name[1]), "both runs wrote %s", name[0]);
+    for (int i = 0; i < 2; i++) {
+        char p[600];
+        snprintf(p, sizeof p, "%s/results/tmp/%s", dir, name[i]);
+        FILE *f = fopen(p, "r");
+        cr_assert(f, "run %d's results %s are gone", i + 1, p);
+        char line[256];
+        cr_assert(fgets(line, sizeof line, f) && strstr(line, "\"mode\""), "%s: no result line", p);
+        fclose(f);
+    }
+    char lp[600], target[256];
+    snprintf(lp, sizeof lp, "%s/results/tmp/run-latest.jsonl", dir);
+    ssize_t n = readlink(lp, target, sizeof target - 1);
+    cr_assert(n > 0, "no run-latest.jsonl link");
+    target[n] = '\0';
+    cr_assert_str_eq(target, name[1]);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
 }
 
 /* What the generated bash completion (script) offers for `harness WORDS`, the last word the one completed. */

@@ -216,14 +216,11 @@ Test(report, tables_and_malformed_lines, .timeout = 60)
     int rc = s_report_capture(1, files, dir, out, sizeof out, err, sizeof err);
     unsetenv("SYNCBENCH_GNUPLOT");
     cr_assert_eq(rc, 0, "rc %d\nstdout:\n%s\nstderr:\n%s", rc, out, err);
-    /* every malformed line named by file:line, nothing else complained about */
-    static const int badlines[] = {7, 8, 12, 14, 18};
-    for (size_t i = 0; i < sizeof badlines / sizeof badlines[0]; i++) {
-        char want[600];
-        snprintf(want, sizeof want, "%s:%d: malformed result line", path, badlines[i]);
-        cr_assert(strstr(err, want), "missing '%s' in stderr:\n%s", want, err);
-    }
-    cr_assert_null(strstr(err, ":6:"), "blank line reported:\n%s", err);
+    /* the malformed lines counted in one line naming each (the blank line 6 is none), nothing else complained about */
+    char want[600];
+    snprintf(want, sizeof want, "%s: 5 malformed result lines skipped: lines 7, 8, 12, 14, 18; the first (line 7): ", path);
+    cr_assert(!strncmp(err, want, strlen(want)), "want '%s' in stderr:\n%s", want, err);
+    cr_assert(strchr(err, '\n') && strchr(err, '\n')[1] == '\0', "more than one line:\n%s", err);
     cr_assert(strstr(out, "5 malformed lines skipped"), "%s", out);
     cr_assert(strstr(out, "bench 5, train 4, model 2"), "%s", out);
     /* bench table: columns per engine@world, ps labelled by its layout */
@@ -311,6 +308,79 @@ Test(report, usage_and_unreadable)
     cr_assert_eq(out[0], '\0', "%s", out);
 }
 
+/* A file with no result line (empty, or not JSON: a README given by mistake) is an error naming it, not
+ * "nothing to report" with exit 0; its malformed lines are said in one line, however many (each had its own). */
+Test(report, a_file_without_results_is_an_error_naming_it)
+{
+    static char out[65536], err[65536];
+    char empty[] = "/tmp/sb-report-empty-XXXXXX", prose[] = "/tmp/sb-report-prose-XXXXXX";
+    int fe = mkstemp(empty), fp = mkstemp(prose);
+    cr_assert(fe >= 0 && fp >= 0);
+    for (int i = 0; i < 300; i++) dprintf(fp, "# a heading %d\n\nsome prose, not a result\n", i);
+    close(fe);
+    close(fp);
+    char *files[] = {empty};
+    cr_assert_eq(s_report_capture(1, files, NULL, out, sizeof out, err, sizeof err), ERR_INVAL, "stdout:\n%s", out);
+    cr_assert(strstr(err_detail(), empty) && strstr(err_detail(), "no result line"), "%s", err_detail());
+    files[0] = prose;
+    cr_assert_eq(s_report_capture(1, files, NULL, out, sizeof out, err, sizeof err), ERR_INVAL, "stdout:\n%s", out);
+    cr_assert(strstr(err_detail(), prose) && strstr(err_detail(), "no result line"), "%s", err_detail());
+    char want[600];
+    snprintf(want, sizeof want, "%s: 600 malformed result lines skipped: lines 1, 3, 4, 6, 7, 9, 10, 12, 13, 15, ...; "
+             "the first (line 1): ", prose);
+    cr_assert(!strncmp(err, want, strlen(want)), "want '%s' in stderr:\n%s", want, err);
+    cr_assert(strchr(err, '\n')[1] == '\0', "more than one line:\n%s", err);
+    /* beside a results file: its tables, and still the error naming the empty one */
+    char path[512];
+    s_sample(path, sizeof path);
+    char *two[] = {path, empty};
+    char dir[] = "/tmp/sb-report-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    setenv("SYNCBENCH_GNUPLOT", "", 1); /* tables only */
+    cr_assert_eq(s_report_capture(2, two, dir, out, sizeof out, err, sizeof err), ERR_INVAL);
+    unsetenv("SYNCBENCH_GNUPLOT");
+    cr_assert(strstr(out, "ring@4") && strstr(err_detail(), empty) && !strstr(err_detail(), path), "%s\n%s", out, err_detail());
+    char rm[600];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+    cr_assert_eq(system(rm), 0);
+    unlink(empty);
+    unlink(prose);
+}
+
+/* Host-bound runs are marked, not medianed unmarked, and an emulated run's efficiency is the one train printed
+ * (speedup over one emulated device / GPUs: 0.919 here), not sps(P) / (P sps(1)) (0.823); report dropped both. */
+Test(report, host_bound_marked_and_the_emulated_efficiency_carried)
+{
+    char path[] = "/tmp/sb-report-hb-XXXXXX", dir[] = "/tmp/sb-report-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0 && mkdtemp(dir));
+    const char *emu = "\"mode\":\"train\",\"engine\":\"ring\",\"impl\":\"host\",\"emulated\":true,\"model\":\"resnet50\","
+                      "\"device\":\"v100\",\"net\":\"none\"";
+    dprintf(fd, "{%s,\"world\":1,\"samples_per_s\":364.6,\"speedup\":0.994,\"scaling_efficiency\":0.994,\"host_bound\":false}\n", emu);
+    dprintf(fd, "{%s,\"world\":4,\"samples_per_s\":1200,\"speedup\":3.676,\"scaling_efficiency\":0.919,\"host_bound\":true}\n", emu);
+    const char *b = "\"mode\":\"bench\",\"engine\":\"ring\",\"impl\":\"host\",\"world\":2,\"net\":\"bw=1gbit\"";
+    dprintf(fd, "{%s,\"bytes\":1048576,\"time_us\":700,\"algbw_gbs\":1.5,\"busbw_gbs\":1.5,\"host_bound\":true}\n", b);
+    dprintf(fd, "{%s,\"bytes\":2097152,\"time_us\":1048,\"algbw_gbs\":2,\"busbw_gbs\":2,\"host_bound\":false}\n", b);
+    close(fd);
+    static char out[65536], err[65536];
+    char *files[] = {path};
+    setenv("SYNCBENCH_GNUPLOT", "", 1);
+    int rc = s_report_capture(1, files, dir, out, sizeof out, err, sizeof err);
+    unsetenv("SYNCBENCH_GNUPLOT");
+    cr_assert_eq(rc, 0, "%s\n%s", out, err);
+    cr_assert(strstr(out, "0.919") && !strstr(out, "0.823"), "the emulated efficiency:\n%s", out);
+    cr_assert(strstr(out, " 1200.0! ") && strstr(out, " 364.6  "), "the host-bound run marked, the other not:\n%s", out);
+    cr_assert(strstr(out, "1.500!") && strstr(out, "2.000") && !strstr(out, "2.000!"), "bench marks:\n%s", out);
+    cr_assert(strstr(out, "# ! host-bound"), "the mark explained:\n%s", out);
+    rc = s_report_fmt(1, files, NULL, "csv", out, sizeof out, err, sizeof err);
+    cr_assert_eq(rc, 0);
+    cr_assert(strstr(out, ",host_bound_runs\n") && strstr(out, ",0.919,") && strstr(out, ",3.676,1200,1200,1\n"), "%s", out);
+    char rm[600];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+    cr_assert_eq(system(rm), 0);
+    unlink(path);
+}
+
 /* The sample in format fmt, without figures (no outdir): stdout holds only the tables. */
 static void s_sample_fmt(const char *fmt, char *out, size_t olen)
 {
@@ -340,13 +410,14 @@ Test(report, json)
     cr_assert(strstr(out, "\"results\":12,\"malformed\":5"), "%s", out);
     /* ring@4, 1 MiB: busbw 1.048576, algbw 0.699051, time 1500 us */
     cr_assert(strstr(out, "{\"label\":\"ring\",\"world\":4,\"servers\":0,\"bytes\":1048576,\"time_us\":1500,"
-                          "\"busbw_gbs\":1.048576,\"algbw_gbs\":0.699051,\"runs\":1,\"wrong\":0,\"net\":\"\"}"), "%s", out);
+                          "\"busbw_gbs\":1.048576,\"algbw_gbs\":0.699051,\"runs\":1,\"wrong\":0,\"net\":\"\",\"host_bound_runs\":0}"), "%s", out);
     cr_assert(strstr(out, "{\"label\":\"ps-sync-servers1\",\"world\":4,\"servers\":1,"), "%s", out);
     /* train ring@2: 1800 samples/s, efficiency 1800 / (2 * 1000) = 0.9 against world 1, from line 10 */
     cr_assert(strstr(out, "{\"label\":\"ring\",\"world\":2,\"servers\":0,\"samples_per_s\":1800,"
                           "\"step_ms_p50\":142.22222222222223,"), "%s", out);
     cr_assert(strstr(out, "\"scaling_eff\":0.9,\"eff_base_world\":1,\"runs\":1,\"src\":\""), "%s", out);
-    cr_assert(strstr(out, "report_sample.jsonl:10\",\"speedup\":null,\"samples_per_s_min\":1800,\"samples_per_s_max\":1800}"),
+    cr_assert(strstr(out, "report_sample.jsonl:10\",\"speedup\":null,\"samples_per_s_min\":1800,\"samples_per_s_max\":1800,"
+                          "\"host_bound_runs\":0}"),
               "%s", out);
     cr_assert(strstr(out, "\"mem_imbalance\":2,\"mem_engine_imbalance\":null,"), "%s", out);
     /* model: the measured point and the extrapolation without measurement */
@@ -359,10 +430,10 @@ Test(report, markdown)
 {
     static char out[65536];
     s_sample_fmt("md", out, sizeof out);
-    cr_assert(strstr(out, "## bench\n\n| label | world | servers | bytes | time_us | busbw_gbs | algbw_gbs | runs | wrong | net |\n"
+    cr_assert(strstr(out, "## bench\n\n| label | world | servers | bytes | time_us | busbw_gbs | algbw_gbs | runs | wrong | net | host_bound_runs |\n"
                           "| --- | ---: |"), "%s", out);
-    cr_assert(strstr(out, "\n| ring | 4 | 0 | 1048576 | 1500.000 | 1.049 | 0.699 | 1 | 0 | - |\n"), "%s", out);
-    cr_assert(strstr(out, "\n| tree | 4 | 0 | 1048576 | 1250.000 | 1.258 | 0.839 | 1 | 0 | - |\n"), "%s", out);
+    cr_assert(strstr(out, "\n| ring | 4 | 0 | 1048576 | 1500.000 | 1.049 | 0.699 | 1 | 0 | - | 0 |\n"), "%s", out);
+    cr_assert(strstr(out, "\n| tree | 4 | 0 | 1048576 | 1250.000 | 1.258 | 0.839 | 1 | 0 | - | 0 |\n"), "%s", out);
     cr_assert(strstr(out, "## train\n"), "%s", out);
     cr_assert(strstr(out, "\n| ring | 4 | 0 | 3000.0 | 85.33 | 100.00 | 0.50 | 0.25 | 1.000 | - | 0.750 | 1 | 1 | "), "%s", out);
     cr_assert(strstr(out, "\n| ps-servers1 | 2 | 1 | 1500.0 | 170.67 | 200.00 | 0.50 | 0.25 | 2.000 | - | 1.000 | 2 | 1 | "), "%s", out);
@@ -375,12 +446,12 @@ Test(report, csv)
 {
     static char out[65536];
     s_sample_fmt("csv", out, sizeof out);
-    cr_assert(!strncmp(out, "section,label,world,servers,bytes,time_us,busbw_gbs,algbw_gbs,runs,wrong,net\n", 77), "%s", out);
-    cr_assert(strstr(out, "\nbench,ring,4,0,1048576,1500,1.048576,0.699051,1,0,\n"), "%s", out);
-    cr_assert(strstr(out, "\nbench,ring,2,0,1024,10,0.1024,0.1024,1,0,\n"), "%s", out);
+    cr_assert(!strncmp(out, "section,label,world,servers,bytes,time_us,busbw_gbs,algbw_gbs,runs,wrong,net,host_bound_runs\n", 93), "%s", out);
+    cr_assert(strstr(out, "\nbench,ring,4,0,1048576,1500,1.048576,0.699051,1,0,,0\n"), "%s", out);
+    cr_assert(strstr(out, "\nbench,ring,2,0,1024,10,0.1024,0.1024,1,0,,0\n"), "%s", out);
     cr_assert(strstr(out, "\n\nsection,label,world,servers,samples_per_s,step_ms_p50,step_ms_p99,comm_ms_p50,wait_ms_p50,"
                           "mem_imbalance,mem_engine_imbalance,scaling_eff,eff_base_world,runs,src,speedup,samples_per_s_min,"
-                          "samples_per_s_max\n"), "%s", out);
+                          "samples_per_s_max,host_bound_runs\n"), "%s", out);
     cr_assert(strstr(out, "\ntrain,ring,2,0,1800,142.22222222222223,166.66666666666666,0.5,0.25,1,,0.9,1,1,"), "%s", out);
     cr_assert(strstr(out, "\n\nsection,what,label,world,bytes,pred_us,meas_us,err_pct\n"), "%s", out);
     cr_assert(strstr(out, "\nmodel,bench,ring,4,1048576,1380,1500,-8\n"), "%s", out);

@@ -211,8 +211,34 @@ const char *h_jstr(const h_jobj_t *obj, const char *key, const char *dflt)
 }
 
 /* One line (without its line break) of file:lineno: appended to objs, or reported and counted. */
+/* A file's malformed lines, said in one line once it is read (a README given by mistake has hundreds). */
+#define S_BAD_LIST 10
+typedef struct {
+    size_t n, line[S_BAD_LIST];
+    char   why[256];                /* the first one's reason */
+} s_bad_t;
+
+static void s_bad_note(s_bad_t *b, size_t lineno, const char *why)
+{
+    if (b->n < S_BAD_LIST) b->line[b->n] = lineno;
+    if (b->n == 0) snprintf(b->why, sizeof b->why, "%s", why);
+    b->n++;
+}
+
+static void s_bad_say(const s_bad_t *b, const char *file, FILE *dg)
+{
+    if (!dg || b->n == 0) return;
+    if (b->n == 1) {
+        fprintf(dg, "%s:%zu: malformed result line: %s\n", file, b->line[0], b->why);
+        return;
+    }
+    fprintf(dg, "%s: %zu malformed result lines skipped: lines", file, b->n);
+    for (size_t i = 0; i < b->n && i < S_BAD_LIST; i++) fprintf(dg, "%s %zu", i ? "," : "", b->line[i]);
+    fprintf(dg, "%s; the first (line %zu): %s\n", b->n > S_BAD_LIST ? ", ..." : "", b->line[0], b->why);
+}
+
 static int s_read_line(const char *line, size_t len, const char *file, size_t lineno, h_jobj_t **objs, size_t *nobjs,
-                       size_t *cap, size_t *nbad, FILE *dg)
+                       size_t *cap, size_t *nbad, s_bad_t *bad)
 {
     size_t k = 0;
     while (k < len && (line[k] == ' ' || line[k] == '\t')) k++;
@@ -225,7 +251,7 @@ static int s_read_line(const char *line, size_t len, const char *file, size_t li
     else if (!h_jstr(&o, "mode", NULL)) why = "no \"mode\" string";
     else why = NULL;
     if (why) {
-        if (dg) fprintf(dg, "%s:%zu: malformed result line: %s\n", file, lineno, why);
+        s_bad_note(bad, lineno, why);
         (*nbad)++;
         h_jfree(&o);
         return 0;
@@ -268,12 +294,14 @@ int h_jread_files(int nfiles, char **files, h_jobj_t **objs, size_t *nobjs, size
         size_t lcap = 0, lineno = 0;
         ssize_t n = 0;
         int rc = 0;
+        s_bad_t bad = {0};
         errno = 0;
         while (rc == 0 && (n = getline(&line, &lcap, f)) >= 0) {
             size_t len = (size_t)n;
             while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
-            rc = s_read_line(line, len, files[fi], ++lineno, objs, nobjs, &cap, nbad, dg);
+            rc = s_read_line(line, len, files[fi], ++lineno, objs, nobjs, &cap, nbad, &bad);
         }
+        s_bad_say(&bad, files[fi], dg);
         /* a read that stopped before the end (an I/O error, or getline out of memory) is an error, never EOF */
         if (rc == 0 && (ferror(f) || (n < 0 && !feof(f)))) {
             int e = errno ? errno : EIO;

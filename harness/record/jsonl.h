@@ -41,9 +41,10 @@ int         h_jflag(const h_jobj_t *obj, const char *key, int dflt);
 /* String of key, or dflt when absent or not a string. */
 const char *h_jstr(const h_jobj_t *obj, const char *key, const char *dflt);
 
-/* Read every line of the files: good objects are appended to *objs (realloc'd, *nobjs updated), each
- * malformed line is reported on `diag` (when not NULL) as "FILE:LINE: malformed result line: why" and
- * counted in *nbad. Blank lines are skipped silently. Returns 0, ERR_IO when a file cannot be read
+/* Read every line of the files: good objects are appended to *objs (realloc'd, *nobjs updated), malformed
+ * lines counted in *nbad and said on `diag` (when not NULL) in one line a file: "FILE:LINE: malformed result
+ * line: why" for one, "FILE: N malformed result lines skipped: lines A, B, ... (the first ten); the first
+ * (line A): why" for more. Blank lines are skipped silently. Returns 0, ERR_IO when a file cannot be read
  * (reported on diag and in err_detail; the other files are still read) or ERR_NOMEM (reading stops). */
 int  h_jread_files(int nfiles, char **files, h_jobj_t **objs, size_t *nobjs, size_t *nbad, void *diag);
 void h_jfree_all(h_jobj_t **objs, size_t *nobjs);

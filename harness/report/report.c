@@ -253,6 +253,7 @@ static void s_add_bench(h_rdata_t *d, const h_jobj_t *o, const char *label, int 
     b->rep_t[slot] = h_jnum(o, "time_us", NAN);
     b->rep_bw[slot] = busbw;
     b->rep_ag[slot] = h_jnum(o, "algbw_gbs", NAN);
+    b->nhb += h_jflag(o, "host_bound", 0) == 1;
     b->nrep++;
     b->time_us = s_rep_median(b->rep_t, b->nrep);
     b->busbw = s_rep_median(b->rep_bw, b->nrep);
@@ -298,6 +299,8 @@ static void s_add_train(h_rdata_t *d, const h_jobj_t *o, const char *label, int 
     t->imb = h_jnum(o, "mem_imbalance", NAN);
     t->eimb = h_jnum(o, "mem_engine_imbalance", NAN);
     t->speedup = h_jnum(o, "speedup", NAN);
+    t->eff_emu = h_jflag(o, "emulated", 0) ? h_jnum(o, "scaling_efficiency", NAN) : NAN;
+    t->nhb += h_jflag(o, "host_bound", 0) == 1;
     const h_jfield_t *m = h_jget(o, "mem_peak_bytes");
     t->mem = m && m->type == HJ_ARR ? m->arr : NULL;
     t->nmem = m && m->type == HJ_ARR ? m->n : 0;
@@ -362,6 +365,10 @@ double h_report_efficiency(const h_rdata_t *d, size_t i, int *base)
 {
     const h_rtrain_t *t = &d->t[i];
     const h_rtrain_t *ref = NULL;
+    if (!isnan(t->eff_emu)) {
+        *base = 1;
+        return t->eff_emu;
+    }
     for (size_t k = 0; k < d->nt; k++)
         if (!strcmp(d->t[k].label, t->label) && (!ref || d->t[k].world < ref->world)) ref = &d->t[k];
     *base = ref ? ref->world : 0;
@@ -420,6 +427,7 @@ static int s_text_bench(FILE *out, const h_rdata_t *d)
         return err_set(ERR_NOMEM, "report: out of memory");
     }
     size_t nc = 0, ns = s_bench_sizes(d, sizes);
+    int hb = 0;
     for (size_t i = 0; i < d->nb; i++)
         if (!nc || cols[nc - 1]->world != d->b[i].world || strcmp(cols[nc - 1]->label, d->b[i].label)) cols[nc++] = &d->b[i];
     int cw = 12; /* every column as wide as the widest engine@world */
@@ -440,11 +448,13 @@ static int s_text_bench(FILE *out, const h_rdata_t *d)
         fprintf(out, "  %10s", sz);
         for (size_t c = 0; c < nc; c++) {
             const h_rbench_t *b = s_bench_find(d, cols[c]->label, cols[c]->world, sizes[s]);
-            if (b) fprintf(out, " %*.3f", cw, b->busbw);
+            if (b) fprintf(out, " %*.3f%s", b->nhb ? cw - 1 : cw, b->busbw, b->nhb ? "!" : "");
             else fprintf(out, " %*s", cw, "-");
+            hb |= b && b->nhb;
         }
         fprintf(out, "\n");
     }
+    if (hb) fprintf(out, "# ! host-bound: in some of its runs this machine's CPUs were the limit (the figure measures the host, not the engine)\n");
     free(cols);
     free(sizes);
     return 0;
@@ -452,9 +462,12 @@ static int s_text_bench(FILE *out, const h_rdata_t *d)
 
 static void s_text_train(FILE *out, const h_rdata_t *d)
 {
-    int several = 0, approx = 0;
+    int several = 0, approx = 0, hb = 0, emu = 0;
     for (size_t i = 1; i < d->nt; i++) several |= !strcmp(d->t[i].label, d->t[0].label) || d->t[i].world != d->t[0].world;
-    fprintf(out, "#\n# train: throughput, step time, memory balance%s\n", several ? ", scaling efficiency sps(P)/(P*sps(base))" : "");
+    for (size_t i = 0; i < d->nt; i++) emu |= !isnan(d->t[i].eff_emu);
+    fprintf(out, "#\n# train: throughput, step time, memory balance%s%s\n", several ? ", scaling efficiency sps(P)/(P*sps(base))" : "",
+            emu ? (several ? " (emulated runs: speedup over one device / GPUs, as train printed it)"
+                           : ", scaling efficiency (emulated runs: speedup over one device / GPUs, as train printed it)") : "");
     fprintf(out, "# %-*s %5s %11s %19s %9s %9s %9s %9s %8s %8s %10s %8s\n", s_lwid, "engine", "world", "samples/s", "runs: min - max", "step p50", "step p99",
             "comm p50", "wait p50", "rss imb", "eng imb", "scaling", "speedup");
     fprintf(out, "# %-*s %5s %11s %19s %9s %9s %9s %9s %8s %8s %10s %8s\n", s_lwid, "", "", "(median)", "", "(ms)", "(ms)", "(ms)", "(ms)", "max/mean",
@@ -472,10 +485,14 @@ static void s_text_train(FILE *out, const h_rdata_t *d)
         char sp[16] = "-", range[48] = "1";
         if (!isnan(t->speedup)) snprintf(sp, sizeof sp, "%.2f", t->speedup);
         if (t->nrep > 1) snprintf(range, sizeof range, "%zu: %.0f - %.0f", t->nrep, t->sps_min, t->sps_max);
-        fprintf(out, "  %-*s %5d %11.1f %19s %9.2f %9.2f %9.2f %9.2f %8.3f %8s %10s %8s\n", s_lwid, t->label, t->world, t->sps, range, t->step50,
+        hb |= t->nhb > 0;
+        fprintf(out, "  %-*s %5d %10.1f%c %19s %9.2f %9.2f %9.2f %9.2f %8.3f %8s %10s %8s\n", s_lwid, t->label, t->world, t->sps, t->nhb ? '!' : ' ', range, t->step50,
                 t->step99, t->comm50, t->wait50, t->imb, eimb, effs, sp);
     }
     if (approx) fprintf(out, "# * no world-1 run for that engine: efficiency relative to its smallest world\n");
+    if (hb)
+        fprintf(out, "# ! host-bound: in some of its runs (runs: host-bound in the CSV and JSON) this machine's CPUs were the "
+                     "limit: the figure measures the host, not the engine\n");
 }
 
 static int s_model_same(const h_rmodel_t *a, const h_rmodel_t *b)
@@ -613,7 +630,7 @@ static int s_output(const h_rdata_t *d, const char *fmt, int nfiles, char **file
     if (text) {
         printf("# syncbench report: %d file%s, %zu results (bench %zu, train %zu, model %zu)", nfiles, nfiles == 1 ? "" : "s",
                n, d->nb, d->nt, d->nm);
-        if (nbad) printf(", %zu malformed line%s skipped (listed on stderr)", nbad, nbad == 1 ? "" : "s");
+        if (nbad) printf(", %zu malformed line%s skipped (counted on stderr)", nbad, nbad == 1 ? "" : "s");
         printf("\n");
         if (!any) printf("# nothing to report\n");
         else CHECK(s_text(stdout, d));
@@ -641,12 +658,23 @@ int h_report_run(int nfiles, char **files, const char *outdir, const char *forma
         return err_set(ERR_INVAL, "report needs at least one results file (JSON lines, e.g. results/run-latest.jsonl)");
     h_jobj_t *objs = NULL;
     size_t n = 0, nbad = 0;
-    int rrc = h_jread_files(nfiles, files, &objs, &n, &nbad, stderr);
+    int rrc = 0;
+    char empty[512] = ""; /* the files that hold no result line: a mistaken argument, never "nothing to report" */
+    for (int fi = 0; fi < nfiles && rrc != ERR_NOMEM; fi++) {
+        size_t before = n;
+        int frc = h_jread_files(1, &files[fi], &objs, &n, &nbad, stderr);
+        if (frc < 0) rrc = frc;
+        else if (n == before && strlen(empty) < sizeof empty - 16)
+            snprintf(empty + strlen(empty), sizeof empty - strlen(empty), "%s%s", empty[0] ? ", " : "", files[fi]);
+    }
     h_rdata_t d = {0};
     int rc = s_collect(objs, n, &d, run_label, stderr);
     if (rc == 0) rc = s_output(&d, format, nfiles, files, outdir, n, nbad);
     fflush(stdout);
-    if (rc == 0 && rrc < 0) rc = err_set(ERR_IO, "report: a results file could not be read (see above)");
+    if (rc == 0 && rrc < 0) rc = err_set(rrc == ERR_NOMEM ? ERR_NOMEM : ERR_IO, "report: a results file could not be read (see above)");
+    if (rc == 0 && empty[0])
+        rc = err_set(ERR_INVAL, "%s: no result line (a JSON object with a \"mode\" a line, as --json writes): not a "
+                     "results file", empty);
     for (size_t i = 0; d.b && i < d.nb; i++) free(d.b[i].cfg);
     for (size_t i = 0; d.t && i < d.nt; i++) free(d.t[i].cfg);
     free(d.b);

@@ -23,6 +23,7 @@ typedef struct {
     double wrong;              /* wrong elements summed over every run */
     double rep_t[H_REPS], rep_bw[H_REPS], rep_ag[H_REPS];
     size_t nrep;               /* runs seen (may exceed H_REPS) */
+    size_t nhb;                /* of them host-bound ("host_bound": the figure measured this machine's CPU) */
     double *traffic;           /* the latest run's traffic matrix, (world + servers)^2 bytes, row = sender
                                   (borrowed from the parsed line; NULL: none) */
     size_t ntraffic;
@@ -41,6 +42,8 @@ typedef struct {
     double sps_min, sps_max;   /* over its runs (the latest H_REPS) */
     double rep_sps[H_REPS];
     double speedup;            /* emulated runs: speedup over one emulated device (NAN otherwise) */
+    double eff_emu;            /* emulated runs: their scaling_efficiency, speedup / GPUs, as train printed it (NAN otherwise) */
+    size_t nhb;                /* runs that were host-bound ("host_bound") */
     double *mem;               /* peak bytes per rank (borrowed from the parsed line) */
     size_t nmem, nrep;
     double *emem;              /* engine memory per rank (mem_engine_bytes; borrowed; NULL: none) */
@@ -66,11 +69,11 @@ typedef struct {
     h_rmodel_t *m; size_t nm;
 } h_rdata_t;
 
-/* Reads the files (malformed lines are reported on stderr as file:line and skipped) and prints the
+/* Reads the files (malformed lines skipped, counted on stderr in one line a file) and prints the
  * tables on stdout in format "text", "json", "md" or "csv". Figures: always with text (into outdir,
  * NULL: "plots" next to the first file); with the other formats only when outdir is given, and
  * their notes then go to stderr so stdout holds only the tables. Returns 0, ERR_INVAL (no file, an
- * unknown format), ERR_IO (a file unreadable or gnuplot failed: the tables are still printed) or
+ * unknown format, a file with no result line: named, after the others' tables), ERR_IO (a file unreadable or gnuplot failed: the tables are still printed) or
  * ERR_NOMEM; err_detail() says which. */
 int h_report(int nfiles, char **files, const char *outdir, const char *format);
 /* The same, keeping only the lines whose "label" (harness --label) is run_label (NULL: every line). */
@@ -78,8 +81,9 @@ int h_report_run(int nfiles, char **files, const char *outdir, const char *forma
 
 /* Engine labels: h_engine_label (registry/engines.h). */
 
-/* Scaling efficiency of train row i: sps(n) / (n sps(base)) against the smallest world of the same
- * label (*base: that world; > 1 means approximate). 1 for the base itself, NAN when not computable. */
+/* Scaling efficiency of train row i: an emulated run's own (speedup over one emulated device / GPUs, what
+ * train printed; *base 1), else sps(n) / (n sps(base)) against the smallest world of the same label (*base:
+ * that world; > 1 means approximate). 1 for the base itself, NAN when not computable. */
 double h_report_efficiency(const h_rdata_t *d, size_t i, int *base);
 
 /* The ceiling table (report_ceil.c): every bench row that has an op-move twin (same configuration, world

@@ -32,6 +32,7 @@ static size_t s_cells_bench(const h_rdata_t *d, size_t i, s_cell_t *c)
     c[k++] = S_NUM("runs", "%.0f", (double)b->nrep);
     c[k++] = S_NUM("wrong", "%.0f", b->wrong);
     c[k++] = S_STR("net", b->net);
+    c[k++] = S_NUM("host_bound_runs", "%.0f", (double)b->nhb); /* of runs: this machine's CPUs were the limit */
     return k;
 }
 
@@ -58,6 +59,7 @@ static size_t s_cells_train(const h_rdata_t *d, size_t i, s_cell_t *c)
     c[k++] = S_NUM("speedup", "%.3f", t->speedup); /* emulated cluster runs: over one emulated device */
     c[k++] = S_NUM("samples_per_s_min", "%.1f", t->sps_min);
     c[k++] = S_NUM("samples_per_s_max", "%.1f", t->sps_max);
+    c[k++] = S_NUM("host_bound_runs", "%.0f", (double)t->nhb);
     return k;
 }
 
