@@ -7,7 +7,9 @@
  * place and releases it: a segment is never copied by the transport. Waiting spins briefly (only when
  * ranks do not outnumber cores) and then sleeps on a futex in the shared page; the other side wakes it
  * only when a waiter flag is set. Sleeps are sliced so the deadline and the peer's liveness (its pid)
- * are checked: a dead peer gives ERR_PEER, a slow one ERR_TIMEOUT. Channels open lazily; the second
+ * are checked: a dead peer gives ERR_PEER, a slow one ERR_TIMEOUT, and one stopped (SIGSTOP, a debugger:
+ * state T in /proc) for half the timeout (1 to 10 s) ERR_PEER naming it, unless harness's launcher, which
+ * watches its ranks' states itself, started this rank (SYNCBENCH_LAUNCHED). Channels open lazily; the second
  * side to open one removes its name, and tp_cleanup_job removes names a killed rank left behind.
  *
  * Names are "/sb.<job tag>.<random run nonce>.<src>.<dst>" (the job id itself never appears). The
@@ -70,6 +72,7 @@ typedef struct {
     int slots;
     int spin;           /* microseconds to spin before sleeping on the futex */
     int yield_us;       /* then microseconds to yield the core before sleeping */
+    int stop_ms;        /* a peer stopped this long fails the wait (0: the launcher watches) */
     char prefix[96];
     shm_chan_t **tx, **rx;
 } shm_t;
@@ -80,6 +83,22 @@ static int s_peer_dead(_Atomic int32_t *pid)
 {
     int32_t p = atomic_load(pid);
     return p > 0 && kill(p, 0) < 0 && errno == ESRCH;
+}
+
+/* 1 when the process is stopped (SIGSTOP, a debugger): state 'T' or 't' in /proc/PID/stat. */
+static int s_peer_stopped(_Atomic int32_t *pid)
+{
+    int32_t p = atomic_load(pid);
+    if (p <= 0) return 0;
+    char path[48], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)p);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *e = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+    return e && e[1] == ' ' && (e[2] == 'T' || e[2] == 't');
 }
 
 /* Wait until *word != old. */
@@ -106,6 +125,7 @@ static int s_wait_change(shm_t *self, _Atomic uint32_t *word, uint32_t old, _Ato
             sched_yield();
         } while (now_ns() < until);
     }
+    uint64_t stopped_at = 0; /* when the peer was first seen stopped in this wait */
     for (;;) {
         atomic_store(flag, 1);
         if (atomic_load(word) != old) {
@@ -124,6 +144,16 @@ static int s_wait_change(shm_t *self, _Atomic uint32_t *word, uint32_t old, _Ato
         if (atomic_load_explicit(word, memory_order_acquire) != old) return 0;
         if (s_peer_dead(peer_pid))
             return err_set(ERR_PEER, "transport: rank %d (pid %d) died", peer, (int)atomic_load(peer_pid));
+        if (self->stop_ms > 0 && s_peer_stopped(peer_pid)) {
+            uint64_t t = now_ns();
+            if (!stopped_at) stopped_at = t;
+            else if (t - stopped_at >= (uint64_t)self->stop_ms * 1000000u)
+                return err_set(ERR_PEER, "transport: rank %d (pid %d) has been stopped (SIGSTOP or a debugger) for %.1f s "
+                                         "(the limit: half the timeout, 1 to 10 s); rank %d stops waiting for it",
+                               peer, (int)atomic_load(peer_pid), (double)(t - stopped_at) / 1e9, self->rank);
+        } else {
+            stopped_at = 0;
+        }
     }
 }
 
@@ -267,6 +297,9 @@ static int s_open(void **be_p, const tp_backend_cfg_t *cfg)
     int oversub = cfg->env->local_world > ncpu;
     self->spin = oversub ? 0 : 50; /* microseconds */
     self->yield_us = oversub ? 2000 : 0;
+    /* a stopped peer: half the timeout, 1 to 10 s, as harness's launcher rules for the ranks it starts (and watches) */
+    long half = cfg->env->timeout_ms / 2;
+    self->stop_ms = getenv("SYNCBENCH_LAUNCHED") ? 0 : half > 10000 ? 10000 : half < 1000 ? 1000 : (int)half;
     const char *e = getenv("SYNCBENCH_SHM_SPIN_US");
     if (e) self->spin = atoi(e);
     e = getenv("SYNCBENCH_SHM_YIELD_US");
