@@ -63,8 +63,10 @@ typedef struct {
 int h_train(const h_train_cfg_t *o, comm_t *comm);
 
 /* `harness run` (run.c): warn on out when the load average exceeds the cores or the ranks outnumber them
- * (1 if it warned); after the rounds, the train samples/s per engine (median, min - max) from the
- * results file and whether the ranking is within the spread (0, or -1 when the file cannot be read). */
+ * (1 if it warned); after the rounds (and after `harness train` of several engines: who "run" or "train"),
+ * the train samples/s per engine (an emulated run's: the emulated cluster's; median, min - max) from the
+ * results file and a verdict line: who leads, and whether the ranking is within the spread (0, or -1
+ * when the file cannot be read). */
 typedef struct {
     const char *engines[H_MAX_ENGINES];
     int nengines;
@@ -72,6 +74,6 @@ typedef struct {
     h_engset_t es;                    /* for the ranks each engine adds (dedicated servers) */
 } h_run_cfg_t;
 int h_run_load_check(const h_run_cfg_t *o, FILE *out);
-int h_run_summary(const char *json, FILE *out);
+int h_run_summary(const char *json, const char *who, FILE *out);
 
 #endif

@@ -623,8 +623,10 @@ static int s_figures(const h_rdata_t *d, char **files, const char *outdir, FILE 
     return rc;
 }
 
-/* The tables in format fmt on stdout, then the figures (text: always; others: when outdir is given). */
-static int s_output(const h_rdata_t *d, const char *fmt, int nfiles, char **files, const char *outdir, size_t n, size_t nbad)
+/* The tables in format fmt on stdout, then the figures (text: always, unless no_fig; others: when outdir is
+ * given). */
+static int s_output(const h_rdata_t *d, const char *fmt, int nfiles, char **files, const char *outdir, size_t n, size_t nbad,
+                    int no_fig)
 {
     int text = !strcmp(fmt, "text"), any = d->nb || d->nt || d->nm;
     if (text) {
@@ -641,16 +643,11 @@ static int s_output(const h_rdata_t *d, const char *fmt, int nfiles, char **file
     } else {
         h_report_csv(stdout, d);
     }
-    if (!any || (!text && !outdir)) return 0;
+    if (!any || no_fig || (!text && !outdir)) return 0;
     return s_figures(d, files, outdir, text ? stdout : stderr);
 }
 
-int h_report(int nfiles, char **files, const char *outdir, const char *format)
-{
-    return h_report_run(nfiles, files, outdir, format, NULL);
-}
-
-int h_report_run(int nfiles, char **files, const char *outdir, const char *format, const char *run_label)
+static int s_report(int nfiles, char **files, const char *outdir, const char *format, const char *run_label, int no_fig)
 {
     if (strcmp(format, "text") && strcmp(format, "json") && strcmp(format, "md") && strcmp(format, "csv"))
         return err_set(ERR_INVAL, "report: unknown --format %s (text, json, md or csv)", format);
@@ -669,7 +666,7 @@ int h_report_run(int nfiles, char **files, const char *outdir, const char *forma
     }
     h_rdata_t d = {0};
     int rc = s_collect(objs, n, &d, run_label, stderr);
-    if (rc == 0) rc = s_output(&d, format, nfiles, files, outdir, n, nbad);
+    if (rc == 0) rc = s_output(&d, format, nfiles, files, outdir, n, nbad, no_fig);
     fflush(stdout);
     if (rc == 0 && rrc < 0) rc = err_set(rrc == ERR_NOMEM ? ERR_NOMEM : ERR_IO, "report: a results file could not be read (see above)");
     if (rc == 0 && empty[0])
@@ -682,4 +679,19 @@ int h_report_run(int nfiles, char **files, const char *outdir, const char *forma
     free(d.m);
     h_jfree_all(&objs, &n);
     return rc;
+}
+
+int h_report(int nfiles, char **files, const char *outdir, const char *format)
+{
+    return s_report(nfiles, files, outdir, format, NULL, 0);
+}
+
+int h_report_run(int nfiles, char **files, const char *outdir, const char *format, const char *run_label)
+{
+    return s_report(nfiles, files, outdir, format, run_label, 0);
+}
+
+int h_report_tables(int nfiles, char **files)
+{
+    return s_report(nfiles, files, NULL, "text", NULL, 1);
 }

@@ -78,6 +78,8 @@ typedef struct {
 int h_report(int nfiles, char **files, const char *outdir, const char *format);
 /* The same, keeping only the lines whose "label" (harness --label) is run_label (NULL: every line). */
 int h_report_run(int nfiles, char **files, const char *outdir, const char *format, const char *run_label);
+/* The text tables only, no figures (`harness train`'s side-by-side table of its engines). */
+int h_report_tables(int nfiles, char **files);
 
 /* Engine labels: h_engine_label (registry/engines.h). */
 
