@@ -62,3 +62,62 @@ Test(front, train_of_engines_ends_side_by_side_with_a_verdict, .timeout = 180)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     cr_assert_eq(system(cmd), 0);
 }
+
+/* Ranks outnumbering the cores were said by `harness run` alone: bench and train at --procs cores + 1 said
+ * nothing. Every mode that launches ranks warns, once (run too: its own check and its launches' share the
+ * one line); at --procs 2 on a machine of 2 cores or more, no warning. */
+Test(front, oversubscription_warned_once_in_every_mode, .timeout = 300)
+{
+    s_find();
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    cr_assert(cores >= 1);
+    int P = (int)cores + 1;
+    char cmd[2048], out[1 << 16], want[128];
+    snprintf(want, sizeof want, "warning: %d ranks on %ld cores: ranks wait for a CPU, so the timings are the host's", P, cores);
+    static const char *const modes[] = {
+        "bench --engine ring --sizes 4K --iters 2 --warmup 1",
+        "train --engine ring --steps 2 --warmup-steps 0 --model mlp:784-32-10 --batch-per-gpu 4 --quiet",
+        "train --engine ring,tree --steps 2 --warmup-steps 0 --model mlp:784-32-10 --batch-per-gpu 4 --quiet",
+        "run --engine ring --sizes 4K --iters 1 --steps 2 --warmup-steps 0 --model mlp:784-32-10 --batch-per-gpu 4 "
+        "--rounds 1 --quiet --json /dev/null",
+    };
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        snprintf(cmd, sizeof cmd, "cd /tmp && timeout 250 %s %s --procs %d", g_harness, modes[i], P);
+        cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s:\n%s", modes[i], out);
+        cr_expect_eq(s_count(out, want), 1, "%s: the warning once:\n%s", modes[i], out);
+    }
+    if (cores >= 2) {
+        snprintf(cmd, sizeof cmd, "%s bench --engine ring --sizes 4K --iters 2 --warmup 1 --procs 2", g_harness);
+        cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+        cr_expect_eq(s_count(out, "ranks on"), 0, "2 ranks on %ld cores: no warning:\n%s", cores, out);
+    }
+}
+
+/* A bench size that runs on for seconds printed nothing until its row (64 MiB with many ranks: 30 s of
+ * silence): worker 0 says where it is, at most a line every 3 s, none with --quiet. The iterations are sized
+ * from one measured iteration, so the size runs about 8 s on any machine. */
+Test(front, a_long_bench_size_shows_progress, .timeout = 300)
+{
+    s_find();
+    char cmd[2048], out[1 << 16];
+    snprintf(cmd, sizeof cmd, "%s bench --engine ring --procs 2 --sizes 16M --iters 3 --warmup 1", g_harness);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    const char *row = strstr(out, "\n      16777216 ");
+    double us = 0;
+    cr_assert(row && sscanf(row, " %*u %*u %*s %*s %lf", &us) == 1 && us > 0, "%s", out);
+    int iters = (int)(8e6 / us) + 1;
+    iters = iters > 20000 ? 20000 : iters;
+    for (int quiet = 0; quiet < 2; quiet++) {
+        snprintf(cmd, sizeof cmd, "%s bench --engine ring --procs 2 --sizes 16M --iters %d --warmup 0%s", g_harness, iters,
+                 quiet ? " --quiet" : "");
+        double secs = 0;
+        cr_assert_eq(run_cmd_timed(cmd, out, sizeof out, &secs), 0, "%s", out);
+        int lines = s_count(out, "# ... 16777216 bytes: timed iteration ");
+        if (quiet) {
+            cr_expect_eq(lines, 0, "--quiet: no progress lines:\n%s", out);
+        } else {
+            cr_expect(lines >= 1, "%d iterations of %.0f us, %.1f s: no progress line:\n%s", iters, us, secs, out);
+            cr_expect(lines <= secs / 3 + 1, "%d progress lines in %.1f s: more than one every 3 s:\n%s", lines, secs, out);
+        }
+    }
+}

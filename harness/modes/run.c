@@ -11,6 +11,18 @@
 #include <string.h>
 #include <unistd.h>
 
+int h_oversub_warn(int ranks, FILE *out, const char *prefix)
+{
+    static int said;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1 || ranks <= cores) return 0;
+    if (said++) return 1;
+    fprintf(out, "%swarning: %d ranks on %ld cores: ranks wait for a CPU, so the timings are the host's scheduling as much "
+                 "as the algorithm's (fewer --procs, or a machine with more cores)\n", prefix, ranks, cores);
+    fflush(out);
+    return 1;
+}
+
 int h_run_load_check(const h_run_cfg_t *o, FILE *out)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -27,12 +39,7 @@ int h_run_load_check(const h_run_cfg_t *o, FILE *out)
                      "with other work and their ranking may flip between runs\n", load[0], cores);
         warned = 1;
     }
-    if (ranks > cores) {
-        fprintf(out, "# warning: %d ranks on %ld cores: ranks wait for a CPU, so the figures measure the scheduler as "
-                     "much as the engines (fewer --procs, or a machine with more cores)\n", ranks, cores);
-        warned = 1;
-    }
-    return warned;
+    return h_oversub_warn(ranks, out, "# ") || warned;
 }
 
 /* One engine configuration's train samples/s (an emulated run's: the emulated cluster's) over the rounds, at
