@@ -285,9 +285,12 @@ static int s_check_train_paths(const h_opts_t *o)
 static int s_report(h_opts_t *o)
 {
     err_clear();
-    int r = h_report_run(o->nmeasured, o->measured, o->plots_dir, o->format ? o->format : "text", o->label);
+    h_report_cfg_t c = {.outdir = o->plots_dir, .format = o->format, .run_label = o->label, .table = o->table,
+                        .csv_dir = o->csv_dir};
+    int r = h_report_with(o->nmeasured, o->measured, &c);
     if (r >= 0) return r;
-    if (err_detail()[0]) fprintf(stderr, "harness: report: %s\n", err_detail());
+    const char *why = err_detail(); /* report's own messages may start with "report: " already */
+    if (why[0]) fprintf(stderr, "harness: report: %s\n", strncmp(why, "report: ", 8) ? why : why + 8);
     return r == ERR_INVAL ? 2 : 1;
 }
 
@@ -440,7 +443,7 @@ int main(int argc, char **argv)
     if (h_opts_check_mode(&o) < 0) return s_exit(ERR_INVAL, 2);
     /* every output path before any work: a run must not be lost to a late check */
     if (s_check_writable("--json", o.json) < 0 || (o.timeline && afile_check_dest("--timeline", o.timeline) < 0) ||
-        s_check_folder("--plots", o.plots_dir) < 0 || s_check_train_paths(&o) < 0)
+        s_check_folder("--plots", o.plots_dir) < 0 || s_check_folder("--csv", o.csv_dir) < 0 || s_check_train_paths(&o) < 0)
         return s_exit(ERR_INVAL, 2);
     if (!strcmp(o.mode, "report")) return s_report(&o);
     if (!strcmp(o.mode, "explain")) {

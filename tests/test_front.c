@@ -121,3 +121,85 @@ Test(front, a_long_bench_size_shows_progress, .timeout = 300)
         }
     }
 }
+
+/* tests/data/report_sample.jsonl, by this file's path as the Makefile compiles it (from the checkout) */
+static void s_sample(char *path, size_t len)
+{
+    const char *f = __FILE__, *slash = strrchr(f, '/');
+    snprintf(path, len, "%.*s/data/report_sample.jsonl", slash ? (int)(slash - f) : 1, slash ? f : ".");
+}
+
+/* `report --format csv` wrote its bench, train and model tables, each with its own header, into one stream
+ * that no CSV reader takes as is. --csv DIR writes one file per table (bench.csv, train.csv, model.csv),
+ * --table T prints one table alone (in any format), both with tidy columns (engine_label, run, model, emulated,
+ * device, nodes, gpus_per_node, host_bound_runs), every row as wide as its header: read here with python3's
+ * csv module. The one stream stays, and says on stderr how to get one table a file. */
+Test(front, report_csv_one_table_a_file, .timeout = 60)
+{
+    s_find();
+    char sample[512], dir[] = "/tmp/sb-front-csv-XXXXXX", cmd[4096], out[1 << 16], py[600];
+    s_sample(sample, sizeof sample);
+    cr_assert(mkdtemp(dir));
+    snprintf(cmd, sizeof cmd, "%s report %s --csv %s/tables 2>/dev/null", g_harness, sample, dir);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "/tables/bench.csv: 5 rows") && strstr(out, "/tables/train.csv: 4 rows") &&
+              strstr(out, "/tables/model.csv: 2 rows"), "%s", out);
+    snprintf(py, sizeof py, "%s/check.py", dir);
+    FILE *f = fopen(py, "w");
+    cr_assert(f);
+    fputs("import csv, sys\n"
+          "want = {'bench': ['label', 'world', 'bytes', 'busbw_gbs', 'host_bound_runs', 'engine_label', 'run', 'model',\n"
+          "                  'emulated', 'nodes', 'gpus_per_node', 'transport'],\n"
+          "        'train': ['label', 'world', 'samples_per_s', 'host_bound_runs', 'engine_label', 'run', 'model', 'emulated',\n"
+          "                  'device', 'nodes', 'gpus_per_node', 'batch'],\n"
+          "        'model': ['what', 'label', 'world', 'pred_us']}\n"
+          "for name, cols in want.items():\n"
+          "    rows = list(csv.reader(open(sys.argv[1] + '/' + name + '.csv', newline='')))\n"
+          "    head = rows[0]\n"
+          "    assert 'section' not in head, (name, head)\n"
+          "    assert len(set(head)) == len(head), (name, 'a column twice', head)\n"
+          "    for c in cols: assert c in head, (name, c, head)\n"
+          "    for r in rows[1:]:\n"
+          "        assert len(r) == len(head), (name, r)\n"
+          "        int(r[head.index('world')])\n"
+          "    print(name, len(rows) - 1)\n"
+          "t = list(csv.DictReader(open(sys.argv[1] + '/train.csv', newline='')))\n"
+          "ps = [r for r in t if r['label'] == 'ps-servers1'][0]\n"
+          "assert ps['engine_label'] == 'ps-servers1' and ps['servers'] == '1' and ps['batch'] == '256', ps\n"
+          "print('ok')\n", f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "python3 %s %s/tables", py, dir);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "bench 5\ntrain 4\nmodel 2\nok\n"), "%s", out);
+    /* --table train --format csv: the same table as train.csv, on stdout */
+    snprintf(cmd, sizeof cmd, "%s report %s --table train --format csv 2>/dev/null | cmp - %s/tables/train.csv", g_harness,
+             sample, dir);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 0, "--table train differs from train.csv: %s", out);
+    /* --table in text: that table alone */
+    snprintf(cmd, sizeof cmd, "%s report %s --table bench --plots %s/plots 2>/dev/null", g_harness, sample, dir);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "# bench: busbw") && !strstr(out, "# train: ") && !strstr(out, "# model: "), "%s", out);
+    /* the one stream says how to get one table a file */
+    snprintf(cmd, sizeof cmd, "{ %s report %s --format csv 2>&1 >/dev/null; }", g_harness, sample);
+    run_cmd(cmd, out, sizeof out);
+    cr_expect(strstr(out, "3 tables with different headers in one stream") && strstr(out, "--csv DIR"), "%s", out);
+    /* what cannot be done: said once, exit 2 */
+    static const struct { const char *args, *said; } bad[] = {
+        {"--table nothing", "bad value 'nothing' for --table: expected bench, train or model"},
+        {"--csv DIR/x --format md", "--csv DIR/x writes CSV files and --format md prints tables: give one of them"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char args[700], said[700];
+        snprintf(args, sizeof args, "%s", bad[i].args);
+        snprintf(said, sizeof said, "%s", bad[i].said);
+        char *d = strstr(args, "DIR");
+        if (d) snprintf(d, sizeof args - (size_t)(d - args), "%s/x%s", dir, strstr(bad[i].args, "DIR") + 5);
+        d = strstr(said, "DIR");
+        if (d) snprintf(d, sizeof said - (size_t)(d - said), "%s/x%s", dir, strstr(bad[i].said, "DIR") + 5);
+        snprintf(cmd, sizeof cmd, "%s report %s %s", g_harness, sample, args);
+        cr_expect_eq(run_cmd(cmd, out, sizeof out), 2, "%s: %s", args, out);
+        cr_expect(strstr(out, said) && s_count(out, "harness: ") == 1, "%s: want '%s':\n%s", args, said, out);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+}

@@ -458,15 +458,26 @@ static int s_figures(const h_rdata_t *d, char **files, const char *outdir, FILE 
     return rc;
 }
 
-/* The tables in format fmt on stdout, then the figures (text: always, unless no_fig; others: when outdir is
- * given). */
-static int s_output(const h_rdata_t *d, const char *fmt, int nfiles, char **files, const char *outdir, size_t n, size_t nbad,
-                    int no_fig)
+/* The tables in format fmt on stdout (only table kind >= 0's), or one CSV file per table into c->csv_dir, then the
+ * figures (text: always, unless no_fig; others: when outdir is given). */
+static int s_output(const h_rdata_t *all, const char *fmt, int kind, const h_report_cfg_t *c, int nfiles, char **files,
+                    size_t n, size_t nbad, int no_fig)
 {
-    int text = !strcmp(fmt, "text"), any = d->nb || d->nt || d->nm;
-    if (text) {
+    h_rdata_t v = *all, *d = &v; /* --table: the other kinds' rows left out, in every format and figure */
+    if (kind >= 0) {
+        v.nb = kind == 0 ? v.nb : 0;
+        v.nt = kind == 1 ? v.nt : 0;
+        v.nm = kind == 2 ? v.nm : 0;
+    }
+    int text = !strcmp(fmt, "text") && !c->csv_dir, any = d->nb || d->nt || d->nm;
+    if (kind >= 0 && !any && n)
+        return err_set(ERR_INVAL, "--table %s: the files hold no %s rows (bench %zu, train %zu, model %zu)", c->table,
+                       c->table, all->nb, all->nt, all->nm);
+    if (c->csv_dir) {
+        CHECK(h_report_csv_dir(d, c->csv_dir, kind, stdout));
+    } else if (text) {
         printf("# syncbench report: %d file%s, %zu results (bench %zu, train %zu, model %zu)", nfiles, nfiles == 1 ? "" : "s",
-               n, d->nb, d->nt, d->nm);
+               n, all->nb, all->nt, all->nm);
         if (nbad) printf(", %zu malformed line%s skipped (counted on stderr)", nbad, nbad == 1 ? "" : "s");
         printf("\n");
         if (!any) printf("# nothing to report\n");
@@ -475,17 +486,25 @@ static int s_output(const h_rdata_t *d, const char *fmt, int nfiles, char **file
         h_report_json(stdout, d, nfiles, files, n, nbad);
     } else if (!strcmp(fmt, "md")) {
         h_report_md(stdout, d);
+    } else if (kind >= 0) {
+        h_report_csv_table(stdout, d, kind);
     } else {
         h_report_csv(stdout, d);
     }
-    if (!any || no_fig || (!text && !outdir)) return 0;
-    return s_figures(d, files, outdir, text ? stdout : stderr);
+    if (!any || no_fig || (!text && !c->outdir)) return 0;
+    return s_figures(d, files, c->outdir, text ? stdout : stderr);
 }
 
-static int s_report(int nfiles, char **files, const char *outdir, const char *format, const char *run_label, int no_fig)
+static int s_report(int nfiles, char **files, const h_report_cfg_t *c, int no_fig)
 {
+    const char *format = c->format ? c->format : "text";
+    int kind = h_report_kind(c->table);
     if (strcmp(format, "text") && strcmp(format, "json") && strcmp(format, "md") && strcmp(format, "csv"))
         return err_set(ERR_INVAL, "report: unknown --format %s (text, json, md or csv)", format);
+    if (c->table && kind < 0) return err_set(ERR_INVAL, "report: unknown --table %s (bench, train or model)", c->table);
+    if (c->csv_dir && c->format && strcmp(c->format, "csv"))
+        return err_set(ERR_INVAL, "report: --csv %s writes CSV files and --format %s prints tables: give one of them",
+                       c->csv_dir, c->format);
     if (nfiles < 1)
         return err_set(ERR_INVAL, "report needs at least one results file (JSON lines, e.g. results/run-latest.jsonl)");
     h_jobj_t *objs = NULL;
@@ -500,8 +519,8 @@ static int s_report(int nfiles, char **files, const char *outdir, const char *fo
             snprintf(empty + strlen(empty), sizeof empty - strlen(empty), "%s%s", empty[0] ? ", " : "", files[fi]);
     }
     h_rdata_t d = {0};
-    int rc = s_collect(objs, n, &d, run_label, stderr);
-    if (rc == 0) rc = s_output(&d, format, nfiles, files, outdir, n, nbad, no_fig);
+    int rc = s_collect(objs, n, &d, c->run_label, stderr);
+    if (rc == 0) rc = s_output(&d, format, kind, c, nfiles, files, n, nbad, no_fig);
     fflush(stdout);
     if (rc == 0 && rrc < 0) rc = err_set(rrc == ERR_NOMEM ? ERR_NOMEM : ERR_IO, "report: a results file could not be read (see above)");
     if (rc == 0 && empty[0])
@@ -518,15 +537,23 @@ static int s_report(int nfiles, char **files, const char *outdir, const char *fo
 
 int h_report(int nfiles, char **files, const char *outdir, const char *format)
 {
-    return s_report(nfiles, files, outdir, format, NULL, 0);
+    h_report_cfg_t c = {.outdir = outdir, .format = format};
+    return s_report(nfiles, files, &c, 0);
 }
 
 int h_report_run(int nfiles, char **files, const char *outdir, const char *format, const char *run_label)
 {
-    return s_report(nfiles, files, outdir, format, run_label, 0);
+    h_report_cfg_t c = {.outdir = outdir, .format = format, .run_label = run_label};
+    return s_report(nfiles, files, &c, 0);
 }
 
 int h_report_tables(int nfiles, char **files)
 {
-    return s_report(nfiles, files, NULL, "text", NULL, 1);
+    h_report_cfg_t c = {0};
+    return s_report(nfiles, files, &c, 1);
+}
+
+int h_report_with(int nfiles, char **files, const h_report_cfg_t *c)
+{
+    return s_report(nfiles, files, c, 0);
 }
