@@ -203,3 +203,29 @@ Test(front, report_csv_one_table_a_file, .timeout = 60)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     cr_assert_eq(system(cmd), 0);
 }
+
+/* An emulated model computes no loss, yet every progress line said "rank 0 loss 0.0000". Its lines now carry
+ * none, and give the emulated rate and step (the host's over --dilate) as its table does; a real model's
+ * lines keep their loss. */
+Test(front, emulated_progress_says_no_made_up_loss, .timeout = 120)
+{
+    s_find();
+    char cmd[2048], out[1 << 16];
+    snprintf(cmd, sizeof cmd, "%s train --engine ring --nodes 2 --gpus-per-node 1 --model resnet50 --shrink 100 --steps 3 "
+             "--warmup-steps 1 --dilate 2", g_harness);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    cr_expect_eq(s_count(out, "# ring step "), 2, "%s", out);
+    cr_expect_eq(s_count(out, "loss"), 0, "an emulated run's lines name a loss:\n%s", out);
+    cr_expect_eq(s_count(out, "samples/s emulated (rank 0 x workers), step "), 3, "%s", out);
+    /* the last step's step time beside the table's (the median of two): same emulated scale, within 2x */
+    const char *last = strstr(out, "# ring step 2/2: ~"), *row = strstr(out, "\n  ring ");
+    double ps, pms, tsps, tms;
+    cr_assert(last && sscanf(last, "# ring step 2/2: ~%lf samples/s emulated (rank 0 x workers), step %lf", &ps, &pms) == 2,
+              "%s", out);
+    cr_assert(row && sscanf(row, " ring %*d %lf %*f %*f %*f %lf", &tsps, &tms) == 2, "%s", out);
+    cr_expect(pms > tms / 2 && pms < tms * 2 && ps > tsps / 2 && ps < tsps * 2, "progress %.1f/s %.2f ms, table %.1f/s %.2f ms",
+              ps, pms, tsps, tms);
+    snprintf(cmd, sizeof cmd, "%s train --engine ring --procs 2 --model mlp:784-32-10 --steps 2 --warmup-steps 0", g_harness);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    cr_expect_eq(s_count(out, ": rank 0 loss "), 2, "a real model's lines keep their loss:\n%s", out);
+}
