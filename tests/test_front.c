@@ -229,3 +229,35 @@ Test(front, emulated_progress_says_no_made_up_loss, .timeout = 120)
     cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
     cr_expect_eq(s_count(out, ": rank 0 loss "), 2, "a real model's lines keep their loss:\n%s", out);
 }
+
+/* `train --procs 3` failed inside every rank (the default global batch 256 is not a multiple of 3): it is found
+ * before launch, said once, with the way out (--batch-per-gpu, or the nearest multiples); --scaling's every
+ * world is checked; a batch the workers share, or --batch-per-gpu, runs. */
+Test(front, a_batch_the_workers_cannot_share_is_caught_before_launch, .timeout = 120)
+{
+    s_find();
+    static const struct { const char *args, *said; } cases[] = {
+        {"--procs 3", "the global batch 256 (the default) is not a multiple of the 3 workers: give each worker's batch, "
+                      "--batch-per-gpu B (torchrun's and Horovod's way), or a --batch that 3 divides (255 or 258)"},
+        {"--procs 4 --batch 10", "the global batch 10 (--batch) is not a multiple of the 4 workers"},
+        {"--scaling 1,2,3 --batch 4", "not a multiple of the 3 workers of a --scaling world"},
+        {"--procs 5 --batch 3", "or a --batch that 5 divides (5)"},
+    };
+    char cmd[2048], out[1 << 15];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        for (int mode = 0; mode < 2; mode++) {
+            snprintf(cmd, sizeof cmd, "cd /tmp && timeout 60 %s %s %s --steps 2 --model mlp:784-32-10 --json /dev/null", g_harness,
+                     mode ? "run" : "train", cases[i].args);
+            if (mode && strstr(cases[i].args, "--scaling")) continue; /* run is one world */
+            cr_expect_eq(run_cmd(cmd, out, sizeof out), 2, "%s: %s", cmd, out);
+            cr_expect(strstr(out, cases[i].said) != NULL, "%s: want '%s':\n%s", cmd, cases[i].said, out);
+            cr_expect(s_count(out, "harness: ") == 1 && !strstr(out, "[rank") && !strstr(out, "rank 0") &&
+                      !strstr(out, "syncbench"), "%s: once, before any rank:\n%s", cmd, out);
+        }
+    }
+    static const char *const fine[] = {"--procs 3 --batch 258", "--procs 3 --batch-per-gpu 4"};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd, "%s train %s --steps 2 --warmup-steps 0 --model mlp:784-32-10 --quiet", g_harness, fine[i]);
+        cr_expect_eq(run_cmd(cmd, out, sizeof out), 0, "%s: %s", fine[i], out);
+    }
+}
