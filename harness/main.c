@@ -285,9 +285,12 @@ static int s_check_train_paths(const h_opts_t *o)
 static int s_report(h_opts_t *o)
 {
     err_clear();
-    int r = h_report_run(o->nmeasured, o->measured, o->plots_dir, o->format ? o->format : "text", o->label);
+    h_report_cfg_t c = {.outdir = o->plots_dir, .format = o->format, .run_label = o->label, .table = o->table,
+                        .csv_dir = o->csv_dir};
+    int r = h_report_with(o->nmeasured, o->measured, &c);
     if (r >= 0) return r;
-    if (err_detail()[0]) fprintf(stderr, "harness: report: %s\n", err_detail());
+    const char *why = err_detail(); /* report's own messages may start with "report: " already */
+    if (why[0]) fprintf(stderr, "harness: report: %s\n", strncmp(why, "report: ", 8) ? why : why + 8);
     return r == ERR_INVAL ? 2 : 1;
 }
 
@@ -358,13 +361,64 @@ static int s_run(h_opts_t *o)
         printf("\n# syncbench run: the engines side by side (harness report %s)\n", o->json);
         fflush(stdout);
         h_report(1, files, NULL, "text");
-        h_run_summary(o->json, stdout);
+        h_run_summary(o->json, "run", stdout);
         if (o->json == runfile)
             printf("# this run's results: %s (results/tmp/run-latest.jsonl points at it; earlier runs are kept beside it)\n",
                    runfile);
         if (h_run_load_check(&rc_cfg, stdout)) printf("# (the warning above holds at the end of the run too)\n");
     }
     return a ? a : b;
+}
+
+/* The lines appended to path from byte off on copied to the file open on fd: 0, or -1 (errno). */
+static int s_copy_tail(const char *path, off_t off, int fd)
+{
+    FILE *in = fopen(path, "r");
+    if (!in) return -1;
+    char buf[65536];
+    size_t n;
+    int rc = fseeko(in, off, SEEK_SET);
+    while (rc == 0 && (n = fread(buf, 1, sizeof buf, in)) > 0) rc = write(fd, buf, n) == (ssize_t)n ? 0 : -1;
+    fclose(in);
+    return rc;
+}
+
+/* `harness train` of several engines (or with --peers): the launches, then the engines side by side (report's
+ * text tables) and run's verdict, from this train's own result lines: a private file the ranks write (no
+ * --json), or the lines appended to --json FILE by these launches (not the earlier runs it holds). */
+static int s_train(h_opts_t *o)
+{
+    const char *tdir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s/sb-train-XXXXXX.jsonl", tdir);
+    int fd = o->json && !strcmp(o->json, "-") ? -1 : mkstemps(tmp, 6);
+    if (fd < 0) return s_exit(h_drive(o, NULL), 2); /* JSON lines on stdout, or no private file: no summary */
+    const char *user = o->json;
+    struct stat st;
+    off_t off = user && stat(user, &st) == 0 ? st.st_size : 0;
+    if (!user) o->json = tmp;
+    int rc = s_exit(h_drive(o, NULL), 2);
+    o->json = user;
+    int copied = !user || s_copy_tail(user, off, fd) == 0;
+    close(fd);
+    if (rc < 128 && copied) {
+        char *files[1] = {tmp};
+        h_jobj_t *objs = NULL;
+        size_t n = 0, bad = 0, ntrain = 0;
+        if (h_jread_files(1, files, &objs, &n, &bad, NULL) == 0)
+            for (size_t i = 0; i < n; i++) ntrain += !strcmp(h_jstr(&objs[i], "mode", ""), "train");
+        h_jfree_all(&objs, &n);
+        if (ntrain > 1) {
+            printf("\n# syncbench train: the engines side by side%s%s%s\n", user ? " (harness report " : "", user ? user : "",
+                   user ? " holds them with its earlier runs)" : " (--json FILE keeps them)");
+            fflush(stdout);
+            h_report_tables(1, files);
+            h_run_summary(tmp, "train", stdout);
+            fflush(stdout);
+        }
+    }
+    unlink(tmp);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -389,7 +443,7 @@ int main(int argc, char **argv)
     if (h_opts_check_mode(&o) < 0) return s_exit(ERR_INVAL, 2);
     /* every output path before any work: a run must not be lost to a late check */
     if (s_check_writable("--json", o.json) < 0 || (o.timeline && afile_check_dest("--timeline", o.timeline) < 0) ||
-        s_check_folder("--plots", o.plots_dir) < 0 || s_check_train_paths(&o) < 0)
+        s_check_folder("--plots", o.plots_dir) < 0 || s_check_folder("--csv", o.csv_dir) < 0 || s_check_train_paths(&o) < 0)
         return s_exit(ERR_INVAL, 2);
     if (!strcmp(o.mode, "report")) return s_report(&o);
     if (!strcmp(o.mode, "explain")) {
@@ -429,6 +483,8 @@ int main(int argc, char **argv)
         return s_exit(h_drive(&o, NULL), 2);
     }
     if (!strcmp(o.mode, "run")) return s_run(&o);
+    int several = o.nengines > 1 || o.peers;
+    if ((o.procs || o.gpus || o.nnodes || o.nodes || o.nscaling) && !strcmp(o.mode, "train") && several) return s_train(&o);
     if (o.procs || o.gpus || o.nnodes || o.nodes || o.nscaling) return s_exit(h_drive(&o, NULL), 2);
     /* no launch: this process is one rank, of the environment's world or of a world of one */
     if (s_check_rank_env() < 0) return s_exit(ERR_INVAL, 2);

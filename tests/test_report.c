@@ -374,7 +374,7 @@ Test(report, host_bound_marked_and_the_emulated_efficiency_carried)
     cr_assert(strstr(out, "# ! host-bound"), "the mark explained:\n%s", out);
     rc = s_report_fmt(1, files, NULL, "csv", out, sizeof out, err, sizeof err);
     cr_assert_eq(rc, 0);
-    cr_assert(strstr(out, ",host_bound_runs\n") && strstr(out, ",0.919,") && strstr(out, ",3.676,1200,1200,1\n"), "%s", out);
+    cr_assert(strstr(out, ",host_bound_runs,engine_label,") && strstr(out, ",0.919,") && strstr(out, ",3.676,1200,1200,1,"), "%s", out);
     char rm[600];
     snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
     cr_assert_eq(system(rm), 0);
@@ -410,14 +410,17 @@ Test(report, json)
     cr_assert(strstr(out, "\"results\":12,\"malformed\":5"), "%s", out);
     /* ring@4, 1 MiB: busbw 1.048576, algbw 0.699051, time 1500 us */
     cr_assert(strstr(out, "{\"label\":\"ring\",\"world\":4,\"servers\":0,\"bytes\":1048576,\"time_us\":1500,"
-                          "\"busbw_gbs\":1.048576,\"algbw_gbs\":0.699051,\"runs\":1,\"wrong\":0,\"net\":\"\",\"host_bound_runs\":0}"), "%s", out);
+                          "\"busbw_gbs\":1.048576,\"algbw_gbs\":0.699051,\"runs\":1,\"wrong\":0,\"net\":\"\",\"host_bound_runs\":0,"
+                          "\"engine_label\":\"ring\",\"run\":\"\",\"model\":\"\",\"emulated\":0,\"device\":\"\",\"nodes\":null,"
+                          "\"gpus_per_node\":null,\"dtype\":\"f32\",\"op\":\"sum\",\"transport\":\"shm\"}"), "%s", out);
     cr_assert(strstr(out, "{\"label\":\"ps-sync-servers1\",\"world\":4,\"servers\":1,"), "%s", out);
     /* train ring@2: 1800 samples/s, efficiency 1800 / (2 * 1000) = 0.9 against world 1, from line 10 */
     cr_assert(strstr(out, "{\"label\":\"ring\",\"world\":2,\"servers\":0,\"samples_per_s\":1800,"
                           "\"step_ms_p50\":142.22222222222223,"), "%s", out);
     cr_assert(strstr(out, "\"scaling_eff\":0.9,\"eff_base_world\":1,\"runs\":1,\"src\":\""), "%s", out);
     cr_assert(strstr(out, "report_sample.jsonl:10\",\"speedup\":null,\"samples_per_s_min\":1800,\"samples_per_s_max\":1800,"
-                          "\"host_bound_runs\":0}"),
+                          "\"host_bound_runs\":0,\"engine_label\":\"ring\",\"run\":\"\",\"model\":\"\",\"emulated\":0,\"device\":\"\","
+                          "\"nodes\":null,\"gpus_per_node\":null,\"batch\":256,\"net\":\"\"}"),
               "%s", out);
     cr_assert(strstr(out, "\"mem_imbalance\":2,\"mem_engine_imbalance\":null,"), "%s", out);
     /* model: the measured point and the extrapolation without measurement */
@@ -430,10 +433,10 @@ Test(report, markdown)
 {
     static char out[65536];
     s_sample_fmt("md", out, sizeof out);
-    cr_assert(strstr(out, "## bench\n\n| label | world | servers | bytes | time_us | busbw_gbs | algbw_gbs | runs | wrong | net | host_bound_runs |\n"
+    cr_assert(strstr(out, "## bench\n\n| label | world | servers | bytes | time_us | busbw_gbs | algbw_gbs | runs | wrong | net | host_bound_runs | engine_label | run | model | emulated | device | nodes | gpus_per_node | dtype | op | transport |\n"
                           "| --- | ---: |"), "%s", out);
-    cr_assert(strstr(out, "\n| ring | 4 | 0 | 1048576 | 1500.000 | 1.049 | 0.699 | 1 | 0 | - | 0 |\n"), "%s", out);
-    cr_assert(strstr(out, "\n| tree | 4 | 0 | 1048576 | 1250.000 | 1.258 | 0.839 | 1 | 0 | - | 0 |\n"), "%s", out);
+    cr_assert(strstr(out, "\n| ring | 4 | 0 | 1048576 | 1500.000 | 1.049 | 0.699 | 1 | 0 | - | 0 | ring | - | - | 0 | - | - | - | f32 | sum | shm |\n"), "%s", out);
+    cr_assert(strstr(out, "\n| tree | 4 | 0 | 1048576 | 1250.000 | 1.258 | 0.839 | 1 | 0 | - | 0 | tree | - | - | 0 | - | - | - | f32 | sum | shm |\n"), "%s", out);
     cr_assert(strstr(out, "## train\n"), "%s", out);
     cr_assert(strstr(out, "\n| ring | 4 | 0 | 3000.0 | 85.33 | 100.00 | 0.50 | 0.25 | 1.000 | - | 0.750 | 1 | 1 | "), "%s", out);
     cr_assert(strstr(out, "\n| ps-servers1 | 2 | 1 | 1500.0 | 170.67 | 200.00 | 0.50 | 0.25 | 2.000 | - | 1.000 | 2 | 1 | "), "%s", out);
@@ -446,12 +449,15 @@ Test(report, csv)
 {
     static char out[65536];
     s_sample_fmt("csv", out, sizeof out);
-    cr_assert(!strncmp(out, "section,label,world,servers,bytes,time_us,busbw_gbs,algbw_gbs,runs,wrong,net,host_bound_runs\n", 93), "%s", out);
-    cr_assert(strstr(out, "\nbench,ring,4,0,1048576,1500,1.048576,0.699051,1,0,,0\n"), "%s", out);
-    cr_assert(strstr(out, "\nbench,ring,2,0,1024,10,0.1024,0.1024,1,0,,0\n"), "%s", out);
+    const char *head = "section,label,world,servers,bytes,time_us,busbw_gbs,algbw_gbs,runs,wrong,net,host_bound_runs,engine_label,run,"
+                       "model,emulated,device,nodes,gpus_per_node,dtype,op,transport\n";
+    cr_assert(!strncmp(out, head, strlen(head)), "%s", out);
+    cr_assert(strstr(out, "\nbench,ring,4,0,1048576,1500,1.048576,0.699051,1,0,,0,ring,,,0,,,,f32,sum,shm\n"), "%s", out);
+    cr_assert(strstr(out, "\nbench,ring,2,0,1024,10,0.1024,0.1024,1,0,,0,ring,,,0,,,,f32,sum,shm\n"), "%s", out);
     cr_assert(strstr(out, "\n\nsection,label,world,servers,samples_per_s,step_ms_p50,step_ms_p99,comm_ms_p50,wait_ms_p50,"
                           "mem_imbalance,mem_engine_imbalance,scaling_eff,eff_base_world,runs,src,speedup,samples_per_s_min,"
-                          "samples_per_s_max,host_bound_runs\n"), "%s", out);
+                          "samples_per_s_max,host_bound_runs,engine_label,run,model,emulated,device,nodes,gpus_per_node,batch,net\n"),
+              "%s", out);
     cr_assert(strstr(out, "\ntrain,ring,2,0,1800,142.22222222222223,166.66666666666666,0.5,0.25,1,,0.9,1,1,"), "%s", out);
     cr_assert(strstr(out, "\n\nsection,what,label,world,bytes,pred_us,meas_us,err_pct\n"), "%s", out);
     cr_assert(strstr(out, "\nmodel,bench,ring,4,1048576,1380,1500,-8\n"), "%s", out);

@@ -47,6 +47,7 @@ void h_bench_cfg_of(const h_opts_t *o, h_bench_cfg_t *c)
     c->check = o->check;
     c->time_ranks = o->average;
     c->timeout_s = o->timeout_s;
+    c->quiet = o->quiet;
     c->net = o->net;
     h_emu_cfg_of(o, &c->emu);
     h_engset_of(o, &c->es);

@@ -5,6 +5,7 @@
 #include "core/err.h"
 #include "trainer/workload.h"
 #include "trainer/model.h"
+#include "trainer/trainer.h"
 #include "core/optim.h"
 #include "harness/registry/layouts.h"
 #include <ctype.h>
@@ -461,6 +462,32 @@ static int s_min_workers(const h_opts_t *o)
     return 0;
 }
 
+/* train's global batch (--batch, or the trainer's default when neither it nor --batch-per-gpu is given and the
+ * model is not an emulated one, which takes a batch a GPU) split evenly over the workers of every world of the
+ * run, found before launch (every rank failed with it) with the way out: --batch-per-gpu, or a multiple. */
+static int s_check_batch(const h_opts_t *o)
+{
+    if (strcmp(o->mode, "train") && strcmp(o->mode, "run")) return 0;
+    int given = h_opts_given(o, "batch");
+    if (!given && (o->batch_per_gpu > 0 || workload_is_known(o->model))) return 0;
+    long b = given ? o->batch : TRAINER_DEFAULT_BATCH;
+    int worlds[H_MAX_SCALING + 1], nw = 0;
+    for (int i = 0; i < o->nscaling; i++) worlds[nw++] = o->scaling[i] * (o->nodes && o->gpus_per_node ? o->gpus_per_node : 1);
+    if (!nw && (worlds[0] = s_min_workers(o)) > 0) nw = 1; /* 0: a torchrun-style world, the rank checks it */
+    for (int i = 0; i < nw; i++) {
+        int w = worlds[i];
+        if (w < 1 || b % w == 0) continue;
+        long lo = b / w * w, hi = lo + w;
+        char near[64];
+        if (lo > 0) snprintf(near, sizeof near, "%ld or %ld", lo, hi);
+        else snprintf(near, sizeof near, "%ld", hi);
+        return err_set(ERR_INVAL, "the global batch %ld (%s) is not a multiple of the %d workers%s: give each worker's "
+                       "batch, --batch-per-gpu B (torchrun's and Horovod's way), or a --batch that %d divides (%s)", b,
+                       given ? "--batch" : "the default", w, o->nscaling ? " of a --scaling world" : "", w, near);
+    }
+    return 0;
+}
+
 /* The values the ranks would otherwise refuse only once launched (each rank, with a source location):
  * --model, --optim and --straggler, checked here, before any launch. */
 static int s_check_values(const h_opts_t *o)
@@ -503,6 +530,7 @@ static int s_check_values(const h_opts_t *o)
             return err_set(ERR_INVAL, "--optim %s: %s; e.g. sgd:lr=0.05,momentum=0.9 or adam:lr=1e-3", o->optim, why);
         }
     }
+    CHECK(s_check_batch(o));
     if (o->straggler && *o->straggler) {
         char *end;
         long r = strtol(o->straggler, &end, 10);

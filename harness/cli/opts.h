@@ -95,6 +95,8 @@ typedef struct {
     int   peers;                      /* --peers: also the peer engines (mpi) and PyTorch DDP / gloo (harness/peers.h) */
     const char *format;               /* --format text|json|md|csv (report) */
     const char *plots_dir;            /* --plots DIR (report) */
+    const char *table;                /* --table bench|train|model (report) */
+    const char *csv_dir;              /* --csv DIR (report): one CSV file per table */
     char *measured[H_MAX_FILES];      /* report / model: results files (positional ones, then --measured) */
     int   nmeasured;
     int   no_check;                   /* --no-check (model): no check against the measured files' runs */

@@ -469,6 +469,10 @@ const h_opt_t h_opt_table[] = {
     STR_IN(" report explain ", "plots", plots_dir, "  --plots DIR           report: where figures go (default: plots/ next to the first file)\n"),
     CHOICE_IN(" report ", "format", format, "text|json|md|csv", "text, json, md or csv",
            "  --format F            report: text (default), json, md or csv tables on stdout\n"),
+    CHOICE_IN(" report ", "table", table, "bench|train|model", "bench, train or model",
+           "  --table T             report: only that table (bench, train or model), in any format\n"),
+    STR_IN(" report ", "csv", csv_dir, "  --csv DIR             report: one CSV file per table, DIR/bench.csv, DIR/train.csv\n"
+                                       "                        (DIR/model.csv), each with one header (pandas.read_csv)\n"),
     FN_IN(" model simulate ", "measured", s_measured, nmeasured, "at most 64 files",
        "  --measured FILE       model: a results file to compare against (as a positional FILE)\n"),
     {.name = "no-check", .kind = K_FLAG, .off = F(no_check), .modes = " model ",

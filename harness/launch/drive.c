@@ -9,6 +9,7 @@
 #include "harness/emulate/cluster.h"
 #include "harness/launch/netem.h"
 #include "harness/launch/peers.h"
+#include "harness/modes/modes.h"
 #include "core/dev.h"
 #include "trainer/workload.h"
 #include "trainer/trainer.h"
@@ -301,6 +302,15 @@ int h_drive(h_opts_t *o, const char *mode_override)
     const char *engs[H_MAX_ENGINES * 2];
     int ne = s_engines_with_peers(o, engs);
     const char *mode = mode_override ? mode_override : o->mode;
+    int most = 0; /* the largest launch's ranks on this host (workers and servers; per node with --nnodes) */
+    h_engset_t es;
+    h_engset_of(o, &es);
+    for (int wi = 0; wi < nw; wi++)
+        for (int ei = 0; ei < ne; ei++) {
+            int r = worlds[wi] + h_engine_extra_ranks(&es, engs[ei], worlds[wi]);
+            most = r > most ? r : most;
+        }
+    h_oversub_warn(most, stderr, "harness: ");
     int torch = o->peers && (!strcmp(mode, "bench") || !strcmp(mode, "train")) && !o->gpus && !o->net && o->nnodes <= 1;
     int status = 0;
     for (int wi = 0; wi < nw; wi++) {

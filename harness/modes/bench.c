@@ -141,6 +141,18 @@ static int s_buffers(s_bench_t *B, size_t maxb)
     return 0;
 }
 
+/* Worker 0, unless --quiet: after iteration i of n (warm-up or timed) of a size, a progress line when the
+ * last one (or the size's start, *last) is H_BENCH_PROGRESS_S old, so a long size is never silent. */
+#define H_BENCH_PROGRESS_S 3.0
+static void s_progress(const s_bench_t *B, size_t bytes, const char *what, int i, int n, double *last)
+{
+    double now = now_us();
+    if (B->o->quiet || B->comm->rank != 0 || i == n || now - *last < H_BENCH_PROGRESS_S * 1e6) return;
+    *last = now;
+    printf("# ... %zu bytes: %s iteration %d of %d\n", bytes, what, i, n);
+    fflush(stdout);
+}
+
 /* Warm-up and timed allreduces of `bytes` on this rank; *wrong: the elements it got wrong. */
 static int s_time_size(s_bench_t *B, size_t bytes, uint64_t *wrong)
 {
@@ -154,7 +166,11 @@ static int s_time_size(s_bench_t *B, size_t bytes, uint64_t *wrong)
         CHECK(dev_memcpy(B->dsend, B->sendbuf, bytes));
         CHECK(dev_memcpy(B->drecv, B->recvbuf, bytes));
     }
-    for (int w = 0; w < o->warmup; w++) CHECK(B->ops->allreduce(B->eng, xsend, xrecv, count, o->dtype, o->op, B->tmo));
+    double last = now_us(); /* worker 0's progress: a line when a size runs on, at most one every H_BENCH_PROGRESS_S */
+    for (int w = 0; w < o->warmup; w++) {
+        CHECK(B->ops->allreduce(B->eng, xsend, xrecv, count, o->dtype, o->op, B->tmo));
+        s_progress(B, bytes, "warm-up", w + 1, o->warmup, &last);
+    }
     double l0 = now_us();
     for (int it = 0; it < o->iters; it++) {
         double t0 = now_us();
@@ -162,6 +178,7 @@ static int s_time_size(s_bench_t *B, size_t bytes, uint64_t *wrong)
         CHECK(B->ops->allreduce(B->eng, xsend, xrecv, count, o->dtype, o->op, B->tmo));
         B->times[it] = now_us() - t0;
         trace_x2("iteration", tr, "bytes", (int64_t)bytes, "iter", it);
+        s_progress(B, bytes, "timed", it + 1, o->iters, &last);
     }
     B->loop_us = (now_us() - l0) / o->iters;
     if (dev) CHECK(dev_memcpy(B->recvbuf, B->drecv, bytes));

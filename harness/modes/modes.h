@@ -23,6 +23,7 @@ typedef struct {
     int check;                        /* --check: verify every element */
     int time_ranks;                   /* -a: an iteration's time over the workers: 0 rank 0's, 1 mean, 2 min, 3 max */
     int timeout_s;                    /* --timeout */
+    int quiet;                        /* --quiet: no progress lines within a long size */
     h_emu_cfg_t emu;                  /* the emulated machines the ranks are placed on (emu.nodes > 0) */
     const char *net;                  /* --net: the emulated network (NULL: none) */
     h_engset_t es;                    /* what each engine's configuration is made from */
@@ -63,8 +64,10 @@ typedef struct {
 int h_train(const h_train_cfg_t *o, comm_t *comm);
 
 /* `harness run` (run.c): warn on out when the load average exceeds the cores or the ranks outnumber them
- * (1 if it warned); after the rounds, the train samples/s per engine (median, min - max) from the
- * results file and whether the ranking is within the spread (0, or -1 when the file cannot be read). */
+ * (1 if it warned); after the rounds (and after `harness train` of several engines: who "run" or "train"),
+ * the train samples/s per engine (an emulated run's: the emulated cluster's; median, min - max) from the
+ * results file and a verdict line: who leads, and whether the ranking is within the spread (0, or -1
+ * when the file cannot be read). */
 typedef struct {
     const char *engines[H_MAX_ENGINES];
     int nengines;
@@ -72,6 +75,9 @@ typedef struct {
     h_engset_t es;                    /* for the ranks each engine adds (dedicated servers) */
 } h_run_cfg_t;
 int h_run_load_check(const h_run_cfg_t *o, FILE *out);
-int h_run_summary(const char *json, FILE *out);
+/* Every mode that launches ranks (run, and the driver's launches): when the ranks on this host outnumber its
+ * cores, one warning line on out after prefix ("# ", "harness: "), once per process; 1 when they do. */
+int h_oversub_warn(int ranks, FILE *out, const char *prefix);
+int h_run_summary(const char *json, const char *who, FILE *out);
 
 #endif

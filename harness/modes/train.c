@@ -88,11 +88,27 @@ static int s_blas_threads(const comm_t *comm)
     return t;
 }
 
+/* Rank 0's progress line. An emulated model (emu) computes no loss: its line shows none, and its rate and step
+ * in emulated time (the host's divided by --dilate), as its table does. */
 static void s_progress(const h_train_cfg_t *o, const char *engine, int tty, int i, int total, const trainer_step_t *st,
-                       int nworkers, int warm)
+                       int nworkers, int warm, int emu)
 {
     if (o->quiet) return;
-    double rate = st->step_ms > 0 ? (double)st->samples * nworkers * 1000.0 / st->step_ms : 0;
+    double d = emu && o->dilate > 1 ? o->dilate : 1, step_ms = st->step_ms / d;
+    double rate = step_ms > 0 ? (double)st->samples * nworkers * 1000.0 / step_ms : 0;
+    if (emu) {
+        static double last_emu;
+        double now = now_ms();
+        if (tty && i != total && now - last_emu < 100) return;
+        last_emu = now;
+        int every = total >= 10 ? total / 10 : 1;
+        if (!tty && i % every && i != total) return;
+        printf(tty ? "\r  %-5s %s %4d/%-4d  ~%.0f samples/s (emulated)  step %.2f ms   " :
+                     "# %s %s %d/%d: ~%.0f samples/s emulated (rank 0 x workers), step %.2f ms\n", engine,
+               warm ? "warm-up" : tty ? "step   " : "step", i, total, rate, step_ms);
+        fflush(stdout);
+        return;
+    }
     static double last_ms;
     double now = now_ms();
     if (tty && i != total && now - last_ms < 100) return; /* at most 10 updates a second */
@@ -186,7 +202,7 @@ static int s_run_worker(const h_train_cfg_t *o, comm_t *comm, const char *name, 
         CHECK_GOTO(rc, trainer_step(t, &st), out);
         if (i == 0) me->loss_first = st.loss;
         me->skipped += (uint64_t)st.skipped; /* an overflow skip is a skip, warm-up or not */
-        if (show) s_progress(o, name, tty, i + 1, W, &st, ecfg->nworkers, 1);
+        if (show) s_progress(o, name, tty, i + 1, W, &st, ecfg->nworkers, 1, !trainer_shape(t));
     }
     uint64_t t0 = now_ns();
     double cpu0 = s_cpu_s();
@@ -203,7 +219,7 @@ static int s_run_worker(const h_train_cfg_t *o, comm_t *comm, const char *name, 
         s.sync[i] = st.sync_ms;
         me->samples += st.samples;
         me->skipped += (uint64_t)st.skipped;
-        if (show) s_progress(o, name, tty, i + 1, S, &st, ecfg->nworkers, 0);
+        if (show) s_progress(o, name, tty, i + 1, S, &st, ecfg->nworkers, 0, !trainer_shape(t));
     }
     double secs = (double)(now_ns() - t0) / 1e9;
     me->cpu_s = s_cpu_s() - cpu0;

@@ -5,6 +5,7 @@
  * against measured), or as JSON, Markdown or CSV tables of the same rows. Figures: plot.c. Malformed
  * lines are reported with file:line and skipped; without gnuplot the tables are still printed. */
 #include "harness/report/report.h"
+#include "harness/report/report_int.h"
 #include "harness/registry/engines.h"
 #include "harness/record/result.h"
 #include "harness/record/jsonl.h"
@@ -16,38 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Label of a result line: h_engine_label, after its run's name ("label": harness --label) when it has
- * one; kept safe inside gnuplot strings and file names. */
-static void s_label(const h_jobj_t *o, char *out, size_t len)
-{
-    const char *lab = h_jstr(o, "label", NULL);
-    int coloc = h_jflag(o, "colocate", 0);
-    /* peers (another project's collective: MPI, torch/gloo) are rows of the same tables, marked */
-    const char *engine = h_jstr(o, "engine", "?");
-    int peer = h_jflag(o, "peer", 0) || h_engine_is_peer(engine);
-    /* a named run (--label NAME): "NAME:engine" */
-    size_t k0 = lab ? (size_t)snprintf(out, len, "%s:", lab) : 0;
-    if (k0 >= len) k0 = len - 1;
-    if (peer) snprintf(out + k0, len - k0, "%s", engine); /* its library and version are in impl */
-    else h_engine_label(out + k0, len - k0, engine, h_jstr(o, "impl", ""), (int)h_jnum(o, "servers", 0), coloc);
-    const h_jfield_t *emu = h_jget(o, "emulated");
-    if (emu && emu->num != 0) {
-        /* an emulated cluster's run: the model, the device and the link decide it as much as the engine */
-        size_t k = strlen(out);
-        const char *net = h_jstr(o, "net", ""), *rate = strstr(net, "inter=");
-        int K = (int)h_jnum(o, "server_nodes", 0);
-        char knodes[24] = "";
-        if (K > 0) snprintf(knodes, sizeof knodes, "-K%d", K);
-        snprintf(out + k, len - k, "%s/%s/%s/%.*s", knodes, h_jstr(o, "model", "?"), h_jstr(o, "device", "?"),
-                 rate ? (int)strcspn(rate + 6, ",") : 4, rate ? rate + 6 : "none");
-    }
-    for (char *p = out; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("-_./=+:", *p)))
-            *p = '_';
-    size_t n = strlen(out);
-    if (peer && n + 7 < len) snprintf(out + n, len - n, "(peer)");
-}
 
 static int s_cmp_bench(const void *a, const void *b)
 {
@@ -89,140 +58,6 @@ static double s_rep_median(const double *rep, size_t nrep)
         v[i] = rep[i];
     }
     return h_median(v, nr);
-}
-
-/* Fields that are not part of a configuration: what was measured, and the run's metadata. Every other
- * field (engine, impl, servers, transport, dtype, op, world, net, model, device, nodes, shrink, the
- * run's label, fields added later...) is, so runs that differ in any of them never share a median. */
-static const char *const s_not_config[] = { /* bytes: the point within a bench configuration */
-    "schema", "mode", "engine_label", "host", "git_sha", "timestamp", "cmdline", "topology", "topo", "cpu", "versions",
-    "bytes", "time_us", "loop_us", "algbw_gbs", "busbw_gbs", "wrong", "count", "samples_per_s", "compute_samples_per_s", "step_ms_p50",
-    "step_ms_p99", "compute_ms_p50", "comm_ms_p50", "wait_ms_p50", "data_ms_p50", "sync_ms_p50", "loss_first",
-    "loss_last", "acc_last", "skipped_steps", "bytes_sent", "mem_imbalance", "mem_dev_imbalance", "compute_tflops",
-    "mem_engine_imbalance", "nbuckets", "params", "emu_samples_per_s", "speedup", "scaling_efficiency", "emu_step_ms",
-    "emu_compute_ms", "exposed_comm_ms", "host_busy", "host_cpu_max", "system_busy", "host_bound",
-    "device_samples_per_s",
-    "algo", /* the algorithm an engine chose for a size (the ring's one-shot below its threshold): an outcome */
-    NULL};
-
-static int s_is_config(const h_jfield_t *f)
-{
-    if (f->type == HJ_ARR) return 0; /* per-rank figures and traffic matrices: measured */
-    for (int i = 0; s_not_config[i]; i++)
-        if (!strcmp(f->key, s_not_config[i])) return 0;
-    return 1;
-}
-
-/* "k=v" of a configuration field into buf ("net" of "none" and "" are the same) */
-static void s_kv(const h_jfield_t *f, char *buf, size_t len)
-{
-    if (f->type == HJ_STR) snprintf(buf, len, "%s=%s", f->key, !strcmp(f->key, "net") && !strcmp(f->str, "none") ? "" : f->str);
-    else if (f->type == HJ_NUM || f->type == HJ_BOOL) snprintf(buf, len, "%s=%.17g", f->key, f->num);
-    else snprintf(buf, len, "%s=null", f->key);
-}
-
-static int s_cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* The configuration key of a line: its configuration fields "k=v", sorted, joined by '\n' (malloc'd). */
-static char *s_cfg_key(const h_jobj_t *o)
-{
-    char **kv = calloc(o->n + 1, sizeof *kv);
-    size_t n = 0, total = 1;
-    for (size_t i = 0; kv && i < o->n; i++) {
-        if (!s_is_config(&o->f[i])) continue;
-        char buf[600];
-        s_kv(&o->f[i], buf, sizeof buf);
-        if (!(kv[n] = strdup(buf))) break;
-        total += strlen(kv[n++]) + 1;
-    }
-    char *key = kv ? malloc(total) : NULL;
-    if (key) {
-        qsort(kv, n, sizeof *kv, s_cmp_str);
-        size_t off = 0;
-        for (size_t i = 0; i < n; i++) off += (size_t)sprintf(key + off, "%s\n", kv[i]);
-        key[off] = '\0';
-    }
-    for (size_t i = 0; kv && i < n; i++) free(kv[i]);
-    free(kv);
-    return key;
-}
-
-/* 1 if the configuration key cfg holds the line "k=v" p (l bytes) */
-static int s_cfg_has(const char *cfg, const char *p, size_t l)
-{
-    while (*cfg) {
-        size_t m = strcspn(cfg, "\n");
-        if (m == l && !memcmp(cfg, p, l)) return 1;
-        cfg += m + (cfg[m] ? 1 : 0);
-    }
-    return 0;
-}
-
-/* Adds to set ("k1\nk2\n...") the keys of the lines of a that b lacks. */
-static void s_diff_keys(const char *a, const char *b, char *set, size_t len)
-{
-    while (*a) {
-        size_t l = strcspn(a, "\n"), kl = strcspn(a, "=");
-        if (kl > l) kl = l;
-        char key[128];
-        snprintf(key, sizeof key, "%.*s\n", (int)kl, a);
-        int have = !strncmp(set, key, strlen(key));
-        for (const char *q = strchr(set, '\n'); q && !have; q = strchr(q + 1, '\n')) have = !strncmp(q + 1, key, strlen(key));
-        if (!s_cfg_has(b, a, l) && !have && strlen(set) + strlen(key) < len) strcat(set, key);
-        a += l + (a[l] ? 1 : 0);
-    }
-}
-
-/* Rows of one base label whose configurations differ at the same world would read alike: every row of
- * that label (at every world, so a series stays one series) gets "+k=v" for each key that told two of
- * them apart ("ring+transport=shm", "ring+transport=tcp"). */
-static int s_unique_labels(h_rdata_t *d)
-{
-    size_t n = d->nb > d->nt ? d->nb : d->nt;
-    char (*sets)[512] = calloc(n + 1, sizeof *sets);
-    if (!sets) return err_set(ERR_NOMEM, "report: out of memory");
-    for (int kind = 0; kind < 2; kind++) {
-        size_t m = kind ? d->nt : d->nb;
-#define S_LAB(i) (kind ? d->t[i].label : d->b[i].label)
-#define S_CFG(i) (kind ? d->t[i].cfg : d->b[i].cfg)
-#define S_WORLD(i) (kind ? d->t[i].world : d->b[i].world)
-        memset(sets, 0, (n + 1) * sizeof *sets);
-        for (size_t i = 0; i < m; i++) {
-            size_t g = 0; /* the label's group: its first row */
-            while (strcmp(S_LAB(g), S_LAB(i))) g++;
-            for (size_t j = i + 1; j < m; j++)
-                if (S_WORLD(j) == S_WORLD(i) && !strcmp(S_LAB(j), S_LAB(i)) && strcmp(S_CFG(j), S_CFG(i))) {
-                    s_diff_keys(S_CFG(i), S_CFG(j), sets[g], sizeof sets[g]);
-                    s_diff_keys(S_CFG(j), S_CFG(i), sets[g], sizeof sets[g]);
-                }
-        }
-        /* the new labels apart, then copied: the group lookups need the old ones */
-        char (*ext)[H_LABEL] = calloc(m + 1, sizeof *ext);
-        if (!ext) { free(sets); return err_set(ERR_NOMEM, "report: out of memory"); }
-        for (size_t i = 0; i < m; i++) {
-            size_t g = 0;
-            while (strcmp(S_LAB(g), S_LAB(i))) g++;
-            snprintf(ext[i], H_LABEL, "%s", S_LAB(i));
-            for (const char *k = sets[g]; *k;) {
-                size_t kl = strcspn(k, "\n"), at = strlen(ext[i]);
-                const char *v = S_CFG(i);
-                while (*v && !(strncmp(v, k, kl) == 0 && v[kl] == '=')) v += strcspn(v, "\n") + (v[strcspn(v, "\n")] ? 1 : 0);
-                if (*v) snprintf(ext[i] + at, H_LABEL - at, "+%.*s", (int)strcspn(v, "\n"), v);
-                else snprintf(ext[i] + at, H_LABEL - at, "+%.*s=-", (int)kl, k);
-                k += kl + (k[kl] ? 1 : 0);
-            }
-            for (char *c = ext[i] + strlen(S_LAB(i)); *c; c++) /* the added part (the label is safe already) */
-                if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || strchr("-_./=+:", *c)))
-                    *c = '_';
-        }
-        for (size_t i = 0; i < m; i++) snprintf(S_LAB(i), H_LABEL, "%s", ext[i]);
-        free(ext);
-#undef S_LAB
-#undef S_CFG
-#undef S_WORLD
-    }
-    free(sets);
-    return 0;
 }
 
 /* A bench line joins its point (label, world, bytes): the point's values are the medians of its runs
@@ -345,16 +180,16 @@ static int s_collect(h_jobj_t *objs, size_t n, h_rdata_t *d, const char *run_lab
         const char *mode = h_jstr(o, "mode", "");
         if (run_label && strcmp(h_jstr(o, "label", ""), run_label)) continue;
         char label[H_LABEL];
-        s_label(o, label, sizeof label);
+        h_report_row_label(o, label, sizeof label);
         int world = (int)h_jnum(o, "world", 0);
         int bench = !strcmp(mode, "bench"), train = !strcmp(mode, "train");
-        char *cfg = bench || train ? s_cfg_key(o) : NULL;
+        char *cfg = bench || train ? h_report_cfg_key(o) : NULL;
         if ((bench || train) && !cfg) return err_set(ERR_NOMEM, "report: out of memory");
         if (bench) s_add_bench(d, o, label, world, cfg, diag);
         else if (train) s_add_train(d, o, label, world, cfg, diag);
         else if (!strcmp(mode, "model")) s_add_model(d, o, label, world, diag);
     }
-    CHECK(s_unique_labels(d));
+    CHECK(h_report_unique_labels(d));
     qsort(d->b, d->nb, sizeof *d->b, s_cmp_bench);
     qsort(d->t, d->nt, sizeof *d->t, s_cmp_train);
     qsort(d->m, d->nm, sizeof *d->m, s_cmp_model);
@@ -623,13 +458,26 @@ static int s_figures(const h_rdata_t *d, char **files, const char *outdir, FILE 
     return rc;
 }
 
-/* The tables in format fmt on stdout, then the figures (text: always; others: when outdir is given). */
-static int s_output(const h_rdata_t *d, const char *fmt, int nfiles, char **files, const char *outdir, size_t n, size_t nbad)
+/* The tables in format fmt on stdout (only table kind >= 0's), or one CSV file per table into c->csv_dir, then the
+ * figures (text: always, unless no_fig; others: when outdir is given). */
+static int s_output(const h_rdata_t *all, const char *fmt, int kind, const h_report_cfg_t *c, int nfiles, char **files,
+                    size_t n, size_t nbad, int no_fig)
 {
-    int text = !strcmp(fmt, "text"), any = d->nb || d->nt || d->nm;
-    if (text) {
+    h_rdata_t v = *all, *d = &v; /* --table: the other kinds' rows left out, in every format and figure */
+    if (kind >= 0) {
+        v.nb = kind == 0 ? v.nb : 0;
+        v.nt = kind == 1 ? v.nt : 0;
+        v.nm = kind == 2 ? v.nm : 0;
+    }
+    int text = !strcmp(fmt, "text") && !c->csv_dir, any = d->nb || d->nt || d->nm;
+    if (kind >= 0 && !any && n)
+        return err_set(ERR_INVAL, "--table %s: the files hold no %s rows (bench %zu, train %zu, model %zu)", c->table,
+                       c->table, all->nb, all->nt, all->nm);
+    if (c->csv_dir) {
+        CHECK(h_report_csv_dir(d, c->csv_dir, kind, stdout));
+    } else if (text) {
         printf("# syncbench report: %d file%s, %zu results (bench %zu, train %zu, model %zu)", nfiles, nfiles == 1 ? "" : "s",
-               n, d->nb, d->nt, d->nm);
+               n, all->nb, all->nt, all->nm);
         if (nbad) printf(", %zu malformed line%s skipped (counted on stderr)", nbad, nbad == 1 ? "" : "s");
         printf("\n");
         if (!any) printf("# nothing to report\n");
@@ -638,22 +486,25 @@ static int s_output(const h_rdata_t *d, const char *fmt, int nfiles, char **file
         h_report_json(stdout, d, nfiles, files, n, nbad);
     } else if (!strcmp(fmt, "md")) {
         h_report_md(stdout, d);
+    } else if (kind >= 0) {
+        h_report_csv_table(stdout, d, kind);
     } else {
         h_report_csv(stdout, d);
     }
-    if (!any || (!text && !outdir)) return 0;
-    return s_figures(d, files, outdir, text ? stdout : stderr);
+    if (!any || no_fig || (!text && !c->outdir)) return 0;
+    return s_figures(d, files, c->outdir, text ? stdout : stderr);
 }
 
-int h_report(int nfiles, char **files, const char *outdir, const char *format)
+static int s_report(int nfiles, char **files, const h_report_cfg_t *c, int no_fig)
 {
-    return h_report_run(nfiles, files, outdir, format, NULL);
-}
-
-int h_report_run(int nfiles, char **files, const char *outdir, const char *format, const char *run_label)
-{
+    const char *format = c->format ? c->format : "text";
+    int kind = h_report_kind(c->table);
     if (strcmp(format, "text") && strcmp(format, "json") && strcmp(format, "md") && strcmp(format, "csv"))
         return err_set(ERR_INVAL, "report: unknown --format %s (text, json, md or csv)", format);
+    if (c->table && kind < 0) return err_set(ERR_INVAL, "report: unknown --table %s (bench, train or model)", c->table);
+    if (c->csv_dir && c->format && strcmp(c->format, "csv"))
+        return err_set(ERR_INVAL, "report: --csv %s writes CSV files and --format %s prints tables: give one of them",
+                       c->csv_dir, c->format);
     if (nfiles < 1)
         return err_set(ERR_INVAL, "report needs at least one results file (JSON lines, e.g. results/run-latest.jsonl)");
     h_jobj_t *objs = NULL;
@@ -668,8 +519,8 @@ int h_report_run(int nfiles, char **files, const char *outdir, const char *forma
             snprintf(empty + strlen(empty), sizeof empty - strlen(empty), "%s%s", empty[0] ? ", " : "", files[fi]);
     }
     h_rdata_t d = {0};
-    int rc = s_collect(objs, n, &d, run_label, stderr);
-    if (rc == 0) rc = s_output(&d, format, nfiles, files, outdir, n, nbad);
+    int rc = s_collect(objs, n, &d, c->run_label, stderr);
+    if (rc == 0) rc = s_output(&d, format, kind, c, nfiles, files, n, nbad, no_fig);
     fflush(stdout);
     if (rc == 0 && rrc < 0) rc = err_set(rrc == ERR_NOMEM ? ERR_NOMEM : ERR_IO, "report: a results file could not be read (see above)");
     if (rc == 0 && empty[0])
@@ -682,4 +533,27 @@ int h_report_run(int nfiles, char **files, const char *outdir, const char *forma
     free(d.m);
     h_jfree_all(&objs, &n);
     return rc;
+}
+
+int h_report(int nfiles, char **files, const char *outdir, const char *format)
+{
+    h_report_cfg_t c = {.outdir = outdir, .format = format};
+    return s_report(nfiles, files, &c, 0);
+}
+
+int h_report_run(int nfiles, char **files, const char *outdir, const char *format, const char *run_label)
+{
+    h_report_cfg_t c = {.outdir = outdir, .format = format, .run_label = run_label};
+    return s_report(nfiles, files, &c, 0);
+}
+
+int h_report_tables(int nfiles, char **files)
+{
+    h_report_cfg_t c = {0};
+    return s_report(nfiles, files, &c, 1);
+}
+
+int h_report_with(int nfiles, char **files, const h_report_cfg_t *c)
+{
+    return s_report(nfiles, files, c, 0);
 }

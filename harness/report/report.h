@@ -78,6 +78,15 @@ typedef struct {
 int h_report(int nfiles, char **files, const char *outdir, const char *format);
 /* The same, keeping only the lines whose "label" (harness --label) is run_label (NULL: every line). */
 int h_report_run(int nfiles, char **files, const char *outdir, const char *format, const char *run_label);
+/* The text tables only, no figures (`harness train`'s side-by-side table of its engines). */
+int h_report_tables(int nfiles, char **files);
+/* The same with every choice: format (NULL: text), the run's label (NULL: every line), table ("bench",
+ * "train", "model"; NULL: every kind) in every format, csv_dir (one CSV file per table instead of tables on
+ * stdout; not with a format other than csv). */
+typedef struct {
+    const char *outdir, *format, *run_label, *table, *csv_dir;
+} h_report_cfg_t;
+int h_report_with(int nfiles, char **files, const h_report_cfg_t *c);
 
 /* Engine labels: h_engine_label (registry/engines.h). */
 
@@ -96,5 +105,13 @@ size_t h_report_ceilings(FILE *out, const h_rdata_t *d, int lwid);
 void h_report_json(FILE *out, const h_rdata_t *d, int nfiles, char **files, size_t nres, size_t nbad);
 void h_report_md(FILE *out, const h_rdata_t *d);
 void h_report_csv(FILE *out, const h_rdata_t *d);
+/* The kinds by name: "bench" 0, "train" 1, "model" 2; -1 for any other name. */
+int h_report_kind(const char *name);
+/* One kind's table as CSV, one header line and a line a row (nothing when it has no rows): what
+ * pandas.read_csv reads as is. */
+void h_report_csv_table(FILE *out, const h_rdata_t *d, int kind);
+/* DIR/bench.csv, DIR/train.csv, DIR/model.csv (those with rows; kind >= 0: that one only), each written
+ * whole or not at all, DIR made if missing; a line on note per file. 0, or ERR_IO / ERR_NOSPC / ERR_NOMEM. */
+int h_report_csv_dir(const h_rdata_t *d, const char *dir, int kind, FILE *note);
 
 #endif
