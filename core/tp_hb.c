@@ -13,14 +13,18 @@
  * (a replay or another job's beat is dropped). The side that connects a data connection knows its
  * peer's beat address from the store; the other side learns it from the first authenticated beat and
  * keeps it (a forged beat from elsewhere later changes nothing). A peer watched (a data connection
- * exists) that has sent nothing for the limit (half the timeout, 1 to 10 s) is marked dead by the
- * thread, which judges only after draining the socket and only while it has itself been running: if
+ * exists) whose beats have come through once and that has then sent nothing for the limit (half the
+ * timeout, 1 to 10 s) is marked dead by the thread, which judges only after draining the socket and
+ * only while it has itself been running: if
  * the thread went unscheduled for half the limit (this process was stopped or starved), every watched
  * peer gets the limit afresh, so a rank never blames a peer for its own gap. The mark clears when the
- * peer beats again. Without a job secret beats are not authenticated (like the hellos). */
+ * peer beats again. A peer never heard from is never judged (UDP blocked between hosts: one warning, and
+ * the wait's own timeout rules as before); a new peer address is beaten at once, so a peer is heard
+ * within moments of connecting. Without a job secret beats are not authenticated (like the hellos). */
 #include "core/tp_hb.h"
 #include "core/tp_backend.h"
 #include "core/err.h"
+#include "core/log.h"
 #include "core/timer.h"
 #include <arpa/inet.h>
 #include <errno.h>
@@ -52,7 +56,9 @@ struct tp_hb {
     uint64_t seq_out;               /* thread only */
     _Atomic uint64_t *last;         /* when each peer's last good beat came (ns) */
     atomic_int *watched;
-    atomic_int *dead_ms;            /* silence, once past the limit; 0 while alive */
+    atomic_int *heard;              /* a good beat came from this peer once: only then is it judged */
+    atomic_int *dead_ms;            /* silence, once past the limit; 0 while alive; -1: never heard */
+    int warned;                     /* main thread: said once that beats do not come through */
 };
 
 int tp_hb_limit_ms(int timeout_ms)
@@ -113,7 +119,7 @@ int tp_hb_parse(const void *buf, size_t len, uint64_t run_nonce, const char *pre
 }
 
 /* Read every datagram waiting; keep the good beats. */
-static void s_drain(tp_hb_t *hb)
+static void s_drain(tp_hb_t *hb, int *fresh)
 {
     for (;;) {
         unsigned char b[TP_HB_BYTES + 1];
@@ -131,11 +137,13 @@ static void s_drain(tp_hb_t *hb)
             continue;
         hb->seq_in[from] = seq;
         atomic_store(&hb->last[from], now_ns());
+        atomic_store(&hb->heard[from], 1);
         if (!hb->known[from] && sl == sizeof src && src.sin_family == AF_INET) {
             pthread_mutex_lock(&hb->mu);
             if (!hb->known[from]) {
                 hb->addr[from] = src;
                 hb->known[from] = 1;
+                *fresh = 1;   /* answer at once: the peer hears from us before its limit starts to matter */
             }
             pthread_mutex_unlock(&hb->mu);
         }
@@ -166,11 +174,13 @@ static void *s_thread(void *arg)
         struct pollfd fds[2] = {{.fd = hb->fd, .events = POLLIN}, {.fd = hb->wake, .events = POLLIN}};
         if (poll(fds, 2, ms) < 0 && errno != EINTR) break;
         if (atomic_load(&hb->stop)) break;
-        s_drain(hb);
+        uint64_t w;
+        int fresh = fds[1].revents != 0 && read(hb->wake, &w, sizeof w) > 0;   /* tp_hb_peer: beat now */
+        s_drain(hb, &fresh);
         t = now_ns();
         int gap = t - prev > lim / 2;   /* this thread did not run for a while: judge nobody on it */
         prev = t;
-        if (t >= next) {
+        if (t >= next || fresh) {
             s_beat(hb);
             next = t + ival;
         }
@@ -179,7 +189,8 @@ static void *s_thread(void *arg)
             uint64_t l = atomic_load(&hb->last[r]);
             if (gap && l < t) atomic_store(&hb->last[r], l = t);
             uint64_t quiet = t > l ? t - l : 0;
-            atomic_store(&hb->dead_ms[r], quiet >= lim ? (int)(quiet / 1000000u) : 0);
+            int heard = atomic_load(&hb->heard[r]);
+            atomic_store(&hb->dead_ms[r], quiet < lim ? 0 : heard ? (int)(quiet / 1000000u) : -1);
         }
     }
     return NULL;
@@ -204,6 +215,7 @@ void tp_hb_close(tp_hb_t **hb_p)
     free(hb->seq_in);
     free((void *)hb->last);
     free((void *)hb->watched);
+    free((void *)hb->heard);
     free((void *)hb->dead_ms);
     free(hb);
     *hb_p = NULL;
@@ -230,8 +242,9 @@ int tp_hb_open(tp_hb_t **hb_p, const tp_hb_cfg_t *cfg, char *ep, size_t eplen)
     hb->seq_in = calloc(w, sizeof *hb->seq_in);
     hb->last = calloc(w, sizeof *hb->last);
     hb->watched = calloc(w, sizeof *hb->watched);
+    hb->heard = calloc(w, sizeof *hb->heard);
     hb->dead_ms = calloc(w, sizeof *hb->dead_ms);
-    if (!hb->addr || !hb->known || !hb->seq_in || !hb->last || !hb->watched || !hb->dead_ms) {
+    if (!hb->addr || !hb->known || !hb->seq_in || !hb->last || !hb->watched || !hb->heard || !hb->dead_ms) {
         tp_hb_close(&hb);
         return ERR_NOMEM;
     }
@@ -283,6 +296,8 @@ int tp_hb_peer(tp_hb_t *hb, int peer, const char *ep)
     hb->addr[peer] = sa;
     hb->known[peer] = 1;
     pthread_mutex_unlock(&hb->mu);
+    uint64_t one = 1;
+    (void)!write(hb->wake, &one, sizeof one);   /* the first beat goes now */
     return 0;
 }
 
@@ -299,6 +314,12 @@ int tp_hb_check(tp_hb_t *hb, int peer)
     if (!hb) return 0;
     int d = atomic_load_explicit(&hb->dead_ms[peer], memory_order_relaxed);
     if (!d) return 0;
+    if (d < 0) {
+        if (!hb->warned++)
+            LOG_W("transport: no heartbeat has come from rank %d in %.1f s (UDP to this rank's heartbeat port blocked?); "
+                  "a stopped or hung peer is then noticed only at the timeout", peer, hb->limit_ms / 1000.0);
+        return 0;
+    }
     return err_set(ERR_PEER, "transport: rank %d has sent no heartbeat for %.1f s (stopped or hung; the limit: half "
                              "the timeout, 1 to 10 s); rank %d stops waiting for it", peer, d / 1000.0, hb->rank);
 }
