@@ -20,7 +20,8 @@
  * peer gets the limit afresh, so a rank never blames a peer for its own gap. The mark clears when the
  * peer beats again. A peer never heard from is never judged (UDP blocked between hosts: one warning, and
  * the wait's own timeout rules as before); a new peer address is beaten at once, so a peer is heard
- * within moments of connecting. Without a job secret beats are not authenticated (like the hellos). */
+ * within moments of connecting. Without a job secret beats are not authenticated (like the hellos).
+ * SYNCBENCH_TP_HB_DROP=1 drops every incoming beat (tests: a firewall between hosts). */
 #include "core/tp_hb.h"
 #include "core/tp_backend.h"
 #include "core/err.h"
@@ -59,6 +60,7 @@ struct tp_hb {
     atomic_int *heard;              /* a good beat came from this peer once: only then is it judged */
     atomic_int *dead_ms;            /* silence, once past the limit; 0 while alive; -1: never heard */
     int warned;                     /* main thread: said once that beats do not come through */
+    int deaf;                       /* SYNCBENCH_TP_HB_DROP=1 (tests): drop every beat, as a firewall would */
 };
 
 int tp_hb_limit_ms(int timeout_ms)
@@ -132,6 +134,7 @@ static void s_drain(tp_hb_t *hb, int *fresh)
         }
         int from;
         uint64_t seq;
+        if (hb->deaf) continue;
         if (tp_hb_parse(b, (size_t)n, hb->nonce, hb->prefix, hb->role, &hb->auth, hb->rank, hb->world, &from, &seq) < 0 ||
             seq <= hb->seq_in[from])
             continue;
@@ -235,6 +238,8 @@ int tp_hb_open(tp_hb_t **hb_p, const tp_hb_cfg_t *cfg, char *ep, size_t eplen)
     snprintf(hb->prefix, sizeof hb->prefix, "%s", cfg->prefix);
     snprintf(hb->role, sizeof hb->role, "%s", cfg->role);
     hb->nonce = tp_hb_nonce(hb->prefix);
+    const char *e = getenv("SYNCBENCH_TP_HB_DROP");
+    hb->deaf = e && !strcmp(e, "1");
     if (cfg->auth) hb->auth = *cfg->auth;
     size_t w = (size_t)cfg->world;
     hb->addr = calloc(w, sizeof *hb->addr);

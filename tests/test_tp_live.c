@@ -23,6 +23,7 @@ typedef struct {
     double min_s, max_s; /* the stopped peer must be named between these (after its last beat: up to a
                           * fifth of the limit before the wait starts) */
     int busy;            /* rank 1 computes for 3 x the limit instead of stopping */
+    int deaf;            /* rank 0 drops every beat (SYNCBENCH_TP_HB_DROP: UDP blocked between hosts) */
 } live_case_t;
 
 static int s_bcast(void *ctx, void *buf, size_t len, int root, int timeout_ms)
@@ -45,7 +46,8 @@ static int s_live_rank(int rank, int world, void *arg)
 {
     (void)world;
     const live_case_t *c = arg;
-    unsetenv("SYNCBENCH_LAUNCHED"); /* the launcher's ranks leave the shared-memory rule to it */
+    unsetenv("SYNCBENCH_LAUNCHED");
+    if (c->deaf && rank == 0) setenv("SYNCBENCH_TP_HB_DROP", "1", 1); /* the launcher's ranks leave the shared-memory rule to it */
     if (strcmp(c->kind, "shm")) {
         setenv("SYNCBENCH_FAKE_HOST", rank ? "b" : "a", 1);
         /* with a job secret, so the beats' MACs are made and checked */
@@ -118,7 +120,7 @@ static int s_live_rank(int rank, int world, void *arg)
 /* Same host: rank 0 reads the stopped peer's state in /proc. 2.0 s instead of 30 s. */
 Test(tp_live, shm_stopped_peer_is_named, .timeout = 60)
 {
-    live_case_t c = {"shm", "has been stopped", 1.5, 8, 0};
+    live_case_t c = {"shm", "has been stopped", 1.5, 8, 0, 0};
     cr_assert_eq(run_ranks(2, s_live_rank, &c, 50000), 0);
 }
 
@@ -126,26 +128,34 @@ Test(tp_live, shm_stopped_peer_is_named, .timeout = 60)
  * heartbeats stop. Named within the limit + 2 s (it waited the whole 30 s before heartbeats). */
 Test(tp_live, tcp_stopped_peer_is_named, .timeout = 60)
 {
-    live_case_t c = {"tcp", "has sent no heartbeat for", 1.2, 4, 0};
+    live_case_t c = {"tcp", "has sent no heartbeat for", 1.2, 4, 0, 0};
     cr_assert_eq(run_ranks(2, s_live_rank, &c, 50000), 0);
 }
 
 /* A peer whose main thread computes for 6 s (3 x the limit) between two sends is alive, not dead. */
 Test(tp_live, tcp_busy_peer_is_not_dead, .timeout = 60)
 {
-    live_case_t c = {"tcp", NULL, 0, 0, 1};
+    live_case_t c = {"tcp", NULL, 0, 0, 1, 0};
     cr_assert_eq(run_ranks(2, s_live_rank, &c, 50000), 0);
 }
 
 /* The same over zmq (forced), whose connections a stopped peer's kernel keeps open as well. */
 Test(tp_live, zmq_stopped_peer_is_named, .timeout = 60)
 {
-    live_case_t c = {"zmq", "has sent no heartbeat for", 1.2, 4, 0};
+    live_case_t c = {"zmq", "has sent no heartbeat for", 1.2, 4, 0, 0};
     cr_assert_eq(run_ranks(2, s_live_rank, &c, 50000), 0);
 }
 
 Test(tp_live, zmq_busy_peer_is_not_dead, .timeout = 60)
 {
-    live_case_t c = {"zmq", NULL, 0, 0, 1};
+    live_case_t c = {"zmq", NULL, 0, 0, 1, 0};
+    cr_assert_eq(run_ranks(2, s_live_rank, &c, 50000), 0);
+}
+
+/* Beats that never come through (a firewall drops UDP between the hosts) never make a live peer dead:
+ * the peer, busy 6 s, answers; a stopped one would be left to the wait's timeout. */
+Test(tp_live, tcp_peer_never_heard_is_not_dead, .timeout = 60)
+{
+    live_case_t c = {"tcp", NULL, 0, 0, 1, 1};
     cr_assert_eq(run_ranks(2, s_live_rank, &c, 50000), 0);
 }
