@@ -4,9 +4,10 @@
  * Each ordered pair (src, dst) is one FIFO channel; both sides must agree on the order of segments.
  *
  * Backends, chosen per peer: "shm" (same host: a lock-free single-producer/single-consumer ring of
- * slots in a shared mapping, futex wake-ups), "tcp" (plain TCP, one connection per pair, no helper
- * threads; the default across hosts) and "zmq" (ZeroMQ ROUTER/DEALER, zero-copy sends).
- * Every wait has a timeout; a peer that dies shows up as ERR_TIMEOUT or ERR_PEER, never a hang. */
+ * slots in a shared mapping, futex wake-ups), "tcp" (plain TCP, one connection per pair, progress
+ * only in the waiting thread; the default across hosts) and "zmq" (ZeroMQ ROUTER/DEALER, zero-copy sends).
+ * Every wait has a timeout; a peer that dies shows up as ERR_TIMEOUT or ERR_PEER, never a hang, and
+ * over tcp a peer stopped or hung for half the timeout (1 to 10 s) as ERR_PEER (heartbeats, core/tp_hb.c). */
 #ifndef SB_TP_H
 #define SB_TP_H
 #include <stddef.h>

@@ -8,7 +8,7 @@
  * run name carries a random per-run nonce and only one connection per pair is ever accepted, so a
  * replayed hello fails (another run: other name; this run: the rank is taken). Without a job secret
  * the MACs are zeros and not checked. A send slot is one aligned buffer per peer; the commit writes an 8-byte
- * little-endian length and the payload straight from it (one sendmsg, no copy). Sockets are non-blocking and there are no helper threads: every wait runs one progress
+ * little-endian length and the payload straight from it (one sendmsg, no copy). Sockets are non-blocking and no helper thread touches them: every wait runs one progress
  * loop that polls the connection being written, every connection for incoming segments (queued per
  * peer in pooled, 64-byte aligned buffers, so reductions read aligned data in place) and the
  * listener. A commit returns once its segment is in the kernel, while reads keep flowing, so two
@@ -17,9 +17,17 @@
  * a newer one, so idle connections never keep a peer out; drops are reported once per 10 s): a hello with the wrong magic, nonce, rank or MAC, or a length above the slot size (checked
  * before anything is allocated), closes that connection and is counted; EOF from a connected peer is
  * ERR_PEER naming the rank. A peer whose queue holds TCP_QUEUE_SLOTS x slots segments is not read
- * until the caller takes some (TCP flow control holds the sender back), so no peer sizes our memory. */
+ * until the caller takes some (TCP flow control holds the sender back), so no peer sizes our memory.
+ * Liveness: a peer stopped (SIGSTOP, a debugger) or hung keeps its connection open, so heartbeats come
+ * from core/tp_hb.c: a helper thread and a UDP socket per rank, authenticated like the hello (same
+ * key and context). They stay off the data connections on purpose: a beat interleaved into a stream
+ * would need a lock around every commit and a tag in every segment header (a per-message cost, and a
+ * change to the framing the fuzz target checks), while the thread that does not touch the progress
+ * engine costs the data path nothing; a wait reads one atomic per round and fails with ERR_PEER once
+ * the peer it waits on has sent no beat for half the timeout (1 to 10 s). A busy rank keeps beating. */
 #include "core/tp_backend.h"
 #include "core/tp_tcp_int.h"
+#include "core/tp_hb.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/timer.h"
@@ -92,6 +100,7 @@ typedef struct {
     char last_why[96];
     int spins;               /* non-blocking polls before sleeping in poll() */
     int yield_us;            /* oversubscribed: poll-and-yield this long before sleeping */
+    tp_hb_t *hb;             /* heartbeats (NULL in the fuzz entry point) */
 } tcp_t;
 
 static int s_nonblock(int fd)
@@ -131,6 +140,7 @@ static void s_destroy(void **be_p)
 {
     tcp_t *self = be_p ? *be_p : NULL;
     if (!self) return;
+    tp_hb_close(&self->hb);
     for (int r = 0; self->p && r < self->world; r++) {
         speer_t *p = &self->p[r];
         if (p->fd >= 0) close(p->fd);
@@ -199,6 +209,12 @@ static int s_open(void **be_p, const tp_backend_cfg_t *cfg)
         goto fail;
     }
     char key[160], ep[160];
+    /* the beat address goes first: a peer that finds our listener finds it too */
+    tp_hb_cfg_t hc = {.rank = self->rank, .world = self->world, .addr = addr, .prefix = self->prefix,
+                      .role = "tcp-beat", .auth = &self->auth, .limit_ms = tp_hb_limit_ms(cfg->env->timeout_ms)};
+    CHECK_GOTO(rc, tp_hb_open(&self->hb, &hc, ep, sizeof ep), fail);
+    snprintf(key, sizeof key, "tp/%s/hb/%d", self->prefix, self->rank);
+    CHECK_GOTO(rc, store_set(self->store, key, ep, strlen(ep)), fail);
     snprintf(key, sizeof key, "tp/%s/sock/%d", self->prefix, self->rank);
     int n = snprintf(ep, sizeof ep, "%s:%d", addr, ntohs(sa.sin_port));
     CHECK_GOTO(rc, store_set(self->store, key, ep, (size_t)n), fail);
@@ -347,6 +363,7 @@ static int s_accept(tcp_t *self)
                 } else {
                     s_tune(q->fd);
                     self->p[from].fd = q->fd;
+                    tp_hb_watch(self->hb, from);
                 }
             }
             *q = self->pend[--self->npend];
@@ -396,6 +413,20 @@ static int s_progress(tcp_t *self, int wfd, int ms)
     return 0;
 }
 
+/* Learn where peer's heartbeats come from (it published that before its listener's address). */
+static int s_hb_peer(tcp_t *self, int peer, uint64_t dl)
+{
+    char key[160], ep[160];
+    snprintf(key, sizeof key, "tp/%s/hb/%d", self->prefix, peer);
+    void *val = NULL;
+    size_t len = 0;
+    int rc = store_get(self->store, key, &val, &len, deadline_left_ms(dl));
+    if (rc < 0) { free(val); return err_set(rc, "transport: no heartbeat address from rank %d", peer); }
+    snprintf(ep, sizeof ep, "%.*s", (int)(len < 159 ? len : 159), (char *)val);
+    free(val);
+    return tp_hb_peer(self->hb, peer, ep);
+}
+
 /* Make sure the connection to peer exists. */
 static int s_connect(tcp_t *self, int peer, uint64_t dl)
 {
@@ -416,6 +447,7 @@ static int s_connect(tcp_t *self, int peer, uint64_t dl)
         if (!colon || (*colon = '\0', inet_pton(AF_INET, ep, &sa.sin_addr) != 1))
             return err_set(ERR_PROTO, "transport: rank %d published a bad address", peer);
         sa.sin_port = htons((uint16_t)atoi(colon + 1));
+        CHECK(s_hb_peer(self, peer, dl));
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0) return err_set(ERR_SYS, "socket: %s", strerror(errno));
         s_nonblock(fd);
@@ -461,6 +493,7 @@ static int s_connect(tcp_t *self, int peer, uint64_t dl)
         }
         s_tune(fd);
         p->fd = fd;
+        tp_hb_watch(self->hb, peer);
         p->await_reply = 1;
         p->reply_got = 0;
         return 0;
@@ -513,6 +546,7 @@ static int s_send_commit(void *be, int peer, size_t len, int timeout_ms)
             return err_set(ERR_PEER, "transport: sending to rank %d: %s", peer, strerror(errno));
         int left = deadline_left_ms(dl);
         if (left == 0) return err_set(ERR_TIMEOUT, "transport: rank %d stopped reading from rank %d", peer, self->rank);
+        CHECK(tp_hb_check(self->hb, peer));
         /* the socket is full: keep reading everyone meanwhile */
         CHECK(s_progress(self, p->fd, left < 0 || left > TP_SLICE_MS ? TP_SLICE_MS : left));
     }
@@ -532,6 +566,7 @@ static int s_recv_acquire(void *be, int peer, const void **buf, size_t *len, int
         while (!p->qhead) {
             int left = deadline_left_ms(dl);
             if (left == 0) return err_set(ERR_TIMEOUT, "transport: rank %d waited too long for rank %d (tcp)", self->rank, peer);
+            CHECK(tp_hb_check(self->hb, peer));
             /* non-blocking rounds first (yielding the core when ranks outnumber cores): a wake-up
              * from poll() costs tens of microseconds in a VM, often more than the wait itself */
             int busy = spins < self->spins || (self->yield_us && now_ns() < yield_until);

@@ -12,9 +12,13 @@
  * ZeroMQ's I/O thread) that returns it to the pool. Received messages are pulled off the ROUTER and
  * queued per sender, so a receive can target one peer while others' segments wait; a payload ZeroMQ
  * delivers misaligned is copied once into an aligned bounce buffer. Frames are validated (routing id
- * length, rank range, frame count, size); anything else is dropped and counted. */
+ * length, rank range, frame count, size); anything else is dropped and counted. ZeroMQ's own
+ * heartbeats would close a silent peer's connection unseen by a ROUTER, so liveness comes from
+ * core/tp_hb.c as for tcp: authenticated UDP beats from a helper thread (keys tp/<prefix>/hb-zmq/<rank>);
+ * a wait fails with ERR_PEER once the peer it waits on has sent none for half the timeout (1 to 10 s). */
 #include "core/tp_backend.h"
 #include "core/zsec.h"
+#include "core/tp_hb.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/timer.h"
@@ -57,6 +61,7 @@ typedef struct {
     void **pool;
     int npool, pool_cap;
     uint64_t rejected;
+    tp_hb_t *hb;                 /* heartbeats */
 } zmq_be_t;
 
 static void s_pool_free(void *data, void *hint)
@@ -81,6 +86,7 @@ static void s_destroy(void **be_p)
 {
     zmq_be_t *self = be_p ? *be_p : NULL;
     if (!self) return;
+    tp_hb_close(&self->hb);
     for (int r = 0; self->p && r < self->world; r++) {
         zpeer_t *zp = &self->p[r];
         if (zp->dealer) zmq_close(zp->dealer);
@@ -144,7 +150,13 @@ static int s_open(void **be_p, const tp_backend_cfg_t *cfg)
     }
     size_t len = sizeof ep;
     zmq_getsockopt(self->router, ZMQ_LAST_ENDPOINT, ep, &len);
-    char key[160];
+    char key[160], hep[160];
+    /* the beat address goes first: a peer that finds our ROUTER finds it too */
+    tp_hb_cfg_t hc = {.rank = self->rank, .world = self->world, .addr = addr, .prefix = self->prefix,
+                      .role = "zmq-beat", .auth = &self->auth, .limit_ms = tp_hb_limit_ms(cfg->env->timeout_ms)};
+    CHECK_GOTO(rc, tp_hb_open(&self->hb, &hc, hep, sizeof hep), fail);
+    snprintf(key, sizeof key, "tp/%s/hb-zmq/%d", self->prefix, self->rank);
+    CHECK_GOTO(rc, store_set(self->store, key, hep, strlen(hep)), fail);
     snprintf(key, sizeof key, "tp/%s/%d", self->prefix, self->rank);
     CHECK_GOTO(rc, store_set(self->store, key, ep, strlen(ep)), fail);
     *be_p = self;
@@ -184,6 +196,7 @@ static int s_hello(zmq_be_t *self, const void *rid, size_t rlen, zmq_msg_t *m)
     }
     memcpy(self->p[from].rid, rid, rlen);
     self->p[from].rlen = rlen;
+    tp_hb_watch(self->hb, (int)from);
     return 1;
 }
 
@@ -201,6 +214,15 @@ static int s_dealer(zmq_be_t *self, int peer, uint64_t dl)
     char ep[256];
     snprintf(ep, sizeof ep, "%.*s", (int)(len < 255 ? len : 255), (char *)val);
     free(val);
+    snprintf(key, sizeof key, "tp/%s/hb-zmq/%d", self->prefix, peer);
+    if ((rc = store_get(self->store, key, &val, &len, deadline_left_ms(dl))) < 0) {
+        free(val);
+        return err_set(rc, "transport: no heartbeat address from rank %d", peer);
+    }
+    char hep[160];
+    snprintf(hep, sizeof hep, "%.*s", (int)(len < 159 ? len : 159), (char *)val);
+    free(val);
+    CHECK(tp_hb_peer(self->hb, peer, hep));
     void *s = zmq_socket(self->zctx, ZMQ_DEALER);
     if (!s) return err_set(ERR_SYS, "zmq_socket: %s", zmq_strerror(zmq_errno()));
     int zrc = zsec_client(&self->auth, s, "tp");
@@ -228,6 +250,7 @@ static int s_dealer(zmq_be_t *self, int peer, uint64_t dl)
         return err_set(ERR_SYS, "hello to rank %d at %s: %s", peer, ep, zmq_strerror(zmq_errno()));
     }
     zp->dealer = s;
+    tp_hb_watch(self->hb, peer);
     return 0;
 }
 
@@ -304,7 +327,7 @@ static int s_send_commit(void *be, int peer, size_t len, int timeout_ms)
         int e = zmq_errno(), left = deadline_left_ms(dl), rc = 0;
         if (e != EAGAIN && e != EINTR) rc = err_set(ERR_PEER, "transport: send to rank %d: %s", peer, zmq_strerror(e));
         else if (left == 0) rc = err_set(ERR_TIMEOUT, "transport: rank %d stopped reading from rank %d (zmq)", peer, self->rank);
-        else rc = s_pump(self, 1); /* the queue towards peer is full: keep receiving meanwhile */
+        else if ((rc = tp_hb_check(self->hb, peer)) == 0) rc = s_pump(self, 1); /* the queue towards peer is full: keep receiving meanwhile */
         if (rc < 0) {
             zmq_msg_close(&m);
             return rc;
@@ -322,6 +345,7 @@ static int s_recv_acquire(void *be, int peer, const void **buf, size_t *len, int
         while (!zp->qhead) {
             int left = deadline_left_ms(dl);
             if (left == 0) return err_set(ERR_TIMEOUT, "transport: rank %d waited too long for rank %d (zmq)", self->rank, peer);
+            CHECK(tp_hb_check(self->hb, peer));
             CHECK(s_pump(self, left < 0 || left > TP_SLICE_MS ? TP_SLICE_MS : left));
         }
         zp->cur = zp->qhead;

@@ -6,6 +6,7 @@
 #include "ps/ps_proto.h"
 #include "trainer/ckpt.h"
 #include "core/tp_tcp_int.h"
+#include "core/tp_hb.h"
 #include <errno.h>
 #include <sys/stat.h>
 
@@ -380,6 +381,31 @@ static void s_hb(void)
     s_saveb("hb", "raw-header", &b);
 }
 
+/* ---- beat: mode, rank, world byte, then datagrams (length byte and bytes; 255: built from fields) */
+static void s_beat_built(buf_t *b, uint8_t from, uint8_t to, uint64_t seq, uint8_t flip)
+{
+    b_u8(b, 255); b_u8(b, from); b_u8(b, to); b_u64(b, seq); b_u8(b, flip);
+}
+static void s_beat(void)
+{
+    static const struct { const char *name; uint8_t mode; } m[] = {{"open", 0}, {"auth", 1}, {"zmq-auth", 3}, {"other-key", 5}};
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
+        buf_t b = {.n = 0};
+        b_u8(&b, m[i].mode); b_u8(&b, 1); b_u8(&b, 3);          /* rank 1 of 4 */
+        s_beat_built(&b, 0, 1, 1, 0xff);
+        s_beat_built(&b, 2, 1, 7, 0xff);
+        s_beat_built(&b, 2, 1, 8, 0xb3);                          /* a bit of the sequence flipped */
+        s_beat_built(&b, 1, 1, 9, 0xff);                          /* from itself */
+        s_beat_built(&b, 0, 2, 9, 0xff);                          /* to another rank */
+        uint8_t raw[TP_HB_BYTES];                                 /* the same beat as raw bytes */
+        tp_hb_build(raw, tp_hb_nonce("sb.fuzz.beat"), "sb.fuzz.beat", (m[i].mode & 2) ? "zmq-beat" : "tcp-beat",
+                    (m[i].mode & 1) ? fuzz_auth() : NULL, 3, 1, 12);
+        b_u8(&b, TP_HB_BYTES); b_put(&b, raw, sizeof raw);
+        b_u8(&b, TP_HB_BYTES - 1); b_put(&b, raw, sizeof raw - 1);  /* one byte short */
+        s_saveb("beat", m[i].name, &b);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) { fprintf(stderr, "usage: %s CORPUS_DIR\n", argv[0]); return 2; }
@@ -394,5 +420,6 @@ int main(int argc, char **argv)
     s_tcp();
     s_zap();
     s_hb();
+    s_beat();
     return 0;
 }

@@ -202,42 +202,6 @@ TP_BACKEND_TEST(shm)
 TP_BACKEND_TEST(tcp)
 TP_BACKEND_TEST(zmq)
 
-/* A peer stopped (SIGSTOP) while this rank waits on it over shared memory, ranks not started by harness's launcher
- * (torchrun, srun): the wait fails naming it once it has been stopped for half the timeout (2 s of 4 s), instead
- * of waiting the receive's whole 30 s. Rank 1 sends its pid, stops itself; rank 0 resumes it afterwards. */
-static int s_stopped_rank(int rank, int world, void *arg)
-{
-    (void)world, (void)arg;
-    unsetenv("SYNCBENCH_LAUNCHED"); /* the launcher's ranks leave this to it */
-    comm_t *comm = NULL;
-    tp_t *tp = NULL;
-    int rc = s_setup(&comm, &tp, &(tp_opts_t){.kind = "shm"}, 4000);
-    if (rc < 0) return s_fail(rank, "setup", rc);
-    int32_t pid = (int32_t)getpid();
-    if (rank == 1) {
-        if ((rc = tp_send(tp, 0, &pid, sizeof pid, 10000)) < 0) return s_fail(rank, "send", rc);
-        kill(getpid(), SIGSTOP);
-        _exit(0);
-    }
-    if ((rc = tp_recv(tp, 1, &pid, sizeof pid, 10000)) < 0) return s_fail(rank, "recv", rc);
-    char one, b[512];
-    uint64_t t0 = now_ns();
-    rc = tp_recv(tp, 1, &one, 1, 30000);
-    double s = (double)(now_ns() - t0) / 1e9;
-    kill(pid, SIGCONT);
-    err_trace(rc, b, sizeof b);
-    if (rc != ERR_PEER || !strstr(b, "rank 1") || !strstr(b, "has been stopped") || s < 1.5 || s > 8) {
-        fprintf(stderr, "rank 0: a stopped peer gave %d after %.1f s: %s\n", rc, s, b);
-        return 1;
-    }
-    return 0; /* no destroy: the peer is gone */
-}
-
-Test(tp_backend, shm_stopped_peer_is_named, .timeout = 60)
-{
-    cr_assert_eq(run_ranks(2, s_stopped_rank, NULL, 50000), 0);
-}
-
 /* Ranks on different (fake) hosts: "auto" picks tcp, and forcing shm is refused. */
 static int s_hosts_rank(int rank, int world, void *arg)
 {
