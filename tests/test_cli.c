@@ -21,14 +21,6 @@ static void s_find(void)
     cr_assert(harness_path(g_harness, sizeof g_harness) == 0, "build the harness first (make)");
 }
 
-/* how many times needle occurs in hay */
-static int s_count(const char *hay, const char *needle)
-{
-    int n = 0;
-    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
-    return n;
-}
-
 /* A misspelt long flag names the option it most likely meant, once, in the one error line; a word near
  * nothing gets no guess. */
 Test(cli, misspelt_flag_says_did_you_mean, .timeout = 30)
@@ -47,8 +39,8 @@ Test(cli, misspelt_flag_says_did_you_mean, .timeout = 30)
         snprintf(cmd, sizeof cmd, "%s bench %s", g_harness, cases[i].typed);
         cr_expect_eq(run_cmd(cmd, out, sizeof out), 2, "%s: %s", cases[i].typed, out);
         snprintf(want, sizeof want, "did you mean %s?", cases[i].meant);
-        cr_expect_eq(s_count(out, want), 1, "%s: want '%s' once:\n%s", cases[i].typed, want, out);
-        cr_expect_eq(s_count(out, "unknown option"), 1, "%s: the error is printed once:\n%s", cases[i].typed, out);
+        cr_expect_eq(count_in(out, want), 1, "%s: want '%s' once:\n%s", cases[i].typed, want, out);
+        cr_expect_eq(count_in(out, "unknown option"), 1, "%s: the error is printed once:\n%s", cases[i].typed, out);
     }
     snprintf(cmd, sizeof cmd, "%s bench --bogus", g_harness);
     cr_expect_eq(run_cmd(cmd, out, sizeof out), 2, "%s", out);
@@ -78,7 +70,7 @@ Test(cli, torchrun_env_half_set_is_refused, .timeout = 60)
         cr_expect_eq(run_cmd(cmd, out, sizeof out), 2, "%s: %s", cases[i].env, out);
         cr_expect(strstr(out, cases[i].said) && !strstr(out, "syncbench bench:") && !strstr(out, ".c:"),
                   "%s: want '%s', no run, no source location:\n%s", cases[i].env, cases[i].said, out);
-        cr_expect_eq(s_count(out, "harness: "), 1, "%s: said once:\n%s", cases[i].env, out);
+        cr_expect_eq(count_in(out, "harness: "), 1, "%s: said once:\n%s", cases[i].env, out);
     }
     snprintf(cmd, sizeof cmd, "env -u RANK -u SLURM_PROCID -u OMPI_COMM_WORLD_RANK WORLD_SIZE=1 timeout 20 %s bench "
              "--engine ring --sizes 4K --iters 1 --warmup 0 --quiet", g_harness);
@@ -180,8 +172,8 @@ Test(cli, bench_closes_with_avg_bus_bandwidth, .timeout = 90)
     char cmd[2048], out[1 << 15];
     snprintf(cmd, sizeof cmd, "%s bench -np 2 --engine ring,tree -b 4K -e 64K -f 4 -n 3 -w 1", g_harness);
     cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
-    cr_expect_eq(s_count(out, "# Out of bounds values : 0 OK\n"), 2, "%s", out);
-    cr_expect_eq(s_count(out, "# Avg bus bandwidth    : "), 2, "%s", out);
+    cr_expect_eq(count_in(out, "# Out of bounds values : 0 OK\n"), 2, "%s", out);
+    cr_expect_eq(count_in(out, "# Avg bus bandwidth    : "), 2, "%s", out);
     /* each closing line: the mean of its table's busbw column (printed to 3 decimals) */
     double sum = 0;
     int rows = 0, tables = 0;
@@ -210,9 +202,9 @@ Test(cli, nccl_tests_average, .timeout = 90)
         snprintf(cmd, sizeof cmd, "%s bench -np 2 --engine ring -b 4K -e 4K -n 3 -w 1 -a %d --json -", g_harness, a);
         cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "-a %d: %s", a, out);
         snprintf(want, sizeof want, "\"time_ranks\":\"%s\"", names[a]);
-        cr_expect_eq(s_count(out, want), a == 3 ? 0 : 1, "-a %d: %s", a, out);
+        cr_expect_eq(count_in(out, want), a == 3 ? 0 : 1, "-a %d: %s", a, out);
         snprintf(want, sizeof want, "time over the workers: %s\n", names[a]);
-        cr_expect_eq(s_count(out, want), a == 3 ? 0 : 1, "-a %d: %s", a, out);
+        cr_expect_eq(count_in(out, want), a == 3 ? 0 : 1, "-a %d: %s", a, out);
     }
     snprintf(cmd, sizeof cmd, "%s bench -np 2 -a 4", g_harness);
     cr_expect_eq(run_cmd(cmd, out, sizeof out), 2, "%s", out);
@@ -239,7 +231,7 @@ Test(cli, argument_errors_before_launch, .timeout = 90)
         snprintf(cmd, sizeof cmd, "timeout 60 %s train %s --procs 2 --steps 2", g_harness, cases[i].args);
         cr_expect_eq(run_cmd(cmd, out, sizeof out), 2, "%s: %s", cases[i].args, out);
         cr_expect(strstr(out, cases[i].said) != NULL, "%s: want '%s':\n%s", cases[i].args, cases[i].said, out);
-        cr_expect(s_count(out, "harness: ") == 1 && !strstr(out, "[rank") && !strstr(out, ".c:"),
+        cr_expect(count_in(out, "harness: ") == 1 && !strstr(out, "[rank") && !strstr(out, ".c:"),
                   "%s: once, before any rank, no source location:\n%s", cases[i].args, out);
     }
     /* every named model is listed, from the workload registry */
@@ -285,7 +277,7 @@ Test(cli, train_paths_checked_before_launch, .timeout = 90)
                  cases[i].args);
         cr_expect_eq(run_cmd(cmd, out, sizeof out), 2, "%s: %s", cases[i].args, out);
         cr_expect(strstr(out, cases[i].said) != NULL, "%s: want '%s':\n%s", cases[i].args, cases[i].said, out);
-        cr_expect(s_count(out, "harness: ") == 1 && !strstr(out, "[rank") && !strstr(out, "starting ranks"),
+        cr_expect(count_in(out, "harness: ") == 1 && !strstr(out, "[rank") && !strstr(out, "starting ranks"),
                   "%s: once, before any rank:\n%s", cases[i].args, out);
     }
 }

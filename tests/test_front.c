@@ -16,14 +16,6 @@ static void s_find(void)
     cr_assert(harness_path(g_harness, sizeof g_harness) == 0, "build the harness first (make)");
 }
 
-/* how many times needle occurs in hay */
-static int s_count(const char *hay, const char *needle)
-{
-    int n = 0;
-    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
-    return n;
-}
-
 /* `train --engine ring,ps` printed one table per engine and stopped: it ends with the engines side by side
  * (report's table) and run's verdict line naming the leader, from this run's lines only (a --json file's
  * earlier runs stay out of it), emulated or not. */
@@ -37,7 +29,7 @@ Test(front, train_of_engines_ends_side_by_side_with_a_verdict, .timeout = 180)
     snprintf(cmd, sizeof cmd, "%s train --engine tree --procs 2 --steps 2 --warmup-steps 0 --model mlp:784-32-10 --quiet "
              "--json %s", g_harness, json);
     cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
-    cr_expect_eq(s_count(out, "side by side"), 0, "one engine: no side-by-side:\n%s", out);
+    cr_expect_eq(count_in(out, "side by side"), 0, "one engine: no side-by-side:\n%s", out);
     static const char *const how[] = {"--procs 2 --model mlp:784-32-10", "--procs 2 --model mlp:784-32-10 --json FILE",
                                       "--nodes 2 --gpus-per-node 1 --model resnet50 --shrink 100"};
     for (int i = 0; i < 3; i++) {
@@ -49,7 +41,7 @@ Test(front, train_of_engines_ends_side_by_side_with_a_verdict, .timeout = 180)
         cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s\n%s", args, out);
         const char *side = strstr(out, "# syncbench train: the engines side by side");
         cr_assert(side, "%s: no side-by-side table:\n%s", args, out);
-        cr_expect_eq(s_count(out, "the engines side by side"), 1, "%s", out);
+        cr_expect_eq(count_in(out, "the engines side by side"), 1, "%s", out);
         /* the table after it has both engines, and only this run's (no tree from the file's earlier run) */
         cr_expect(strstr(side, "\n  ring") && strstr(side, "\n  ps-sync-servers1"), "%s:\n%s", args, side);
         cr_expect(!strstr(side, "tree"), "%s: an earlier run in the side-by-side:\n%s", args, side);
@@ -84,12 +76,12 @@ Test(front, oversubscription_warned_once_in_every_mode, .timeout = 300)
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         snprintf(cmd, sizeof cmd, "cd /tmp && timeout 250 %s %s --procs %d", g_harness, modes[i], P);
         cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s:\n%s", modes[i], out);
-        cr_expect_eq(s_count(out, want), 1, "%s: the warning once:\n%s", modes[i], out);
+        cr_expect_eq(count_in(out, want), 1, "%s: the warning once:\n%s", modes[i], out);
     }
     if (cores >= 2) {
         snprintf(cmd, sizeof cmd, "%s bench --engine ring --sizes 4K --iters 2 --warmup 1 --procs 2", g_harness);
         cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
-        cr_expect_eq(s_count(out, "ranks on"), 0, "2 ranks on %ld cores: no warning:\n%s", cores, out);
+        cr_expect_eq(count_in(out, "ranks on"), 0, "2 ranks on %ld cores: no warning:\n%s", cores, out);
     }
 }
 
@@ -122,7 +114,7 @@ Test(front, a_long_bench_size_shows_progress, .timeout = 300)
                 iters = (int)(iters * 8.0 / loop_s) + 1;
                 continue;
             }
-            int lines = s_count(out, "# ... 16777216 bytes: timed iteration ");
+            int lines = count_in(out, "# ... 16777216 bytes: timed iteration ");
             if (quiet) {
                 cr_expect_eq(lines, 0, "--quiet: no progress lines:\n%s", out);
             } else {
@@ -210,7 +202,7 @@ Test(front, report_csv_one_table_a_file, .timeout = 60)
         if (d) snprintf(d, sizeof said - (size_t)(d - said), "%s/x%s", dir, strstr(bad[i].said, "DIR") + 5);
         snprintf(cmd, sizeof cmd, "%s report %s %s", g_harness, sample, args);
         cr_expect_eq(run_cmd(cmd, out, sizeof out), 2, "%s: %s", args, out);
-        cr_expect(strstr(out, said) && s_count(out, "harness: ") == 1, "%s: want '%s':\n%s", args, said, out);
+        cr_expect(strstr(out, said) && count_in(out, "harness: ") == 1, "%s: want '%s':\n%s", args, said, out);
     }
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     cr_assert_eq(system(cmd), 0);
@@ -226,9 +218,9 @@ Test(front, emulated_progress_says_no_made_up_loss, .timeout = 120)
     snprintf(cmd, sizeof cmd, "%s train --engine ring --nodes 2 --gpus-per-node 1 --model resnet50 --shrink 100 --steps 3 "
              "--warmup-steps 1 --dilate 2", g_harness);
     cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
-    cr_expect_eq(s_count(out, "# ring step "), 2, "%s", out);
-    cr_expect_eq(s_count(out, "loss"), 0, "an emulated run's lines name a loss:\n%s", out);
-    cr_expect_eq(s_count(out, "samples/s emulated (rank 0 x workers), step "), 3, "%s", out);
+    cr_expect_eq(count_in(out, "# ring step "), 2, "%s", out);
+    cr_expect_eq(count_in(out, "loss"), 0, "an emulated run's lines name a loss:\n%s", out);
+    cr_expect_eq(count_in(out, "samples/s emulated (rank 0 x workers), step "), 3, "%s", out);
     /* the last step's step time beside the table's (the median of two): same emulated scale, within 2x */
     const char *last = strstr(out, "# ring step 2/2: ~"), *row = strstr(out, "\n  ring ");
     double ps, pms, tsps, tms;
@@ -239,7 +231,7 @@ Test(front, emulated_progress_says_no_made_up_loss, .timeout = 120)
               ps, pms, tsps, tms);
     snprintf(cmd, sizeof cmd, "%s train --engine ring --procs 2 --model mlp:784-32-10 --steps 2 --warmup-steps 0", g_harness);
     cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
-    cr_expect_eq(s_count(out, ": rank 0 loss "), 2, "a real model's lines keep their loss:\n%s", out);
+    cr_expect_eq(count_in(out, ": rank 0 loss "), 2, "a real model's lines keep their loss:\n%s", out);
 }
 
 /* `train --procs 3` failed inside every rank (the default global batch 256 is not a multiple of 3): it is found
@@ -263,7 +255,7 @@ Test(front, a_batch_the_workers_cannot_share_is_caught_before_launch, .timeout =
             if (mode && strstr(cases[i].args, "--scaling")) continue; /* run is one world */
             cr_expect_eq(run_cmd(cmd, out, sizeof out), 2, "%s: %s", cmd, out);
             cr_expect(strstr(out, cases[i].said) != NULL, "%s: want '%s':\n%s", cmd, cases[i].said, out);
-            cr_expect(s_count(out, "harness: ") == 1 && !strstr(out, "[rank") && !strstr(out, "rank 0") &&
+            cr_expect(count_in(out, "harness: ") == 1 && !strstr(out, "[rank") && !strstr(out, "rank 0") &&
                       !strstr(out, "syncbench"), "%s: once, before any rank:\n%s", cmd, out);
         }
     }

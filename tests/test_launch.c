@@ -3,6 +3,7 @@
  * stop on a failing / hanging / stopped (SIGSTOP) rank, on SIGINT / SIGTERM / a killed launcher, and
  * that no process of the job (found by SYNCBENCH_JOB in /proc/PID/environ) is ever left behind. */
 #include "harness/launch/launch.h"
+#include "tests/lib/ranks.h"
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
@@ -185,14 +186,6 @@ static char *s_slurp(const char *path)
     return strdup(buf);
 }
 
-/* How many times needle occurs in hay. */
-static int s_occurs(const char *hay, const char *needle)
-{
-    int n = 0;
-    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle)) n++;
-    return n;
-}
-
 static void s_done(s_run_t *run)
 {
     unlink(run->out_path);
@@ -253,7 +246,7 @@ Test(launch, rank_fails_stops_all_fast, .timeout = 20)
     cr_assert_lt(ms, 5000, "took %lld ms", ms);
     cr_assert(strstr(err, "ranks: rank 2 failed (exit 1): selftest: rank 2 failing on purpose\n"),
               "stderr:\n%s", err);
-    cr_assert_eq(s_occurs(err, "failing on purpose"), 1, "the rank's error is said once, in the failure line:\n%s", err);
+    cr_assert_eq(count_in(err, "failing on purpose"), 1, "the rank's error is said once, in the failure line:\n%s", err);
     cr_assert_eq(s_leftovers(&run), 0, "processes of the job left behind");
     free(err);
     s_done(&run);
@@ -559,7 +552,7 @@ Test(launch, a_rank_error_mid_run_is_said_once, .timeout = 40)
     cr_assert(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 1, "status %d, stderr:\n%s", run.status, err);
     cr_assert(strstr(err, "harness: train with engine ring at 2 ranks: rank 0 failed (exit 1): train failed: timed out"),
               "stderr:\n%s", err);
-    cr_assert_eq(s_occurs(err, "did not finish within"), 1, "said more than once:\n%s", err);
+    cr_assert_eq(count_in(err, "did not finish within"), 1, "said more than once:\n%s", err);
     cr_assert(!strstr(err, H_ERROR_TAG), "the launcher's tag leaked:\n%s", err);
     cr_assert_eq(s_leftovers(&run), 0);
     free(err);
@@ -582,7 +575,7 @@ Test(launch, the_same_error_on_every_rank_is_said_once, .timeout = 40)
     unlink(data);
     cr_assert(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 1, "status %d, stderr:\n%s", run.status, err);
     cr_assert(strstr(err, "ranks: rank ") && strstr(err, "failed (exit 1): train failed: "), "stderr:\n%s", err);
-    cr_assert_eq(s_occurs(err, data), 1, "said more than once:\n%s", err);
+    cr_assert_eq(count_in(err, data), 1, "said more than once:\n%s", err);
     cr_assert(!strstr(err, H_ERROR_TAG), "the launcher's tag leaked:\n%s", err);
     cr_assert_eq(s_leftovers(&run), 0);
     free(err);

@@ -258,13 +258,6 @@ static char *s_slurp(const char *path)
     return b;
 }
 
-static int s_count(const char *hay, const char *needle)
-{
-    int n = 0;
-    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle)) n++;
-    return n;
-}
-
 Test(trace, harness_train_timeline, .timeout = 120)
 {
     s_find();
@@ -283,15 +276,15 @@ Test(trace, harness_train_timeline, .timeout = 120)
     cr_expect(strstr(js, "\"traceEvents\":[") != NULL);
     cr_expect(strstr(js, "\"displayTimeUnit\":\"ms\"") != NULL);
     cr_expect(strstr(js, "\"rank 0 worker\"") != NULL && strstr(js, "\"rank 1 worker\"") != NULL);
-    cr_expect_gt(s_count(js, "\"pid\":0,"), 10, "rank 0's events");
-    cr_expect_gt(s_count(js, "\"pid\":1,"), 10, "rank 1's events");
+    cr_expect_gt(count_in(js, "\"pid\":0,"), 10, "rank 0's events");
+    cr_expect_gt(count_in(js, "\"pid\":1,"), 10, "rank 1's events");
     /* every rank, every step (1 warm-up + 3): forward, backward, sync; buckets allreduced on the comm thread */
-    cr_expect_eq(s_count(js, "{\"name\":\"forward\",\"ph\":\"X\""), 2 * 4);
-    cr_expect_eq(s_count(js, "{\"name\":\"step\",\"ph\":\"X\""), 2 * 4);
-    cr_expect_geq(s_count(js, "{\"name\":\"allreduce\",\"ph\":\"X\""), 2 * 4);
-    cr_expect_geq(s_count(js, "{\"name\":\"submit\",\"ph\":\"X\""), 2 * 4);
-    cr_expect_gt(s_count(js, "{\"name\":\"recv\",\"ph\":\"X\""), 0, "segment receives");
-    cr_expect_gt(s_count(js, "{\"name\":\"send\",\"ph\":\"i\""), 0, "segment sends");
+    cr_expect_eq(count_in(js, "{\"name\":\"forward\",\"ph\":\"X\""), 2 * 4);
+    cr_expect_eq(count_in(js, "{\"name\":\"step\",\"ph\":\"X\""), 2 * 4);
+    cr_expect_geq(count_in(js, "{\"name\":\"allreduce\",\"ph\":\"X\""), 2 * 4);
+    cr_expect_geq(count_in(js, "{\"name\":\"submit\",\"ph\":\"X\""), 2 * 4);
+    cr_expect_gt(count_in(js, "{\"name\":\"recv\",\"ph\":\"X\""), 0, "segment receives");
+    cr_expect_gt(count_in(js, "{\"name\":\"send\",\"ph\":\"i\""), 0, "segment sends");
     cr_expect(strstr(js, "\"args\":{\"name\":\"comm\"}") != NULL, "the comm thread is named");
     cr_expect(strstr(js, "trace buffer full") == NULL);
     free(js);
@@ -332,8 +325,8 @@ Test(trace, harness_ps_timeline_names_senders, .timeout = 120)
     char *js = s_slurp(path);
     cr_assert_not_null(js, "no timeline file %s:\n%s", path, out);
     cr_assert_null(s_json_check(js), "timeline is not valid JSON");
-    cr_expect_gt(s_count(js, "{\"name\":\"server push\",\"ph\":\"X\""), 0, "no server push spans");
-    cr_expect_gt(s_count(js, "{\"name\":\"server pull\",\"ph\":\"X\""), 0, "no server pull spans");
+    cr_expect_gt(count_in(js, "{\"name\":\"server push\",\"ph\":\"X\""), 0, "no server push spans");
+    cr_expect_gt(count_in(js, "{\"name\":\"server pull\",\"ph\":\"X\""), 0, "no server pull spans");
     cr_expect(strstr(js, "\"args\":{\"from\":0,\"key\":") != NULL, "no push or pull from rank 0");
     cr_expect(strstr(js, "\"args\":{\"from\":1,\"key\":") != NULL, "no push or pull from rank 1");
     free(js);

@@ -131,6 +131,14 @@ long rss_kb(void)
     return res * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
+int count_in(const char *hay, const char *needle)
+{
+    int n = 0;
+    size_t k = strlen(needle);
+    for (const char *p = hay; k && (p = strstr(p, needle)); p += k) n++;
+    return n;
+}
+
 int count_lines(const char *path, const char *needle)
 {
     FILE *f = fopen(path, "r");

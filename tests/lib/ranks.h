@@ -20,6 +20,8 @@ int run_cmd(const char *cmd, char *out, size_t len);
 int run_cmd_timed(const char *cmd, char *out, size_t len, double *secs);
 /* Lines of the file at path holding needle (every line when needle is NULL); -1 when it cannot be read. */
 int count_lines(const char *path, const char *needle);
+/* How many times needle occurs in hay, occurrences not overlapping. */
+int count_in(const char *hay, const char *needle);
 /* This process's resident memory (/proc/self/statm) in KiB; 0 when it cannot be read. */
 long rss_kb(void);
 /* Set RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, SYNCBENCH_JOB. */
