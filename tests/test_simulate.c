@@ -285,6 +285,15 @@ Test(simulate, train_mode_every_layout, .timeout = 180)
     tmpdir_remove(dir);
 }
 
+/* an emulated ring training line, ResNet-50 on 2 x 2 V100s at 180 ms a step, over net: a check point of --emulated */
+static void s_check_train_line(FILE *f, const char *net)
+{
+    fprintf(f, "{\"mode\":\"train\",\"emulated\":true,\"host_bound\":false,\"engine\":\"ring\",\"engine_label\":\"ring\","
+               "\"model\":\"resnet50\",\"device\":\"v100\",\"world\":4,\"nodes\":2,\"gpus_per_node\":2,\"servers\":0,"
+               "\"server_nodes\":0,\"net\":\"%s\",\"local_batch\":64,\"bucket_mb\":25,\"overlap\":true,"
+               "\"shrink\":32,\"dilate\":1,\"grad_dtype\":\"f32\",\"emu_step_ms\":180.0}\n", net);
+}
+
 /* --emulated: the latency comes from the bench lines alone (a least-squares line through the host ring's
  * times over TCP: its intercept is 2 (P - 1) steps of 4 hops; a bench with lat= is left out of the fit), and
  * each training line is a check point; one with lat= is its own configuration, simulated with its latency. */
@@ -307,10 +316,7 @@ Test(simulate, the_check_fits_on_benches_and_checks_on_training, .timeout = 120)
                "\"bytes\":%d,\"time_us\":%.3f}\n", 2 << 20, 5080 + 8e-3 * (double)(2 << 20));
     fprintf(f, "{\"mode\":\"bench\",\"engine_label\":\"ring\",\"world\":4,\"transport\":\"shm\",\"net\":\"\","
                "\"bytes\":67108864,\"time_us\":50000}\n");
-    fprintf(f, "{\"mode\":\"train\",\"emulated\":true,\"host_bound\":false,\"engine\":\"ring\",\"engine_label\":\"ring\","
-               "\"model\":\"resnet50\",\"device\":\"v100\",\"world\":4,\"nodes\":2,\"gpus_per_node\":2,\"servers\":0,"
-               "\"server_nodes\":0,\"net\":\"inter=25gbit\",\"local_batch\":64,\"bucket_mb\":25,\"overlap\":true,"
-               "\"shrink\":32,\"dilate\":1,\"grad_dtype\":\"f32\",\"emu_step_ms\":180.0}\n");
+    s_check_train_line(f, "inter=25gbit");
     fprintf(f, "{\"mode\":\"train\",\"emulated\":true,\"host_bound\":false,\"engine\":\"ring\",\"engine_label\":\"ring\","
                "\"model\":\"resnet50\",\"device\":\"v100\",\"world\":4,\"nodes\":2,\"gpus_per_node\":2,\"servers\":0,"
                "\"server_nodes\":0,\"net\":\"inter=25gbit,lat=2000\",\"local_batch\":64,\"bucket_mb\":25,\"overlap\":true,"
@@ -364,10 +370,6 @@ Test(simulate, the_check_fit_does_not_depend_on_line_order, .timeout = 120)
     static char out[1 << 16];
     cr_assert(harness_path(h, sizeof h) == 0, "build the harness first (make)");
     char *dir = tmpdir_make(), path[2][600];
-    const char *train = "{\"mode\":\"train\",\"emulated\":true,\"host_bound\":false,\"engine\":\"ring\",\"engine_label\":\"ring\","
-                        "\"model\":\"resnet50\",\"device\":\"v100\",\"world\":4,\"nodes\":2,\"gpus_per_node\":2,\"servers\":0,"
-                        "\"server_nodes\":0,\"net\":\"inter=25gbit\",\"local_batch\":64,\"bucket_mb\":25,\"overlap\":true,"
-                        "\"shrink\":32,\"dilate\":1,\"grad_dtype\":\"f32\",\"emu_step_ms\":180.0}\n";
     for (int o = 0; o < 2; o++) {
         snprintf(path[o], sizeof path[o], "%s/r%d.jsonl", dir, o);
         FILE *f = fopen(path[o], "w");
@@ -379,7 +381,8 @@ Test(simulate, the_check_fit_does_not_depend_on_line_order, .timeout = 120)
                        "\"bytes\":%.0f,\"time_us\":%.9g}\n", 2 + i % 2, bytes, us);
         }
         fprintf(f, "{\"mode\":\"bench\",\"engine_label\":\"ring\",\"world\":4,\"transport\":\"shm\",\"net\":\"\","
-                   "\"bytes\":67108864,\"time_us\":50000}\n%s", train);
+                   "\"bytes\":67108864,\"time_us\":50000}\n");
+        s_check_train_line(f, "inter=25gbit");
         fclose(f);
     }
     double lat[2] = {0, 0};
