@@ -63,12 +63,6 @@ struct tp_hb {
     int deaf;                       /* SYNCBENCH_TP_HB_DROP=1 (tests): drop every beat, as a firewall would */
 };
 
-int tp_hb_limit_ms(int timeout_ms)
-{
-    long half = timeout_ms / 2;
-    return half > 10000 ? 10000 : half < 1000 ? 1000 : (int)half;
-}
-
 uint64_t tp_hb_nonce(const char *prefix)
 {
     uint64_t n = 0;

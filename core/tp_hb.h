@@ -20,11 +20,8 @@ typedef struct {
     const char *prefix;      /* the run's name: beats carry its hash and their MACs cover it */
     const char *role;        /* MAC role label, "tcp-beat" or "zmq-beat" */
     const auth_t *auth;      /* the job secret (copied); none: MACs are zeros and not checked */
-    int limit_ms;            /* silence after which a watched peer is dead (tp_hb_limit_ms) */
+    int limit_ms;            /* silence after which a watched peer is dead (core/proc.h proc_stop_limit_ms) */
 } tp_hb_cfg_t;
-
-/* The silence that fails a wait: half the timeout, 1 to 10 s (as for a stopped shared-memory peer). */
-int tp_hb_limit_ms(int timeout_ms);
 
 /* Bind the UDP socket and start the thread; ep gets "ADDR:PORT" to publish for peers. */
 int  tp_hb_open(tp_hb_t **hb_p, const tp_hb_cfg_t *cfg, char *ep, size_t eplen);

@@ -22,6 +22,7 @@
 #include "core/tp_backend.h"
 #include "core/err.h"
 #include "core/futex.h"
+#include "core/proc.h"
 #include "core/timer.h"
 #include <dirent.h>
 #include <errno.h>
@@ -85,22 +86,6 @@ static int s_peer_dead(_Atomic int32_t *pid)
     return p > 0 && kill(p, 0) < 0 && errno == ESRCH;
 }
 
-/* 1 when the process is stopped (SIGSTOP, a debugger): state 'T' or 't' in /proc/PID/stat. */
-static int s_peer_stopped(_Atomic int32_t *pid)
-{
-    int32_t p = atomic_load(pid);
-    if (p <= 0) return 0;
-    char path[48], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)p);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *e = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
-    return e && e[1] == ' ' && (e[2] == 'T' || e[2] == 't');
-}
-
 /* Wait until *word != old. */
 static int s_wait_change(shm_t *self, _Atomic uint32_t *word, uint32_t old, _Atomic uint32_t *flag,
                          _Atomic int32_t *peer_pid, uint64_t dl, int peer)
@@ -144,7 +129,7 @@ static int s_wait_change(shm_t *self, _Atomic uint32_t *word, uint32_t old, _Ato
         if (atomic_load_explicit(word, memory_order_acquire) != old) return 0;
         if (s_peer_dead(peer_pid))
             return err_set(ERR_PEER, "transport: rank %d (pid %d) died", peer, (int)atomic_load(peer_pid));
-        if (self->stop_ms > 0 && s_peer_stopped(peer_pid)) {
+        if (self->stop_ms > 0 && proc_stopped((int)atomic_load(peer_pid))) {
             uint64_t t = now_ns();
             if (!stopped_at) stopped_at = t;
             else if (t - stopped_at >= (uint64_t)self->stop_ms * 1000000u)
@@ -298,8 +283,7 @@ static int s_open(void **be_p, const tp_backend_cfg_t *cfg)
     self->spin = oversub ? 0 : 50; /* microseconds */
     self->yield_us = oversub ? 2000 : 0;
     /* a stopped peer: half the timeout, 1 to 10 s, as harness's launcher rules for the ranks it starts (and watches) */
-    long half = cfg->env->timeout_ms / 2;
-    self->stop_ms = getenv("SYNCBENCH_LAUNCHED") ? 0 : half > 10000 ? 10000 : half < 1000 ? 1000 : (int)half;
+    self->stop_ms = getenv("SYNCBENCH_LAUNCHED") ? 0 : proc_stop_limit_ms(cfg->env->timeout_ms);
     const char *e = getenv("SYNCBENCH_SHM_SPIN_US");
     if (e) self->spin = atoi(e);
     e = getenv("SYNCBENCH_SHM_YIELD_US");

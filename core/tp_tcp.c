@@ -25,6 +25,7 @@
  * change to the framing the fuzz target checks), while the thread that does not touch the progress
  * engine costs the data path nothing; a wait reads one atomic per round and fails with ERR_PEER once
  * the peer it waits on has sent no beat for half the timeout (1 to 10 s). A busy rank keeps beating. */
+#include "core/proc.h"
 #include "core/tp_backend.h"
 #include "core/tp_tcp_int.h"
 #include "core/tp_hb.h"
@@ -211,7 +212,7 @@ static int s_open(void **be_p, const tp_backend_cfg_t *cfg)
     char key[160], ep[160];
     /* the beat address goes first: a peer that finds our listener finds it too */
     tp_hb_cfg_t hc = {.rank = self->rank, .world = self->world, .addr = addr, .prefix = self->prefix,
-                      .role = "tcp-beat", .auth = &self->auth, .limit_ms = tp_hb_limit_ms(cfg->env->timeout_ms)};
+                      .role = "tcp-beat", .auth = &self->auth, .limit_ms = proc_stop_limit_ms(cfg->env->timeout_ms)};
     CHECK_GOTO(rc, tp_hb_open(&self->hb, &hc, ep, sizeof ep), fail);
     snprintf(key, sizeof key, "tp/%s/hb/%d", self->prefix, self->rank);
     CHECK_GOTO(rc, store_set(self->store, key, ep, strlen(ep)), fail);

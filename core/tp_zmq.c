@@ -16,6 +16,7 @@
  * heartbeats would close a silent peer's connection unseen by a ROUTER, so liveness comes from
  * core/tp_hb.c as for tcp: authenticated UDP beats from a helper thread (keys tp/<prefix>/hb-zmq/<rank>);
  * a wait fails with ERR_PEER once the peer it waits on has sent none for half the timeout (1 to 10 s). */
+#include "core/proc.h"
 #include "core/tp_backend.h"
 #include "core/zsec.h"
 #include "core/tp_hb.h"
@@ -153,7 +154,7 @@ static int s_open(void **be_p, const tp_backend_cfg_t *cfg)
     char key[160], hep[160];
     /* the beat address goes first: a peer that finds our ROUTER finds it too */
     tp_hb_cfg_t hc = {.rank = self->rank, .world = self->world, .addr = addr, .prefix = self->prefix,
-                      .role = "zmq-beat", .auth = &self->auth, .limit_ms = tp_hb_limit_ms(cfg->env->timeout_ms)};
+                      .role = "zmq-beat", .auth = &self->auth, .limit_ms = proc_stop_limit_ms(cfg->env->timeout_ms)};
     CHECK_GOTO(rc, tp_hb_open(&self->hb, &hc, hep, sizeof hep), fail);
     snprintf(key, sizeof key, "tp/%s/hb-zmq/%d", self->prefix, self->rank);
     CHECK_GOTO(rc, store_set(self->store, key, hep, strlen(hep)), fail);

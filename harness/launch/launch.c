@@ -10,6 +10,7 @@
  * group, which also catches anything the ranks forked. States: RUN -> (failure | signal) STOP: SIGTERM
  * sent, SIGKILL at the grace deadline -> all exited -> reap, report. */
 #include "harness/launch/launch.h"
+#include "core/proc.h"
 #include "core/auth.h"
 #include "core/err.h"
 #include "core/rundir.h"
@@ -38,7 +39,6 @@ enum { S_CAUSE_NONE = 0, S_CAUSE_RANK, S_CAUSE_SIGNAL, S_CAUSE_STDOUT, S_CAUSE_S
 /* A rank stopped (SIGSTOP, a debugger) this long ends the job, naming it: half the timeout, at most 10 s
  * (the PS's heartbeat deadline), at least 1 s. Its peers would only time out, at the whole timeout: the state
  * is read from /proc, so a loaded host (ranks running or waiting, never stopped) cannot cross it. */
-#define S_STOP_MAX_MS   10000
 #define S_STOP_CHECK_MS 200        /* how often the ranks' states are read */
 
 typedef struct {
@@ -73,7 +73,7 @@ typedef struct {
     void  *child_arg;
     char   fail[256];                /* why the launch itself failed (fork, poll), for err_set */
     char   stalled[160];             /* ranks found stopped (SIGSTOP, state T) when a rank failed */
-    int    stop_limit_ms;            /* a rank stopped this long ends the job (S_STOP_MAX_MS) */
+    int    stop_limit_ms;            /* a rank stopped this long ends the job (PROC_STOP_MAX_MS) */
     long long stop_checked_ms, stopped_ms; /* the last check of states; how long the cause rank was stopped */
     struct pollfd *pfd;              /* poll set: the signalfd, then the open rank pipes */
     int   *pmap;                     /* pfd[k] (k >= 1) is rank pmap[k] / 2, stream pmap[k] % 2 */
@@ -231,21 +231,6 @@ static void s_stop(s_launch_t *L, int now_kill)
     }
 }
 
-/* 1 when pid is stopped (SIGSTOP, a debugger): state 'T' or 't' in /proc/PID/stat. */
-static int s_is_stopped(pid_t pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    buf[n] = '\0';
-    const char *rp = strrchr(buf, ')');           /* the name may hold spaces and parentheses */
-    return rp && rp[1] == ' ' && (rp[2] == 'T' || rp[2] == 't');
-}
-
 /* When a rank failed: the others that are stopped are the likely stalled peers (its timeout says which
  * peer it waited on only as a rank number; this says why). */
 static void s_note_stalled(s_launch_t *L)
@@ -253,7 +238,7 @@ static void s_note_stalled(s_launch_t *L)
     size_t off = 0;
     for (int i = 0; i < L->n && off < sizeof L->stalled; i++) {
         const s_rank_t *r = &L->r[i];
-        if (r->pid <= 0 || r->exited || !s_is_stopped(r->pid)) continue;
+        if (r->pid <= 0 || r->exited || !proc_stopped((int)r->pid)) continue;
         off += (size_t)snprintf(L->stalled + off, sizeof L->stalled - off, "%s%d", off ? ", " : "", r->rank);
     }
 }
@@ -266,7 +251,7 @@ static void s_check_stopped(s_launch_t *L, long long now)
     L->stop_checked_ms = now;
     for (int i = 0; i < L->n; i++) {
         s_rank_t *r = &L->r[i];
-        if (r->pid <= 0 || r->exited || !s_is_stopped(r->pid)) { r->stopped_at = 0; continue; }
+        if (r->pid <= 0 || r->exited || !proc_stopped((int)r->pid)) { r->stopped_at = 0; continue; }
         if (!r->stopped_at) r->stopped_at = now;
         if (now - r->stopped_at >= L->stop_limit_ms && L->cause == S_CAUSE_NONE) {
             L->cause = S_CAUSE_STOPPED;
@@ -436,8 +421,7 @@ static int s_alloc(s_launch_t *L, const h_launch_cfg_t *cfg, int world, const ch
     L->pmap = calloc(1 + 2 * (size_t)cfg->nlocal, sizeof *L->pmap);
     if (!L->r || !L->pfd || !L->pmap) return err_set(ERR_NOMEM, "launcher: out of memory");
     if (cfg->timeout_s > 0 && cfg->timeout_s * 1000LL < L->grace_ms) L->grace_ms = cfg->timeout_s * 1000;
-    long long half = (cfg->timeout_s > 0 ? cfg->timeout_s : 60) * 500LL; /* the ranks' default timeout: 60 s */
-    L->stop_limit_ms = half > S_STOP_MAX_MS ? S_STOP_MAX_MS : half < 1000 ? 1000 : (int)half;
+    L->stop_limit_ms = proc_stop_limit_ms((cfg->timeout_s > 0 ? cfg->timeout_s : 60) * 1000LL); /* ranks' default: 60 s */
     for (int i = 0; i < L->n; i++) {
         s_rank_t *r = &L->r[i];
         r->rank = cfg->node_rank * cfg->nlocal + i;
@@ -581,7 +565,7 @@ static int s_outcome(const s_launch_t *L, const h_launch_cfg_t *cfg)
         s_other_errors(L, -1);
         return err_set(ERR_PEER, "rank %d was stopped (SIGSTOP or a debugger) for %lld ms, past the launcher's limit of "
                        "%d ms (half of --timeout, at most %d s): the job was ended (stopped ranks: %s)",
-                       L->r[L->cause_rank].rank, L->stopped_ms, L->stop_limit_ms, S_STOP_MAX_MS / 1000, L->stalled);
+                       L->r[L->cause_rank].rank, L->stopped_ms, L->stop_limit_ms, PROC_STOP_MAX_MS / 1000, L->stalled);
     default:
         if (L->cause_rank < 0) return err_set(ERR_SYS, "%s", L->fail);
         const s_rank_t *r = &L->r[L->cause_rank];
