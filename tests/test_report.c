@@ -1,7 +1,8 @@
 /* test_report.c: `harness report`'s strict JSON-lines reader (values, escapes, every kind of malformed
  * line) and the report itself from the fixed tests/data/report_sample.jsonl: text tables, scaling
  * efficiency, malformed lines named by file:line, figures with gnuplot, a clear note without it; the
- * same rows as JSON, Markdown and CSV; repeated runs of one point giving their median. */
+ * same rows as JSON, Markdown and CSV; repeated runs of one point giving their median; lines of kinds with no
+ * table counted in one line. */
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include "harness/registry/engines.h"
 #include "harness/record/stats.h"
 #include "harness/record/traffic.h"
+#include "tests/lib/ranks.h"
 
 static int s_parse(const char *line, h_jobj_t *o, char *err, size_t errlen)
 {
@@ -378,6 +380,38 @@ Test(report, host_bound_marked_and_the_emulated_efficiency_carried)
     char rm[600];
     snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
     cr_assert_eq(system(rm), 0);
+    unlink(path);
+}
+
+/* Lines of a kind report has no table for (`harness model --model`'s cluster, check and error lines, a simulate
+ * line) are counted in one line, kind by kind, not given a "skipped" line each (results/emulated-model.jsonl
+ * printed 263 of them). */
+Test(report, lines_of_other_kinds_counted_in_one_line)
+{
+    char path[] = "/tmp/sb-report-other-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    for (int i = 0; i < 3; i++) dprintf(fd, "{\"mode\":\"model\",\"kind\":\"cluster\",\"gpus\":%d,\"step_ms\":175}\n", 1 << i);
+    for (int i = 0; i < 5; i++) dprintf(fd, "{\"mode\":\"model\",\"kind\":\"check\",\"gpus\":%d,\"err_pct\":-0.4}\n", 1 << i);
+    dprintf(fd, "{\"mode\":\"model\",\"kind\":\"error\",\"sample\":\"out\",\"median\":3.9}\n");
+    dprintf(fd, "{\"mode\":\"simulate\",\"kind\":\"train\",\"engine\":\"ring\"}\n");
+    dprintf(fd, "{\"mode\":\"bench\",\"engine\":\"ring\",\"impl\":\"host\",\"world\":2,\"bytes\":1024,\"time_us\":10,"
+                "\"busbw_gbs\":0.1}\n");
+    close(fd);
+    static char out[65536], err[65536];
+    char *files[] = {path};
+    int rc = s_report_fmt(1, files, NULL, "text", out, sizeof out, err, sizeof err);
+    cr_assert_eq(rc, 0, "%s\n%s", out, err);
+    cr_assert_eq(err[0], '\0', "nothing on stderr:\n%s", err);
+    cr_assert(strstr(out, "\n# 10 lines of a kind report has no table for skipped: model/check 5, model/cluster 3, model/error 1, "
+                          "simulate/train 1\n"), "%s", out);
+    cr_assert_eq(count_in(out, "skipped"), 1, "%s", out);
+    cr_assert(strstr(out, "ring@2"), "the bench line still reported:\n%s", out);
+    /* other formats: the count on stderr, once; stdout only the table */
+    rc = s_report_fmt(1, files, NULL, "csv", out, sizeof out, err, sizeof err);
+    cr_assert_eq(rc, 0, "%s\n%s", out, err);
+    cr_assert_eq(count_in(err, "skipped"), 1, "%s", err);
+    cr_assert(strstr(err, "model/check 5") && !strstr(out, "skipped"), "%s\n%s", out, err);
     unlink(path);
 }
 

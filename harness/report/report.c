@@ -149,11 +149,34 @@ static void s_add_train(h_rdata_t *d, const h_jobj_t *o, const char *label, int 
     t->nrep++;
 }
 
+/* A line of a kind with no table here joins its kind's count ("mode/kind"; past H_OTHER - 1 kinds, "other"). */
+static void s_add_other(h_rdata_t *d, const h_jobj_t *o)
+{
+    char kind[48];
+    const char *mode = h_jstr(o, "mode", ""), *k = h_jstr(o, "kind", "");
+    snprintf(kind, sizeof kind, "%s%s%s", mode, k[0] ? "/" : "", k);
+    for (int pass = 0; pass < 2; pass++) {
+        size_t i = 0;
+        while (i < d->nother && strcmp(d->other[i].kind, kind)) i++;
+        if (i == d->nother && d->nother >= H_OTHER - 1 && !pass) {
+            snprintf(kind, sizeof kind, "other");
+            continue;
+        }
+        if (i == d->nother) snprintf(d->other[d->nother++].kind, sizeof d->other[0].kind, "%s", kind);
+        d->other[i].n++;
+        d->nother_lines++;
+        return;
+    }
+}
+
 static void s_add_model(h_rdata_t *d, const h_jobj_t *o, const char *label, int world, FILE *diag)
 {
     if (!strcmp(h_jstr(o, "what", ""), "fit")) return;   /* the probe's parameters: no point */
-    if (!strcmp(h_jstr(o, "kind", ""), "cluster")) return; /* `harness model --model`'s extrapolation: the paper
-                                                             * plots it (paper/emulated.py); no table row here */
+    if (h_jget(o, "kind")) {   /* `harness model --model`'s extrapolation, check and errors: the paper and gen-docs
+                                * read them (paper/emulated.py); no table row here */
+        s_add_other(d, o);
+        return;
+    }
     double pred = h_jnum(o, "pred_us", NAN);
     if (world < 1 || !(pred >= 0)) {
         fprintf(diag, "%s: model line without world or pred_us: skipped\n", o->src);
@@ -168,7 +191,7 @@ static void s_add_model(h_rdata_t *d, const h_jobj_t *o, const char *label, int 
     m->meas_us = h_jnum(o, "meas_us", -1);
 }
 
-/* Every line into its kind's rows, then each kind sorted. Other modes (future ones) are ignored. */
+/* Every line into its kind's rows, then each kind sorted. Other modes (simulate, future ones) are counted. */
 static int s_collect(h_jobj_t *objs, size_t n, h_rdata_t *d, const char *run_label, FILE *diag)
 {
     d->b = calloc(n ? n : 1, sizeof *d->b);
@@ -188,6 +211,7 @@ static int s_collect(h_jobj_t *objs, size_t n, h_rdata_t *d, const char *run_lab
         if (bench) s_add_bench(d, o, label, world, cfg, diag);
         else if (train) s_add_train(d, o, label, world, cfg, diag);
         else if (!strcmp(mode, "model")) s_add_model(d, o, label, world, diag);
+        else s_add_other(d, o);
     }
     CHECK(h_report_unique_labels(d));
     qsort(d->b, d->nb, sizeof *d->b, s_cmp_bench);
@@ -440,6 +464,23 @@ static int s_text(FILE *out, const h_rdata_t *d)
 
 /* ---- h_report ------------------------------------------------------------------------------------ */
 
+/* The one line that says which lines had no table here: their kinds, most first, and how many. */
+static void s_other_line(FILE *out, const h_rdata_t *d)
+{
+    if (!d->nother_lines) return;
+    size_t ord[H_OTHER];
+    for (size_t i = 0; i < d->nother; i++) ord[i] = i;
+    for (size_t a = 1; a < d->nother; a++)
+        for (size_t b = a; b > 0 && d->other[ord[b - 1]].n < d->other[ord[b]].n; b--) {
+            size_t t = ord[b];
+            ord[b] = ord[b - 1];
+            ord[b - 1] = t;
+        }
+    fprintf(out, "# %zu line%s of a kind report has no table for skipped:", d->nother_lines, d->nother_lines == 1 ? "" : "s");
+    for (size_t i = 0; i < d->nother; i++) fprintf(out, "%s %s %zu", i ? "," : "", d->other[ord[i]].kind, d->other[ord[i]].n);
+    fprintf(out, "\n");
+}
+
 /* Figures into outdir (NULL: plots/ next to the first file); their notes on `note`. */
 static int s_figures(const h_rdata_t *d, char **files, const char *outdir, FILE *note)
 {
@@ -473,6 +514,7 @@ static int s_output(const h_rdata_t *all, const char *fmt, int kind, const h_rep
     if (kind >= 0 && !any && n)
         return err_set(ERR_INVAL, "--table %s: the files hold no %s rows (bench %zu, train %zu, model %zu)", c->table,
                        c->table, all->nb, all->nt, all->nm);
+    if (!text) s_other_line(stderr, all); /* stdout is the table's */
     if (c->csv_dir) {
         CHECK(h_report_csv_dir(d, c->csv_dir, kind, stdout));
     } else if (text) {
@@ -480,6 +522,7 @@ static int s_output(const h_rdata_t *all, const char *fmt, int kind, const h_rep
                n, all->nb, all->nt, all->nm);
         if (nbad) printf(", %zu malformed line%s skipped (counted on stderr)", nbad, nbad == 1 ? "" : "s");
         printf("\n");
+        s_other_line(stdout, all);
         if (!any) printf("# nothing to report\n");
         else CHECK(s_text(stdout, d));
     } else if (!strcmp(fmt, "json")) {

@@ -61,12 +61,21 @@ typedef struct {
     double bytes, pred_us, meas_us;   /* meas_us <= 0: none (extrapolation) */
 } h_rmodel_t;
 
+/* Lines of a kind report has no table for ("model/cluster", "simulate/train"...), how many: counted, said
+ * in one line, never a line each. */
+#define H_OTHER 16
+typedef struct {
+    char kind[48];
+    size_t n;
+} h_rother_t;
+
 /* Every row of a report, each kind sorted (bench: label, world, bytes; train: label, world; model:
- * what, label, bytes, world). */
+ * what, label, bytes, world), and the tally of the lines skipped for their kind. */
 typedef struct {
     h_rbench_t *b; size_t nb;
     h_rtrain_t *t; size_t nt;
     h_rmodel_t *m; size_t nm;
+    h_rother_t other[H_OTHER]; size_t nother, nother_lines;
 } h_rdata_t;
 
 /* Reads the files (malformed lines skipped, counted on stderr in one line a file) and prints the
