@@ -249,6 +249,15 @@ class Paper:
         return "\n".join(self.bench_file(r) for r in files)
 
     # -- train --
+    @staticmethod
+    def losses(o):
+        """'first → last', or '–' where there is none: an emulated model computes no loss (its lines carry
+        none; older ones wrote 0)."""
+        lf, ll = num(o.get("loss_first")), num(o.get("loss_last"))
+        if o.get("emulated") or math.isnan(lf) or math.isnan(ll):
+            return "–"
+        return "%s → %s" % (fsig(lf, 4), fsig(ll, 4))
+
     def train_rows(self, t):
         rows = []
         for (l, w), o in sorted(t.items()):
@@ -258,7 +267,7 @@ class Paper:
                          fsig(num(o.get("step_ms_p50"))), fsig(num(o.get("step_ms_p99"))),
                          fsig(num(o.get("compute_ms_p50"))), fsig(num(o.get("comm_ms_p50"))),
                          fsig(num(o.get("wait_ms_p50"))),
-                         "%s → %s" % (fsig(num(o.get("loss_first")), 4), fsig(num(o.get("loss_last")), 4))])
+                         self.losses(o)])
         return table(["engine", "P", "servers", "samples/s", "step p50 (ms)", "step p99 (ms)", "compute p50 (ms)",
                       "comm p50 (ms)", "wait p50 (ms)", "loss first → last"], rows)
 

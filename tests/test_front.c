@@ -1,6 +1,6 @@
 /* test_front.c: what the harness's outputs say to a newcomer (issue 32, sections 2 to 4): train of several
  * engines ends side by side with a verdict, oversubscription warned once and long runs show progress,
- * emulated progress lines carry no made-up loss, a global batch the workers cannot share is caught before
+ * emulated progress lines and JSON lines carry no made-up loss, a global batch the workers cannot share is caught before
  * launch. */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -264,4 +264,38 @@ Test(front, a_batch_the_workers_cannot_share_is_caught_before_launch, .timeout =
         snprintf(cmd, sizeof cmd, "%s train %s --steps 2 --warmup-steps 0 --model mlp:784-32-10 --quiet", g_harness, fine[i]);
         cr_expect_eq(run_cmd(cmd, out, sizeof out), 0, "%s: %s", fine[i], out);
     }
+}
+
+/* An emulated model has no loss, yet its JSON lines carried "loss_first": 0, "loss_last": 0 (and "acc_last": 0):
+ * they now carry none, a real model's keep theirs, and the readers take both the new lines and the old ones
+ * (harness report, and harness model's check of emulated runs). */
+Test(front, emulated_lines_carry_no_made_up_loss, .timeout = 120)
+{
+    s_find();
+    char dir[] = "/tmp/sb-front-XXXXXX", cmd[2048], out[1 << 16], json[600];
+    cr_assert(mkdtemp(dir));
+    snprintf(json, sizeof json, "%s/r.jsonl", dir);
+    snprintf(cmd, sizeof cmd, "%s train --engine ring --nodes 2 --gpus-per-node 1 --model resnet50 --shrink 100 --steps 2 "
+             "--warmup-steps 0 --quiet --json %s > /dev/null && cat %s", g_harness, json, json);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    cr_assert(strstr(out, "\"emulated\": true"), "%s", out);
+    cr_expect(!strstr(out, "loss_first") && !strstr(out, "loss_last") && !strstr(out, "acc_last"),
+              "an emulated line carries a loss:\n%s", out);
+    snprintf(cmd, sizeof cmd, "%s train --engine ring --procs 2 --model mlp:784-32-10 --steps 2 --warmup-steps 0 --quiet "
+             "--json %s/m.jsonl > /dev/null && cat %s/m.jsonl", g_harness, dir, dir);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "\"loss_first\": ") && strstr(out, "\"loss_last\": ") && strstr(out, "\"acc_last\": "),
+              "a real model's line keeps its loss:\n%s", out);
+    /* an older emulated line beside the new one: its loss 0 as older files wrote it */
+    snprintf(cmd, sizeof cmd, "sed 's/\"skipped_steps\"/\"loss_first\": 0.0, \"loss_last\": 0.0, \"acc_last\": 0.0, \"skipped_steps\"/' "
+             "%s >> %s && grep -c loss_first %s", json, json, json);
+    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    cr_assert_eq(atoi(out), 1, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s report %s", g_harness, json);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "train 1") && strstr(out, "\n  ring") && !strstr(out, "skipped"), "%s", out);
+    snprintf(cmd, sizeof cmd, "%s model --model resnet50 --nodes 2 --gpus-per-node 1 %s", g_harness, json);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
 }

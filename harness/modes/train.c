@@ -380,12 +380,14 @@ static int s_json(const h_train_cfg_t *o, const char *name, const char *label, c
         "bucket_mb", o->bucket_mb > 0 ? o->bucket_mb : 25.0, "nbuckets", all[0].nbuckets, "overlap", !o->no_overlap);
     /* steps: every optimizer step, warm-up included (older files: the timed steps, with no timed_steps) */
     int bad = h_jmerge(body, json_pack("{s:i}", "timed_steps", o->steps - o->warmup_steps));
-    bad = bad || h_jmerge(body, json_pack("{s:i, s:f, s:o, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I}",
+    bad = bad || h_jmerge(body, json_pack("{s:i, s:f, s:o, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I}",
         "blas_threads", all[0].threads, "samples_per_s", S->sps, "samples_per_s_rank", sps ? h_jarr_f64(sps, (size_t)P) : NULL,
         "compute_samples_per_s", S->csps, "step_ms_p50", S->step50, "step_ms_p99", S->step99, "compute_ms_p50", S->comp50,
         "comm_ms_p50", S->comm50, "wait_ms_p50", S->wait50, "data_ms_p50", S->data50, "sync_ms_p50", S->sync50,
-        "loss_first", S->lf, "loss_last", S->ll, "acc_last", S->acc, "skipped_steps", (json_int_t)S->skipped,
-        "bytes_sent", (json_int_t)S->sent));
+        "skipped_steps", (json_int_t)S->skipped, "bytes_sent", (json_int_t)S->sent));
+    /* an emulated model computes no loss and no accuracy: its line has none (older files wrote 0 for both) */
+    if (!S->emu.on)
+        bad = bad || h_jmerge(body, json_pack("{s:f, s:f, s:f}", "loss_first", S->lf, "loss_last", S->ll, "acc_last", S->acc));
     free(sps);
     /* mem_engine_bytes: what each rank's engine holds (buffers, shards, optimizer state, aggregation):
      * the part of the memory the synchronization scheme decides, where a PS server's load shows */
