@@ -1,0 +1,283 @@
+"""gendocs_measured.py: the generated blocks of the hand-written docs (docs/measured.md, docs/usage.md), for
+scripts/gen-docs: a block `<!-- gen: NAME ARG... -->` ... `<!-- /gen -->` is filled with what the function
+NAME of BLOCKS makes from results/*.jsonl (ARGs: words, or key=value), so that the docs keep their prose
+and no figure in them is typed by hand. Python 3 standard library only.
+"""
+import json
+import os
+import re
+import statistics
+import sys
+
+OPEN = re.compile(r"^<!-- gen: ([a-z_]+)((?: [^ >]+)*) -->$")
+CLOSE = "<!-- /gen -->"
+BLOCKS = {}
+
+
+def block(fn):
+    BLOCKS[fn.__name__] = fn
+    return fn
+
+
+def load(results, name):
+    path = os.path.join(results, name + ".jsonl")
+    if not os.path.exists(path):
+        return None
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except ValueError as e:
+                    sys.exit(f"gen-docs: {path}:{n}: not a JSON line ({e})")
+    return out
+
+
+def label(r):
+    """A line's engine label as the harness prints it (the OpenMPI and torch peers have none: their engine)."""
+    return r.get("engine_label") or r.get("engine", "?")
+
+
+def fsize(b):
+    b = int(b)
+    for unit, k in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= k and b % k == 0:
+            return f"{b // k} {unit}"
+    return f"{b} B"
+
+
+def parse_size(s):
+    m = re.fullmatch(r"(\d+)([KMG]?)", s)
+    if not m:
+        sys.exit(f"gen-docs: not a size: {s}")
+    return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2)]
+
+
+def fnum(x, sig=3):
+    """x to sig significant figures, thousands separated (no exponent)."""
+    if x is None:
+        return "–"
+    if x == 0:
+        return "0"
+    import math
+    d = max(0, sig - 1 - int(math.floor(math.log10(abs(x)))))
+    return f"{x:,.{d}f}"
+
+
+def table(head, rows, right=None):
+    right = right if right is not None else [i > 0 for i in range(len(head))]
+    out = "| " + " | ".join(head) + " |\n|" + "".join("---:|" if r else "---|" for r in right) + "\n"
+    return out + "".join("| " + " | ".join(str(c) for c in row) + " |\n" for row in rows)
+
+
+def median_by(rs, key, val):
+    """{key(r): median of val(r)} over the lines rs (lines where val is None left out)."""
+    acc = {}
+    for r in rs:
+        v = val(r)
+        if v is not None:
+            acc.setdefault(key(r), []).append(v)
+    return {k: statistics.median(v) for k, v in acc.items()}
+
+
+def select(rs, where):
+    """The lines whose fields equal where's (key=value strings; 'label' is the engine label)."""
+    out = []
+    for r in rs:
+        ok = True
+        for k, v in where.items():
+            have = label(r) if k == "label" else r.get(k)
+            if str(have).lower() != v.lower() and not (isinstance(have, (int, float)) and not isinstance(have, bool)
+                                                        and _is_num(v) and float(v) == have):
+                ok = False
+                break
+        if ok:
+            out.append(r)
+    return out
+
+
+def _is_num(v):
+    try:
+        float(v)
+        return True
+    except ValueError:
+        return False
+
+
+def _s(v):
+    """A field as a table cell: '–' where the line has none."""
+    return "–" if v is None or v == "" else str(v)
+
+
+def missing(name):
+    return f"_{name}: not recorded._\n"
+
+
+# ---- bench ------------------------------------------------------------------------------------------
+
+@block
+def bench(results, name, sizes=None, by="", metric="time_us", where=""):
+    """Median over a point's runs of metric (time_us or busbw_gbs), a row per engine label (and the fields of
+    by, comma-separated) and world, a column per size (sizes: comma-separated, 4K 16M...; default: all)."""
+    rs = load(results, name)
+    if rs is None:
+        return missing(name)
+    rs = [r for r in rs if r.get("mode") == "bench"]
+    if where:
+        rs = select(rs, dict(kv.split(":", 1) for kv in where.split(",")))
+    keys = [k for k in by.split(",") if k]
+    want = [parse_size(s) for s in sizes.split(",")] if sizes else sorted({r["bytes"] for r in rs})
+    med = median_by(rs, lambda r: (label(r),) + tuple(_s(r.get(k)) for k in keys) + (r["world"], r["bytes"]),
+                    lambda r: r.get(metric))
+    rows = []
+    for k in sorted({k[:-1] for k in med}, key=lambda k: (k[-1], k[:-1])):
+        cells = [fnum(med[k + (b,)]) if k + (b,) in med else "" for b in want]
+        if any(cells):
+            rows.append(["`%s`" % k[0]] + list(k[1:-1]) + [k[-1]] + cells)
+    unit = {"time_us": "us, median of the runs", "busbw_gbs": "busbw GB/s, median of the runs"}.get(metric, metric)
+    return (f"\n`results/{name}.jsonl` ({unit}):\n\n" +
+            table(["engine"] + keys + ["P"] + [fsize(b) for b in want], rows, [False] * (1 + len(keys)) + [True] * (1 + len(want))) +
+            "\n")
+
+
+@block
+def bench_ratio(results, name, num, den, by_world="1", sizes=None, where="", num_where="", den_where="", what=None):
+    """One sentence: the range over sizes (and per world) of time(num) / time(den), the medians of each point's
+    runs; num and den are engine labels (num_where/den_where: more fields, k:v comma-separated)."""
+    rs = load(results, name)
+    if rs is None:
+        return missing(name)
+    rs = [r for r in rs if r.get("mode") == "bench"]
+    if where:
+        rs = select(rs, dict(kv.split(":", 1) for kv in where.split(",")))
+    want = {parse_size(s) for s in sizes.split(",")} if sizes else None
+
+    def side(lab, extra):
+        sel = select(rs, dict([("label", lab)] + [kv.split(":", 1) for kv in extra.split(",") if kv]))
+        return median_by(sel, lambda r: (r["world"], r["bytes"]), lambda r: r.get("time_us"))
+
+    a, b = side(num, num_where), side(den, den_where)
+    common = sorted(k for k in a if k in b and (want is None or k[1] in want))
+    if not common:
+        return f"_{name}: no common points of {num} and {den}._"
+    worlds = sorted({w for w, _ in common}) if by_world == "1" else [None]
+    parts = []
+    for w in worlds:
+        q = [(a[k] / b[k], k[1]) for k in common if w is None or k[0] == w]
+        lo, hi = min(q), max(q)
+        rng = f"{lo[0]:.2f}x" if abs(hi[0] - lo[0]) < 0.005 else f"{lo[0]:.2f}x-{hi[0]:.2f}x"
+        parts.append(rng + (f" at P = {w}" if w is not None else ""))
+    return (what or f"{num} / {den}, time") + ": " + ", ".join(parts) + f" (`results/{name}.jsonl`, medians)."
+
+
+# ---- train ------------------------------------------------------------------------------------------
+
+@block
+def train(results, name, metric="samples_per_s", by="", where=""):
+    """Median over a configuration's runs of metric, a row per engine label (and by's fields), a column per world."""
+    rs = load(results, name)
+    if rs is None:
+        return missing(name)
+    rs = [r for r in rs if r.get("mode") == "train"]
+    if where:
+        rs = select(rs, dict(kv.split(":", 1) for kv in where.split(",")))
+    keys = [k for k in by.split(",") if k]
+    med = median_by(rs, lambda r: (label(r),) + tuple(_s(r.get(k)) for k in keys) + (r["world"],), lambda r: r.get(metric))
+    worlds = sorted({k[-1] for k in med})
+    rows = []
+    for k in sorted({k[:-1] for k in med}):
+        rows.append(["`%s`" % k[0]] + list(k[1:]) + [fnum(med[k + (w,)], 4) if k + (w,) in med else "" for w in worlds])
+    return (f"\n`results/{name}.jsonl` ({metric}, median of the runs):\n\n" +
+            table(["engine"] + keys + [f"P = {w}" for w in worlds], rows, [False] * (1 + len(keys)) + [True] * len(worlds)) +
+            "\n")
+
+
+# ---- emulated clusters ------------------------------------------------------------------------------
+
+@block
+def emulated(results, name, metric="speedup", by="model", where="", extra=""):
+    """Emulated training runs (and their repeats: extra, comma-separated file names): the median over a
+    configuration's launches of metric (speedup, emu_step_ms...), a row per by's fields and engine label, a
+    column per emulated GPU count; a cell whose launches were all host-bound is marked (hb), some of them (hb k/n)."""
+    rs = load(results, name)
+    if rs is None:
+        return missing(name)
+    files = [name] + [x for x in extra.split(",") if x]
+    for x in files[1:]:
+        rs += load(results, x) or []
+    rs = [r for r in rs if r.get("mode") == "train" and r.get("emulated")]
+    if where:
+        rs = select(rs, dict(kv.split(":", 1) for kv in where.split(",")))
+    keys = [k for k in by.split(",") if k]
+    key = lambda r: tuple(_s(r.get(k)) for k in keys) + (label(r), r["world"])
+    med = median_by(rs, key, lambda r: r.get(metric))
+    hb = {}
+    for r in rs:
+        n, h = hb.get(key(r), (0, 0))
+        hb[key(r)] = (n + 1, h + bool(r.get("host_bound")))
+    worlds = sorted({k[-1] for k in med})
+    rows = []
+    sig = 4 if metric.endswith("_ms") else 3
+    for k in sorted({k[:-1] for k in med}):
+        cells = []
+        for w in worlds:
+            if k + (w,) not in med:
+                cells.append("")
+                continue
+            n, h = hb[k + (w,)]
+            mark = "" if not h else " (hb)" if h == n else f" (hb {h}/{n})"
+            cells.append(fnum(med[k + (w,)], sig) + mark)
+        rows.append(list(k[:-1]) + ["`%s`" % k[-1]] + cells)
+    src = ", ".join(f"`results/{x}.jsonl`" for x in files)
+    what = {"speedup": "speedup over one device", "emu_step_ms": "ms a step", "scaling_efficiency": "scaling efficiency"}
+    return (f"\n{src} ({what.get(metric, metric)}, median of each configuration's launches; hb: host-bound):\n\n" +
+            table(keys + ["engine"] + [f"{w} GPUs" for w in worlds], rows, [False] * (1 + len(keys)) + [True] * len(worlds)) + "\n")
+
+
+# ---- filling a document -----------------------------------------------------------------------------
+
+def _args(text, where):
+    pos, kw = [], {}
+    for a in text.split():
+        if "=" in a:
+            k, v = a.split("=", 1)
+            kw[k] = v
+        else:
+            pos.append(a)
+    return pos, kw
+
+
+def fill(text, results, path):
+    """text with every generated block refilled from results; an unknown block, a bad argument or an unclosed
+    block is an error naming path:line."""
+    out, lines, i = [], text.split("\n"), 0
+    while i < len(lines):
+        line = lines[i]
+        out.append(line)
+        m = OPEN.match(line)
+        if not m and line.startswith("<!-- gen:"):
+            sys.exit(f"gen-docs: {path}:{i + 1}: not a block opening (<!-- gen: NAME ARG... -->): {line}")
+        if not m:
+            i += 1
+            continue
+        name, fn = m.group(1), BLOCKS.get(m.group(1))
+        if fn is None:
+            sys.exit(f"gen-docs: {path}:{i + 1}: no block named {name} (scripts/gendocs_measured.py has "
+                     f"{', '.join(sorted(BLOCKS))})")
+        j = i + 1
+        while j < len(lines) and lines[j] != CLOSE:
+            if OPEN.match(lines[j]):
+                break
+            j += 1
+        if j == len(lines) or lines[j] != CLOSE:
+            sys.exit(f"gen-docs: {path}:{i + 1}: block {name} has no {CLOSE} before the next block or the end")
+        pos, kw = _args(m.group(2), f"{path}:{i + 1}")
+        try:
+            body = fn(results, *pos, **kw)
+        except TypeError as e:
+            sys.exit(f"gen-docs: {path}:{i + 1}: block {name}: {e}")
+        out.extend(body.strip("\n").split("\n"))
+        out.append(CLOSE)
+        i = j + 1
+    return "\n".join(out)
