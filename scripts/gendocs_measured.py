@@ -35,8 +35,10 @@ def load(results, name):
 
 
 def label(r):
-    """A line's engine label as the harness prints it (the OpenMPI and torch peers have none: their engine)."""
-    return r.get("engine_label") or r.get("engine", "?")
+    """A line's engine label as harness report names its row: "RUN:engine" for a run given --label RUN (the
+    OpenMPI and torch peers have no engine label: their engine)."""
+    lab = r.get("engine_label") or r.get("engine", "?")
+    return f"{r['label']}:{lab}" if r.get("label") else lab
 
 
 def fsize(b):
@@ -117,9 +119,11 @@ def missing(name):
 # ---- bench ------------------------------------------------------------------------------------------
 
 @block
-def bench(results, name, sizes=None, by="", metric="time_us", where=""):
+def bench(results, name, sizes=None, by="", metric="time_us", where="", pivot="size", min_world="1"):
     """Median over a point's runs of metric (time_us or busbw_gbs), a row per engine label (and the fields of
-    by, comma-separated) and world, a column per size (sizes: comma-separated, 4K 16M...; default: all)."""
+    by, comma-separated) and world, a column per size (sizes: comma-separated, 4K 16M...; default: all); pivot=world:
+    a row per engine and size, a column per world (worlds from min_world)."""
+    min_world = int(min_world)
     rs = load(results, name)
     if rs is None:
         return missing(name)
@@ -130,12 +134,22 @@ def bench(results, name, sizes=None, by="", metric="time_us", where=""):
     want = [parse_size(s) for s in sizes.split(",")] if sizes else sorted({r["bytes"] for r in rs})
     med = median_by(rs, lambda r: (label(r),) + tuple(_s(r.get(k)) for k in keys) + (r["world"], r["bytes"]),
                     lambda r: r.get(metric))
+    unit = {"time_us": "us, median of the runs", "busbw_gbs": "busbw GB/s, median of the runs"}.get(metric, metric)
     rows = []
-    for k in sorted({k[:-1] for k in med}, key=lambda k: (k[-1], k[:-1])):
+    if pivot == "world":   # a row per engine and size, a column per world
+        worlds = sorted({k[-2] for k in med if k[-2] >= min_world})
+        for k in sorted({k[:-2] for k in med}):
+            for b in want:
+                cells = [fnum(med[k + (w, b)]) if k + (w, b) in med else "" for w in worlds]
+                if any(cells):
+                    rows.append(["`%s`" % k[0]] + list(k[1:]) + [fsize(b)] + cells)
+        return (f"\n`results/{name}.jsonl` ({unit}):\n\n" +
+                table(["engine"] + keys + ["size"] + [f"P = {w}" for w in worlds], rows,
+                      [False] * (2 + len(keys)) + [True] * len(worlds)) + "\n")
+    for k in sorted({k[:-1] for k in med if k[-2] >= min_world}, key=lambda k: (k[-1], k[:-1])):
         cells = [fnum(med[k + (b,)]) if k + (b,) in med else "" for b in want]
         if any(cells):
             rows.append(["`%s`" % k[0]] + list(k[1:-1]) + [k[-1]] + cells)
-    unit = {"time_us": "us, median of the runs", "busbw_gbs": "busbw GB/s, median of the runs"}.get(metric, metric)
     return (f"\n`results/{name}.jsonl` ({unit}):\n\n" +
             table(["engine"] + keys + ["P"] + [fsize(b) for b in want], rows, [False] * (1 + len(keys)) + [True] * (1 + len(want))) +
             "\n")
@@ -168,7 +182,55 @@ def bench_ratio(results, name, num, den, by_world="1", sizes=None, where="", num
         lo, hi = min(q), max(q)
         rng = f"{lo[0]:.2f}x" if abs(hi[0] - lo[0]) < 0.005 else f"{lo[0]:.2f}x-{hi[0]:.2f}x"
         parts.append(rng + (f" at P = {w}" if w is not None else ""))
-    return (what or f"{num} / {den}, time") + ": " + ", ".join(parts) + f" (`results/{name}.jsonl`, medians)."
+    return (what.replace("_", " ") if what else f"{num} / {den}, time") + ": " + ", ".join(parts) + f" (`results/{name}.jsonl`, medians)."
+
+
+@block
+def ceiling(results, name, sizes="16M"):
+    """Each engine against its own transport's ceiling (its --op move twin: same engine, transport, world and size):
+    the medians of sum and move, and efficiency = ceiling time / time."""
+    rs = load(results, name)
+    if rs is None:
+        return missing(name)
+    rs = [r for r in rs if r.get("mode") == "bench"]
+    want = [parse_size(x) for x in sizes.split(",")]
+    med = median_by(rs, lambda r: (label(r), _s(r.get("transport")), r["world"], r["bytes"], r.get("op")),
+                    lambda r: r.get("time_us"))
+    rows = []
+    for k in sorted({k[:4] for k in med if k[3] in want}, key=lambda k: (k[3], k[0], k[1], k[2])):
+        if k + ("sum",) in med and k + ("move",) in med:
+            t, c = med[k + ("sum",)], med[k + ("move",)]
+            rows.append(["`%s`" % k[0], k[1], k[2], fsize(k[3]), fnum(t), fnum(c), f"{c / t:.2f}"])
+    return (f"\n`results/{name}.jsonl` (us, medians of the runs; efficiency = ceiling time / time):\n\n" +
+            table(["engine", "transport", "P", "size", "allreduce (us)", "ceiling, --op move (us)", "efficiency"], rows,
+                  [False, False, True, False, True, True, True]) + "\n")
+
+
+@block
+def pslite(results, name, quoted="pslite-quoted"):
+    """Our PS's push-then-pull time (medians of the runs, a column per transport) beside ps-lite's quoted times
+    (results/QUOTED.tsv: workers, servers, bytes, pslite_us), and ps-lite's time over ours."""
+    rs = load(results, name)
+    path = os.path.join(results, quoted + ".tsv")
+    if rs is None or not os.path.exists(path):
+        return missing(name)
+    q = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("#") or not line.strip():
+                continue
+            w, srv, b, us = line.split("\t")[:4]
+            q[(int(w), int(srv), int(b))] = float(us)
+    rs = [r for r in rs if r.get("mode") == "bench"]
+    med = median_by(rs, lambda r: (r["world"], r.get("servers", 0), r["bytes"], _s(r.get("transport"))),
+                    lambda r: r.get("time_us"))
+    tr = sorted({k[3] for k in med})
+    rows = []
+    for k in sorted(q):
+        cells = [f"{fnum(med[k + (t,)])} ({q[k] / med[k + (t,)]:.2f}x)" if k + (t,) in med else "" for t in tr]
+        rows.append([k[0], k[1], fsize(k[2]), fnum(q[k])] + cells)
+    return (f"\n`results/{name}.jsonl` beside `results/{quoted}.tsv` (us; in brackets ps-lite's time over ours):\n\n" +
+            table(["W", "S", "size", "ps-lite, loopback TCP"] + [f"ours, {t}" for t in tr], rows) + "\n")
 
 
 # ---- train ------------------------------------------------------------------------------------------
