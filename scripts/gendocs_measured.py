@@ -109,7 +109,14 @@ def _is_num(v):
 
 def _s(v):
     """A field as a table cell: '–' where the line has none."""
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
     return "–" if v is None or v == "" else str(v)
+
+
+def nat(k):
+    """A sort key that orders numbers in text as numbers (shrink 16 before 128)."""
+    return tuple((0, float(x), "") if _is_num(str(x)) else (1, 0.0, str(x)) for x in k)
 
 
 def missing(name):
@@ -281,7 +288,7 @@ def emulated(results, name, metric="speedup", by="model", where="", extra=""):
     worlds = sorted({k[-1] for k in med})
     rows = []
     sig = 4 if metric.endswith("_ms") else 3
-    for k in sorted({k[:-1] for k in med}):
+    for k in sorted({k[:-1] for k in med}, key=nat):
         cells = []
         for w in worlds:
             if k + (w,) not in med:
@@ -295,6 +302,43 @@ def emulated(results, name, metric="speedup", by="model", where="", extra=""):
     what = {"speedup": "speedup over one device", "emu_step_ms": "ms a step", "scaling_efficiency": "scaling efficiency"}
     return (f"\n{src} ({what.get(metric, metric)}, median of each configuration's launches; hb: host-bound):\n\n" +
             table(keys + ["engine"] + [f"{w} GPUs" for w in worlds], rows, [False] * (1 + len(keys)) + [True] * len(worlds)) + "\n")
+
+
+@block
+def emulated_spread(results, name, metric="emu_step_ms", by="model,nodes,gpus_per_node"):
+    """How far one launch lands: per configuration (by's fields and engine label) its launches' metric, min to
+    max, and (max - min) / median."""
+    rs = load(results, name)
+    if rs is None:
+        return missing(name)
+    rs = [r for r in rs if r.get("mode") == "train" and r.get("emulated")]
+    keys = [k for k in by.split(",") if k]
+    acc = {}
+    for r in rs:
+        acc.setdefault(tuple(_s(r.get(k)) for k in keys) + (label(r),), []).append(r[metric])
+    rows = []
+    for k in sorted(acc, key=nat):
+        v = acc[k]
+        rows.append(list(k[:-1]) + ["`%s`" % k[-1], len(v), f"{fnum(min(v), 4)} to {fnum(max(v), 4)}",
+                                    f"{100 * (max(v) - min(v)) / statistics.median(v):.1f}%"])
+    return (f"\n`results/{name}.jsonl` ({metric} of each launch):\n\n" +
+            table(keys + ["engine", "launches", "min to max", "(max - min) / median"], rows,
+                  [False] * (len(keys) + 1) + [True] * 3) + "\n")
+
+
+@block
+def model_errors(results, name, sample=""):
+    """`harness model`'s "kind":"error" lines of a file (sample: in, out, out-launches; default all): a row per
+    sample and group."""
+    rs = load(results, name)
+    if rs is None:
+        return missing(name)
+    err = [r for r in rs if r.get("mode") == "model" and r.get("kind") == "error" and (not sample or r.get("sample") == sample)]
+    rows = [[r["sample"], r["group"], r["count"], f"{r['median_abs_err_pct']:.1f}%", f"{r['p90_abs_err_pct']:.1f}%",
+             f"{r['worst_err_pct']:+.1f}%", r["within_10pct"]] for r in err]
+    return (f"\n`results/{name}.jsonl` (`harness model`'s errors, predicted against measured step):\n\n" +
+            table(["sample", "group", "configurations", "median abs. error", "p90", "worst", "within 10%"], rows,
+                  [False, False, True, True, True, True, True]) + "\n")
 
 
 # ---- filling a document -----------------------------------------------------------------------------
