@@ -85,11 +85,30 @@ static void s_wait(s_comms_t *a)
 /* Rank r's part of one bucket, as the engines run it: a group's sends go once the receives of the group
  * before are in (what it sends is what it received, reduced) and its merged steps' latencies have passed,
  * without waiting for its earlier sends to be taken (the transport's slots), at most S_SEND_GROUPS groups
- * of sends in flight; returns when all of its sends and receives are done. 0 or -1 (out of memory). */
+ * of sends in flight; returns when all of its sends and receives are done. 0 or -1 (out of memory).
+ * A connection carries its sends one after another, as a TCP stream does: a send to a peer goes no earlier
+ * than its send before to that peer has left at the route's pace (its bytes over the route's slowest link),
+ * so that its bytes follow the earlier one's, each message paying its latency once. Posted at once instead,
+ * SimGrid shares the path between the two and finishes the earlier one late, and a ring whose neighbours
+ * fall out of step then ran at half its links' rate (the hierarchical ring after an unevenly cut bucket). */
 #define S_SEND_GROUPS 2
 typedef struct {
     s_comms_t recv, sends[S_SEND_GROUPS];
+    double *free_at;              /* per peer: when this rank's sends so far to it have left at the route's pace */
 } s_rank_t;
+
+/* The bytes a second of the route from rank a to rank b on its slowest link (sim_platform_simgrid.c's rates). */
+static double s_route_Bps(int a, int b)
+{
+    const h_sim_platform_t *pl = g.pl;
+    double intra = pl->intra_bps * pl->framing / 8, inter = pl->inter_bps * pl->framing / 8;
+    int ma = h_sim_machine(pl, g.p->workers, a), mb = h_sim_machine(pl, g.p->workers, b);
+    if (ma == mb) return intra;
+    double r = intra < inter ? intra : inter;
+    if (pl->rack > 0 && h_sim_rack(pl, ma) != h_sim_rack(pl, mb) && inter * pl->rack / pl->oversub < r)
+        r = inter * pl->rack / pl->oversub;
+    return r;
+}
 
 static int s_bucket(s_rank_t *k, const h_sim_bplan_t *bp, int r)
 {
@@ -107,6 +126,9 @@ static int s_bucket(s_rank_t *k, const h_sim_bplan_t *bp, int r)
         for (const h_sim_entry_t *p = e; p < q; p++) {
             int bad;
             if (p->send) {
+                double now = simgrid_get_clock(), *fa = &k->free_at[p->peer];
+                if (*fa > now) sg_actor_sleep_for(*fa - now), now = *fa;
+                *fa = now + (double)p->bytes / s_route_Bps(r, p->peer);
                 s_mb(name, sizeof name, r, p->peer, 0);
                 bad = s_push(sd, sg_mailbox_put_async(sg_mailbox_by_name(name), (void *)&g, (long)p->bytes)) < 0;
             } else {
@@ -434,7 +456,8 @@ static void s_actor(int argc, char **argv)
     s_rank_t k;
     memset(&k, 0, sizeof k);
     double f = worker && g.w->factor ? g.w->factor[r] : 1;
-    int bad = 0;
+    int bad = !g.p->dataflow && !(k.free_at = calloc((size_t)W, sizeof *k.free_at));
+    if (bad) g.end[r] = -1;
     for (int st = 0; st < g.w->steps && !bad; st++) {
         double t0 = simgrid_get_clock();
         /* an owner answering ahead of the pushes replays every step at once: its answers to one rank do not wait
@@ -455,7 +478,7 @@ static void s_actor(int argc, char **argv)
         }
         g.end[(size_t)st * W + r] = bad ? -1 : simgrid_get_clock();
     }
-    free(k.recv.c);
+    free(k.recv.c), free(k.free_at);
     for (int i = 0; i < S_SEND_GROUPS; i++) free(k.sends[i].c);
 }
 
