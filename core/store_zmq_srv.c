@@ -24,7 +24,6 @@
 
 /* ---------------- message helpers (shared with the client) ---------------- */
 
-
 /* Receive one whole multipart message (frames past MP_MAX are counted in extra and dropped). */
 int szmq_mp_recv(void *sock, mp_t *mp, int flags)
 {
@@ -174,7 +173,7 @@ struct server {
     uint64_t hs_failed, hs_failed_at, joined_at; /* failures seen, the latest's and the latest join's now_ns */
     int hs_pending;              /* 1: the latest failure's connection's end (and so its peer) is not read yet */
     char hs_addr[80];            /* the latest refused peer whose address was read ("ADDR:PORT"), or "" */
-    char hs_why[128];            /* why the latest was refused */
+    const char *hs_why;          /* why the latest was refused */
     atomic_int stop, abort_now;
     pthread_t thr;
 };
@@ -216,12 +215,11 @@ static int s_add_waiter(server_t *s, const void *rid, size_t rlen, uint64_t seq,
     return 0;
 }
 
-/* A peer that fails the CURVE handshake is turned away before it can say which rank it is; a rank started
- * with another job secret (or none) is one. Once such a failure came and no rank has joined for S_REFUSED_GRACE_MS
- * since it (nor since the last join), the join waits end with the refusal (how many, from where, why) instead of
- * running out the whole --timeout with "missing: R". The grace leaves room for the refused rank to be restarted
- * right, and for ranks still arriving after a stray failure: a join restarts it. The price: a peer that fails
- * the handshake while ranks are still arriving, and none joining for the grace, ends the join. */
+/* A peer that fails the CURVE handshake (a rank with another job secret, or none) is turned away before it can
+ * say which rank it is. Once such a failure came and no rank has joined for S_REFUSED_GRACE_MS since it (nor since
+ * the last join), the join waits end with the refusal (how many, from where, why), not --timeout's "missing: R".
+ * The grace leaves room to restart the refused rank right, and for ranks still arriving after a stray failure (a
+ * join restarts it); the price: such a failure while ranks arrive, then none joining for the grace, ends the join. */
 #define S_REFUSED_GRACE_MS 2000
 static int s_refused_stop(const server_t *s)
 {
@@ -230,25 +228,21 @@ static int s_refused_stop(const server_t *s)
     return now_ns() - since >= (uint64_t)S_REFUSED_GRACE_MS * 1000000u;
 }
 
-/* Why a handshake failed (a monitor event and its value), for the rank 0's error line. */
-static void s_refusal_why(const server_t *s, unsigned ev, int32_t val, char *buf, size_t len)
+/* Why a handshake failed (a monitor event and its value), for rank 0's error line. */
+static const char *s_refusal_why(const server_t *s, unsigned ev, int32_t val)
 {
-    if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
-        snprintf(buf, len, "its client key is not this job's (ZAP refused it)");
-    else if (val == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
-        snprintf(buf, len, s->auth.set ? "it has no job secret" : "it has a job secret and rank 0 has none");
-    else if (val == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC || val == ZMQ_PROTOCOL_ERROR_ZMTP_KEY_EXCHANGE)
-        snprintf(buf, len, "wrong job secret");
-    else
-        snprintf(buf, len, "its CURVE handshake broke the protocol (ZeroMQ error 0x%08x)", (unsigned)val);
+    if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) return "its client key is not this job's: ZAP refused it";
+    if (val == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+        return s->auth.set ? "it has no job secret" : "it has a job secret and rank 0 has none";
+    if (val == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC || val == ZMQ_PROTOCOL_ERROR_ZMTP_KEY_EXCHANGE) return "wrong job secret";
+    return "its CURVE handshake broke the protocol";
 }
 
-/* Read the router monitor: accepted and ended connections go to the bounds (sconn_event); handshake failures
- * that a peer with another secret (or none) causes, a protocol or ZAP failure, are counted with the latest's time,
- * reason and peer. The peer: libzmq reports a failure without its descriptor, then (from the same I/O thread, so
- * next) the end of that connection with it; the bounds recorded that descriptor's peer at its accept, unless the
- * connection was gone before the accept was read. A handshake merely dropped (the peer left, or the bounds closed
- * it) is not such evidence: a flood of idle connections must not make the join give up. */
+/* Read the router monitor: accepted and ended connections go to the bounds (sconn_event); a protocol or ZAP
+ * handshake failure (a peer with another secret, or none) is counted with its time, reason and peer: libzmq reports
+ * it without a descriptor, then (same I/O thread, so next) that connection's end with it, whose peer the bounds
+ * recorded at its accept. A handshake merely dropped (the peer left, or the bounds closed it) is not such
+ * evidence: a flood of idle connections must not make the join give up. */
 static void s_monitor(server_t *s)
 {
     for (int i = 0; s->mon && i < 4096; i++) {
@@ -272,7 +266,7 @@ static void s_monitor(server_t *s)
                 s->hs_failed++;
                 s->hs_pending = 1; /* its end comes next; an earlier failure's end never came: it has no peer */
                 s->hs_failed_at = now_ns();
-                s_refusal_why(s, ev, val, s->hs_why, sizeof s->hs_why);
+                s->hs_why = s_refusal_why(s, ev, val);
             }
         }
         zmq_msg_close(&a);
