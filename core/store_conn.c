@@ -17,7 +17,7 @@
  * an event is read ZeroMQ may have closed that one and accept(2) handed the number to a newer connection,
  * from the same address when peers share a host; the inode tells the two apart (see s_close). */
 typedef struct {
-    int fd, authed;
+    int fd, authed, port;        /* port: the peer's */
     uint64_t ino;
     char addr[INET6_ADDRSTRLEN];
     uint64_t t_ns;
@@ -83,8 +83,8 @@ void sconn_free(sconn_t **cp)
     *cp = NULL;
 }
 
-/* The peer address of fd if it is a TCP socket on our port (0), else -1. */
-static int s_peer(const sconn_t *c, int fd, char *addr, size_t len)
+/* The peer address (and, port non-NULL, its port) of fd if it is a TCP socket on our port (0), else -1. */
+static int s_peer(const sconn_t *c, int fd, char *addr, size_t len, int *peer_port)
 {
     struct sockaddr_storage ss, ls;
     socklen_t sl = sizeof ss, ll = sizeof ls;
@@ -96,6 +96,8 @@ static int s_peer(const sconn_t *c, int fd, char *addr, size_t len)
     const void *a = ss.ss_family == AF_INET ? (const void *)&((struct sockaddr_in *)&ss)->sin_addr
                   : ss.ss_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr : NULL;
     if (!a || !inet_ntop(ss.ss_family, a, addr, (socklen_t)len)) return -1;
+    if (peer_port)
+        *peer_port = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port : ((struct sockaddr_in6 *)&ss)->sin6_port);
     return 0;
 }
 
@@ -116,7 +118,7 @@ static int s_close(sconn_t *c, int fd, uint64_t ino, const char *addr, uint64_t 
 {
     char now[INET6_ADDRSTRLEN];
     uint64_t cur;
-    if (s_ino(fd, &cur) != 0 || cur != ino || s_peer(c, fd, now, sizeof now) != 0 || strcmp(now, addr) != 0) {
+    if (s_ino(fd, &cur) != 0 || cur != ino || s_peer(c, fd, now, sizeof now, NULL) != 0 || strcmp(now, addr) != 0) {
         c->stale++;
         return -1;
     }
@@ -167,7 +169,8 @@ static int s_accepted(sconn_t *c, int fd)
 {
     char addr[INET6_ADDRSTRLEN];
     uint64_t ino;
-    if (s_peer(c, fd, addr, sizeof addr) != 0 || s_ino(fd, &ino) != 0) return 0; /* gone already, or not ours */
+    int pport = 0;
+    if (s_peer(c, fd, addr, sizeof addr, &pport) != 0 || s_ino(fd, &ino) != 0) return 0; /* gone already, or not ours */
     int i = s_find(c, fd);
     if (i >= 0) s_drop(c, i); /* its end was not reported */
     c->accepted++;
@@ -201,6 +204,7 @@ static int s_accepted(sconn_t *c, int fd)
     conn_t *k = &c->c[c->n++];
     k->fd = fd;
     k->ino = ino;
+    k->port = pport;
     k->authed = s_is_ok(c, fd, ino); /* a joined rank spoke from it before this event was read */
     k->t_ns = now;
     snprintf(k->addr, sizeof k->addr, "%s", addr);
@@ -216,6 +220,15 @@ int sconn_event(sconn_t *c, unsigned ev, int32_t value)
         int i = s_find(c, value);
         if (i >= 0) s_drop(c, i);
     }
+    return 0;
+}
+
+int sconn_peer(const sconn_t *c, int fd, char *buf, size_t len)
+{
+    int i = c ? s_find(c, fd) : -1;
+    if (i < 0 || !len) return -1;
+    const conn_t *k = &c->c[i];
+    snprintf(buf, len, strchr(k->addr, ':') ? "[%s]:%d" : "%s:%d", k->addr, k->port);
     return 0;
 }
 

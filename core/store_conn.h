@@ -18,6 +18,7 @@
  * a newer connection from the same host included, is left alone. */
 #ifndef SB_STORE_CONN_H
 #define SB_STORE_CONN_H
+#include <stddef.h>
 #include <stdint.h>
 
 #define SCONN_SLACK_SRC   16     /* per source: the world (every rank on one host) plus this */
@@ -40,6 +41,9 @@ void sconn_free(sconn_t **c);
 /* A monitor event of the store's ROUTER (ZMQ_EVENT_ACCEPTED, _DISCONNECTED, _CLOSED with the descriptor;
  * others ignored). Returns the connections it closed. */
 int  sconn_event(sconn_t *c, unsigned ev, int32_t value);
+/* "ADDR:PORT" of the peer recorded for the connection on fd (its accept read while it was open): 0, else -1
+ * (buf untouched). Read it before passing fd's end to sconn_event, which drops the record. */
+int  sconn_peer(const sconn_t *c, int fd, char *buf, size_t len);
 /* A request from a joined rank came in on descriptor fd: the socket now on fd is authenticated, whether its
  * accept event was read already or comes later. */
 void sconn_authed(sconn_t *c, int fd);

@@ -24,7 +24,6 @@
 
 /* ---------------- message helpers (shared with the client) ---------------- */
 
-
 /* Receive one whole multipart message (frames past MP_MAX are counted in extra and dropped). */
 int szmq_mp_recv(void *sock, mp_t *mp, int flags)
 {
@@ -172,7 +171,9 @@ struct server {
     void *mon;                   /* the router's monitor (a ZMQ_PAIR): connections accepted and gone, handshake failures */
     sconn_t *conns;              /* the bounds on connections (core/store_conn.h) */
     uint64_t hs_failed, hs_failed_at, joined_at; /* failures seen, the latest's and the latest join's now_ns */
-    char hs_addr[64];            /* the latest failure's peer */
+    int hs_pending;              /* 1: the latest failure's connection's end (and so its peer) is not read yet */
+    char hs_addr[80];            /* the latest refused peer whose address was read ("ADDR:PORT"), or "" */
+    const char *hs_why;          /* why the latest was refused */
     atomic_int stop, abort_now;
     pthread_t thr;
 };
@@ -214,12 +215,12 @@ static int s_add_waiter(server_t *s, const void *rid, size_t rlen, uint64_t seq,
     return 0;
 }
 
-/* A peer that fails the CURVE handshake is turned away before it can say which rank it is; a rank started
- * with another job secret is one. Once such a failure came and no rank has joined for S_REFUSED_GRACE_MS
- * since it (nor since the last join), the join waits end with the reason instead of running out the whole
- * --timeout with "missing: R". A stray connection that fails while the ranks are still arriving does not stop
- * the job: a join after it restarts the grace. */
-#define S_REFUSED_GRACE_MS 10000
+/* A peer that fails the CURVE handshake (a rank with another job secret, or none) is turned away before it can
+ * say which rank it is. Once such a failure came and no rank has joined for S_REFUSED_GRACE_MS since it (nor since
+ * the last join), the join waits end with the refusal (how many, from where, why), not --timeout's "missing: R".
+ * The grace leaves room to restart the refused rank right, and for ranks still arriving after a stray failure (a
+ * join restarts it); the price: such a failure while ranks arrive, then none joining for the grace, ends the join. */
+#define S_REFUSED_GRACE_MS 2000
 static int s_refused_stop(const server_t *s)
 {
     if (!s->hs_failed) return 0;
@@ -227,10 +228,21 @@ static int s_refused_stop(const server_t *s)
     return now_ns() - since >= (uint64_t)S_REFUSED_GRACE_MS * 1000000u;
 }
 
-/* Read the router monitor: accepted and ended connections go to the bounds (sconn_event); handshake failures
- * that a peer with another secret (or none) causes, a protocol or ZAP failure, are counted with the latest's time
- * and peer. A handshake merely dropped (the peer left, or the bounds closed it) is not such evidence: a flood of
- * idle connections must not make the join give up. */
+/* Why a handshake failed (a monitor event and its value), for rank 0's error line. */
+static const char *s_refusal_why(const server_t *s, unsigned ev, int32_t val)
+{
+    if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) return "its client key is not this job's: ZAP refused it";
+    if (val == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+        return s->auth.set ? "it has no job secret" : "it has a job secret and rank 0 has none";
+    if (val == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC || val == ZMQ_PROTOCOL_ERROR_ZMTP_KEY_EXCHANGE) return "wrong job secret";
+    return "its CURVE handshake broke the protocol";
+}
+
+/* Read the router monitor: accepted and ended connections go to the bounds (sconn_event); a protocol or ZAP
+ * handshake failure (a peer with another secret, or none) is counted with its time, reason and peer: libzmq reports
+ * it without a descriptor, then (same I/O thread, so next) that connection's end with it, whose peer the bounds
+ * recorded at its accept. A handshake merely dropped (the peer left, or the bounds closed it) is not such
+ * evidence: a flood of idle connections must not make the join give up. */
 static void s_monitor(server_t *s)
 {
     for (int i = 0; s->mon && i < 4096; i++) {
@@ -238,18 +250,23 @@ static void s_monitor(server_t *s)
         zmq_msg_init(&a);
         zmq_msg_init(&b);
         if (zmq_msg_recv(&a, s->mon, ZMQ_DONTWAIT) < 0) { zmq_msg_close(&a); zmq_msg_close(&b); return; }
-        int two = zmq_msg_more(&a) && zmq_msg_recv(&b, s->mon, ZMQ_DONTWAIT) >= 0;
+        if (zmq_msg_more(&a)) zmq_msg_recv(&b, s->mon, ZMQ_DONTWAIT);
         if (zmq_msg_size(&a) >= 6) {
             uint16_t ev;
             int32_t val;
             memcpy(&ev, zmq_msg_data(&a), 2);
             memcpy(&val, (const char *)zmq_msg_data(&a) + 2, 4);
             if (ev & (ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CLOSED)) {
+                if (ev == ZMQ_EVENT_DISCONNECTED && s->hs_pending > 0) {
+                    s->hs_pending--;
+                    sconn_peer(s->conns, val, s->hs_addr, sizeof s->hs_addr);
+                }
                 sconn_event(s->conns, ev, val);
             } else if (ev & (ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)) {
                 s->hs_failed++;
+                s->hs_pending = 1; /* its end comes next; an earlier failure's end never came: it has no peer */
                 s->hs_failed_at = now_ns();
-                if (two) snprintf(s->hs_addr, sizeof s->hs_addr, "%.*s", (int)zmq_msg_size(&b), (char *)zmq_msg_data(&b));
+                s->hs_why = s_refusal_why(s, ev, val);
             }
         }
         zmq_msg_close(&a);
@@ -272,13 +289,14 @@ static void s_wake(server_t *s)
         } else {
             if (s->njoined == s->world) s_reply(s, w->rid, w->rlen, 0, w->seq, "", 0);
             else if (s_refused_stop(s)) {
-                char miss[200], d[512];
+                char miss[200], d[768], from[112];
                 store_missing_ranks(s->joined, s->world, miss, sizeof miss);
-                snprintf(d, sizeof d, "only %d of %d ranks joined (missing: %s), and %llu connection(s) failed the "
-                         "handshake with this job's key (latest from %s) with no rank joining for %.0f s since: a rank "
-                         "started with another job secret (SYNCBENCH_JOB_SECRET / SYNCBENCH_JOB_SECRET_FILE)?",
-                         s->njoined, s->world, miss, (unsigned long long)s->hs_failed, s->hs_addr,
-                         S_REFUSED_GRACE_MS / 1000.0);
+                if (s->hs_addr[0]) snprintf(from, sizeof from, s->hs_failed > 1 ? " (latest from %s)" : " from %s", s->hs_addr);
+                else snprintf(from, sizeof from, " (peer gone before its address was read)");
+                snprintf(d, sizeof d, "%llu connection%s%s refused (%s: do all ranks share SYNCBENCH_JOB_SECRET or "
+                         "SYNCBENCH_JOB_SECRET_FILE?), no rank joining in the %.0f s since; missing: rank%s %s (%d of %d joined)",
+                         (unsigned long long)s->hs_failed, s->hs_failed > 1 ? "s" : "", from, s->hs_why,
+                         S_REFUSED_GRACE_MS / 1000.0, strchr(miss, ',') ? "s" : "", miss, s->njoined, s->world);
                 s_reply(s, w->rid, w->rlen, ERR_AUTH, w->seq, d, strlen(d));
             } else if (deadline_passed(w->deadline)) {
                 char miss[200], d[512];

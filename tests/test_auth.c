@@ -190,7 +190,8 @@ Test(auth_store, intruder_cannot_register_a_rank, .timeout = 30)
     pthread_create(&t0, NULL, s_join, &r0);
 
     /* a raw intruder without CURVE (NULL mechanism): knows the job id and the port, says HELLO as rank 1
-     * with a made-up MAC; the handshake fails on the mechanism, so no request reaches the store */
+     * with a made-up MAC; the handshake fails on the mechanism, so no request reaches the store. The probes wait
+     * 300 ms for a reply: rank 0's join ends once 2 s pass after a refusal with no rank joining (the store's grace) */
     unsigned char hv[8 + AUTH_MAC_BYTES] = {1, 0, 0, 0, 2, 0, 0, 0};
     memset(hv + 8, 0x77, AUTH_MAC_BYTES);
     int st = 0;
@@ -202,7 +203,7 @@ Test(auth_store, intruder_cannot_register_a_rank, .timeout = 30)
     cr_assert_eq(zsec_watch(&w, ctx, d), 0);
     zmq_connect(d, m);
     cr_expect_eq(zsec_wait_handshake(w, 5000, why, sizeof why), ERR_AUTH, "NULL mechanism: %s", why);
-    cr_expect_eq(s_raw(d, 'H', r0.cfg.job, hv, sizeof hv, &st, det, sizeof det, 1000), -1, "no reply to a NULL peer");
+    cr_expect_eq(s_raw(d, 'H', r0.cfg.job, hv, sizeof hv, &st, det, sizeof det, 300), -1, "no reply to a NULL peer");
     zsec_unwatch(&w);
     zmq_close(d);
     /* one that knows the server's public key (it is public) but not a client key of the job: ZAP refuses */
@@ -218,7 +219,7 @@ Test(auth_store, intruder_cannot_register_a_rank, .timeout = 30)
     zmq_connect(d, m);
     cr_expect_eq(zsec_wait_handshake(w, 5000, why, sizeof why), ERR_AUTH, "unknown client key: %s", why);
     cr_expect(strstr(why, "ZAP"), "%s", why);
-    cr_expect_eq(s_raw(d, 'H', r0.cfg.job, hv, sizeof hv, &st, det, sizeof det, 1000), -1, "no reply to an unknown key");
+    cr_expect_eq(s_raw(d, 'H', r0.cfg.job, hv, sizeof hv, &st, det, sizeof det, 300), -1, "no reply to an unknown key");
     zsec_unwatch(&w);
     zmq_close(d);
     zmq_ctx_term(ctx);

@@ -179,3 +179,26 @@ Test(store_conn, per_source_bound_refuses, .timeout = 20)
     for (int i = 0; i < 3; i++) { close(s[i]); close(k[i]); }
     close(l.lfd);
 }
+
+/* The peer recorded at a connection's accept names it after ZeroMQ closed it: rank 0's store reads a refused
+ * handshake's peer from the end event that follows it (core/store_zmq_srv.c), by then a closed descriptor. */
+Test(store_conn, peer_of_a_closed_connection_is_the_one_accepted, .timeout = 20)
+{
+    lst_t l = s_listen();
+    sconn_t *c = s_new(&l, 64, 64, 60000);
+    int ca, a = s_conn(&l, &ca);
+    struct sockaddr_in me;
+    socklen_t ml = sizeof me;
+    cr_assert_eq(getsockname(ca, (struct sockaddr *)&me, &ml), 0);
+    char want[64], got[64] = "";
+    snprintf(want, sizeof want, "127.0.0.1:%d", ntohs(me.sin_port));
+    cr_expect_eq(sconn_peer(c, a, got, sizeof got), -1, "a peer before its accept was read");
+    cr_assert_eq(sconn_event(c, ZMQ_EVENT_ACCEPTED, a), 0);
+    close(a);
+    cr_expect_eq(sconn_peer(c, a, got, sizeof got), 0);
+    cr_expect_str_eq(got, want);
+    sconn_event(c, ZMQ_EVENT_DISCONNECTED, a);
+    cr_expect_eq(sconn_peer(c, a, got, sizeof got), -1, "a peer after its end");
+    sconn_free(&c);
+    close(ca); close(l.lfd);
+}
