@@ -9,9 +9,13 @@ import re
 import statistics
 import sys
 
-OPEN = re.compile(r"^<!-- gen: ([a-z_]+)((?: [^ >]+)*) -->$")
+OPEN = re.compile(r"^<!-- gen: ([a-z_]+)((?: [^>]*)?) -->$")   # an ARG may hold a '...' span (spaces, commas)
 CLOSE = "<!-- /gen -->"
 BLOCKS = {}
+
+
+class BlockError(Exception):
+    """A block's arguments or its results file are not what the block reads: fill() names the doc's line."""
 
 
 def block(fn):
@@ -83,8 +87,33 @@ def median_by(rs, key, val):
     return {k: statistics.median(v) for k, v in acc.items()}
 
 
+def conds(text):
+    """where=-style conditions, FIELD:VALUE separated by commas, as a dict; a VALUE holding commas is quoted
+    ('...'): where=net:'inter=25gbit,cc=bbr',world:4."""
+    out, cur, quoted = {}, "", False
+    for ch in text + ",":
+        if ch == "'":
+            quoted = not quoted
+        if ch == "," and not quoted:
+            if cur:
+                k, sep, v = cur.partition(":")
+                if not sep or not k:
+                    raise BlockError(f"condition {cur!r} is not FIELD:VALUE (in {text!r})")
+                out[k] = v[1:-1] if len(v) >= 2 and v[0] == v[-1] == "'" else v
+                if "'" in out[k]:
+                    raise BlockError(f"condition {cur!r}: quote the whole VALUE, FIELD:'...' (in {text!r})")
+            cur = ""
+        else:
+            cur += ch
+    if quoted:
+        raise BlockError(f"unbalanced quote in {text!r}")
+    return out
+
+
 def select(rs, where):
-    """The lines whose fields equal where's (key=value strings; 'label' is the engine label)."""
+    """The lines whose fields equal where's (a dict, or conds()' text; 'label' is the engine label)."""
+    if isinstance(where, str):
+        where = conds(where)
     out = []
     for r in rs:
         ok = True
@@ -136,7 +165,7 @@ def bench(results, name, sizes=None, by="", metric="time_us", where="", pivot="s
         return missing(name)
     rs = [r for r in rs if r.get("mode") == "bench"]
     if where:
-        rs = select(rs, dict(kv.split(":", 1) for kv in where.split(",")))
+        rs = select(rs, where)
     keys = [k for k in by.split(",") if k]
     want = [parse_size(s) for s in sizes.split(",")] if sizes else sorted({r["bytes"] for r in rs})
     med = median_by(rs, lambda r: (label(r),) + tuple(_s(r.get(k)) for k in keys) + (r["world"], r["bytes"]),
@@ -171,11 +200,11 @@ def bench_ratio(results, name, num, den, by_world="1", sizes=None, where="", num
         return missing(name)
     rs = [r for r in rs if r.get("mode") == "bench"]
     if where:
-        rs = select(rs, dict(kv.split(":", 1) for kv in where.split(",")))
+        rs = select(rs, where)
     want = {parse_size(s) for s in sizes.split(",")} if sizes else None
 
     def side(lab, extra):
-        sel = select(rs, dict([("label", lab)] + [kv.split(":", 1) for kv in extra.split(",") if kv]))
+        sel = select(rs, dict([("label", lab)] + list(conds(extra).items())))
         return median_by(sel, lambda r: (r["world"], r["bytes"]), lambda r: r.get("time_us"))
 
     a, b = side(num, num_where), side(den, den_where)
@@ -250,7 +279,7 @@ def train(results, name, metric="samples_per_s", by="", where=""):
         return missing(name)
     rs = [r for r in rs if r.get("mode") == "train"]
     if where:
-        rs = select(rs, dict(kv.split(":", 1) for kv in where.split(",")))
+        rs = select(rs, where)
     keys = [k for k in by.split(",") if k]
     med = median_by(rs, lambda r: (label(r),) + tuple(_s(r.get(k)) for k in keys) + (r["world"],), lambda r: r.get(metric))
     worlds = sorted({k[-1] for k in med})
@@ -277,7 +306,7 @@ def emulated(results, name, metric="speedup", by="model", where="", extra=""):
         rs += load(results, x) or []
     rs = [r for r in rs if r.get("mode") == "train" and r.get("emulated")]
     if where:
-        rs = select(rs, dict(kv.split(":", 1) for kv in where.split(",")))
+        rs = select(rs, where)
     keys = [k for k in by.split(",") if k]
     key = lambda r: tuple(_s(r.get(k)) for k in keys) + (label(r), r["world"])
     med = median_by(rs, key, lambda r: r.get(metric))
@@ -345,7 +374,9 @@ def model_errors(results, name, sample=""):
 
 def _args(text, where):
     pos, kw = [], {}
-    for a in text.split():
+    if text.count("'") % 2:
+        raise BlockError(f"unbalanced quote in {text.strip()!r}")
+    for a in re.findall(r"(?:[^ ']|'[^']*')+", text):
         if "=" in a:
             k, v = a.split("=", 1)
             kw[k] = v
@@ -378,10 +409,10 @@ def fill(text, results, path):
             j += 1
         if j == len(lines) or lines[j] != CLOSE:
             sys.exit(f"gen-docs: {path}:{i + 1}: block {name} has no {CLOSE} before the next block or the end")
-        pos, kw = _args(m.group(2), f"{path}:{i + 1}")
         try:
+            pos, kw = _args(m.group(2) or "", f"{path}:{i + 1}")
             body = fn(results, *pos, **kw)
-        except TypeError as e:
+        except (TypeError, BlockError) as e:
             sys.exit(f"gen-docs: {path}:{i + 1}: block {name}: {e}")
         out.extend(body.strip("\n").split("\n"))
         out.append(CLOSE)
