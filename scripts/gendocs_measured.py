@@ -110,6 +110,20 @@ def conds(text):
     return out
 
 
+def hosts(rs, key):
+    """{key(r): (lines, host-bound lines)} over the lines rs."""
+    hb = {}
+    for r in rs:
+        n, h = hb.get(key(r), (0, 0))
+        hb[key(r)] = (n + 1, h + bool(r.get("host_bound")))
+    return hb
+
+
+def hb_mark(hb, k):
+    n, h = hb.get(k, (0, 0))
+    return "" if not h else " (hb)" if h == n else f" (hb {h}/{n})"
+
+
 def select(rs, where):
     """The lines whose fields equal where's (a dict, or conds()' text; 'label' is the engine label)."""
     if isinstance(where, str):
@@ -126,6 +140,20 @@ def select(rs, where):
         if ok:
             out.append(r)
     return out
+
+
+def flagval(cmd, flag):
+    """A command line's value of flag: the word after it, "on" where it takes none, "off" where it is absent."""
+    w = cmd.split()
+    if flag not in w:
+        return "off"
+    i = w.index(flag)
+    return w[i + 1] if i + 1 < len(w) and not w[i + 1].startswith("--") else "on"
+
+
+def field(r, k):
+    """A line's field k as a table cell; k = --FLAG: that flag's value on the line's command (flagval)."""
+    return flagval(r.get("cmdline", ""), k) if k.startswith("--") else _s(r.get(k))
 
 
 def _is_num(v):
@@ -155,35 +183,38 @@ def missing(name):
 # ---- bench ------------------------------------------------------------------------------------------
 
 @block
-def bench(results, name, sizes=None, by="", metric="time_us", where="", pivot="size", min_world="1"):
+def bench(results, name, sizes=None, by="", metric="time_us", where="", pivot="size", min_world="1", mode="bench"):
     """Median over a point's runs of metric (time_us or busbw_gbs), a row per engine label (and the fields of
     by, comma-separated) and world, a column per size (sizes: comma-separated, 4K 16M...; default: all); pivot=world:
-    a row per engine and size, a column per world (worlds from min_world)."""
+    a row per engine and size, a column per world (worlds from min_world). mode=simulate: `harness simulate`'s
+    lines. A point whose runs were all host-bound is marked (hb), some of them (hb k/n)."""
     min_world = int(min_world)
     rs = load(results, name)
     if rs is None:
         return missing(name)
-    rs = [r for r in rs if r.get("mode") == "bench"]
+    rs = [r for r in rs if r.get("mode") == mode]
     if where:
         rs = select(rs, where)
     keys = [k for k in by.split(",") if k]
     want = [parse_size(s) for s in sizes.split(",")] if sizes else sorted({r["bytes"] for r in rs})
-    med = median_by(rs, lambda r: (label(r),) + tuple(_s(r.get(k)) for k in keys) + (r["world"], r["bytes"]),
-                    lambda r: r.get(metric))
+    key = lambda r: (label(r),) + tuple(field(r, k) for k in keys) + (r["world"], r["bytes"])
+    med, hb = median_by(rs, key, lambda r: r.get(metric)), hosts(rs, key)
+    cell = lambda k: fnum(med[k]) + hb_mark(hb, k) if k in med else ""
     unit = {"time_us": "us, median of the runs", "busbw_gbs": "busbw GB/s, median of the runs"}.get(metric, metric)
+    unit += "; hb: host-bound" if any(h for _, h in hb.values()) else ""
     rows = []
     if pivot == "world":   # a row per engine and size, a column per world
         worlds = sorted({k[-2] for k in med if k[-2] >= min_world})
         for k in sorted({k[:-2] for k in med}):
             for b in want:
-                cells = [fnum(med[k + (w, b)]) if k + (w, b) in med else "" for w in worlds]
+                cells = [cell(k + (w, b)) for w in worlds]
                 if any(cells):
                     rows.append(["`%s`" % k[0]] + list(k[1:]) + [fsize(b)] + cells)
         return (f"\n`results/{name}.jsonl` ({unit}):\n\n" +
                 table(["engine"] + keys + ["size"] + [f"P = {w}" for w in worlds], rows,
                       [False] * (2 + len(keys)) + [True] * len(worlds)) + "\n")
     for k in sorted({k[:-1] for k in med if k[-2] >= min_world}, key=lambda k: (k[-1], k[:-1])):
-        cells = [fnum(med[k + (b,)]) if k + (b,) in med else "" for b in want]
+        cells = [cell(k + (b,)) for b in want]
         if any(cells):
             rows.append(["`%s`" % k[0]] + list(k[1:-1]) + [k[-1]] + cells)
     return (f"\n`results/{name}.jsonl` ({unit}):\n\n" +
@@ -192,13 +223,14 @@ def bench(results, name, sizes=None, by="", metric="time_us", where="", pivot="s
 
 
 @block
-def bench_ratio(results, name, num, den, by_world="1", sizes=None, where="", num_where="", den_where="", what=None):
+def bench_ratio(results, name, num, den, by_world="1", sizes=None, where="", num_where="", den_where="", what=None,
+                mode="bench"):
     """One sentence: the range over sizes (and per world) of time(num) / time(den), the medians of each point's
     runs; num and den are engine labels (num_where/den_where: more fields, k:v comma-separated)."""
     rs = load(results, name)
     if rs is None:
         return missing(name)
-    rs = [r for r in rs if r.get("mode") == "bench"]
+    rs = [r for r in rs if r.get("mode") == mode]
     if where:
         rs = select(rs, where)
     want = {parse_size(s) for s in sizes.split(",")} if sizes else None
@@ -281,7 +313,7 @@ def train(results, name, metric="samples_per_s", by="", where=""):
     if where:
         rs = select(rs, where)
     keys = [k for k in by.split(",") if k]
-    med = median_by(rs, lambda r: (label(r),) + tuple(_s(r.get(k)) for k in keys) + (r["world"],), lambda r: r.get(metric))
+    med = median_by(rs, lambda r: (label(r),) + tuple(field(r, k) for k in keys) + (r["world"],), lambda r: r.get(metric))
     worlds = sorted({k[-1] for k in med})
     rows = []
     for k in sorted({k[:-1] for k in med}):
@@ -294,10 +326,11 @@ def train(results, name, metric="samples_per_s", by="", where=""):
 # ---- emulated clusters ------------------------------------------------------------------------------
 
 @block
-def emulated(results, name, metric="speedup", by="model", where="", extra=""):
+def emulated(results, name, metric="speedup", by="model", where="", extra="", col="world"):
     """Emulated training runs (and their repeats: extra, comma-separated file names): the median over a
     configuration's launches of metric (speedup, emu_step_ms...), a row per by's fields and engine label, a
-    column per emulated GPU count; a cell whose launches were all host-bound is marked (hb), some of them (hb k/n)."""
+    column per emulated GPU count (col: per that field instead); a cell whose launches were all host-bound is
+    marked (hb), some of them (hb k/n)."""
     rs = load(results, name)
     if rs is None:
         return missing(name)
@@ -308,13 +341,9 @@ def emulated(results, name, metric="speedup", by="model", where="", extra=""):
     if where:
         rs = select(rs, where)
     keys = [k for k in by.split(",") if k]
-    key = lambda r: tuple(_s(r.get(k)) for k in keys) + (label(r), r["world"])
-    med = median_by(rs, key, lambda r: r.get(metric))
-    hb = {}
-    for r in rs:
-        n, h = hb.get(key(r), (0, 0))
-        hb[key(r)] = (n + 1, h + bool(r.get("host_bound")))
-    worlds = sorted({k[-1] for k in med})
+    key = lambda r: tuple(field(r, k) for k in keys) + (label(r), r["world"] if col == "world" else field(r, col))
+    med, hb = median_by(rs, key, lambda r: r.get(metric)), hosts(rs, key)
+    worlds = sorted({k[-1] for k in med}, key=lambda w: nat((w,)))
     rows = []
     sig = 4 if metric.endswith("_ms") else 3
     for k in sorted({k[:-1] for k in med}, key=nat):
@@ -323,14 +352,13 @@ def emulated(results, name, metric="speedup", by="model", where="", extra=""):
             if k + (w,) not in med:
                 cells.append("")
                 continue
-            n, h = hb[k + (w,)]
-            mark = "" if not h else " (hb)" if h == n else f" (hb {h}/{n})"
-            cells.append(fnum(med[k + (w,)], sig) + mark)
+            cells.append(fnum(med[k + (w,)], sig) + hb_mark(hb, k + (w,)))
         rows.append(list(k[:-1]) + ["`%s`" % k[-1]] + cells)
     src = ", ".join(f"`results/{x}.jsonl`" for x in files)
     what = {"speedup": "speedup over one device", "emu_step_ms": "ms a step", "scaling_efficiency": "scaling efficiency"}
     return (f"\n{src} ({what.get(metric, metric)}, median of each configuration's launches; hb: host-bound):\n\n" +
-            table(keys + ["engine"] + [f"{w} GPUs" for w in worlds], rows, [False] * (1 + len(keys)) + [True] * len(worlds)) + "\n")
+            table(keys + ["engine"] + [f"{w} GPUs" if col == "world" else f"{col} {w}" for w in worlds], rows,
+                  [False] * (1 + len(keys)) + [True] * len(worlds)) + "\n")
 
 
 @block
@@ -344,7 +372,7 @@ def emulated_spread(results, name, metric="emu_step_ms", by="model,nodes,gpus_pe
     keys = [k for k in by.split(",") if k]
     acc = {}
     for r in rs:
-        acc.setdefault(tuple(_s(r.get(k)) for k in keys) + (label(r),), []).append(r[metric])
+        acc.setdefault(tuple(field(r, k) for k in keys) + (label(r),), []).append(r[metric])
     rows = []
     for k in sorted(acc, key=nat):
         v = acc[k]
