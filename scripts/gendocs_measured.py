@@ -124,6 +124,10 @@ def hb_mark(hb, k):
     return "" if not h else " (hb)" if h == n else f" (hb {h}/{n})"
 
 
+def hb_note(rows):
+    return "; hb: host-bound" if any("(hb" in str(c) for row in rows for c in row) else ""
+
+
 def select(rs, where):
     """The lines whose fields equal where's (a dict, or conds()' text; 'label' is the engine label)."""
     if isinstance(where, str):
@@ -201,7 +205,6 @@ def bench(results, name, sizes=None, by="", metric="time_us", where="", pivot="s
     med, hb = median_by(rs, key, lambda r: r.get(metric)), hosts(rs, key)
     cell = lambda k: fnum(med[k]) + hb_mark(hb, k) if k in med else ""
     unit = {"time_us": "us, median of the runs", "busbw_gbs": "busbw GB/s, median of the runs"}.get(metric, metric)
-    unit += "; hb: host-bound" if any(h for _, h in hb.values()) else ""
     rows = []
     if pivot == "world":   # a row per engine and size, a column per world
         worlds = sorted({k[-2] for k in med if k[-2] >= min_world})
@@ -210,14 +213,14 @@ def bench(results, name, sizes=None, by="", metric="time_us", where="", pivot="s
                 cells = [cell(k + (w, b)) for w in worlds]
                 if any(cells):
                     rows.append(["`%s`" % k[0]] + list(k[1:]) + [fsize(b)] + cells)
-        return (f"\n`results/{name}.jsonl` ({unit}):\n\n" +
+        return (f"\n`results/{name}.jsonl` ({unit}{hb_note(rows)}):\n\n" +
                 table(["engine"] + keys + ["size"] + [f"P = {w}" for w in worlds], rows,
                       [False] * (2 + len(keys)) + [True] * len(worlds)) + "\n")
     for k in sorted({k[:-1] for k in med if k[-2] >= min_world}, key=lambda k: (k[-1], k[:-1])):
         cells = [cell(k + (b,)) for b in want]
         if any(cells):
             rows.append(["`%s`" % k[0]] + list(k[1:-1]) + [k[-1]] + cells)
-    return (f"\n`results/{name}.jsonl` ({unit}):\n\n" +
+    return (f"\n`results/{name}.jsonl` ({unit}{hb_note(rows)}):\n\n" +
             table(["engine"] + keys + ["P"] + [fsize(b) for b in want], rows, [False] * (1 + len(keys)) + [True] * (1 + len(want))) +
             "\n")
 
