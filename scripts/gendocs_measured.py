@@ -387,6 +387,27 @@ def emulated_spread(results, name, metric="emu_step_ms", by="model,nodes,gpus_pe
 
 
 @block
+def hostbound(results, name, mode="train"):
+    """One sentence: how many of a file's lines (of mode) carry the host-bound flag, and on those how busy the
+    whole machine was (system_busy) against the runs' own ranks (host_busy, where recorded)."""
+    rs = load(results, name)
+    if rs is None:
+        return missing(name)
+    rs = [r for r in rs if r.get("mode") == mode]
+    hb = [r for r in rs if r.get("host_bound")]
+    if not rs:
+        raise BlockError(f"results/{name}.jsonl has no {mode} line")
+    out = f"{len(hb)} of the {len(rs)} lines carry the host-bound flag"
+    rng = lambda v: f"{100 * min(v):.0f}%" if round(100 * min(v)) == round(100 * max(v)) else f"{100 * min(v):.0f}-{100 * max(v):.0f}%"
+    sb = [r["system_busy"] for r in hb if r.get("system_busy") is not None]
+    own = [r["host_busy"] for r in hb if r.get("host_busy") is not None]
+    if sb:
+        out += f": on those the whole machine was {rng(sb)} busy"
+        out += f" while the runs' own ranks used {rng(own)} of it" if own else ""
+    return out + f" (`results/{name}.jsonl`)."
+
+
+@block
 def model_errors(results, name, sample=""):
     """`harness model`'s "kind":"error" lines of a file (sample: in, out, out-launches; default all): a row per
     sample and group."""

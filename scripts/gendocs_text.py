@@ -200,3 +200,18 @@ def simulate_txt(results, name, by="", sizes=None):
     return (f"\n`results/{name}.txt`, `harness simulate`:\n\n" +
             table(["engine"] + flags + ["size", "time (ms)", "busiest NIC", "communications"], rows,
                   [False] * (1 + len(flags)) + [False, True, True, True]) + "\n")
+
+
+@block
+def checksums(results, name):
+    """One sentence: whether every launch of a recording ended with the same parameters (the engines' "parameters
+    after step N: checksum X" lines)."""
+    lines = _text(results, name)
+    if lines is None:
+        return missing(name)
+    sums = re.findall(r"parameters after step \d+: checksum ([0-9a-f]+)", "\n".join(lines))
+    if not sums:
+        raise BlockError(f"results/{name}.txt has no 'parameters after step N: checksum X' line")
+    n = len(set(sums))
+    return (f"Every one of the {len(sums)} launches ends with the same parameters (one checksum, `results/{name}.txt`)."
+            if n == 1 else f"The {len(sums)} launches end with {n} different parameter checksums (`results/{name}.txt`).")
