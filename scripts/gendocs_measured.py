@@ -387,6 +387,28 @@ def emulated_spread(results, name, metric="emu_step_ms", by="model,nodes,gpus_pe
 
 
 @block
+def memory(results, name):
+    """Memory balance of training runs: per engine label and world (the first run of each) the memory the engine
+    holds on its ranks (mem_engine_bytes: the largest and the smallest rank, and max/mean) and the peak RSS's
+    max/mean (mem_imbalance)."""
+    rs = load(results, name)
+    if rs is None:
+        return missing(name)
+    seen, rows = {}, []
+    for r in rs:
+        if r.get("mode") == "train" and r.get("mem_engine_bytes"):
+            seen.setdefault((label(r), r["world"]), r)
+    for (lab, w), r in sorted(seen.items()):
+        m = r["mem_engine_bytes"]
+        rows.append([f"`{lab}`", w, len(m), f"{max(m) / (1 << 20):.1f}", f"{min(m) / (1 << 20):.1f}",
+                     f"{r['mem_engine_imbalance']:.2f}", f"{r['mem_imbalance']:.2f}"])
+    return (f"\n`results/{name}.jsonl` (MiB the engine holds on a rank: buffers, shards, optimizer state; "
+            "max/mean over the ranks, servers included):\n\n" +
+            table(["engine", "P", "ranks", "largest rank (MiB)", "smallest rank (MiB)", "engine memory max/mean",
+                   "peak RSS max/mean"], rows) + "\n")
+
+
+@block
 def hostbound(results, name, mode="train"):
     """One sentence: how many of a file's lines (of mode) carry the host-bound flag, and on those how busy the
     whole machine was (system_busy) against the runs' own ranks (host_busy, where recorded)."""
@@ -405,6 +427,40 @@ def hostbound(results, name, mode="train"):
         out += f": on those the whole machine was {rng(sb)} busy"
         out += f" while the runs' own ranks used {rng(own)} of it" if own else ""
     return out + f" (`results/{name}.jsonl`)."
+
+
+@block
+def net_model(results, name, within="15"):
+    """`harness model`'s alpha-beta-gamma fit (its "what":"fit" line) and its predictions against the bench
+    lines ("what":"bench"): the fitted constants, the mean |error| and how many points fall within `within` %,
+    and a table of the errors' range a layout and P (over the sizes)."""
+    rs = load(results, name)
+    if rs is None:
+        return missing(name)
+    fit = [r for r in rs if r.get("mode") == "model" and r.get("what") == "fit"]
+    pts = [r for r in rs if r.get("mode") == "model" and r.get("what") == "bench" and r.get("err_pct") is not None]
+    if len(fit) != 1 or not pts:
+        raise BlockError(f"results/{name}.jsonl: want one \"what\":\"fit\" line and bench lines, got {len(fit)} and {len(pts)}")
+    f, w = fit[0], float(within)
+    err = [abs(r["err_pct"]) for r in pts]
+    acc = {}
+    for r in pts:
+        acc.setdefault((r["impl"] if r.get("engine") == "ps" else r.get("engine", "?"), r["world"]), []).append(r)
+    worlds = sorted({k[1] for k in acc})
+    rows = []
+    for impl in sorted({k[0] for k in acc}):
+        cells = []
+        for wd in worlds:
+            v = sorted(acc.get((impl, wd), []), key=lambda r: r["err_pct"])
+            cells.append(f"{v[0]['err_pct']:+.1f}% to {v[-1]['err_pct']:+.1f}%" if v else "")
+        rows.append([f"`{impl}`"] + cells)
+    return (f"\nFitted by a probe on the {f.get('net') or 'local'} network (`results/{name}.jsonl`): alpha "
+            f"{f['alpha_us']:.2f} us, beta {f['beta_ns_per_byte']:.4g} ns/B ({1 / f['beta_ns_per_byte']:.3f} GB/s), gamma "
+            f"{f['gamma_ns_per_byte']:.4g} ns/B, the shaper's burst {f['burst_bytes']:,} B. Against {len(pts)} bench points "
+            f"({fsize(min(r['bytes'] for r in pts))} to {fsize(max(r['bytes'] for r in pts))}): mean |error| "
+            f"{statistics.mean(err):.1f}%, {sum(e <= w for e in err)} within {within}%; the errors (predicted against "
+            "measured) a layout and P, smallest to largest over the sizes:\n\n" +
+            table(["layout"] + [f"P = {wd}" for wd in worlds], rows) + "\n")
 
 
 @block
