@@ -409,6 +409,24 @@ def memory(results, name):
 
 
 @block
+def gemm_vs_trainer(results, name):
+    """The trainer's compute (a train line's compute_samples_per_s) against `harness gemm`'s bare GEMMs of the same
+    shapes (a gemm line's samples_per_s), a row per process count (gemm's procs = train's world)."""
+    rs = load(results, name)
+    if rs is None:
+        return missing(name)
+    g = {r["procs"]: r for r in rs if r.get("mode") == "gemm"}
+    t = {r["world"]: r for r in rs if r.get("mode") == "train"}
+    rows = [[p, g[p]["model"], fnum(g[p]["samples_per_s"], 4), fnum(t[p]["compute_samples_per_s"], 4),
+             f"{100 * t[p]['compute_samples_per_s'] / g[p]['samples_per_s']:.0f}%"] for p in sorted(g) if p in t]
+    if not rows:
+        raise BlockError(f"results/{name}.jsonl has no gemm and train lines of the same process count")
+    return (f"\n`results/{name}.jsonl` (samples/s; one run each, not alternated):\n\n" +
+            table(["processes", "model", "bare cblas_sgemm", "trainer's compute", "trainer / bare"], rows,
+                  [True, False, True, True, True]) + "\n")
+
+
+@block
 def hostbound(results, name, mode="train"):
     """One sentence: how many of a file's lines (of mode) carry the host-bound flag, and on those how busy the
     whole machine was (system_busy) against the runs' own ranks (host_busy, where recorded)."""
