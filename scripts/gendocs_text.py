@@ -215,3 +215,49 @@ def checksums(results, name):
     n = len(set(sums))
     return (f"Every one of the {len(sums)} launches ends with the same parameters (one checksum, `results/{name}.txt`)."
             if n == 1 else f"The {len(sums)} launches end with {n} different parameter checksums (`results/{name}.txt`).")
+
+
+# ---- scripts/device-check ---------------------------------------------------------------------------
+
+DEVROW = re.compile(r"^(\S.*?)\s+(PASS|FAIL|INFO|SKIP)\s+(\d+)(?:\s+(.*))?$")
+
+
+@block
+def device_check(results, name="device-check"):
+    """scripts/device-check's table (results/NAME.txt: a '# device-check on ... (MACHINE) ...' line, the
+    'syncbench device-check' line, the 'step result secs note' header, a row a step, 'failures: N'): a row a
+    step, its result and the figures its note gives (the part after the note's last '; ')."""
+    lines = _text(results, name)
+    if lines is None:
+        return missing(name)
+    where = next((l for l in lines if l.startswith("# device-check on ")), None)
+    m = re.match(r"# device-check on .*?\((.*?)\) — recorded (\S+?),? ", where or "")
+    try:
+        h = next(i for i, l in enumerate(lines) if l.split() == ["step", "result", "secs", "note"])
+    except StopIteration:
+        m = None
+    if not m or not any(l.startswith("syncbench device-check ") for l in lines[:h]):
+        raise BlockError(f"results/{name}.txt is not scripts/device-check's table as this block reads it ('# device-check "
+                         "on ... (MACHINE) — recorded TIME', 'syncbench device-check ...', 'step result secs note')")
+    rows, fails = [], None
+    for line in lines[h + 1:]:
+        if not line.strip():
+            continue
+        f = re.fullmatch(r"failures: (\d+)", line.strip())
+        if f:
+            fails = int(f.group(1))
+            break
+        r = DEVROW.match(line)
+        if not r:
+            raise BlockError(f"results/{name}.txt: not a step row (STEP RESULT SECS NOTE): {line.strip()!r}")
+        note = (r.group(4) or "").strip()
+        tail = note.rsplit("; ", 1)[-1]
+        if tail.count(")") == tail.count("(") and re.search(r"\d", tail):   # the figures after the description
+            note = tail
+        rows.append([r.group(1), r.group(2), re.sub(r";(?=\S)", ", ", note).replace("|", "/")])
+    if fails is None or not rows:
+        raise BlockError(f"results/{name}.txt: no step rows ending in 'failures: N'")
+    if fails != sum(r[1] == "FAIL" for r in rows):
+        raise BlockError(f"results/{name}.txt: 'failures: {fails}' but {sum(r[1] == 'FAIL' for r in rows)} FAIL rows")
+    return (f"\n`results/{name}.txt` (scripts/device-check on {m.group(1)}, {m.group(2)}; {len(rows)} steps, "
+            f"{fails} failed):\n\n" + table(["step", "result", "note (its figures)"], rows, [False, False, False]) + "\n")
