@@ -9,9 +9,13 @@ import re
 import statistics
 import sys
 
-OPEN = re.compile(r"^<!-- gen: ([a-z_]+)((?: [^ >]+)*) -->$")
+OPEN = re.compile(r"^<!-- gen: ([a-z_]+)((?: [^>]*)?) -->$")   # an ARG may hold a '...' span (spaces, commas)
 CLOSE = "<!-- /gen -->"
 BLOCKS = {}
+
+
+class BlockError(Exception):
+    """A block's arguments or its results file are not what the block reads: fill() names the doc's line."""
 
 
 def block(fn):
@@ -83,8 +87,51 @@ def median_by(rs, key, val):
     return {k: statistics.median(v) for k, v in acc.items()}
 
 
+def conds(text):
+    """where=-style conditions, FIELD:VALUE separated by commas, as a dict; a VALUE holding commas is quoted
+    ('...'): where=net:'inter=25gbit,cc=bbr',world:4."""
+    out, cur, quoted = {}, "", False
+    for ch in text + ",":
+        if ch == "'":
+            quoted = not quoted
+        if ch == "," and not quoted:
+            if cur:
+                k, sep, v = cur.partition(":")
+                if not sep or not k:
+                    raise BlockError(f"condition {cur!r} is not FIELD:VALUE (in {text!r})")
+                out[k] = v[1:-1] if len(v) >= 2 and v[0] == v[-1] == "'" else v
+                if "'" in out[k]:
+                    raise BlockError(f"condition {cur!r}: quote the whole VALUE, FIELD:'...' (in {text!r})")
+            cur = ""
+        else:
+            cur += ch
+    if quoted:
+        raise BlockError(f"unbalanced quote in {text!r}")
+    return out
+
+
+def hosts(rs, key):
+    """{key(r): (lines, host-bound lines)} over the lines rs."""
+    hb = {}
+    for r in rs:
+        n, h = hb.get(key(r), (0, 0))
+        hb[key(r)] = (n + 1, h + bool(r.get("host_bound")))
+    return hb
+
+
+def hb_mark(hb, k):
+    n, h = hb.get(k, (0, 0))
+    return "" if not h else " (hb)" if h == n else f" (hb {h}/{n})"
+
+
+def hb_note(rows):
+    return "; hb: host-bound" if any("(hb" in str(c) for row in rows for c in row) else ""
+
+
 def select(rs, where):
-    """The lines whose fields equal where's (key=value strings; 'label' is the engine label)."""
+    """The lines whose fields equal where's (a dict, or conds()' text; 'label' is the engine label)."""
+    if isinstance(where, str):
+        where = conds(where)
     out = []
     for r in rs:
         ok = True
@@ -97,6 +144,20 @@ def select(rs, where):
         if ok:
             out.append(r)
     return out
+
+
+def flagval(cmd, flag):
+    """A command line's value of flag: the word after it, "on" where it takes none, "off" where it is absent."""
+    w = cmd.split()
+    if flag not in w:
+        return "off"
+    i = w.index(flag)
+    return w[i + 1] if i + 1 < len(w) and not w[i + 1].startswith("--") else "on"
+
+
+def field(r, k):
+    """A line's field k as a table cell; k = --FLAG: that flag's value on the line's command (flagval)."""
+    return flagval(r.get("cmdline", ""), k) if k.startswith("--") else _s(r.get(k))
 
 
 def _is_num(v):
@@ -126,56 +187,59 @@ def missing(name):
 # ---- bench ------------------------------------------------------------------------------------------
 
 @block
-def bench(results, name, sizes=None, by="", metric="time_us", where="", pivot="size", min_world="1"):
+def bench(results, name, sizes=None, by="", metric="time_us", where="", pivot="size", min_world="1", mode="bench"):
     """Median over a point's runs of metric (time_us or busbw_gbs), a row per engine label (and the fields of
     by, comma-separated) and world, a column per size (sizes: comma-separated, 4K 16M...; default: all); pivot=world:
-    a row per engine and size, a column per world (worlds from min_world)."""
+    a row per engine and size, a column per world (worlds from min_world). mode=simulate: `harness simulate`'s
+    lines. A point whose runs were all host-bound is marked (hb), some of them (hb k/n)."""
     min_world = int(min_world)
     rs = load(results, name)
     if rs is None:
         return missing(name)
-    rs = [r for r in rs if r.get("mode") == "bench"]
+    rs = [r for r in rs if r.get("mode") == mode]
     if where:
-        rs = select(rs, dict(kv.split(":", 1) for kv in where.split(",")))
+        rs = select(rs, where)
     keys = [k for k in by.split(",") if k]
     want = [parse_size(s) for s in sizes.split(",")] if sizes else sorted({r["bytes"] for r in rs})
-    med = median_by(rs, lambda r: (label(r),) + tuple(_s(r.get(k)) for k in keys) + (r["world"], r["bytes"]),
-                    lambda r: r.get(metric))
+    key = lambda r: (label(r),) + tuple(field(r, k) for k in keys) + (r["world"], r["bytes"])
+    med, hb = median_by(rs, key, lambda r: r.get(metric)), hosts(rs, key)
+    cell = lambda k: fnum(med[k]) + hb_mark(hb, k) if k in med else ""
     unit = {"time_us": "us, median of the runs", "busbw_gbs": "busbw GB/s, median of the runs"}.get(metric, metric)
     rows = []
     if pivot == "world":   # a row per engine and size, a column per world
         worlds = sorted({k[-2] for k in med if k[-2] >= min_world})
         for k in sorted({k[:-2] for k in med}):
             for b in want:
-                cells = [fnum(med[k + (w, b)]) if k + (w, b) in med else "" for w in worlds]
+                cells = [cell(k + (w, b)) for w in worlds]
                 if any(cells):
                     rows.append(["`%s`" % k[0]] + list(k[1:]) + [fsize(b)] + cells)
-        return (f"\n`results/{name}.jsonl` ({unit}):\n\n" +
+        return (f"\n`results/{name}.jsonl` ({unit}{hb_note(rows)}):\n\n" +
                 table(["engine"] + keys + ["size"] + [f"P = {w}" for w in worlds], rows,
                       [False] * (2 + len(keys)) + [True] * len(worlds)) + "\n")
     for k in sorted({k[:-1] for k in med if k[-2] >= min_world}, key=lambda k: (k[-1], k[:-1])):
-        cells = [fnum(med[k + (b,)]) if k + (b,) in med else "" for b in want]
+        cells = [cell(k + (b,)) for b in want]
         if any(cells):
             rows.append(["`%s`" % k[0]] + list(k[1:-1]) + [k[-1]] + cells)
-    return (f"\n`results/{name}.jsonl` ({unit}):\n\n" +
+    return (f"\n`results/{name}.jsonl` ({unit}{hb_note(rows)}):\n\n" +
             table(["engine"] + keys + ["P"] + [fsize(b) for b in want], rows, [False] * (1 + len(keys)) + [True] * (1 + len(want))) +
             "\n")
 
 
 @block
-def bench_ratio(results, name, num, den, by_world="1", sizes=None, where="", num_where="", den_where="", what=None):
+def bench_ratio(results, name, num, den, by_world="1", sizes=None, where="", num_where="", den_where="", what=None,
+                mode="bench"):
     """One sentence: the range over sizes (and per world) of time(num) / time(den), the medians of each point's
     runs; num and den are engine labels (num_where/den_where: more fields, k:v comma-separated)."""
     rs = load(results, name)
     if rs is None:
         return missing(name)
-    rs = [r for r in rs if r.get("mode") == "bench"]
+    rs = [r for r in rs if r.get("mode") == mode]
     if where:
-        rs = select(rs, dict(kv.split(":", 1) for kv in where.split(",")))
+        rs = select(rs, where)
     want = {parse_size(s) for s in sizes.split(",")} if sizes else None
 
     def side(lab, extra):
-        sel = select(rs, dict([("label", lab)] + [kv.split(":", 1) for kv in extra.split(",") if kv]))
+        sel = select(rs, dict([("label", lab)] + list(conds(extra).items())))
         return median_by(sel, lambda r: (r["world"], r["bytes"]), lambda r: r.get("time_us"))
 
     a, b = side(num, num_where), side(den, den_where)
@@ -250,9 +314,9 @@ def train(results, name, metric="samples_per_s", by="", where=""):
         return missing(name)
     rs = [r for r in rs if r.get("mode") == "train"]
     if where:
-        rs = select(rs, dict(kv.split(":", 1) for kv in where.split(",")))
+        rs = select(rs, where)
     keys = [k for k in by.split(",") if k]
-    med = median_by(rs, lambda r: (label(r),) + tuple(_s(r.get(k)) for k in keys) + (r["world"],), lambda r: r.get(metric))
+    med = median_by(rs, lambda r: (label(r),) + tuple(field(r, k) for k in keys) + (r["world"],), lambda r: r.get(metric))
     worlds = sorted({k[-1] for k in med})
     rows = []
     for k in sorted({k[:-1] for k in med}):
@@ -265,10 +329,11 @@ def train(results, name, metric="samples_per_s", by="", where=""):
 # ---- emulated clusters ------------------------------------------------------------------------------
 
 @block
-def emulated(results, name, metric="speedup", by="model", where="", extra=""):
+def emulated(results, name, metric="speedup", by="model", where="", extra="", col="world"):
     """Emulated training runs (and their repeats: extra, comma-separated file names): the median over a
     configuration's launches of metric (speedup, emu_step_ms...), a row per by's fields and engine label, a
-    column per emulated GPU count; a cell whose launches were all host-bound is marked (hb), some of them (hb k/n)."""
+    column per emulated GPU count (col: per that field instead); a cell whose launches were all host-bound is
+    marked (hb), some of them (hb k/n)."""
     rs = load(results, name)
     if rs is None:
         return missing(name)
@@ -277,15 +342,11 @@ def emulated(results, name, metric="speedup", by="model", where="", extra=""):
         rs += load(results, x) or []
     rs = [r for r in rs if r.get("mode") == "train" and r.get("emulated")]
     if where:
-        rs = select(rs, dict(kv.split(":", 1) for kv in where.split(",")))
+        rs = select(rs, where)
     keys = [k for k in by.split(",") if k]
-    key = lambda r: tuple(_s(r.get(k)) for k in keys) + (label(r), r["world"])
-    med = median_by(rs, key, lambda r: r.get(metric))
-    hb = {}
-    for r in rs:
-        n, h = hb.get(key(r), (0, 0))
-        hb[key(r)] = (n + 1, h + bool(r.get("host_bound")))
-    worlds = sorted({k[-1] for k in med})
+    key = lambda r: tuple(field(r, k) for k in keys) + (label(r), r["world"] if col == "world" else field(r, col))
+    med, hb = median_by(rs, key, lambda r: r.get(metric)), hosts(rs, key)
+    worlds = sorted({k[-1] for k in med}, key=lambda w: nat((w,)))
     rows = []
     sig = 4 if metric.endswith("_ms") else 3
     for k in sorted({k[:-1] for k in med}, key=nat):
@@ -294,14 +355,13 @@ def emulated(results, name, metric="speedup", by="model", where="", extra=""):
             if k + (w,) not in med:
                 cells.append("")
                 continue
-            n, h = hb[k + (w,)]
-            mark = "" if not h else " (hb)" if h == n else f" (hb {h}/{n})"
-            cells.append(fnum(med[k + (w,)], sig) + mark)
+            cells.append(fnum(med[k + (w,)], sig) + hb_mark(hb, k + (w,)))
         rows.append(list(k[:-1]) + ["`%s`" % k[-1]] + cells)
     src = ", ".join(f"`results/{x}.jsonl`" for x in files)
     what = {"speedup": "speedup over one device", "emu_step_ms": "ms a step", "scaling_efficiency": "scaling efficiency"}
     return (f"\n{src} ({what.get(metric, metric)}, median of each configuration's launches; hb: host-bound):\n\n" +
-            table(keys + ["engine"] + [f"{w} GPUs" for w in worlds], rows, [False] * (1 + len(keys)) + [True] * len(worlds)) + "\n")
+            table(keys + ["engine"] + [f"{w} GPUs" if col == "world" else f"{col} {w}" for w in worlds], rows,
+                  [False] * (1 + len(keys)) + [True] * len(worlds)) + "\n")
 
 
 @block
@@ -315,7 +375,7 @@ def emulated_spread(results, name, metric="emu_step_ms", by="model,nodes,gpus_pe
     keys = [k for k in by.split(",") if k]
     acc = {}
     for r in rs:
-        acc.setdefault(tuple(_s(r.get(k)) for k in keys) + (label(r),), []).append(r[metric])
+        acc.setdefault(tuple(field(r, k) for k in keys) + (label(r),), []).append(r[metric])
     rows = []
     for k in sorted(acc, key=nat):
         v = acc[k]
@@ -324,6 +384,101 @@ def emulated_spread(results, name, metric="emu_step_ms", by="model,nodes,gpus_pe
     return (f"\n`results/{name}.jsonl` ({metric} of each launch):\n\n" +
             table(keys + ["engine", "launches", "min to max", "(max - min) / median"], rows,
                   [False] * (len(keys) + 1) + [True] * 3) + "\n")
+
+
+@block
+def memory(results, name):
+    """Memory balance of training runs: per engine label and world (the first run of each) the memory the engine
+    holds on its ranks (mem_engine_bytes: the largest and the smallest rank, and max/mean) and the peak RSS's
+    max/mean (mem_imbalance)."""
+    rs = load(results, name)
+    if rs is None:
+        return missing(name)
+    seen, rows = {}, []
+    for r in rs:
+        if r.get("mode") == "train" and r.get("mem_engine_bytes"):
+            seen.setdefault((label(r), r["world"]), r)
+    for (lab, w), r in sorted(seen.items()):
+        m = r["mem_engine_bytes"]
+        rows.append([f"`{lab}`", w, len(m), f"{max(m) / (1 << 20):.1f}", f"{min(m) / (1 << 20):.1f}",
+                     f"{r['mem_engine_imbalance']:.2f}", f"{r['mem_imbalance']:.2f}"])
+    return (f"\n`results/{name}.jsonl` (MiB the engine holds on a rank: buffers, shards, optimizer state; "
+            "max/mean over the ranks, servers included):\n\n" +
+            table(["engine", "P", "ranks", "largest rank (MiB)", "smallest rank (MiB)", "engine memory max/mean",
+                   "peak RSS max/mean"], rows) + "\n")
+
+
+@block
+def gemm_vs_trainer(results, name):
+    """The trainer's compute (a train line's compute_samples_per_s) against `harness gemm`'s bare GEMMs of the same
+    shapes (a gemm line's samples_per_s), a row per process count (gemm's procs = train's world)."""
+    rs = load(results, name)
+    if rs is None:
+        return missing(name)
+    g = {r["procs"]: r for r in rs if r.get("mode") == "gemm"}
+    t = {r["world"]: r for r in rs if r.get("mode") == "train"}
+    rows = [[p, g[p]["model"], fnum(g[p]["samples_per_s"], 4), fnum(t[p]["compute_samples_per_s"], 4),
+             f"{100 * t[p]['compute_samples_per_s'] / g[p]['samples_per_s']:.0f}%"] for p in sorted(g) if p in t]
+    if not rows:
+        raise BlockError(f"results/{name}.jsonl has no gemm and train lines of the same process count")
+    return (f"\n`results/{name}.jsonl` (samples/s; one run each, not alternated):\n\n" +
+            table(["processes", "model", "bare cblas_sgemm", "trainer's compute", "trainer / bare"], rows,
+                  [True, False, True, True, True]) + "\n")
+
+
+@block
+def hostbound(results, name, mode="train"):
+    """One sentence: how many of a file's lines (of mode) carry the host-bound flag, and on those how busy the
+    whole machine was (system_busy) against the runs' own ranks (host_busy, where recorded)."""
+    rs = load(results, name)
+    if rs is None:
+        return missing(name)
+    rs = [r for r in rs if r.get("mode") == mode]
+    hb = [r for r in rs if r.get("host_bound")]
+    if not rs:
+        raise BlockError(f"results/{name}.jsonl has no {mode} line")
+    out = f"{len(hb)} of the {len(rs)} lines carry the host-bound flag"
+    rng = lambda v: f"{100 * min(v):.0f}%" if round(100 * min(v)) == round(100 * max(v)) else f"{100 * min(v):.0f}-{100 * max(v):.0f}%"
+    sb = [r["system_busy"] for r in hb if r.get("system_busy") is not None]
+    own = [r["host_busy"] for r in hb if r.get("host_busy") is not None]
+    if sb:
+        out += f": on those the whole machine was {rng(sb)} busy"
+        out += f" while the runs' own ranks used {rng(own)} of it" if own else ""
+    return out + f" (`results/{name}.jsonl`)."
+
+
+@block
+def net_model(results, name, within="15"):
+    """`harness model`'s alpha-beta-gamma fit (its "what":"fit" line) and its predictions against the bench
+    lines ("what":"bench"): the fitted constants, the mean |error| and how many points fall within `within` %,
+    and a table of the errors' range a layout and P (over the sizes)."""
+    rs = load(results, name)
+    if rs is None:
+        return missing(name)
+    fit = [r for r in rs if r.get("mode") == "model" and r.get("what") == "fit"]
+    pts = [r for r in rs if r.get("mode") == "model" and r.get("what") == "bench" and r.get("err_pct") is not None]
+    if len(fit) != 1 or not pts:
+        raise BlockError(f"results/{name}.jsonl: want one \"what\":\"fit\" line and bench lines, got {len(fit)} and {len(pts)}")
+    f, w = fit[0], float(within)
+    err = [abs(r["err_pct"]) for r in pts]
+    acc = {}
+    for r in pts:
+        acc.setdefault((r["impl"] if r.get("engine") == "ps" else r.get("engine", "?"), r["world"]), []).append(r)
+    worlds = sorted({k[1] for k in acc})
+    rows = []
+    for impl in sorted({k[0] for k in acc}):
+        cells = []
+        for wd in worlds:
+            v = sorted(acc.get((impl, wd), []), key=lambda r: r["err_pct"])
+            cells.append(f"{v[0]['err_pct']:+.1f}% to {v[-1]['err_pct']:+.1f}%" if v else "")
+        rows.append([f"`{impl}`"] + cells)
+    return (f"\nFitted by a probe on the {f.get('net') or 'local'} network (`results/{name}.jsonl`): alpha "
+            f"{f['alpha_us']:.2f} us, beta {f['beta_ns_per_byte']:.4g} ns/B ({1 / f['beta_ns_per_byte']:.3f} GB/s), gamma "
+            f"{f['gamma_ns_per_byte']:.4g} ns/B, the shaper's burst {f['burst_bytes']:,} B. Against {len(pts)} bench points "
+            f"({fsize(min(r['bytes'] for r in pts))} to {fsize(max(r['bytes'] for r in pts))}): mean |error| "
+            f"{statistics.mean(err):.1f}%, {sum(e <= w for e in err)} within {within}%; the errors (predicted against "
+            "measured) a layout and P, smallest to largest over the sizes:\n\n" +
+            table(["layout"] + [f"P = {wd}" for wd in worlds], rows) + "\n")
 
 
 @block
@@ -345,7 +500,9 @@ def model_errors(results, name, sample=""):
 
 def _args(text, where):
     pos, kw = [], {}
-    for a in text.split():
+    if text.count("'") % 2:
+        raise BlockError(f"unbalanced quote in {text.strip()!r}")
+    for a in re.findall(r"(?:[^ ']|'[^']*')+", text):
         if "=" in a:
             k, v = a.split("=", 1)
             kw[k] = v
@@ -378,10 +535,10 @@ def fill(text, results, path):
             j += 1
         if j == len(lines) or lines[j] != CLOSE:
             sys.exit(f"gen-docs: {path}:{i + 1}: block {name} has no {CLOSE} before the next block or the end")
-        pos, kw = _args(m.group(2), f"{path}:{i + 1}")
         try:
+            pos, kw = _args(m.group(2) or "", f"{path}:{i + 1}")
             body = fn(results, *pos, **kw)
-        except TypeError as e:
+        except (TypeError, BlockError) as e:
             sys.exit(f"gen-docs: {path}:{i + 1}: block {name}: {e}")
         out.extend(body.strip("\n").split("\n"))
         out.append(CLOSE)
