@@ -277,6 +277,24 @@ Test(simulate, train_mode_every_layout, .timeout = 180)
     cr_expect_eq(count_lines(path, "\"kind\":\"train\""), 9, "ring, ring-hier, tree and six PS layouts: %s", out);
     cr_expect_eq(count_lines(path, "\"engine_label\":\"ps-K=N\""), 1, "%s", out);
     cr_expect_eq(count_lines(path, "\"spread\":\"uniform\""), 9, "the cited default spread: %s", out);
+    /* the answer last: the best allreduce against the best PS layout, the winner the lines' own */
+    char best[2][48] = {"", ""}, want[160];
+    double bs[2] = {-1, -1};
+    FILE *f = fopen(path, "r");
+    cr_assert(f);
+    for (char line[8192]; fgets(line, sizeof line, f);) {
+        json_t *j = json_loads(line, 0, NULL);
+        if (!j) continue;
+        const char *eng = json_string_value(json_object_get(j, "engine")), *lab = json_string_value(json_object_get(j, "engine_label"));
+        double sp = json_number_value(json_object_get(j, "speedup"));
+        int k = eng && !strcmp(eng, "ps");
+        if (lab && sp > bs[k]) bs[k] = sp, snprintf(best[k], sizeof best[k], "%s", lab);
+        json_decref(j);
+    }
+    fclose(f);
+    snprintf(want, sizeof want, "use %s\n", bs[0] >= bs[1] ? best[0] : best[1]);
+    const char *v = strstr(out, "# verdict (simulated): resnet50, 4 GPUs (2 x 2), 25 Gbit/s, 5 us a hop: ");
+    cr_expect(v && strstr(v, want) && strstr(v, want)[strlen(want)] == '\0', "the verdict last, '%s': %s", want, out);
     snprintf(cmd, sizeof cmd, "%s train --engine all --procs 2", h);
     cr_expect_eq(run_cmd(cmd, out, sizeof out), 2, "--engine all outside simulate: %s", out);
     cr_expect(strstr(out, "simulate's"), "%s", out);

@@ -146,17 +146,18 @@ static int s_link(const h_model_cluster_cfg_t *o, double *bps, double *eff)
 static void s_verdict(const h_model_cluster_cfg_t *o, const s_point_t *p, const h_cal_t *t, int G, double bps)
 {
     int N = o->nodes > 0 ? o->nodes : 1, P = N * G, n = h_layout_count();
-    h_mc_conf_t best[2], c;
-    double sp[2] = {-1, -1};
-    for (int l = 0; h_mc_conf_at(l, &c) == 0; l++) {
+    h_verdict_row_t rows[32];
+    h_mc_conf_t cs[32], c;
+    int nr = 0, nps = 0;
+    for (int l = 0; nr < 32 && h_mc_conf_at(l, &cs[nr]) == 0; l++) {
         h_cl_engine_t e;
-        if (h_mc_traffic(&c, N, G, &e, NULL) < 0) continue;
-        double step = h_mc_step(p, t, &c, N, G, bps, NULL);
+        if (h_mc_traffic(&cs[nr], N, G, &e, NULL) < 0) continue;
+        double step = h_mc_step(p, t, &cs[nr], N, G, bps, NULL);
         double s = step > 0 ? (double)P * (double)p->local_batch / step / p->dev.samples_per_s : 0;
-        int ps = e.owners != 0;
-        if (sp[ps] < 0 || s > sp[ps]) sp[ps] = s, best[ps] = c;
+        rows[nr] = (h_verdict_row_t){.label = cs[nr].label, .ps = e.owners != 0, .speedup = s};
+        nps += e.owners != 0, nr++;
     }
-    if (sp[0] < 0 || sp[1] < 0) return;
+    if (!nps || nps == nr) return;
     printf("# PS layouts (the registry's, with servers):");
     for (int l = 0, k = 0; l < n && h_mc_conf_at(l, &c) == 0; l++) {
         h_cl_engine_t e;
@@ -164,10 +165,9 @@ static void s_verdict(const h_model_cluster_cfg_t *o, const s_point_t *p, const 
             printf("%s\n#   %-22s %s", k++ ? "" : "", c.label, c.layout->about);
     }
     printf("\n");
-    int win = sp[0] >= sp[1] ? 0 : 1;
-    printf("# verdict (the cost model's, within its limits above): %s, %d GPUs (%d x %d), %.4g Gbit/s: %s %.2fx %s best PS "
-           "layout (%s) %.2fx: use %s\n", p->wl->name, P, N, G, bps / 1e9, best[0].label, sp[0],
-           sp[0] >= sp[1] ? ">=" : "<", best[1].label, sp[1], win == 0 ? best[0].label : "the PS layout");
+    char net[32];
+    snprintf(net, sizeof net, "%.4g Gbit/s", bps / 1e9);
+    h_verdict_print("the cost model's, within its limits above", p->wl->name, N, G, net, rows, nr);
 }
 
 /* Beside the model's table, the simulator's figures for the same model, device, batch, machines of G and

@@ -129,3 +129,17 @@ static int s_apply(const char *label, const char *engine, const char *options, i
     }
     return 0;
 }
+
+void h_verdict_print(const char *who, const char *model, int N, int G, const char *net, const h_verdict_row_t *rows, int n)
+{
+    int best[2] = {-1, -1};
+    for (int i = 0; i < n; i++) {
+        int k = rows[i].ps != 0;
+        if (best[k] < 0 || rows[i].speedup > rows[best[k]].speedup) best[k] = i;
+    }
+    if (best[0] < 0 || best[1] < 0) return;
+    const h_verdict_row_t *a = &rows[best[0]], *p = &rows[best[1]];
+    int ring = a->speedup >= p->speedup;
+    printf("# verdict (%s): %s, %d GPUs (%d x %d), %s: %s %.2fx %s best PS layout (%s) %.2fx: use %s\n", who, model,
+           N * G, N, G, net, a->label, a->speedup, ring ? ">=" : "<", p->label, p->speedup, ring ? a->label : p->label);
+}

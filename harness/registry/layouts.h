@@ -40,4 +40,15 @@ int  h_engine_label_colocated(const char *label);
 /* server machines of layout L on N GPU machines */
 int  h_layout_server_nodes(const h_layout_t *L, int N);
 
+/* The answer a comparison ends with, one line for one cluster: the best allreduce (ps 0) against the best PS
+ * layout (ps 1) of the n configurations compared, by speedup over one device; nothing when either kind is
+ * missing. who: whose figures ("the cost model's, within its limits above", "simulated"); net: the network in
+ * words ("25 Gbit/s", "25 Gbit/s, 5 us a hop"). */
+typedef struct {
+    const char *label;
+    int ps;                       /* 1: a configuration with servers */
+    double speedup;
+} h_verdict_row_t;
+void h_verdict_print(const char *who, const char *model, int N, int G, const char *net, const h_verdict_row_t *rows, int n);
+
 #endif

@@ -67,7 +67,7 @@ typedef struct {
 
 static int s_one(const h_simulate_cfg_t *o, const s_conf_t *c, const h_sim_platform_t *base, const workload_t *wl,
                  const wl_device_t *dev, size_t lb, int nb, const size_t *counts, const double *ready, double total,
-                 double update, double one_sps, h_lines_t *lines)
+                 double update, double one_sps, h_lines_t *lines, double *speedup_out, int *ps_out)
 {
     h_sim_platform_t pl = *base;
     int N = pl.nodes, G = pl.gpus_per_node, P = N * G;
@@ -79,6 +79,7 @@ static int s_one(const h_simulate_cfg_t *o, const s_conf_t *c, const h_sim_platf
     }
     const engine_ops_t *ops = h_engine_find(c->engine);
     int servers_update = ops && ops->serve; /* an engine with servers updates there, not on the GPUs */
+    *ps_out = servers_update, *speedup_out = -1;
     sched_t *s = calloc((size_t)nb, sizeof *s);
     double *f = calloc((size_t)P, sizeof *f);
     int rc = s && f ? 0 : err_set(ERR_NOMEM, "simulate: out of memory");
@@ -110,6 +111,7 @@ static int s_one(const h_simulate_cfg_t *o, const s_conf_t *c, const h_sim_platf
     if (rc == 0) {
         const char *busy = r.link_is_nic == 2 ? "up" : r.link_is_nic ? "nic" : "gpu";
         double sps = (double)P * (double)lb / r.time_s, speedup = sps / one_sps;
+        *speedup_out = speedup;
         printf("  %-15s %6d %4dx%-4d %9.2f %11.1f %8.2f %6.1f%% %9.1f %5.0f%% %-4s %10llu %3d %3d %7.1f\n", label, P, N, G,
                r.time_s * 1e3, sps, speedup, 100 * speedup / P, (double)r.nic_max_bytes / 1048576.0, 100 * r.link_util,
                busy, (unsigned long long)r.comms, r.merge > 1 ? r.merge : r.stream, r.bundle, r.wall_s);
@@ -191,6 +193,31 @@ static void s_reduction_words(char *out, size_t len, int v, const char *unit, lo
     else snprintf(out, len, "%s", n);
 }
 
+/* The answer the table ends with where it compares allreduces with PS layouts: the PS layouts named once, then
+ * a verdict a cluster size (h_verdict_print). */
+static void s_verdicts(const s_conf_t *confs, int nc, const int *ps, double (*sp)[H_SIM_MAX_SCALE], const int *scal,
+                       int ns, const char *model, const h_sim_platform_t *base)
+{
+    int nps = 0;
+    for (int c = 0; c < nc; c++) nps += ps[c] != 0;
+    if (!nps || nps == nc) return;
+    printf("# PS layouts:");
+    for (int c = 0; c < nc; c++)
+        if (ps[c]) printf("\n#   %-22s %s", confs[c].label, confs[c].layout ? confs[c].layout->about : "the engine with the command line's options");
+    printf("\n");
+    char net[160], fab[64];
+    h_sim_fabric_name(base, fab, sizeof fab);
+    snprintf(net, sizeof net, "%.4g Gbit/s, %.3g us a hop%s%s", base->inter_bps / 1e9, base->lat_s * 1e6,
+             strcmp(fab, "star") ? ", " : "", strcmp(fab, "star") ? fab : "");
+    for (int k = 0; k < ns; k++) {
+        h_verdict_row_t rows[16];
+        int n = 0;
+        for (int c = 0; c < nc; c++)
+            if (sp[c][k] > 0) rows[n++] = (h_verdict_row_t){.label = confs[c].label, .ps = ps[c], .speedup = sp[c][k]};
+        h_verdict_print("simulated", model, scal[k], base->gpus_per_node, net, rows, n);
+    }
+}
+
 int h_simulate_train(const h_simulate_cfg_t *o, const h_sim_platform_t *base)
 {
     size_t lb = o->batch_per_gpu > 0 ? (size_t)o->batch_per_gpu : 64;
@@ -247,12 +274,15 @@ int h_simulate_train(const h_simulate_cfg_t *o, const h_sim_platform_t *base)
     int scal[H_SIM_MAX_SCALE], ns = o->nscaling;
     if (ns) memcpy(scal, o->scaling, sizeof scal);
     else scal[0] = base->nodes, ns = 1;
+    double sp[16][H_SIM_MAX_SCALE];
+    int ps[16];
     for (int c = 0; rc == 0 && c < nc; c++)
         for (int k = 0; rc == 0 && k < ns; k++) {
             h_sim_platform_t pl = *base;
             pl.nodes = scal[k];
-            rc = s_one(o, &confs[c], &pl, wl, &dev, lb, nb, counts, ready, total, update, one_sps, &lines);
+            rc = s_one(o, &confs[c], &pl, wl, &dev, lb, nb, counts, ready, total, update, one_sps, &lines, &sp[c][k], &ps[c]);
         }
+    if (rc == 0) s_verdicts(confs, nc, ps, sp, scal, ns, wl->name, base);
     int wrc = h_lines_close(&lines, "the simulate lines");
     h_sim_point_free(&pt);
     return rc < 0 ? rc : wrc;
