@@ -1,5 +1,6 @@
-/* proc.c: another process's state from /proc (proc.h), and the limit a stopped or silent peer gets. */
+/* proc.c: another process's state from /proc (proc.h), the limit a stopped or silent peer gets, and this process's run delay. */
 #include "core/proc.h"
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -24,4 +25,24 @@ int proc_stop_limit_ms(long long timeout_ms)
 {
     long long half = timeout_ms / 2;
     return half > PROC_STOP_MAX_MS ? PROC_STOP_MAX_MS : half < 1000 ? 1000 : (int)half;
+}
+
+double proc_run_delay_s(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    double sum = 0;
+    int seen = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        char path[64];
+        snprintf(path, sizeof path, "/proc/self/task/%.20s/schedstat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue; /* a thread that ended meanwhile */
+        unsigned long long run = 0, delay = 0;
+        if (fscanf(f, "%llu %llu", &run, &delay) == 2) sum += (double)delay / 1e9, seen++;
+        fclose(f);
+    }
+    closedir(d);
+    return seen ? sum : -1;
 }

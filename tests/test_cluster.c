@@ -297,6 +297,8 @@ Test(cluster_run, host_made_busy_is_named, .timeout = 120)
     unlink(prof);
     cr_assert_eq(rc, 0, "%s", out);
     cr_expect(strstr(out, "host-bound:") != NULL, "a machine kept busy by %d burners is named as the bound:\n%s", nb, out);
+    /* the ranks' threads queued behind the burners for a CPU, and the run says how long */
+    cr_expect(strstr(out, "# host queue: the ranks' threads waited for a CPU") != NULL, "%s", out);
 }
 
 Test(cluster_run, two_machines_shaped_links_match_the_schedule, .timeout = 180)

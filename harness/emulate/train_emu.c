@@ -11,7 +11,8 @@
 #include <unistd.h>
 
 void h_emu_summarize(const struct emu *e, const h_emu_cfg_t *o, int P, double sps, double step50, double system_busy,
-                     const void *all, int R, size_t stride, size_t off_cpu, size_t off_wall, h_emu_sum_t *E)
+                     const void *all, int R, size_t stride, size_t off_cpu, size_t off_wall, size_t off_wait,
+                     h_emu_sum_t *E)
 {
     memset(E, 0, sizeof *E);
     const workload_t *wl = emu_workload(e);
@@ -34,16 +35,20 @@ void h_emu_summarize(const struct emu *e, const h_emu_cfg_t *o, int P, double sp
     E->step_ms = step50 / E->dilate;
     E->compute_ms = emu_compute_s(e) / E->dilate * 1e3;
     E->exposed_ms = fmax(0, E->step_ms - E->compute_ms);
-    double sum = 0, mx = 0;
+    double sum = 0, mx = 0, wsum = 0;
+    int wn = 0;
     for (int r = 0; r < R; r++) {
         const char *rec = (const char *)all + (size_t)r * stride;
-        double cpu, wall;
+        double cpu, wall, wait;
         memcpy(&cpu, rec + off_cpu, sizeof cpu);
         memcpy(&wall, rec + off_wall, sizeof wall);
+        memcpy(&wait, rec + off_wait, sizeof wait);
         double f = wall > 0 ? cpu / wall : 0;
         sum += f;
         mx = fmax(mx, f);
+        if (wait >= 0 && wall > 0) wsum += wait / wall, wn++;
     }
+    E->host_wait = wn ? wsum / wn : -1;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     /* the verdict over the whole run: sum of fractions = CPU seconds per wall second */
     E->host_bound = h_cluster_host_bound(sum, mx, 1.0, cores > 0 ? (int)cores : 1, system_busy, &E->busy);
@@ -71,6 +76,10 @@ void h_emu_print(const h_emu_cfg_t *o, const char *name, const char *impl, int P
                "%.0f%% with every other process): the figures measure the host, not the emulated links and devices; "
                "rerun on a quiet machine, or with a larger --shrink (now %g) or --dilate (now %g)\n",
                E->busy * 100, E->cpu_max * 100, E->system_busy * 100, E->shrink, E->dilate);
+    if (E->host_wait >= 0.1)
+        printf("# host queue: the ranks' threads waited for a CPU %.0f%% of the time (their run delay over wall time, mean "
+               "over the ranks): the timings include this host's scheduling%s\n", E->host_wait * 100,
+               E->host_bound ? "" : " (not counted in the host-bound verdict)");
     fflush(stdout);
 }
 
@@ -83,7 +92,8 @@ json_t *h_emu_json(const h_emu_cfg_t *o, const h_emu_sum_t *E)
                           "emu_samples_per_s", E->emu_sps, "speedup", E->speedup, "scaling_efficiency", E->efficiency,
                           "emu_step_ms", E->step_ms, "emu_compute_ms", E->compute_ms, "exposed_comm_ms", E->exposed_ms,
                           "host_busy", E->busy, "host_cpu_max", E->cpu_max);
-    if (h_jmerge(j, json_pack("{s:f, s:b}", "system_busy", E->system_busy, "host_bound", E->host_bound)) != 0) {
+    if (h_jmerge(j, json_pack("{s:f, s:f, s:b}", "system_busy", E->system_busy, "host_wait", E->host_wait, "host_bound",
+                              E->host_bound)) != 0) {
         json_decref(j);
         return NULL;
     }

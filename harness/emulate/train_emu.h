@@ -34,14 +34,18 @@ typedef struct {
     double busy;                     /* host CPU busy: sum over ranks of CPU / wall, over the cores */
     double cpu_max;                  /* the busiest rank's CPU / wall */
     double system_busy;              /* the whole machine over the timed steps, every process (-1 unknown) */
+    double host_wait;                /* the ranks' threads' run delay (runnable, waiting for a CPU) over wall seconds,
+                                      * mean over the ranks that could read it (-1 unknown); measured, not in host_bound */
     int    host_bound;
     size_t local_batch;              /* each worker's batch */
 } h_emu_sum_t;
 
-/* all: R records of stride bytes, each with a double CPU-seconds at off_cpu and wall-seconds at off_wall.
+/* all: R records of stride bytes, each with a double CPU-seconds at off_cpu, wall-seconds at off_wall and run-delay
+ * seconds at off_wait (< 0: unknown).
  * sps: measured samples/s summed over the P workers; step50 / comp50: the slowest worker's p50 (ms). */
 void h_emu_summarize(const struct emu *e, const h_emu_cfg_t *o, int P, double sps, double step50, double system_busy,
-                     const void *all, int R, size_t stride, size_t off_cpu, size_t off_wall, h_emu_sum_t *out);
+                     const void *all, int R, size_t stride, size_t off_cpu, size_t off_wall, size_t off_wait,
+                     h_emu_sum_t *out);
 /* Rank 0: the emulated table on stdout, and a line naming the host as the bound when it is. */
 void h_emu_print(const h_emu_cfg_t *o, const char *name, const char *impl, int P, int has_servers, int nbuckets,
                  const h_emu_sum_t *E);

@@ -22,6 +22,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/proc.h"
 #include "core/timer.h"
 #include "trainer/trainer.h"
 #include "trainer/ckpt.h"
@@ -45,6 +46,7 @@ typedef struct {
     int32_t  pad;
     double   cpu_s, wall_s;         /* CPU this process used (all threads) over wall seconds: the timed steps, or serving */
     double   system_busy;           /* the whole machine's CPU busy share over the timed steps (/proc/stat); -1 unknown */
+    double   run_delay_s;           /* its threads' time waiting for a CPU over the timed steps (proc_run_delay_s); -1 unknown */
 } s_rank_t;
 
 static int s_cmp_d(const void *a, const void *b)
@@ -205,7 +207,7 @@ static int s_run_worker(const h_train_cfg_t *o, comm_t *comm, const char *name, 
         if (show) s_progress(o, name, tty, i + 1, W, &st, ecfg->nworkers, 1, !trainer_shape(t));
     }
     uint64_t t0 = now_ns();
-    double cpu0 = s_cpu_s();
+    double cpu0 = s_cpu_s(), rd0 = proc_run_delay_s();
     unsigned long long sb0 = 0, st0 = 0, sb1 = 0, st1 = 0;
     int sys_ok = h_host_cpu_sample(&sb0, &st0) == 0;
     for (int i = 0; i < S; i++) {
@@ -224,6 +226,8 @@ static int s_run_worker(const h_train_cfg_t *o, comm_t *comm, const char *name, 
     double secs = (double)(now_ns() - t0) / 1e9;
     me->cpu_s = s_cpu_s() - cpu0;
     me->wall_s = secs;
+    double rd1 = proc_run_delay_s();
+    me->run_delay_s = rd0 >= 0 && rd1 >= rd0 ? rd1 - rd0 : -1;
     sys_ok = sys_ok && h_host_cpu_sample(&sb1, &st1) == 0 && st1 > st0;
     me->system_busy = sys_ok ? (double)(sb1 - sb0) / (double)(st1 - st0) : -1;
     if (tty && !o->quiet) printf("\r%100s\r", "");
@@ -314,7 +318,7 @@ static void s_summarize(const h_train_cfg_t *o, const comm_t *comm, const engine
     const mlp_shape_t *sh = trainer_shape(t);
     if (!sh) {
         h_emu_summarize(trainer_emu(t), &o->emu, S->P, S->sps, S->step50, all[0].system_busy, all, R, sizeof *all,
-                        offsetof(s_rank_t, cpu_s), offsetof(s_rank_t, wall_s), &S->emu);
+                        offsetof(s_rank_t, cpu_s), offsetof(s_rank_t, wall_s), offsetof(s_rank_t, run_delay_s), &S->emu);
         S->emu.local_batch = S->lb;
         snprintf(S->model, sizeof S->model, "%s", S->emu.model);
         return;
@@ -446,11 +450,13 @@ static int s_train_engine(const h_train_cfg_t *o, comm_t *comm, const char *name
     memset(&es, 0, sizeof es);
     if (h_is_server(comm, &ecfg)) {
         me.server = 1;
-        double c0 = s_cpu_s();
+        double c0 = s_cpu_s(), d0 = proc_run_delay_s();
         uint64_t w0 = now_ns();
         if (!ops->serve) rc = err_set(ERR_STATE, "engine %s has no server role", name);
         else rc = ops->serve(eng);
         me.cpu_s = s_cpu_s() - c0;
+        double d1 = proc_run_delay_s();
+        me.run_delay_s = d0 >= 0 && d1 >= d0 ? d1 - d0 : -1;
         me.wall_s = (double)(now_ns() - w0) / 1e9;
     } else {
         rc = s_run_worker(o, comm, name, ops, &eng, &ecfg, &me, &t);

@@ -51,7 +51,7 @@ static const char *const s_not_config[] = { /* bytes: the point within a bench c
     "step_ms_p99", "compute_ms_p50", "comm_ms_p50", "wait_ms_p50", "data_ms_p50", "sync_ms_p50", "loss_first",
     "loss_last", "acc_last", "skipped_steps", "bytes_sent", "mem_imbalance", "mem_dev_imbalance", "compute_tflops",
     "mem_engine_imbalance", "nbuckets", "params", "emu_samples_per_s", "speedup", "scaling_efficiency", "emu_step_ms",
-    "emu_compute_ms", "exposed_comm_ms", "host_busy", "host_cpu_max", "system_busy", "host_bound",
+    "emu_compute_ms", "exposed_comm_ms", "host_busy", "host_cpu_max", "system_busy", "host_wait", "host_bound",
     "device_samples_per_s",
     "algo", /* the algorithm an engine chose for a size (the ring's one-shot below its threshold): an outcome */
     NULL};
