@@ -153,16 +153,22 @@ Test(harness, require_auth_without_a_secret_fails_clearly, .timeout = 30)
  * stops within the store's grace (2 s after the last refusal, no rank joining) with one line naming the refused
  * connections, their peer, why and the missing rank, instead of waiting out --timeout with "missing: 1" (it took
  * 11 s with a 10 s grace and no peer: its "latest from" named rank 0's own endpoint). */
+/* Two env-started ranks of one job on loopback (MASTER_PORT %d), as the two tests below start them; A and B two
+ * job secrets. */
+#define S_TWO_RANKS_ENV                                                                                                 \
+    "E='env -u SYNCBENCH_JOB -u SYNCBENCH_LAUNCHED -u SYNCBENCH_JOB_SECRET_FILE WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 "     \
+    "MASTER_PORT=%d'; "
+static const char *const s_secret_a = "1111111111111111111111111111111111111111111111111111111111111111",
+                         *const s_secret_b = "2222222222222222222222222222222222222222222222222222222222222222";
+
 Test(harness, rank_zero_says_a_peer_failed_the_handshake, .timeout = 90)
 {
     s_find();
     char cmd[4096], out[1 << 15];
     int port = port_free_loopback();
-    const char *A = "1111111111111111111111111111111111111111111111111111111111111111";
-    const char *B = "2222222222222222222222222222222222222222222222222222222222222222";
+    const char *A = s_secret_a, *B = s_secret_b;
     snprintf(cmd, sizeof cmd,
-             "E='env -u SYNCBENCH_JOB -u SYNCBENCH_LAUNCHED -u SYNCBENCH_JOB_SECRET_FILE WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 "
-             "MASTER_PORT=%d'; $E SYNCBENCH_JOB_SECRET=%s RANK=0 %s bench --sizes 4K --iters 1 --timeout 60 > /tmp/sb-hs0.$$ 2>&1 & "
+             S_TWO_RANKS_ENV "$E SYNCBENCH_JOB_SECRET=%s RANK=0 %s bench --sizes 4K --iters 1 --timeout 60 > /tmp/sb-hs0.$$ 2>&1 & "
              "P0=$!; sleep 0.5; $E SYNCBENCH_JOB_SECRET=%s RANK=1 %s bench --sizes 4K --iters 1 --timeout 60 > /tmp/sb-hs1.$$ 2>&1; "
              "echo rc1=$?; wait $P0; echo rc0=$?; echo '--- rank 0'; cat /tmp/sb-hs0.$$; echo '--- rank 1'; cat /tmp/sb-hs1.$$; "
              "rm -f /tmp/sb-hs0.$$ /tmp/sb-hs1.$$", port, A, g_harness, B, g_harness);
@@ -190,11 +196,9 @@ Test(harness, a_rank_restarted_with_the_right_secret_joins, .timeout = 90)
     s_find();
     char cmd[4096], out[1 << 15];
     int port = port_free_loopback();
-    const char *A = "1111111111111111111111111111111111111111111111111111111111111111";
-    const char *B = "2222222222222222222222222222222222222222222222222222222222222222";
+    const char *A = s_secret_a, *B = s_secret_b;
     snprintf(cmd, sizeof cmd,
-             "E='env -u SYNCBENCH_JOB -u SYNCBENCH_LAUNCHED -u SYNCBENCH_JOB_SECRET_FILE WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 "
-             "MASTER_PORT=%d'; $E SYNCBENCH_JOB_SECRET=%s RANK=0 %s bench --sizes 4K --iters 1 --timeout 60 > /tmp/sb-hr0.$$ 2>&1 & "
+             S_TWO_RANKS_ENV "$E SYNCBENCH_JOB_SECRET=%s RANK=0 %s bench --sizes 4K --iters 1 --timeout 60 > /tmp/sb-hr0.$$ 2>&1 & "
              "P0=$!; sleep 0.5; $E SYNCBENCH_JOB_SECRET=%s RANK=1 %s bench --sizes 4K --iters 1 --timeout 60 > /dev/null 2>&1; "
              "echo rc1=$?; $E SYNCBENCH_JOB_SECRET=%s RANK=1 %s bench --sizes 4K --iters 1 --timeout 60 > /tmp/sb-hr1.$$ 2>&1; "
              "echo rc1b=$?; wait $P0; echo rc0=$?; echo '--- rank 0'; cat /tmp/sb-hr0.$$; echo '--- rank 1'; cat /tmp/sb-hr1.$$; "
