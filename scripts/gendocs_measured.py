@@ -186,6 +186,15 @@ def missing(name):
 
 # ---- bench ------------------------------------------------------------------------------------------
 
+def _mode_lines(results, name, mode, where):
+    """results/NAME's lines of one mode (bench, simulate...), those that where selects; None: not recorded."""
+    rs = load(results, name)
+    if rs is None:
+        return None
+    rs = [r for r in rs if r.get("mode") == mode]
+    return select(rs, where) if where else rs
+
+
 @block
 def bench(results, name, sizes=None, by="", metric="time_us", where="", pivot="size", min_world="1", mode="bench"):
     """Median over a point's runs of metric (time_us or busbw_gbs), a row per engine label (and the fields of
@@ -193,12 +202,9 @@ def bench(results, name, sizes=None, by="", metric="time_us", where="", pivot="s
     a row per engine and size, a column per world (worlds from min_world). mode=simulate: `harness simulate`'s
     lines. A point whose runs were all host-bound is marked (hb), some of them (hb k/n)."""
     min_world = int(min_world)
-    rs = load(results, name)
+    rs = _mode_lines(results, name, mode, where)
     if rs is None:
         return missing(name)
-    rs = [r for r in rs if r.get("mode") == mode]
-    if where:
-        rs = select(rs, where)
     keys = [k for k in by.split(",") if k]
     want = [parse_size(s) for s in sizes.split(",")] if sizes else sorted({r["bytes"] for r in rs})
     key = lambda r: (label(r),) + tuple(field(r, k) for k in keys) + (r["world"], r["bytes"])
@@ -230,12 +236,9 @@ def bench_ratio(results, name, num, den, by_world="1", sizes=None, where="", num
                 mode="bench"):
     """One sentence: the range over sizes (and per world) of time(num) / time(den), the medians of each point's
     runs; num and den are engine labels (num_where/den_where: more fields, k:v comma-separated)."""
-    rs = load(results, name)
+    rs = _mode_lines(results, name, mode, where)
     if rs is None:
         return missing(name)
-    rs = [r for r in rs if r.get("mode") == mode]
-    if where:
-        rs = select(rs, where)
     want = {parse_size(s) for s in sizes.split(",")} if sizes else None
 
     def side(lab, extra):
