@@ -152,3 +152,21 @@ def sim_check_subsets(results, name="sim-check"):
     w, o = s["with lat="], s["without lat="]
     return (f"Of the check's configurations (`results/{name}.jsonl`), {o['configs']} ran without `lat=` and {w['configs']} "
             f"with it; those with it: |error| median {100 * w['error_median']:.1f}%, worst {100 * w['error_worst']:.1f}%.")
+
+
+@block
+def sim_check_families(results, name="sim-check", lat="with"):
+    """One sentence: the check's errors (simulated against emulated) on the runs with lat= (lat=without: those
+    without), the allreduces (ring, tree) apart from the PS layouts: each family's range and count."""
+    rs = load(results, name)
+    if rs is None:
+        return missing(name)
+    pts = [r for r in rs if r.get("kind") == "check" and (r["lat_us"] > 0) == (lat == "with")]
+    if not pts:
+        raise BlockError(f"results/{name}.jsonl has no check line {lat} lat=")
+    fam = {"the ring and the tree": [], "the PS layouts": []}
+    for r in pts:
+        fam["the PS layouts" if r["engine"] == "ps" else "the ring and the tree"].append(r["error"])
+    parts = [f"{k} {100 * min(v):+.1f}% to {100 * max(v):+.1f}% ({len(v)} configurations)" for k, v in fam.items() if v]
+    return (f"The simulator against the emulated runs {lat} `lat=` (`results/{name}.jsonl`, simulated against emulated): " +
+            ", ".join(parts) + ".")
