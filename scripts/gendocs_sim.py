@@ -1,0 +1,172 @@
+"""gendocs_sim.py: the generated blocks of docs/simulate.md (how long the simulator takes, how close its reductions
+come to the full replay, what the check against the emulated cluster fitted and counted), for scripts/gen-docs beside
+gendocs_measured.py's blocks, from results/sim-*.jsonl. Python 3 standard library only.
+"""
+import math
+import re
+
+from gendocs_measured import BlockError, block, load, missing, table
+
+SCALING = "sim-train-scaling,sim-train-large-resnet50,sim-train-large-vgg16,sim-train-large-psfan,sim-train-large-pslayouts"
+
+
+def _train(results, files):
+    """{(engine label, model, GPUs): (line, file)} of the simulated training lines of files (comma-separated; a later
+    file's line replaces an earlier one's), and the files that are missing."""
+    out, gone = {}, []
+    for name in [f for f in files.split(",") if f]:
+        rs = load(results, name)
+        if rs is None:
+            gone.append(name)
+            continue
+        for r in rs:
+            if r.get("kind") == "train":
+                out[(r["engine_label"], r["model"], r["gpus"])] = (r, name)
+    return out, gone
+
+
+def _duration(s):
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 2 * 3600:
+        return f"{s / 60:.0f} minutes"
+    if s < 48 * 3600:
+        return f"{s / 3600:.0f} hours"
+    return f"{s / 86400:.1f} days"
+
+
+@block
+def sim_walls(results, files=SCALING, model="vgg16"):
+    """A row per engine label: the largest GPU count the files simulated model at, how long that run took to simulate
+    on this machine (sim_wall_s, one core) and its communications, and its file."""
+    runs, gone = _train(results, files)
+    if not runs:
+        return missing(files.split(",")[0])
+    top = {}
+    for (lab, m, g), (r, name) in runs.items():
+        if m == model and (lab not in top or g > top[lab][0]["gpus"]):
+            top[lab] = (r, name)
+    if not top:
+        raise BlockError(f"no simulated training line of {model} in {files}")
+    rows = [[f"`{lab}`", r["gpus"], f"{r['sim_wall_s']:,.1f}", f"{r['comms']:,}", f"`results/{name}.jsonl`"]
+            for lab, (r, name) in sorted(top.items(), key=lambda kv: (-kv[1][0]["gpus"], -kv[1][0]["sim_wall_s"]))]
+    note = f" ({', '.join(gone)}: not recorded)" if gone else ""
+    return (f"\n{model}, the largest run recorded a layout{note} (seconds this machine took to simulate its steps):\n\n" +
+            table(["engine", "GPUs", "simulated in (s)", "communications", "file"], rows,
+                  [False, True, True, True, False]) + "\n")
+
+
+@block
+def sim_growth(results, label, model="vgg16", files=SCALING, to="1024"):
+    """One sentence: how label's simulation time for model grew between its two largest recorded GPU counts (a
+    doubling), and what the same factor a doubling gives at `to` GPUs."""
+    runs, _ = _train(results, files)
+    sel = sorted(((g, v) for (lab, m, g), v in runs.items() if lab == label and m == model), key=lambda x: x[0])
+    if len(sel) < 2:
+        return f"_{label}, {model}: fewer than two recorded runs in {files}._"
+    (g1, (r1, f1)), (g2, (r2, f2)) = sel[-2], sel[-1]
+    if g2 != 2 * g1:
+        raise BlockError(f"{label}'s two largest {model} runs are at {g1} and {g2} GPUs, not a doubling")
+    q = r2["sim_wall_s"] / r1["sim_wall_s"]
+    est = r2["sim_wall_s"] * q ** math.log2(int(to) / g2)
+    at = "" if r1["git_sha"] == r2["git_sha"] else f", recorded at git {r1['git_sha'][:7]} and {r2['git_sha'][:7]}"
+    bd = lambda r: f"; bundled, at most {r['bundle']} transfers a communication" if r.get("bundle", 1) > 1 else ""
+    return (f"`{label}` with {model} took {r1['sim_wall_s']:,.1f} s to simulate at {g1} GPUs (`results/{f1}.jsonl`{bd(r1)}) "
+            f"and {r2['sim_wall_s']:,.1f} s at {g2} (`results/{f2}.jsonl`{bd(r2)}{at}): {q:.1f} times for twice the GPUs; at that "
+            f"factor a doubling, {int(to):,} GPUs would take about {_duration(est)} on one core.")
+
+
+def _flag(r, flag):
+    m = re.search(re.escape(flag) + r" (\d+)", r.get("cmdline", ""))
+    return int(m.group(1)) if m else None
+
+
+@block
+def reduction_range(results, name, flag, at="", least=""):
+    """One sentence: the largest |step time difference| between the runs given flag (at its values `at`,
+    comma-separated, or at `least` and above) and the same configuration's run with flag 0 (every piece replayed),
+    a figure per us a hop, each with the configuration where it is largest."""
+    rs = load(results, name)
+    if rs is None:
+        return missing(name)
+    rs = [r for r in rs if r.get("kind") == "train" and _flag(r, flag) is not None]
+    want = ({int(x) for x in at.split(",")} if at else None)
+    lo = int(least) if least else None
+    if (want is None) == (lo is None):
+        raise BlockError("give one of at=V[,V...] or least=V")
+    key = lambda r: (r["engine_label"], r["model"], r["gpus"], r["lat_us"])
+    full = {key(r): r for r in rs if _flag(r, flag) == 0}
+    worst = {}
+    n = 0
+    for r in rs:
+        v = _flag(r, flag)
+        if v == 0 or (want is not None and v not in want) or (lo is not None and v < lo) or key(r) not in full:
+            continue
+        n += 1
+        d = (r["step_ms"] - full[key(r)]["step_ms"]) / full[key(r)]["step_ms"]
+        if r["lat_us"] not in worst or abs(d) > abs(worst[r["lat_us"]][0]):
+            worst[r["lat_us"]] = (d, r)
+    if not worst:
+        raise BlockError(f"results/{name}.jsonl has no {flag} run beside a {flag} 0 one")
+    vals = at.replace(",", ", ") if at else f"{least} and above"
+    parts = [f"{100 * abs(d):.2f}% at {lat:g} us a hop ({r['engine_label']}, {r['model']}, {r['gpus']} GPUs)"
+             for lat, (d, r) in sorted(worst.items())]
+    return (f"`{flag}` {vals} against `{flag} 0` (the full replay): the largest step time difference is " + ", ".join(parts) +
+            f", over {n} configurations (`results/{name}.jsonl`).")
+
+
+def _summaries(results, name):
+    rs = load(results, name)
+    if rs is None:
+        return None
+    return {r.get("subset", "all"): r for r in rs if r.get("kind") == "check-summary"}
+
+
+@block
+def sim_check_fitted(results, name="sim-check"):
+    """One sentence: the constants the check fitted from its files' bench lines (per-hop latency, shared memory, the
+    servers' rate with its quartiles and points)."""
+    s = _summaries(results, name)
+    if s is None:
+        return missing(name)
+    if "all" not in s:
+        raise BlockError(f"results/{name}.jsonl has no check-summary line of subset all")
+    a = s["all"]
+    out = (f"Fitted from the files' bench lines (`results/{name}.jsonl`, git {a['git_sha'][:7]}): {a['lat_us_fitted']:.2f} us "
+           f"a hop, shared memory {a['shm_bps_fitted'] / 1e9:.3g} Gbit/s")
+    if a.get("server_Bps_fitted"):
+        out += (f", a server core {a['server_Bps_fitted'] / 1e6:.1f} MB/s (quartiles {a['server_Bps_q1'] / 1e6:.1f} to "
+                f"{a['server_Bps_q3'] / 1e6:.1f}, {a['server_points']} bench points)")
+    return out + "."
+
+
+@block
+def sim_check_subsets(results, name="sim-check"):
+    """One sentence: how many of the check's configurations ran without lat= and how many with it, and the latter's
+    |error| median and worst."""
+    s = _summaries(results, name)
+    if s is None:
+        return missing(name)
+    if "without lat=" not in s or "with lat=" not in s:
+        raise BlockError(f"results/{name}.jsonl has no check-summary lines of subsets 'without lat=' and 'with lat='")
+    w, o = s["with lat="], s["without lat="]
+    return (f"Of the check's configurations (`results/{name}.jsonl`), {o['configs']} ran without `lat=` and {w['configs']} "
+            f"with it; those with it: |error| median {100 * w['error_median']:.1f}%, worst {100 * w['error_worst']:.1f}%.")
+
+
+@block
+def sim_check_families(results, name="sim-check", lat="with"):
+    """One sentence: the check's errors (simulated against emulated) on the runs with lat= (lat=without: those
+    without), the allreduces (ring, tree) apart from the PS layouts: each family's range and count."""
+    rs = load(results, name)
+    if rs is None:
+        return missing(name)
+    pts = [r for r in rs if r.get("kind") == "check" and (r["lat_us"] > 0) == (lat == "with")]
+    if not pts:
+        raise BlockError(f"results/{name}.jsonl has no check line {lat} lat=")
+    fam = {"the ring and the tree": [], "the PS layouts": []}
+    for r in pts:
+        fam["the PS layouts" if r["engine"] == "ps" else "the ring and the tree"].append(r["error"])
+    parts = [f"{k} {100 * min(v):+.1f}% to {100 * max(v):+.1f}% ({len(v)} configurations)" for k, v in fam.items() if v]
+    return (f"The simulator against the emulated runs {lat} `lat=` (`results/{name}.jsonl`, simulated against emulated): " +
+            ", ".join(parts) + ".")
