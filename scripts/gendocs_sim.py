@@ -69,11 +69,15 @@ def sim_growth(results, label, model="vgg16", files=SCALING, to="1024"):
         raise BlockError(f"{label}'s two largest {model} runs are at {g1} and {g2} GPUs, not a doubling")
     q = r2["sim_wall_s"] / r1["sim_wall_s"]
     est = r2["sim_wall_s"] * q ** math.log2(int(to) / g2)
-    at = "" if r1["git_sha"] == r2["git_sha"] else f", recorded at git {r1['git_sha'][:7]} and {r2['git_sha'][:7]}"
     bd = lambda r: f"; bundled, at most {r['bundle']} transfers a communication" if r.get("bundle", 1) > 1 else ""
-    return (f"`{label}` with {model} took {r1['sim_wall_s']:,.1f} s to simulate at {g1} GPUs (`results/{f1}.jsonl`{bd(r1)}) "
-            f"and {r2['sim_wall_s']:,.1f} s at {g2} (`results/{f2}.jsonl`{bd(r2)}{at}): {q:.1f} times for twice the GPUs; at that "
-            f"factor a doubling, {int(to):,} GPUs would take about {_duration(est)} on one core.")
+    took = (f"`{label}` with {model} took {r1['sim_wall_s']:,.1f} s to simulate at {g1} GPUs (`results/{f1}.jsonl`{bd(r1)}) "
+            f"and {r2['sim_wall_s']:,.1f} s at {g2} (`results/{f2}.jsonl`{bd(r2)}")
+    if f1 != f2 or r1["git_sha"] != r2["git_sha"]:
+        # wall times of two recordings on a shared machine whose load differed between them: no growth factor
+        return (took + f"; recorded apart, at git {r1['git_sha'][:7]} and {r2['git_sha'][:7]}): wall times of two recordings "
+                "on a shared machine, whose load differed, so no growth factor is drawn from them.")
+    return (took + f"): {q:.1f} times for twice the GPUs; at that factor a doubling, {int(to):,} GPUs would take about "
+            f"{_duration(est)} on one core.")
 
 
 def _flag(r, flag):

@@ -244,6 +244,22 @@ Test(docs, simulate_blocks_computed_from_the_lines, .timeout = 60)
         cr_expect(strstr(out, "4.0 times for twice the GPUs") && strstr(out, "about 43 minutes"), "%s", out);
         cr_expect(strstr(out, "1.00% at 5 us a hop (ring, vgg16, 16 GPUs), over 1 configurations"), "%s", out);   /* not 16's 25% */
     }
+    /* two recordings (another file, another commit) on a shared machine: their wall times, no growth factor */
+    const char *two[2][2] = {{"s", "{\"kind\":\"train\",\"engine_label\":\"ps-K=N\",\"model\":\"vgg16\",\"gpus\":64,"
+                                   "\"sim_wall_s\":10,\"comms\":1,\"git_sha\":\"abc\"}"},
+                             {"s2", "{\"kind\":\"train\",\"engine_label\":\"ps-K=N\",\"model\":\"vgg16\",\"gpus\":128,"
+                                    "\"sim_wall_s\":40,\"comms\":1,\"git_sha\":\"def\"}"}};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/results/%s.jsonl", dir, two[i][0]);
+        FILE *f = fopen(path, "w");
+        cr_assert(f);
+        fprintf(f, "%s\n", two[i][1]);
+        fclose(f);
+    }
+    snprintf(cmd, sizeof cmd, "cd '%s' && printf '<!-- gen: sim_growth label=ps-K=N files=s,s2 -->\\n<!-- /gen -->\\n' > docs/m.md "
+             "&& '%s' --results results --readme README.md --out docs/results.md --doc docs/m.md 2>&1 && cat docs/m.md", dir, gen);
+    cr_expect_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "no growth factor") && !strstr(out, "times for twice"), "%s", out);
     tmpdir_remove(dir);
 }
 
