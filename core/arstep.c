@@ -181,6 +181,10 @@ static int s_wait_done(arstep_t *self, size_t target, int timeout_ms)
         err_set(rc, "%s", self->err_text);
     }
     pthread_mutex_unlock(&self->mu);
+    int peer, sending, ms;
+    if (rc == ERR_TIMEOUT && self->comm && tp_waiting(self->comm->tp, &peer, &sending, &ms))
+        return err_set(rc, "step did not finish within %d ms: waiting on rank %d for %d ms (%s): it is hung, or slower "
+                       "than --timeout", timeout_ms, peer, ms, sending ? "for room towards it" : "for its data");
     if (rc == ERR_TIMEOUT) return err_set(rc, "step did not finish within %d ms", timeout_ms);
     return rc;
 }

@@ -211,8 +211,10 @@ int board_exchange(board_t *self, const void *const **all, int timeout_ms)
     uint64_t yield_end = spin_end + (uint64_t)self->yield_us * 1000u;
     for (int k = 1; k < self->world; k++) {
         int r = (self->rank + k) % self->world;
+        tp_wait_mark(self->comm ? self->comm->tp : NULL, r, 0); /* for a step's timeout to name r */
         int rc = s_wait(self, r, round, dl, spin_end, yield_end);
-        if (rc < 0) return rc; /* a round not everyone posted: the collective has failed */
+        if (rc < 0) return rc; /* r stays marked */
+        tp_wait_mark(self->comm ? self->comm->tp : NULL, -1, 0); /* a round not everyone posted: the collective has failed */
     }
     for (int r = 0; r < self->world; r++) self->all[r] = s_buf(self, r, round);
     *all = self->all;

@@ -24,9 +24,10 @@ typedef struct store store_t;
  * turned away with ERR_AUTH and registers nothing, and a client refuses a server that cannot (ERR_AUTH).
  * Without one the join goes ahead after a one-line warning, unless cfg->auth.require (ERR_AUTH). file: the same checks through files created with
  * O_EXCL in the shared directory. Returns when every rank has joined; a timeout detail says either
- * "could not reach master HOST:PORT" or "only K of W ranks joined ... (missing: ...)". tcp/env: once a peer
- * failed the CURVE handshake (another job secret, or none) and 2 s pass with no rank joining, rank 0's join
- * ends with ERR_AUTH: "N connections (latest from ADDR:PORT) refused (why...); missing: rank R".
+ * "could not reach master HOST:PORT" or "only K of W ranks joined ... (missing: ...)". tcp/env: a peer that
+ * fails the CURVE handshake (another job secret, or none) is said by rank 0 at once ("store: N connections
+ * (latest from ADDR:PORT) refused (why...); still waiting for rank(s) R ...") and named in a timeout's detail,
+ * but never ends the join: an outsider's failed handshake cannot be told from a misconfigured rank's.
  * file:// naming: every file is "<tag>@..." (tag: auth_job_tag of the job id) in the directory (created
  * 0700 if needed; files 0600); the last rank to
  * leave removes them. Files left by a crashed run with the same job id make the next run fail with

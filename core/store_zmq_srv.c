@@ -11,7 +11,6 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/timer.h"
-
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -168,12 +167,12 @@ struct server {
     waiter_t *w;
     size_t nw, capw;
     char rejected[256];          /* the last HELLO the server turned away, for timeout details */
-    void *mon;                   /* the router's monitor (a ZMQ_PAIR): connections accepted and gone, handshake failures */
+    void *mon;                   /* the router's monitor (a ZMQ_PAIR): connections accepted and gone, handshakes failed */
     sconn_t *conns;              /* the bounds on connections (core/store_conn.h) */
-    uint64_t hs_failed, hs_failed_at, joined_at; /* failures seen, the latest's and the latest join's now_ns */
+    uint64_t hs_failed, hs_failed_at, hs_said, hs_said_at; /* failures seen, the latest's now_ns, those said, when */
     int hs_pending;              /* 1: the latest failure's connection's end (and so its peer) is not read yet */
-    char hs_addr[80];            /* the latest refused peer whose address was read ("ADDR:PORT"), or "" */
-    const char *hs_why;          /* why the latest was refused */
+    char hs_addr[80];            /* the latest refused peer whose address was read ("ADDR:PORT"), or ""; hs_why: why */
+    const char *hs_why;
     atomic_int stop, abort_now;
     pthread_t thr;
 };
@@ -216,16 +215,30 @@ static int s_add_waiter(server_t *s, const void *rid, size_t rlen, uint64_t seq,
 }
 
 /* A peer that fails the CURVE handshake (a rank with another job secret, or none) is turned away before it can
- * say which rank it is. Once such a failure came and no rank has joined for S_REFUSED_GRACE_MS since it (nor since
- * the last join), the join waits end with the refusal (how many, from where, why), not --timeout's "missing: R".
- * The grace leaves room to restart the refused rank right, and for ranks still arriving after a stray failure (a
- * join restarts it); the price: such a failure while ranks arrive, then none joining for the grace, ends the join. */
-#define S_REFUSED_GRACE_MS 2000
-static int s_refused_stop(const server_t *s)
+ * say which rank it is: nothing it sends can be told from an outsider's, so a failure never ends the join (it once
+ * did, 2 s after: anyone who could reach the port could stop a job while its ranks arrived). Rank 0 says it at
+ * once (once an interval: how many, from where, why, who is missing); a join that times out names it too. */
+static void s_refusal_add(const server_t *s, char *d, size_t len) /* appends "N connections ... refused (why)" */
 {
-    if (!s->hs_failed) return 0;
-    uint64_t since = s->hs_failed_at > s->joined_at ? s->hs_failed_at : s->joined_at;
-    return now_ns() - since >= (uint64_t)S_REFUSED_GRACE_MS * 1000000u;
+    char from[112];
+    if (s->hs_addr[0]) snprintf(from, sizeof from, s->hs_failed > 1 ? " (latest from %s)" : " from %s", s->hs_addr);
+    else snprintf(from, sizeof from, " (peer gone before its address was read)");
+    size_t n = strlen(d);
+    snprintf(d + n, len - n, "%llu connection%s%s refused (%s: do all ranks share SYNCBENCH_JOB_SECRET or "
+             "SYNCBENCH_JOB_SECRET_FILE?)", (unsigned long long)s->hs_failed, s->hs_failed > 1 ? "s" : "", from, s->hs_why);
+}
+
+static void s_refusal_say(server_t *s)
+{
+    uint64_t now = now_ns(); /* said once its peer is read (or 200 ms after), then once an interval */
+    if (s->hs_failed == s->hs_said || (s->hs_pending > 0 && now - s->hs_failed_at < 200000000u) ||
+        (s->hs_said && now - s->hs_said_at < (uint64_t)ZSEC_REPORT_MS * 1000000u)) return;
+    char d[400] = "", miss[200] = "";
+    s_refusal_add(s, d, sizeof d);
+    if (s->njoined < s->world) store_missing_ranks(s->joined, s->world, miss, sizeof miss);
+    LOG_W("store: %s%s%s%s", d, miss[0] ? "; still waiting for rank(s) " : "", miss, miss[0] ? " until the join's timeout" : "");
+    s->hs_said = s->hs_failed;
+    s->hs_said_at = now;
 }
 
 /* Why a handshake failed (a monitor event and its value), for rank 0's error line. */
@@ -241,8 +254,7 @@ static const char *s_refusal_why(const server_t *s, unsigned ev, int32_t val)
 /* Read the router monitor: accepted and ended connections go to the bounds (sconn_event); a protocol or ZAP
  * handshake failure (a peer with another secret, or none) is counted with its time, reason and peer: libzmq reports
  * it without a descriptor, then (same I/O thread, so next) that connection's end with it, whose peer the bounds
- * recorded at its accept. A handshake merely dropped (the peer left, or the bounds closed it) is not such
- * evidence: a flood of idle connections must not make the join give up. */
+ * recorded at its accept. A handshake merely dropped (the peer left, or the bounds closed it) is not counted. */
 static void s_monitor(server_t *s)
 {
     for (int i = 0; s->mon && i < 4096; i++) {
@@ -275,7 +287,7 @@ static void s_monitor(server_t *s)
 }
 
 /* Answer waiters that can be answered now (key present, everyone joined) or whose time is up. A 'J'
- * that times out is answered "K W missing-ranks[; turned away: ...]". */
+ * that times out is answered "K W missing-ranks[; turned away: ...][; N connections ... refused (why)]". */
 static void s_wake(server_t *s)
 {
     for (size_t i = 0; i < s->nw;) {
@@ -288,22 +300,13 @@ static void s_wake(server_t *s)
             else done = 0;
         } else {
             if (s->njoined == s->world) s_reply(s, w->rid, w->rlen, 0, w->seq, "", 0);
-            else if (s_refused_stop(s)) {
-                char miss[200], d[768], from[112];
-                store_missing_ranks(s->joined, s->world, miss, sizeof miss);
-                if (s->hs_addr[0]) snprintf(from, sizeof from, s->hs_failed > 1 ? " (latest from %s)" : " from %s", s->hs_addr);
-                else snprintf(from, sizeof from, " (peer gone before its address was read)");
-                snprintf(d, sizeof d, "%llu connection%s%s refused (%s: do all ranks share SYNCBENCH_JOB_SECRET or "
-                         "SYNCBENCH_JOB_SECRET_FILE?), no rank joining in the %.0f s since; missing: rank%s %s (%d of %d joined)",
-                         (unsigned long long)s->hs_failed, s->hs_failed > 1 ? "s" : "", from, s->hs_why,
-                         S_REFUSED_GRACE_MS / 1000.0, strchr(miss, ',') ? "s" : "", miss, s->njoined, s->world);
-                s_reply(s, w->rid, w->rlen, ERR_AUTH, w->seq, d, strlen(d));
-            } else if (deadline_passed(w->deadline)) {
+            else if (deadline_passed(w->deadline)) {
                 char miss[200], d[512];
                 store_missing_ranks(s->joined, s->world, miss, sizeof miss);
                 int n = snprintf(d, sizeof d, "%d %d %s", s->njoined, s->world, miss);
                 if (s->rejected[0] && n > 0 && (size_t)n < sizeof d)
                     snprintf(d + n, sizeof d - (size_t)n, "; turned away: %s", s->rejected);
+                if (s->hs_failed && strlen(d) + 2 < sizeof d) s_refusal_add(s, strcat(d, "; "), sizeof d);
                 s_reply(s, w->rid, w->rlen, ERR_TIMEOUT, w->seq, d, strlen(d));
             } else done = 0;
         }
@@ -429,7 +432,6 @@ static void s_on_hello(server_t *s, const req_t *q)
     memcpy(s->rid[r], q->rid, q->rlen);
     s->rlen[r] = q->rlen;
     s->njoined++;
-    s->joined_at = now_ns();
     LOG_D("store: rank %d joined (%d of %d)", r, s->njoined, s->world);
     s_ok(s, q, "", 0);
 }
@@ -551,6 +553,7 @@ static void *s_server_main(void *arg)
             zmq_pollitem_t it[2] = {{.socket = s->router, .events = ZMQ_POLLIN}, {.socket = s->mon, .events = ZMQ_POLLIN}};
             while ((rc = zmq_poll(it, 2, s_next_wait_ms(s))) < 0 && zmq_errno() == EINTR) {}
             if (rc > 0 && (it[1].revents & ZMQ_POLLIN)) s_monitor(s);
+            s_refusal_say(s);
             if (rc > 0) rc = (it[0].revents & ZMQ_POLLIN) ? 1 : 0;
         } else {
             rc = szmq_poll_in(s->router, s_next_wait_ms(s));
@@ -590,7 +593,6 @@ int szmq_server_start(server_t **out, void *ctx, const boot_cfg_t *cfg)
         LOG_W("store: master address %s (%s) is not an address of this host; rank 0 listens on all interfaces",
               cfg->host, ip);
     snprintf(ep, sizeof ep, "tcp://%s:%d", local ? ip : "0.0.0.0", cfg->port);
-
     server_t *s = calloc(1, sizeof *s);
     if (!s) return err_set(ERR_NOMEM, "store server");
     s->world = cfg->world;
@@ -607,8 +609,7 @@ int szmq_server_start(server_t **out, void *ctx, const boot_cfg_t *cfg)
     s->router = zmq_socket(ctx, ZMQ_ROUTER);
     if (!s->router) { s_server_free(s); return err_set(ERR_SYS, "zmq_socket: %s", zmq_strerror(zmq_errno())); }
     if ((zrc = zsec_server(&cfg->auth, s->router, "store")) < 0) { s_server_free(s); return zrc; }
-    /* the monitor: accepted connections for their bounds, handshake failures for a join that cannot complete
-     * (s_refused_stop); its queue unbounded (RCVHWM 0), so no accepted connection goes unseen under a flood */
+    /* the monitor: accepted connections for their bounds, handshake failures said (unbounded: none unseen) */
     int per_src, total, zero = 0;
     sconn_limits(cfg->world, &per_src, &total);
     sconn_cfg_t cc = {.per_src = per_src, .total = total, .unauth_ms = STORE_UNAUTH_MS, .port = cfg->port};
@@ -641,7 +642,6 @@ int szmq_server_start(server_t **out, void *ctx, const boot_cfg_t *cfg)
     *out = s;
     return 0;
 }
-
 
 void szmq_server_stop(server_t **sp, int abort)
 {

@@ -38,7 +38,31 @@ struct tp {
     _Atomic uint64_t sent, received;
     /* per peer: bytes through this transport, then bytes other carriers noted (tp_note_traffic) */
     _Atomic uint64_t *peer_sent, *peer_received, *note_sent, *note_received;
+    _Atomic int wait_peer;     /* the peer an acquire waits on now, or -1 (tp_waiting) */
+    _Atomic int wait_send;
+    _Atomic uint64_t wait_since;
 };
+
+void tp_wait_mark(tp_t *self, int peer, int sending)
+{
+    if (!self) return;
+    if (peer >= 0) {
+        atomic_store_explicit(&self->wait_since, now_ns(), memory_order_relaxed);
+        atomic_store_explicit(&self->wait_send, sending, memory_order_relaxed);
+    }
+    atomic_store_explicit(&self->wait_peer, peer, memory_order_release);
+}
+
+int tp_waiting(tp_t *self, int *peer, int *sending, int *ms)
+{
+    int p = self ? atomic_load_explicit(&self->wait_peer, memory_order_acquire) : -1;
+    if (p < 0) return 0;
+    uint64_t since = atomic_load_explicit(&self->wait_since, memory_order_relaxed), now = now_ns();
+    *peer = p;
+    *sending = atomic_load_explicit(&self->wait_send, memory_order_relaxed);
+    *ms = now > since ? (int)((now - since) / 1000000u) : 0;
+    return 1;
+}
 
 void tp_job_name(const char *job, char *out, size_t len) { auth_job_tag(job, out, len); }
 
@@ -79,6 +103,7 @@ int tp_new(tp_t **self_p, const tp_env_t *env, const tp_opts_t *opts)
         return err_set(ERR_INVAL, "transport: slots must be 2..%d and slot size a multiple of 64 >= 4096",
                        TP_MAX_SLOTS);
     }
+    atomic_init(&self->wait_peer, -1);
     self->peer = calloc((size_t)self->world, sizeof(tp_peer_t));
     self->peer_sent = calloc((size_t)self->world * 4, sizeof(_Atomic uint64_t));
     if (!self->peer || !self->peer_sent) { rc = ERR_NOMEM; goto fail; }
@@ -163,7 +188,10 @@ int tp_send_acquire(tp_t *self, int peer, void **buf, int timeout_ms)
 {
     CHECK(s_check_peer(self, peer));
     tp_peer_t *p = &self->peer[peer];
-    return p->ops->send_acquire(p->be, peer, buf, timeout_ms);
+    tp_wait_mark(self, peer, 1);
+    int rc = p->ops->send_acquire(p->be, peer, buf, timeout_ms);
+    if (rc == 0) tp_wait_mark(self, -1, 0); /* a failed wait stays marked: the step's timeout names its peer */
+    return rc;
 }
 
 int tp_send_commit(tp_t *self, int peer, size_t len)
@@ -184,7 +212,9 @@ int tp_recv_acquire(tp_t *self, int peer, const void **buf, size_t *len, int tim
     int rc = s_check_peer(self, peer);
     if (rc == 0) {
         tp_peer_t *p = &self->peer[peer];
+        tp_wait_mark(self, peer, 0);
         rc = p->ops->recv_acquire(p->be, peer, buf, len, timeout_ms);
+        if (rc == 0) tp_wait_mark(self, -1, 0);
     }
     trace_x2("recv", tr, "peer", peer, "bytes", rc == 0 ? (int64_t)*len : -1);
     return rc;

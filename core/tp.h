@@ -62,6 +62,16 @@ int tp_recv_release(tp_t *self, int peer);
 /* Convenience: receive exactly len bytes (as the sender's tp_send split them) into buf. */
 int tp_recv(tp_t *self, int peer, void *buf, size_t len, int timeout_ms);
 
+/* Whom a thread of this rank waits on in a send or receive acquire now, or waited on in the last one, which
+ * failed: 1 with the peer, 1 if sending (a free slot towards it) or 0 if receiving, and for how long, in ms; 0
+ * when none waits. For a step's timeout to name
+ * the rank it waited on (a rank alive but stuck is caught by --timeout, not by its heartbeats). */
+int tp_waiting(tp_t *self, int *peer, int *sending, int *ms);
+/* Mark that this rank now waits on peer (sending: for room towards it; else for its data), or, with peer -1,
+ * that it waits no more (a wait that failed is left marked): the acquires do it, and other waits on a peer
+ * (core/board.c) call it. NULL self: nothing. */
+void tp_wait_mark(tp_t *self, int peer, int sending);
+
 /* This run's name "sb.<job tag>.<nonce hex>": the prefix of its shared-memory names and store keys. */
 const char *tp_name(tp_t *self);
 

@@ -137,10 +137,20 @@ static void s_seg_put(tcp_t *self, seg_t *s)
     self->pool = s;
 }
 
+/* The drops not yet said, in one line with the count since the start. */
+static void s_say_drops(tcp_t *self, uint64_t now)
+{
+    LOG_W("transport: rank %d dropped %llu TCP connection(s) that did not authenticate as a peer (latest: %s; "
+          "%llu in all)", self->rank, (unsigned long long)self->unreported, self->last_why, (unsigned long long)self->rejected);
+    self->unreported = 0;
+    self->warned_ns = now;
+}
+
 static void s_destroy(void **be_p)
 {
     tcp_t *self = be_p ? *be_p : NULL;
     if (!self) return;
+    if (self->unreported) s_say_drops(self, now_ns()); /* drops since the last report: said, not lost */
     tp_hb_close(&self->hb);
     for (int r = 0; self->p && r < self->world; r++) {
         speer_t *p = &self->p[r];
@@ -235,12 +245,8 @@ static void s_reject(tcp_t *self, int fd, const char *why)
     snprintf(self->last_why, sizeof self->last_why, "%s", why);
     close(fd);
     uint64_t now = now_ns();
-    if (self->unreported == self->rejected || now - self->warned_ns >= (uint64_t)TCP_WARN_MS * 1000000u) {
-        LOG_W("transport: rank %d dropped %llu TCP connection(s) that did not authenticate as a peer (latest: %s; "
-              "%llu in all)", self->rank, (unsigned long long)self->unreported, why, (unsigned long long)self->rejected);
-        self->unreported = 0;
-        self->warned_ns = now;
-    }
+    if (self->unreported == self->rejected || now - self->warned_ns >= (uint64_t)TCP_WARN_MS * 1000000u)
+        s_say_drops(self, now);
 }
 
 /* Read whatever is available on peer r's connection into its queue. */

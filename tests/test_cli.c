@@ -225,6 +225,8 @@ Test(cli, argument_errors_before_launch, .timeout = 90)
         {"--straggler 1:abc", "--straggler 1:abc: expected RANK:MS"},
         {"--optim adam:lr=abc", "--optim adam:lr=abc: 'lr=abc' is not a number"},
         {"--optim bogus", "--optim bogus: unknown optimizer 'bogus'"},
+        /* issue 33 section 5: a value over the top said "expected seconds >= 1" */
+        {"--timeout 86401", "bad value '86401' for --timeout: expected seconds from 1 to 86400"},
     };
     char cmd[2048], out[8192];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

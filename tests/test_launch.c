@@ -541,7 +541,8 @@ Test(launch, stopped_ring_rank_is_named_before_the_timeout, .timeout = 40) { s_s
 Test(launch, stopped_tree_rank_is_named_before_the_timeout, .timeout = 40) { s_stopped_under_long_timeout("tree"); }
 
 /* A rank's error found mid-run is said once, in the launcher's failure line, not also relayed as "[rank R] ...":
- * rank 1 sleeps 4 s a step, so rank 0 times out (--timeout 2) waiting for it. */
+ * rank 1 sleeps 4 s a step (alive, its threads running, its main thread stuck: what heartbeats cannot tell from a
+ * long step), so rank 0 times out (--timeout 2) waiting for it, and names it (it said only "step did not finish"). */
 Test(launch, a_rank_error_mid_run_is_said_once, .timeout = 40)
 {
     s_run_t run;
@@ -552,6 +553,7 @@ Test(launch, a_rank_error_mid_run_is_said_once, .timeout = 40)
     cr_assert(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 1, "status %d, stderr:\n%s", run.status, err);
     cr_assert(strstr(err, "harness: train with engine ring at 2 ranks: rank 0 failed (exit 1): train failed: timed out"),
               "stderr:\n%s", err);
+    cr_assert(strstr(err, ": waiting on rank 1 for "), "the rank waited on is not named:\n%s", err);
     cr_assert_eq(count_in(err, "did not finish within"), 1, "said more than once:\n%s", err);
     cr_assert(!strstr(err, H_ERROR_TAG), "the launcher's tag leaked:\n%s", err);
     cr_assert_eq(s_leftovers(&run), 0);

@@ -2,11 +2,12 @@
  * command line, whole lines or an error), old results (schema 1, "topo") still read, the one engine
  * label, and `harness report` never taking a median across runs that differ in what they measured:
  * shm against tcp, f32 against f16, named runs (--label) apart and selectable; --size; the mpi
- * engine's ranks get the job secret. */
+ * engine's ranks get the job secret; a read that runs out of memory mid-file is an error, not its end. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include "tests/lib/ranks.h"
 
@@ -93,6 +94,51 @@ Test(results, unwritable_results_fail_whole)
     cr_expect_eq(h_result_write(&o, &m, "bench", json_pack("{s:i}", "world", 2)), ERR_IO);
     cr_expect(strstr(err_detail(), "/nonexistent-dir/r.jsonl"), "%s", err_detail());
     cr_expect_eq(h_result_write(&o, &m, "bench", NULL), ERR_NOMEM); /* a body that could not be built */
+}
+
+/* The address space this process maps now (VmSize), in bytes; 0 if unknown. */
+static unsigned long long s_vm_bytes(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char l[256];
+    unsigned long long kb = 0;
+    while (f && fgets(l, sizeof l, f))
+        if (!strncmp(l, "VmSize:", 7)) kb = strtoull(l + 7, NULL, 10);
+    if (f) fclose(f);
+    return kb * 1024;
+}
+
+/* Issue 33 section 5: a read that stops before the end of a results file is an error, never its end
+ * (`harness report` once showed 3 of 11 results and exited 0 when getline ran out of memory). Three result
+ * lines, a 64 MiB line (a hole: NUL bytes, no disk) and eight more; with 24 MiB of address space to spare,
+ * getline cannot grow its buffer past 32 MiB. */
+Test(results, a_read_out_of_memory_is_an_error_not_the_end)
+{
+    char path[] = "/tmp/sb-results-oom-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    const char *res = "{\"mode\": \"bench\", \"engine\": \"ring\", \"world\": 2}\n";
+    for (int i = 0; i < 3; i++) cr_assert_eq(write(fd, res, strlen(res)), (ssize_t)strlen(res));
+    cr_assert_geq(lseek(fd, 64 << 20, SEEK_CUR), 0);
+    cr_assert_eq(write(fd, "\n", 1), 1);
+    for (int i = 0; i < 8; i++) cr_assert_eq(write(fd, res, strlen(res)), (ssize_t)strlen(res));
+    close(fd);
+    unsigned long long vm = s_vm_bytes();
+    cr_assert_gt(vm, 0);
+    struct rlimit old, low;
+    getrlimit(RLIMIT_AS, &old);
+    low = old;
+    low.rlim_cur = vm + (24ull << 20);
+    cr_assert_eq(setrlimit(RLIMIT_AS, &low), 0);
+    h_jobj_t *objs = NULL;
+    size_t n = 0, bad = 0;
+    char *files[] = {path};
+    int rc = h_jread_files(1, files, &objs, &n, &bad, NULL);
+    setrlimit(RLIMIT_AS, &old);
+    unlink(path);
+    cr_expect_eq(rc, ERR_NOMEM, "read %zu result(s), returned %d (%s)", n, rc, err_detail());
+    cr_expect(strstr(err_detail(), "after line 3"), "%s", err_detail());
+    h_jfree_all(&objs, &n);
 }
 
 /* report --format json of path into out (keeping only run label when not NULL) */
