@@ -325,3 +325,38 @@ Test(api, world_of_one_returns_at_once)
     for (size_t i = 0; i < sizeof specs / sizeof *specs; i++)
         cr_assert_eq(run_ranks(1, s_solo_rank, (void *)specs[i], 60000), 0, "%s in a world of one", specs[i]);
 }
+
+/* Ranks outnumbering cores: a worker that waits for a late peer sleeps (woken when its data comes) rather than
+ * yielding its core for 2 ms a wait, which, beside a training's compute threads, delays every hand-off to the
+ * end of the compute thread's slice. Rank 0's CPU time over allreduces that each wait ~10 ms for the others. */
+static int s_idle_wait_rank(int rank, int world, void *arg)
+{
+    (void)world;
+    (void)arg;
+    sb_comm_t *c = NULL;
+    sb_engine_t *e = NULL;
+    if (s_join(&c, &e, "ring:algo=ring") < 0) return 1;
+    enum { K = 30 };
+    static float x[1 << 16];
+    FAILIF(sb_allreduce(e, x, 1 << 16, SB_F32, SB_SUM, TMO) < 0, "warm-up: %s", sb_last_error());
+    struct timespec a, b;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+    for (int k = 0; k < K; k++) {
+        if (rank) usleep(10000);
+        FAILIF(sb_allreduce(e, x, 1 << 16, SB_F32, SB_SUM, TMO) < 0, "allreduce %d: %s", k, sb_last_error());
+    }
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+    double ms = ((double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6) / K;
+    fprintf(stderr, "rank %d: %.2f ms of CPU an allreduce that waits ~10 ms\n", rank, ms);
+    FAILIF(rank == 0 && ms > 0.8, "rank 0 spent %.2f ms of CPU an allreduce waiting for late peers (yielding, not "
+           "sleeping)", ms);
+    sb_engine_free(&e);
+    sb_comm_free(&c);
+    return 0;
+}
+Test(api, oversubscribed_waits_sleep, .timeout = 120)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (ncpu + 1 > 8) cr_skip_test("needs more ranks than cores: %ld cores here", ncpu);
+    cr_assert_eq(run_ranks((int)ncpu + 1, s_idle_wait_rank, NULL, 90000), 0);
+}
