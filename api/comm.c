@@ -91,7 +91,9 @@ int sb_comm_new(sb_comm_t **comm, const sb_comm_cfg_t *cfg)
     boot_cfg_t bc;
     int rc = boot_cfg_init(&bc, method, rank, world, tmo);
     if (rc < 0) return api_fail(rc);
-    comm_opts_t co = {.transport = transport && *transport ? transport : "auto"};
+    /* the caller trains beside the communication thread: a waiting rank must not yield its core to that compute
+     * (it would see its segment only once the compute thread's slice ends) but sleep, to be woken at once */
+    comm_opts_t co = {.transport = transport && *transport ? transport : "auto", .shm_no_yield = 1};
     sb_comm_t *c = calloc(1, sizeof *c);
     if (!c) return api_fail_text(ERR_NOMEM, "sb_comm_new");
     rc = comm_new(&c->comm, &bc, &co);

@@ -171,16 +171,25 @@ static int s_worker_only(const sb_engine_t *e, const char *what)
     return 0;
 }
 
-static int s_submit(sb_engine_t *e, const sb_req_t *tmpl, sb_req_t **out)
+/* A new request of e from tmpl, pending (done 0) or done at birth (done 1: sb_wait returns 0 at once). */
+static sb_req_t *s_new_req(sb_engine_t *e, const sb_req_t *tmpl, int done)
 {
     sb_req_t *r = malloc(sizeof *r);
-    if (!r) return api_fail_text(ERR_NOMEM, "request");
+    if (!r) return NULL;
     *r = *tmpl;
     r->eng = e;
     r->next = NULL;
-    r->done = r->detached = 0;
+    r->done = done;
+    r->detached = 0;
     r->rc = 0;
     r->msg[0] = '\0';
+    return r;
+}
+
+static int s_submit(sb_engine_t *e, const sb_req_t *tmpl, sb_req_t **out)
+{
+    sb_req_t *r = s_new_req(e, tmpl, 0);
+    if (!r) return api_fail_text(ERR_NOMEM, "request");
     pthread_mutex_lock(&e->mu);
     if (e->stop) {
         pthread_mutex_unlock(&e->mu);
@@ -273,6 +282,18 @@ static int s_blocking(sb_engine_t *e, const sb_req_t *tmpl)
     return rc;
 }
 
+/* World size 1 (no server rank either) and not broken: the sum and the average of one buffer are the buffer,
+ * bit for bit, and a broadcast or barrier has no one to meet, so a collective is done on the caller's thread
+ * without a hand-off to the communication thread, a copy or a pass over the data. */
+static int s_solo(sb_engine_t *e)
+{
+    if (e->c->comm->world != 1) return 0;
+    pthread_mutex_lock(&e->mu);
+    int ok = !e->broken;
+    pthread_mutex_unlock(&e->mu);
+    return ok;
+}
+
 static int s_ar_args(const sb_engine_t *e, const void *buf, size_t count, sb_dtype_t dt, sb_op_t op)
 {
     CHECK(s_worker_only(e, "allreduce"));
@@ -295,6 +316,7 @@ int sb_allreduce(sb_engine_t *e, void *buf, size_t count, sb_dtype_t dt, sb_op_t
     CHECK(s_ar_args(e, buf, count, dt, op));
     sb_req_t t = {.kind = K_ALLREDUCE, .buf = buf, .count = count, .dt = (dtype_t)dt, .op = (redop_t)op,
                   .timeout_ms = timeout_ms};
+    if (s_solo(e)) return 0;
     return s_blocking(e, &t);
 }
 
@@ -306,6 +328,10 @@ int sb_allreduce_async(sb_engine_t *e, void *buf, size_t count, sb_dtype_t dt, s
     CHECK(s_ar_args(e, buf, count, dt, op));
     sb_req_t t = {.kind = K_ALLREDUCE, .buf = buf, .count = count, .dt = (dtype_t)dt, .op = (redop_t)op,
                   .timeout_ms = timeout_ms};
+    if (s_solo(e)) {
+        *req = s_new_req(e, &t, 1);
+        return *req ? 0 : api_fail_text(ERR_NOMEM, "request");
+    }
     return s_submit(e, &t, req);
 }
 
@@ -319,6 +345,7 @@ int sb_broadcast(sb_engine_t *e, void *buf, size_t nbytes, int root, int timeout
     }
     if (nbytes && !buf) return api_fail_text(ERR_INVAL, "broadcast: NULL buffer");
     sb_req_t r = {.kind = K_BCAST, .buf = buf, .count = nbytes, .root = root, .timeout_ms = timeout_ms};
+    if (s_solo(e)) return 0; /* the root is this worker: buf is root's already */
     return s_blocking(e, &r);
 }
 
@@ -326,6 +353,7 @@ int sb_barrier(sb_engine_t *e, int timeout_ms)
 {
     CHECK(s_worker_only(e, "barrier"));
     sb_req_t r = {.kind = K_BARRIER, .timeout_ms = timeout_ms};
+    if (s_solo(e)) return 0;
     return s_blocking(e, &r);
 }
 

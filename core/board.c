@@ -122,7 +122,7 @@ int board_new(board_t **self_p, comm_t *comm, size_t bytes, int timeout_ms)
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int oversub = comm->local_world > ncpu;
     self->spin_us = oversub ? 0 : 50;
-    self->yield_us = oversub ? 2000 : 0;
+    self->yield_us = oversub && !comm->no_yield ? 2000 : 0;
     const char *e = getenv("SYNCBENCH_SHM_SPIN_US");
     if (e) self->spin_us = atoi(e);
     e = getenv("SYNCBENCH_SHM_YIELD_US");

@@ -46,6 +46,7 @@ int comm_new(comm_t **self_p, const boot_cfg_t *cfg, const comm_opts_t *opts)
     self->rank = cfg->rank;
     self->world = cfg->world;
     self->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 60000;
+    self->no_yield = opts ? opts->shm_no_yield : 0;
     snprintf(self->job, sizeof self->job, "%s", cfg->job);
     log_set_rank(self->rank);
     CHECK_GOTO(rc, store_new(&self->store, cfg), fail);
@@ -79,7 +80,8 @@ int comm_new(comm_t **self_p, const boot_cfg_t *cfg, const comm_opts_t *opts)
 
     tp_opts_t to = {.kind = opts && opts->transport ? opts->transport : "auto",
                     .slot_bytes = opts ? opts->shm_slot_bytes : 0,
-                    .slots = opts ? opts->shm_slots : 0};
+                    .slots = opts ? opts->shm_slots : 0,
+                    .no_yield = opts ? opts->shm_no_yield : 0};
     tp_env_t env = {.rank = self->rank, .world = self->world, .local_world = self->local_world,
                     .node_of = self->node_of, .timeout_ms = self->timeout_ms, .job = self->job,
                     .boot = &self->boot, .store = self->store, .bcast = s_tp_bcast, .bcast_ctx = self};

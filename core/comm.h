@@ -13,6 +13,7 @@ typedef struct comm {
     int node, nnodes;             /* node index (ordered by lowest rank), number of nodes */
     int *node_of;                 /* node index of every rank */
     int timeout_ms;
+    int no_yield;                 /* comm_opts_t's shm_no_yield (the transport's and board.h's waits) */
     char job[64];
     boot_cfg_t boot;
     store_t *store;
@@ -25,6 +26,8 @@ typedef struct {
     const char *transport;   /* "auto" (shm within a node, tcp across), "shm", "tcp", "zmq" */
     size_t shm_slot_bytes;   /* shared-memory channel slot size; 0 = default */
     int    shm_slots;        /* slots per channel; 0 = default */
+    int    shm_no_yield;     /* 1: ranks outnumbering cores sleep at once in a wait instead of yielding first
+                              * (for callers that compute beside the communication: see tp_opts_t) */
 } comm_opts_t;
 
 int  comm_new(comm_t **self_p, const boot_cfg_t *cfg, const comm_opts_t *opts);

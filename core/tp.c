@@ -140,7 +140,8 @@ int tp_new(tp_t **self_p, const tp_env_t *env, const tp_opts_t *opts)
     tp_job_name(env->job, job, sizeof job);
     snprintf(self->prefix, sizeof self->prefix, "sb.%s.%llx", job, (unsigned long long)nonce);
 
-    tp_backend_cfg_t bc = {.env = env, .prefix = self->prefix, .slot_bytes = self->slot_bytes, .slots = self->slots};
+    tp_backend_cfg_t bc = {.env = env, .prefix = self->prefix, .slot_bytes = self->slot_bytes, .slots = self->slots,
+                           .no_yield = opts ? opts->no_yield : 0};
     for (int b = 0; b < B_COUNT; b++)
         if (used[b]) CHECK_GOTO(rc, s_backends[b]->open(&self->inst[b], &bc), fail);
     for (int r = 0; r < self->world; r++) {

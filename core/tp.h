@@ -20,6 +20,10 @@ typedef struct {
     const char *kind;        /* "auto", "shm", "tcp" or "zmq" */
     size_t slot_bytes;       /* largest segment; default 1 MiB */
     int    slots;            /* segments in flight per channel; default 4 */
+    int    no_yield;         /* shm, ranks outnumbering cores: 1 sleeps on the futex at once in a wait; 0 first
+                              * yields the core for up to 2 ms (quick hand-offs when only the ranks run, but a
+                              * yielding waiter sees its segment only after the compute thread it yielded to
+                              * ends its slice, where a futex wake-up preempts it) */
 } tp_opts_t;
 
 /* What the transport needs from its communicator (core/comm.c fills it; only read during tp_new,

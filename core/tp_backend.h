@@ -18,6 +18,7 @@ typedef struct {
     const char *prefix;      /* this run's name: "sb.<job tag>.<random nonce hex>" (channel names, store keys) */
     size_t slot_bytes;       /* largest segment */
     int slots;               /* segments in flight per channel */
+    int no_yield;            /* tp_opts_t's */
 } tp_backend_cfg_t;
 
 /* tp.c has already checked peer (a valid rank other than this one) and, for send_commit, that

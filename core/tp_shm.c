@@ -281,7 +281,7 @@ static int s_open(void **be_p, const tp_backend_cfg_t *cfg)
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int oversub = cfg->env->local_world > ncpu;
     self->spin = oversub ? 0 : 50; /* microseconds */
-    self->yield_us = oversub ? 2000 : 0;
+    self->yield_us = oversub && !cfg->no_yield ? 2000 : 0;
     /* a stopped peer: half the timeout, 1 to 10 s, as harness's launcher rules for the ranks it starts (and watches) */
     self->stop_ms = getenv("SYNCBENCH_LAUNCHED") ? 0 : proc_stop_limit_ms(cfg->env->timeout_ms);
     const char *e = getenv("SYNCBENCH_SHM_SPIN_US");

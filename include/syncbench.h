@@ -110,7 +110,9 @@ int  sb_engine_is_server(const sb_engine_t *eng);     /* 1 on a dedicated PS ser
 int  sb_engine_serve(sb_engine_t *eng);
 
 /* Collectives among the workers (a server rank gets SB_ERR_UNSUP). buf: count elements of dtype,
- * reduced in place; count 0 is allowed and moves nothing. */
+ * reduced in place; count 0 is allowed and moves nothing. In a world of one (sb_comm_world 1) every
+ * collective is done when it returns, buf untouched (its own sum and average), and an async allreduce's
+ * request is done at birth. */
 int  sb_allreduce(sb_engine_t *eng, void *buf, size_t count, sb_dtype_t dtype, sb_op_t op, int timeout_ms);
 /* The same, queued: returns at once with *req; buf must stay valid and untouched until sb_wait says
  * done. timeout_ms bounds the collective itself once it starts. */

@@ -278,3 +278,85 @@ Test(api, dead_peer_named)
         cr_assert_leq(failed, 1, "%s: %d survivors did not name the dead rank or hung", specs[i], failed);
     }
 }
+
+/* A world of one: every engine's collectives are done when they return (an async allreduce's request is done
+ * at birth: nothing to send, no hand-off to the communication thread) and leave the buffer bit for bit as it
+ * was (sum and average of one), for f32, f16 and bf16, NaN payloads and -0 included. */
+static int s_solo_rank(int rank, int world, void *arg)
+{
+    (void)rank;
+    (void)world;
+    sb_comm_t *c = NULL;
+    sb_engine_t *e = NULL;
+    if (s_join(&c, &e, arg) < 0) return 1;
+    enum { N = 4099, K = 200 };
+    uint32_t *x = malloc(N * sizeof *x), *x0 = malloc(N * sizeof *x0);
+    for (size_t i = 0; i < N; i++) x[i] = x0[i] = (uint32_t)(i * 2654435761u); /* every pattern: NaNs, -0, denormals */
+    x[0] = x0[0] = 0x80000000u;
+    x[1] = x0[1] = 0x7fc01234u;
+    int late = 0;
+    for (int k = 0; k < K; k++) {
+        sb_dtype_t dt = (sb_dtype_t)(k % 3);
+        size_t n = dt == SB_F32 ? N : 2 * N;
+        sb_req_t *r = NULL;
+        FAILIF(sb_allreduce_async(e, x, n, dt, k % 2 ? SB_AVG : SB_SUM, TMO, &r) < 0, "%s async: %s", (char *)arg,
+               sb_last_error());
+        late += !sb_test(r);
+        FAILIF(sb_wait(r, TMO) < 0, "%s wait: %s", (char *)arg, sb_last_error());
+        sb_req_free(&r);
+        FAILIF(sb_allreduce(e, x, n, dt, k % 2 ? SB_SUM : SB_AVG, TMO) < 0, "%s: %s", (char *)arg, sb_last_error());
+    }
+    FAILIF(late, "%s: %d of %d async allreduces in a world of one were not done when submitted", (char *)arg, late, K);
+    FAILIF(memcmp(x, x0, N * sizeof *x), "%s: the buffer changed in a world of one", (char *)arg);
+    FAILIF(sb_broadcast(e, x, N * sizeof *x, 0, TMO) < 0 || memcmp(x, x0, N * sizeof *x), "%s broadcast: %s",
+           (char *)arg, sb_last_error());
+    FAILIF(sb_barrier(e, TMO) < 0, "%s barrier: %s", (char *)arg, sb_last_error());
+    FAILIF(sb_allreduce(e, x, 10, (sb_dtype_t)7, SB_SUM, TMO) != SB_ERR_INVAL, "%s: bad dtype accepted", (char *)arg);
+    FAILIF(sb_broadcast(e, x, 4, 1, TMO) != SB_ERR_RANGE, "%s: root 1 accepted in a world of one", (char *)arg);
+    free(x);
+    free(x0);
+    sb_engine_free(&e);
+    sb_comm_free(&c);
+    return 0;
+}
+Test(api, world_of_one_returns_at_once)
+{
+    static const char *const specs[] = {"ring", "tree", "ps:colocate", "ring:check"};
+    for (size_t i = 0; i < sizeof specs / sizeof *specs; i++)
+        cr_assert_eq(run_ranks(1, s_solo_rank, (void *)specs[i], 60000), 0, "%s in a world of one", specs[i]);
+}
+
+/* Ranks outnumbering cores: a worker that waits for a late peer sleeps (woken when its data comes) rather than
+ * yielding its core for 2 ms a wait, which, beside a training's compute threads, delays every hand-off to the
+ * end of the compute thread's slice. Rank 0's CPU time over allreduces that each wait ~10 ms for the others. */
+static int s_idle_wait_rank(int rank, int world, void *arg)
+{
+    (void)world;
+    (void)arg;
+    sb_comm_t *c = NULL;
+    sb_engine_t *e = NULL;
+    if (s_join(&c, &e, "ring:algo=ring") < 0) return 1;
+    enum { K = 30 };
+    static float x[1 << 16];
+    FAILIF(sb_allreduce(e, x, 1 << 16, SB_F32, SB_SUM, TMO) < 0, "warm-up: %s", sb_last_error());
+    struct timespec a, b;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+    for (int k = 0; k < K; k++) {
+        if (rank) usleep(10000);
+        FAILIF(sb_allreduce(e, x, 1 << 16, SB_F32, SB_SUM, TMO) < 0, "allreduce %d: %s", k, sb_last_error());
+    }
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+    double ms = ((double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6) / K;
+    fprintf(stderr, "rank %d: %.2f ms of CPU an allreduce that waits ~10 ms\n", rank, ms);
+    FAILIF(rank == 0 && ms > 0.8, "rank 0 spent %.2f ms of CPU an allreduce waiting for late peers (yielding, not "
+           "sleeping)", ms);
+    sb_engine_free(&e);
+    sb_comm_free(&c);
+    return 0;
+}
+Test(api, oversubscribed_waits_sleep, .timeout = 120)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (ncpu + 1 > 8) cr_skip_test("needs more ranks than cores: %ld cores here", ncpu);
+    cr_assert_eq(run_ranks((int)ncpu + 1, s_idle_wait_rank, NULL, 90000), 0);
+}

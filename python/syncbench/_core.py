@@ -111,6 +111,11 @@ def local_size():
     return check(_lib.load().sb_comm_local_world(job().comm))
 
 
+def solo():
+    """True in a world of one (one worker, no server rank): every collective is the identity."""
+    return _lib.load().sb_comm_world(job().comm) == 1
+
+
 def is_server():
     return bool(_lib.load().sb_engine_is_server(job().eng))
 

@@ -1,9 +1,10 @@
-"""test_torch.py: syncbench.torch on jobs of local ranks (loopback, started as torchrun would by _spawn.py): DDP
-with the syncbench comm hook on ring, tree and ps:colocate at 2 to 4 ranks (every bucket's gradient equal to
-gloo's allreduce and to the local mean of the global batch, parameters bit-identical across ranks after the
-steps), Horovod's API (broadcasts, DistributedOptimizer against the local mean, allreduce's ops, dtypes, async
-handles and gradient; a dedicated PS too), bad input refused, and a rank that dies named by the others'
-backward within the hook's timeout. Skipped, saying why, when torch is not importable by this python.
+"""test_torch.py: syncbench.torch on jobs of local ranks (loopback, started as torchrun would by _spawn.py): DDP with
+the syncbench comm hook on ring, tree and ps:colocate at 2 to 4 ranks (every bucket's gradient equal to gloo's
+allreduce and to the local mean of the global batch, parameters bit-identical across ranks after the steps; in a
+world of one every bucket's future done when the hook returns it, the gradients untouched), Horovod's API
+(broadcasts, DistributedOptimizer against the local mean, allreduce's ops, dtypes, async handles and gradient; a
+dedicated PS too), bad input refused, and a rank that dies named by the others' backward within the hook's timeout.
+Skipped, saying why, when torch is not importable by this python.
 Run: SYNCBENCH_LIB=build/libsyncbench.so.0 peers/.venv/bin/python -m unittest discover -s python/tests -p test_torch.py"""
 import os
 import sys
@@ -38,6 +39,10 @@ class TorchJobs(unittest.TestCase):
     def test_ddp_hook_ring(self):
         self.ok(2, "ddp", "ring")
         self.ok(4, "ddp", "ring")
+
+    def test_ddp_hook_world_of_one(self):
+        for spec in ("ring", "tree", "ps:colocate"):
+            self.ok(1, "ddp_solo", spec)
 
     def test_ddp_hook_tree(self):
         self.ok(3, "ddp", "tree")

@@ -77,6 +77,41 @@ def ddp():
     dist.destroy_process_group()
 
 
+def ddp_solo():
+    """A world of one: every bucket's future is done when the hook returns it, holding DDP's bucket itself (no
+    copy), no completion thread starts, and the gradients are the local model's, bit for bit."""
+    from syncbench import _core
+    dist.init_process_group("gloo")
+    assert dist.get_world_size() == 1
+    model = nn.parallel.DistributedDataParallel(make_model(7), bucket_cap_mb=0.005)  # several buckets
+    hook = allreduce_hook(engine=spec, timeout=30)
+    late = []
+
+    def probe(state, bucket):
+        fut = hook(state, bucket)
+        if not fut.done() or fut.value().data_ptr() != bucket.buffer().data_ptr():
+            late.append(bucket.index())
+        return fut
+    model.register_comm_hook(None, probe)
+    twin = make_model(7)
+    loss_fn = nn.CrossEntropyLoss()
+    for step in range(STEPS):
+        x, y = batch(step, 1)
+        model.zero_grad()
+        loss_fn(model(x), y).backward()
+        twin.zero_grad()
+        loss_fn(twin(x), y).backward()
+        for (n, p), q in zip(model.module.named_parameters(), twin.parameters()):
+            assert torch.equal(p.grad, q.grad), "step %d %s: the hook changed the gradient in a world of one" % (step, n)
+    assert hook.buckets >= STEPS, "only %d buckets in %d steps went through the hook" % (hook.buckets, STEPS)
+    assert not late, "%d of %d buckets were not done (or not DDP's own buffer) when the hook returned" % (
+        len(late), hook.buckets)
+    assert _core.job().completer is None, "a completion thread started in a world of one"
+    print("rank 0: %d buckets done at once" % hook.buckets)
+    hvd.shutdown()
+    dist.destroy_process_group()
+
+
 def horovod():
     """Horovod's API: broadcast_parameters / _optimizer_state, DistributedOptimizer against the local mean,
     allreduce's ops, dtypes, async handles and gradient."""
@@ -188,4 +223,4 @@ def dead_rank():
     raise AssertionError("no error in backward with rank %d dead" % (P - 1))
 
 
-{"ddp": ddp, "horovod": horovod, "bad_input": bad_input, "dead_rank": dead_rank}[scenario]()
+{"ddp": ddp, "ddp_solo": ddp_solo, "horovod": horovod, "bad_input": bad_input, "dead_rank": dead_rank}[scenario]()
