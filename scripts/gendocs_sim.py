@@ -80,6 +80,34 @@ def sim_growth(results, label, model="vgg16", files=SCALING, to="1024"):
             f"{_duration(est)} on one core.")
 
 
+@block
+def sim_speed(results, name="sim-speed", model="vgg16"):
+    """A row per engine label of results/NAME (one recording): the seconds this machine took to simulate model's steps
+    at each GPU count, its communications, and the factor from each count to the next (twice the GPUs)."""
+    runs, _ = _train(results, name)
+    if not runs:
+        return missing(name)
+    sel = {(lab, g): r for (lab, m, g), (r, _) in runs.items() if m == model}
+    gpus = sorted({g for (_, g) in sel})
+    labs = sorted({lab for (lab, _) in sel}, key=lambda lab: max(sel[(lab, g)]["sim_wall_s"] for g in gpus if (lab, g) in sel))
+    rows = []
+    for lab in labs:
+        cells, prev = [], None
+        for g in gpus:
+            r = sel.get((lab, g))
+            if r is None:
+                cells.append("")
+                prev = None
+                continue
+            grow = f", x{r['sim_wall_s'] / prev:.1f}" if prev and prev > 0 else ""
+            cells.append(f"{r['sim_wall_s']:,.1f} s ({r['comms']:,}{grow})")
+            prev = r["sim_wall_s"]
+        rows.append([f"`{lab}`"] + cells)
+    return (f"\n{model}, `results/{name}.jsonl` (one recording; seconds to simulate three steps on one core, the run's "
+            "communications and the factor over half the GPUs):\n\n" +
+            table(["engine"] + [f"{g} GPUs" for g in gpus], rows) + "\n")
+
+
 def _flag(r, flag):
     m = re.search(re.escape(flag) + r" (\d+)", r.get("cmdline", ""))
     return int(m.group(1)) if m else None

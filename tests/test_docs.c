@@ -223,7 +223,8 @@ Test(docs, simulate_blocks_computed_from_the_lines, .timeout = 60)
     static char out[1 << 16];
     s_script("gen-docs", gen, sizeof gen);
     char *dir = s_gen_tree("<!-- gen: sim_growth label=ps-K=N files=s -->\n<!-- /gen -->\n"
-                           "<!-- gen: reduction_range r --sim-groups at=64 -->\n<!-- /gen -->\n");
+                           "<!-- gen: reduction_range r --sim-groups at=64 -->\n<!-- /gen -->\n"
+                           "<!-- gen: sim_speed name=s -->\n<!-- /gen -->\n");
     for (int bad = 0; bad < 2; bad++) {
         snprintf(path, sizeof path, "%s/results/s.jsonl", dir);
         FILE *f = fopen(path, "w");
@@ -250,6 +251,7 @@ Test(docs, simulate_blocks_computed_from_the_lines, .timeout = 60)
         }
         /* 40 s at 128 after 10 s at 64: 4 times a doubling, so 40 x 4^3 = 2,560 s at 1,024 */
         cr_expect(strstr(out, "4.0 times for twice the GPUs") && strstr(out, "about 43 minutes"), "%s", out);
+        cr_expect(strstr(out, "| `ps-K=N` | 10.0 s (1) | 40.0 s (1, x4.0) |"), "the wall times a layout, one recording: %s", out);
         cr_expect(strstr(out, "1.00% at 5 us a hop (ring, vgg16, 16 GPUs), over 1 configurations"), "%s", out);   /* not 16's 25% */
     }
     /* two recordings (another file, another commit) on a shared machine: their wall times, no growth factor */
