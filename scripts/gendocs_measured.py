@@ -176,8 +176,10 @@ def _s(v):
 
 
 def nat(k):
-    """A sort key that orders numbers in text as numbers (shrink 16 before 128)."""
-    return tuple((0, float(x), "") if _is_num(str(x)) else (1, 0.0, str(x)) for x in k)
+    """A sort key that orders numbers in text as numbers (shrink 16 before 128; lat=5 before lat=20)."""
+    def parts(x):
+        return tuple((0, float(p), "") if p[:1].isdigit() else (1, 0.0, p) for p in re.findall(r"\d+(?:\.\d+)?|\D+", x))
+    return tuple((0, float(x), ()) if _is_num(str(x)) else (1, 0.0, parts(str(x))) for x in k)
 
 
 def missing(name):
