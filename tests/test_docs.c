@@ -44,6 +44,16 @@ static char *s_gen_tree(const char *doc)
     return dir;
 }
 
+/* Runs gen-docs in the scratch checkout dir on its docs/m.md, then tail (shell words: "--check", or "2>&1 && cat
+ * docs/m.md"); run_cmd's status, its output in out. */
+#define S_GEN_ARGS "--results results --readme README.md --out docs/results.md --doc docs/m.md"
+static int s_gen(const char *dir, const char *gen, const char *tail, char *out, size_t len)
+{
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' " S_GEN_ARGS " %s", dir, gen, tail);
+    return run_cmd(cmd, out, len);
+}
+
 Test(docs, generated_from_results_and_not_stale, .timeout = 60)
 {
     char gen[1024], cmd[8192];
@@ -127,14 +137,10 @@ Test(docs, blocks_in_any_doc_generated_and_checked, .timeout = 60)
     cr_assert(f);
     fprintf(f, "# m\n\nprose\n\n<!-- gen: bench b -->\n| typed | 99 |\n<!-- /gen -->\n\nmore prose\n");
     fclose(f);
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' --results results --readme README.md --out docs/results.md --doc docs/m.md "
-             "--check", dir, gen);
-    cr_expect_eq(run_cmd(cmd, out, sizeof out), 1, "%s", out);
+    cr_expect_eq(s_gen(dir, gen, "--check", out, sizeof out), 1, "%s", out);
     cr_expect(strstr(out, "stale") && strstr(out, "docs/m.md"), "%s", out);
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' --results results --readme README.md --out docs/results.md --doc docs/m.md && "
-             "cat docs/m.md && '%s' --results results --readme README.md --out docs/results.md --doc docs/m.md --check", dir,
-             gen, gen);
-    cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    snprintf(cmd, sizeof cmd, "&& cat docs/m.md && '%s' " S_GEN_ARGS " --check", gen);
+    cr_assert_eq(s_gen(dir, gen, cmd, out, sizeof out), 0, "%s", out);
     cr_expect(strstr(out, "prose\n\n<!-- gen: bench b -->\n") && strstr(out, "| `ring` | 2 | 12.0 |\n<!-- /gen -->\n\nmore prose"),
               "%s", out);
     cr_expect(!strstr(out, "typed"), "%s", out);
@@ -142,9 +148,7 @@ Test(docs, blocks_in_any_doc_generated_and_checked, .timeout = 60)
     cr_assert(f);
     fprintf(f, "# m\n\n<!-- gen: typed_by_hand b -->\n<!-- /gen -->\n");
     fclose(f);
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' --results results --readme README.md --out docs/results.md --doc docs/m.md "
-             "--check", dir, gen);
-    cr_expect_neq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    cr_expect_neq(s_gen(dir, gen, "--check", out, sizeof out), 0, "%s", out);
     cr_expect(strstr(out, "docs/m.md:3: no block named typed_by_hand"), "%s", out);
     tmpdir_remove(dir);
 }
@@ -153,7 +157,7 @@ Test(docs, blocks_in_any_doc_generated_and_checked, .timeout = 60)
  * that net's lines only; an unbalanced quote or a condition without FIELD: is an error naming the doc's line. */
 Test(docs, where_takes_quoted_values_with_commas, .timeout = 60)
 {
-    char gen[1024], cmd[8192], path[1200];
+    char gen[1024], path[1200];
     static char out[1 << 16];
     s_script("gen-docs", gen, sizeof gen);
     char *dir = s_gen_tree(NULL);
@@ -173,9 +177,7 @@ Test(docs, where_takes_quoted_values_with_commas, .timeout = 60)
         cr_assert(f);
         fprintf(f, "%s\n<!-- /gen -->\n", doc[i]);
         fclose(f);
-        snprintf(cmd, sizeof cmd, "cd '%s' && '%s' --results results --readme README.md --out docs/results.md --doc docs/m.md "
-                 "2>&1 && cat docs/m.md", dir, gen);
-        int rc = run_cmd(cmd, out, sizeof out);
+        int rc = s_gen(dir, gen, "2>&1 && cat docs/m.md", out, sizeof out);
         cr_expect_eq(rc != 0, i > 0, "%s: %s", doc[i], out);
         cr_expect(strstr(out, want[i]), "%s: %s", doc[i], out);
         cr_expect(!strstr(out, "Traceback") && !strstr(out, "13.0"), "%s: %s", doc[i], out);
@@ -187,7 +189,7 @@ Test(docs, where_takes_quoted_values_with_commas, .timeout = 60)
  * counted against 'failures: N', and a table whose header changed is an error naming the file, not a guess. */
 Test(docs, device_check_table_read_or_refused, .timeout = 60)
 {
-    char gen[1024], cmd[8192], path[1200];
+    char gen[1024], path[1200];
     static char out[1 << 16];
     s_script("gen-docs", gen, sizeof gen);
     char *dir = s_gen_tree("<!-- gen: device_check -->\n<!-- /gen -->\n");
@@ -203,9 +205,7 @@ Test(docs, device_check_table_read_or_refused, .timeout = 60)
                    "bench x (2 on 1 GPU)     PASS       2  gpu-ipc tree, 2 ranks; 67108864 B: algbw 9.877 busbw 13.170 GB/s\n"
                    "tests/test_gpu           FAIL       1  Tested: 2 | Passing: 1\n%s\n", head[i == 1], fails[i == 2]);
         fclose(f);
-        snprintf(cmd, sizeof cmd, "cd '%s' && '%s' --results results --readme README.md --out docs/results.md --doc docs/m.md "
-                 "2>&1 && cat docs/m.md", dir, gen);
-        int rc = run_cmd(cmd, out, sizeof out);
+        int rc = s_gen(dir, gen, "2>&1 && cat docs/m.md", out, sizeof out);
         cr_expect_eq(rc != 0, i > 0, "%d: %s", i, out);
         cr_expect(strstr(out, i == 2 ? "'failures: 0' but 1 FAIL rows" : want[i > 0]), "%d: %s", i, out);
         cr_expect(i > 0 || strstr(out, "GPU Z, CUDA 1, 2026-01-01T00:00:00Z; 2 steps, 1 failed"), "%s", out);
@@ -219,7 +219,7 @@ Test(docs, device_check_table_read_or_refused, .timeout = 60)
  * two largest runs that are not a doubling are an error, not a guess. */
 Test(docs, simulate_blocks_computed_from_the_lines, .timeout = 60)
 {
-    char gen[1024], cmd[8192], path[1200];
+    char gen[1024], path[1200];
     static char out[1 << 16];
     s_script("gen-docs", gen, sizeof gen);
     char *dir = s_gen_tree("<!-- gen: sim_growth label=ps-K=N files=s -->\n<!-- /gen -->\n"
@@ -241,9 +241,7 @@ Test(docs, simulate_blocks_computed_from_the_lines, .timeout = 60)
                        "\"step_ms\":%d,\"cmdline\":\"harness simulate --sim-groups %d\"}\n", (int[]){400, 404, 500}[i],
                     (int[]){0, 64, 16}[i]);
         fclose(f);
-        snprintf(cmd, sizeof cmd, "cd '%s' && '%s' --results results --readme README.md --out docs/results.md --doc docs/m.md "
-                 "2>&1 && cat docs/m.md", dir, gen);
-        int rc = run_cmd(cmd, out, sizeof out);
+        int rc = s_gen(dir, gen, "2>&1 && cat docs/m.md", out, sizeof out);
         cr_expect_eq(rc != 0, bad, "%s", out);
         if (bad) {
             cr_expect(strstr(out, "docs/m.md:1: block sim_growth") && strstr(out, "not a doubling"), "%s", out);
@@ -266,9 +264,12 @@ Test(docs, simulate_blocks_computed_from_the_lines, .timeout = 60)
         fprintf(f, "%s\n", two[i][1]);
         fclose(f);
     }
-    snprintf(cmd, sizeof cmd, "cd '%s' && printf '<!-- gen: sim_growth label=ps-K=N files=s,s2 -->\\n<!-- /gen -->\\n' > docs/m.md "
-             "&& '%s' --results results --readme README.md --out docs/results.md --doc docs/m.md 2>&1 && cat docs/m.md", dir, gen);
-    cr_expect_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    snprintf(path, sizeof path, "%s/docs/m.md", dir);
+    FILE *m = fopen(path, "w");
+    cr_assert(m);
+    fputs("<!-- gen: sim_growth label=ps-K=N files=s,s2 -->\n<!-- /gen -->\n", m);
+    fclose(m);
+    cr_expect_eq(s_gen(dir, gen, "2>&1 && cat docs/m.md", out, sizeof out), 0, "%s", out);
     cr_expect(strstr(out, "no growth factor") && !strstr(out, "times for twice"), "%s", out);
     tmpdir_remove(dir);
 }
