@@ -69,6 +69,14 @@ typedef struct {
 int h_sim_machine(const h_sim_platform_t *pl, int workers, int r);
 /* The rack machine m is in (0 on a star) and the racks in all, of a plan's machines. */
 static inline int h_sim_rack(const h_sim_platform_t *pl, int m) { return pl->rack > 0 ? m / pl->rack : 0; }
+/* The links' payload rates in bytes a second (the platform's, h_sim_xml): a GPU's link inside a machine, a NIC,
+ * and a fat tree's leaf uplink (R x NIC / O; 0 on a star). */
+static inline double h_sim_gpu_Bps(const h_sim_platform_t *pl) { return pl->intra_bps * pl->framing / 8; }
+static inline double h_sim_nic_Bps(const h_sim_platform_t *pl) { return pl->inter_bps * pl->framing / 8; }
+static inline double h_sim_up_Bps(const h_sim_platform_t *pl)
+{
+    return pl->rack > 0 ? h_sim_nic_Bps(pl) * pl->rack / pl->oversub : 0;
+}
 /* Cut w's schedules for pl: 0, ERR_INVAL (bad work, ranks that do not fit) or ERR_NOMEM (err_set). */
 int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *p);
 void h_sim_plan_free(h_sim_plan_t *p);

@@ -484,14 +484,14 @@ int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *
             if (ra != rb) up[2 * ra] += bytes, up[2 * rb + 1] += bytes;
         }
     }
-    double nic_Bps = pl->inter_bps * pl->framing / 8, gpu_Bps = pl->intra_bps * pl->framing / 8;
+    double nic_Bps = h_sim_nic_Bps(pl), gpu_Bps = h_sim_gpu_Bps(pl);
     for (int m = 0; rc == 0 && m < 2 * p->machines_apart; m++) {
         if (nic[m] > p->nic_max_bytes) p->nic_max_bytes = nic[m];
         if (nic[m] / nic_Bps > p->busy_max_s) p->busy_max_s = nic[m] / nic_Bps, p->busy_is_nic = 1;
     }
     for (int r = 0; rc == 0 && r < 2 * p->world; r++)
         if (gl[r] / gpu_Bps > p->busy_max_s) p->busy_max_s = gl[r] / gpu_Bps, p->busy_is_nic = 0;
-    double up_Bps = pl->rack > 0 ? nic_Bps * pl->rack / pl->oversub : 0;
+    double up_Bps = h_sim_up_Bps(pl);
     for (int k = 0; rc == 0 && up_Bps > 0 && k < 2 * racks; k++)
         if (up[k] / up_Bps > p->busy_max_s) p->busy_max_s = up[k] / up_Bps, p->busy_is_nic = 2;
     free(nic), free(gl), free(up);

@@ -10,7 +10,7 @@
  * m / R, and lu/ld (a leaf to the spine and back) carry R x NIC / O. */
 void h_sim_xml(FILE *f, const h_sim_platform_t *pl, const h_sim_plan_t *p)
 {
-    double intra = pl->intra_bps * pl->framing / 8, inter = pl->inter_bps * pl->framing / 8;
+    double intra = h_sim_gpu_Bps(pl), inter = h_sim_nic_Bps(pl);
     fprintf(f, "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
                "<platform version=\"4.1\">\n<zone id=\"world\" routing=\"DijkstraCache\">\n");
     /* a rank's host: its cores at the server rate (bytes a second; 1 byte = 1 flop), for its reductions */
@@ -21,7 +21,7 @@ void h_sim_xml(FILE *f, const h_sim_platform_t *pl, const h_sim_plan_t *p)
     fprintf(f, "<router id=\"sw\"/>\n");
     /* a fat tree's leaf switches and their uplinks to the spine (sw), each way R x NIC / O */
     int racks = pl->rack > 0 ? (p->machines + pl->rack - 1) / pl->rack : 0;
-    double up = pl->rack > 0 ? inter * pl->rack / pl->oversub : 0;
+    double up = h_sim_up_Bps(pl);
     for (int k = 0; k < racks; k++)
         fprintf(f, "<router id=\"l%d\"/>\n", k);
     for (int k = 0; k < racks; k++)

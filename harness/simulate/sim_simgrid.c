@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,17 +98,15 @@ typedef struct {
     double *free_at;              /* per peer: when this rank's sends so far to it have left at the route's pace */
 } s_rank_t;
 
-/* The bytes a second of the route from rank a to rank b on its slowest link (sim_platform_simgrid.c's rates). */
+/* The bytes a second of the route from rank a to rank b on its slowest link (the platform's rates, sim_int.h). */
 static double s_route_Bps(int a, int b)
 {
     const h_sim_platform_t *pl = g.pl;
-    double intra = pl->intra_bps * pl->framing / 8, inter = pl->inter_bps * pl->framing / 8;
     int ma = h_sim_machine(pl, g.p->workers, a), mb = h_sim_machine(pl, g.p->workers, b);
-    if (ma == mb) return intra;
-    double r = intra < inter ? intra : inter;
-    if (pl->rack > 0 && h_sim_rack(pl, ma) != h_sim_rack(pl, mb) && inter * pl->rack / pl->oversub < r)
-        r = inter * pl->rack / pl->oversub;
-    return r;
+    double r = h_sim_gpu_Bps(pl);
+    if (ma == mb) return r;
+    r = fmin(r, h_sim_nic_Bps(pl));
+    return pl->rack > 0 && h_sim_rack(pl, ma) != h_sim_rack(pl, mb) ? fmin(r, h_sim_up_Bps(pl)) : r;
 }
 
 static int s_bucket(s_rank_t *k, const h_sim_bplan_t *bp, int r)
