@@ -1,5 +1,5 @@
 """test_torch_models.py: peers/torch_models.py end to end, small: the transformer at 2 ranks, every config one
-block of 2 steps: a row for each config, the losses of gloo's DDP, the hook over ring, tree and ps:colocate and
+block of 2 steps: a row for each config (ddp0's exposed-time baseline among them), the losses of gloo's DDP, the hook over ring, tree and ps:colocate and
 Horovod's API equal (the same weights and batches; float rounding only), the bytes a step the gradients' size,
 the summary naming the issue's targets; a bad --configs refused. Skipped, saying why, without torch and
 torchvision. Run: SYNCBENCH_LIB=build/libsyncbench.so.0 peers/.venv/bin/python -m unittest discover -s python/tests
@@ -34,7 +34,14 @@ class TorchModels(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             rows = [json.loads(x) for x in open(out)]
             by = {x["config"]: x for x in rows}
-            self.assertEqual(sorted(by), sorted(["local", "gloo", "ring", "tree", "ps", "hvd"]))
+            self.assertEqual(sorted(by), sorted(["local", "ddp0", "gloo", "ring", "tree", "ps", "hvd"]))
+            # ddp0: DDP with a hook that sends nothing; the DDP configs' exposed time beyond it, the others' not
+            self.assertEqual(by["ddp0"]["allreduce_bytes_per_step"], 0)
+            for c in ("gloo", "ring", "tree", "ps"):
+                self.assertAlmostEqual(by[c]["exposed_beyond_ddp_ms"],
+                                       by[c]["step_p50_ms"] - by["ddp0"]["step_p50_ms"], places=6, msg=c)
+            for c in ("local", "ddp0", "hvd"):
+                self.assertIsNone(by[c]["exposed_beyond_ddp_ms"], c)
             for c in ("ring", "tree", "ps", "hvd"):
                 self.assertAlmostEqual(by[c]["loss"], by["gloo"]["loss"], places=4, msg=c)
                 self.assertLess(abs(by[c]["param_sum_minus_gloo"]), 1e-2, c)
