@@ -41,6 +41,7 @@ struct sb_engine {
     pthread_cond_t cv_work, cv_done;
     sb_req_t *head, *tail;
     int queued;                /* requests queued or running */
+    int inline_busy;           /* a blocking call runs on its caller's thread (s_blocking): the thread waits */
     int stop, broken;
     char broken_msg[512];
     uint64_t seq;              /* collectives run (the check's round) */
@@ -116,12 +117,23 @@ static int s_run(sb_engine_t *e, sb_req_t *r)
     }
 }
 
+/* Under e->mu, after a collective that returned rc (broken: the engine was already broken before it): a failure
+ * other than a mismatch found by the check leaves the ranks' streams of collectives out of step. */
+static void s_note_failure(sb_engine_t *e, int rc, int broken, const char *msg)
+{
+    if (rc < 0 && !broken && rc != ERR_MISMATCH) {
+        e->broken = 1;
+        e->c->failed = 1;
+        snprintf(e->broken_msg, sizeof e->broken_msg, "%s", msg);
+    }
+}
+
 static void *s_thread(void *arg)
 {
     sb_engine_t *e = arg;
     pthread_mutex_lock(&e->mu);
     for (;;) {
-        while (!e->head && !e->stop) pthread_cond_wait(&e->cv_work, &e->mu);
+        while ((!e->head || e->inline_busy) && !e->stop) pthread_cond_wait(&e->cv_work, &e->mu);
         if (!e->head) break;
         sb_req_t *r = e->head;
         int broken = e->broken;
@@ -138,11 +150,7 @@ static void *s_thread(void *arg)
             e->seq++;
         }
         pthread_mutex_lock(&e->mu);
-        if (rc < 0 && !broken && rc != ERR_MISMATCH) { /* the ranks' streams of collectives are out of step */
-            e->broken = 1;
-            e->c->failed = 1;
-            snprintf(e->broken_msg, sizeof e->broken_msg, "%s", msg);
-        }
+        s_note_failure(e, rc, broken, msg);
         e->head = r->next;
         if (!e->head) e->tail = NULL;
         e->queued--;
@@ -261,6 +269,35 @@ void sb_req_free(sb_req_t **rp)
 /* A blocking call: queue, then wait for it beyond the timeouts of the collectives ahead of it. */
 static int s_blocking(sb_engine_t *e, const sb_req_t *tmpl)
 {
+    /* nothing queued or running: the collective runs here, on the caller's thread, sparing the two thread
+     * hand-offs (tens of microseconds each in a VM); the communication thread waits until it is done, and a
+     * request submitted meanwhile goes after it, so every rank's order stays its callers' */
+    pthread_mutex_lock(&e->mu);
+    if (!e->head && !e->inline_busy && !e->stop) {
+        int broken = e->broken;
+        char msg[512] = "";
+        e->inline_busy = 1;
+        pthread_mutex_unlock(&e->mu);
+        int rc;
+        if (broken) {
+            rc = ERR_STATE;
+            snprintf(msg, sizeof msg, "an earlier collective failed: %.470s", e->broken_msg);
+        } else {
+            err_clear();
+            sb_req_t r = *tmpl;
+            r.eng = e;
+            rc = s_run(e, &r);
+            if (rc < 0) snprintf(msg, sizeof msg, "%s", err_detail()[0] ? err_detail() : err_str(rc));
+            e->seq++;
+        }
+        pthread_mutex_lock(&e->mu);
+        s_note_failure(e, rc, broken, msg);
+        e->inline_busy = 0;
+        pthread_cond_signal(&e->cv_work);
+        pthread_mutex_unlock(&e->mu);
+        return rc < 0 ? api_fail_text(rc, msg) : rc;
+    }
+    pthread_mutex_unlock(&e->mu);
     sb_req_t *r;
     CHECK(s_submit(e, tmpl, &r));
     pthread_mutex_lock(&e->mu);

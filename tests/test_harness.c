@@ -1,4 +1,4 @@
-/* test_harness.c: the harness program end to end over its launcher: bench (JSON lines, exact results), train,
+/* test_harness.c: the harness program end to end over its launcher: bench (JSON lines, exact results, in place), train,
  * save and resume, model check, emulated links, and the clear failures users meet: bad flags, unknown
  * engines, a full disk (ranks started by hand: test_harness_hand.c). */
 #include <criterion/criterion.h>
@@ -71,6 +71,25 @@ Test(harness, bench_every_engine_exact, .timeout = 120)
     /* the PS's lines say its partition (the default 4 MiB here), the allreduce engines' do not */
     cr_expect_eq(count_lines(json, "\"ps_partition_bytes\":4194304"), 3);
     cr_expect_eq(count_lines(json, "\"ps_partition_bytes\""), 3);
+    unlink(json);
+}
+
+/* --in-place: one buffer, as the public API's sb_allreduce (what syncbench.torch's allreduce is compared with):
+ * every engine exact on a known input after the timed zeros, the header and the JSON line say so, and a fit
+ * never reads such a line as the out-of-place collective's */
+Test(harness, bench_in_place_every_engine_exact, .timeout = 120)
+{
+    s_find();
+    char json[] = "/tmp/sb-test-XXXXXX", cmd[2048], out[1 << 16];
+    close(mkstemp(json));
+    snprintf(cmd, sizeof cmd, "%s bench --engine ring,tree,ps --procs 3 --sizes 4K:1M --factor 16 --iters 3 --warmup 1 "
+             "--op avg --in-place --json %s", g_harness, json);
+    int rc = run_cmd(cmd, out, sizeof out);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect_eq(count_lines(json, NULL), 9, "3 engines x 3 sizes");
+    cr_expect_eq(count_lines(json, "\"wrong\":0,"), 9, "every element exact");
+    cr_expect_eq(count_lines(json, "\"in_place\":true"), 9);
+    cr_expect(strstr(out, "op avg, transport") && strstr(out, ", in place") && !strstr(out, "out-of-place"), "%s", out);
     unlink(json);
 }
 

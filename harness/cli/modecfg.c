@@ -45,6 +45,7 @@ void h_bench_cfg_of(const h_opts_t *o, h_bench_cfg_t *c)
     c->dtype = o->dtype;
     c->op = o->op;
     c->check = o->check;
+    c->in_place = o->in_place;
     c->time_ranks = o->average;
     c->timeout_s = o->timeout_s;
     c->quiet = o->quiet;

@@ -41,6 +41,7 @@ typedef struct {
     dtype_t dtype;                    /* --dtype */
     redop_t op;                       /* --op sum|avg */
     int   check;                      /* --check 0|1 (correctness check in bench, default 1) */
+    int   in_place;                   /* --in-place (bench: the result over the input, as the public API's) */
     int   average;                    /* nccl-tests' -a 0|1|2|3 (bench, run): an iteration's time over the workers:
                                        * rank 0's, the mean, the min, the max (default 3, the slowest) */
     int   ngpus, nthreads;            /* nccl-tests' -g G, -t T (bench; 0: not given): --gpus (-np N or 1) x T x G */

@@ -353,6 +353,10 @@ const h_opt_t h_opt_table[] = {
         "  --op sum|avg|move     reduction (default sum); move: the transport ceiling, every byte the schedule\n"
         "                        moves, nothing reduced (not checked)\n"),
     INT_IN(" bench run ", "check", check, 0, 1, "0 or 1", "  --check 0|1           check every result exactly (default 1)\n"),
+    FLAG_IN(" bench ", "in-place", in_place,
+            "  --in-place            bench: each allreduce's result over its input (one buffer, as syncbench.h's\n"
+            "                        sb_allreduce and the Python package), zeros while timed, a known input checked\n"
+            "                        after; default out-of-place (nccl-tests' default)\n"),
     INT_IN(" bench run ", "average", average, 0, 3, "0 (rank 0's), 1 (the mean), 2 (the min) or 3 (the max)",
         "  -a, --average 0|1|2|3 an iteration's time over the workers, as nccl-tests' -a: rank 0's, the mean, the\n"
         "                        min or the max (default 3: the slowest; nccl-tests' default is 1); loop_us stays the max\n"),

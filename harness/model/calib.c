@@ -76,7 +76,7 @@ static int s_sample_of(const h_jobj_t *r, const char *cc, h_cal_sample_t *s)
     const char *net = h_jstr(r, "net", ""), *eng = h_jstr(r, "engine", ""), *impl = h_jstr(r, "impl", "");
     h_netem_spec_t spec;
     char err[256];
-    if (strcmp(h_jstr(r, "mode", ""), "bench") || h_jget(r, "emulated") || !*net || S_LOOP_US(r) <= 0 ||
+    if (strcmp(h_jstr(r, "mode", ""), "bench") || h_jget(r, "emulated") || h_jget(r, "in_place") || !*net || S_LOOP_US(r) <= 0 ||
         h_jnum(r, "wrong", 0) != 0 || h_jflag(r, "host_bound", 0) || h_netem_parse(net, &spec, err, sizeof err) < 0 ||
         spec.bits_per_s <= 0 || spec.queue_ms != H_NETEM_QUEUE_MS || !h_mc_line_cc_is(r, cc))
         return 0;

@@ -1,5 +1,5 @@
 /* bench.c: `harness bench`, the collective microbenchmark in the manner of nccl-tests: for each size,
- * warm-up then timed out-of-place allreduces, inputs chosen so the exact result is known (#wrong),
+ * warm-up then timed out-of-place (--in-place: in place) allreduces, inputs chosen so the exact result is known (#wrong),
  * time = median over iterations of the slowest rank's time, algbw = bytes / time, busbw = algbw *
  * 2(P-1)/P (GB = 1e9 bytes; 0 at P = 1: no bus traffic, as nccl-tests), P = the number of workers.
  * Dedicated PS servers serve meanwhile. --quiet drops progress lines only: the table always prints. */
@@ -115,10 +115,10 @@ static void s_header(const s_bench_t *B)
     char label[128];
     h_engine_label(label, sizeof label, B->name, impl, B->comm->world - B->cfg.nworkers, (int)engine_counter(&s0, "colocate"));
     const char *note = h_engine_impl_note(label, impl);
-    printf("#\n# syncbench bench: engine %s%s%s%s, %d ranks%s, dtype %s, op %s, transport %s, out-of-place%s%s\n", label,
+    printf("#\n# syncbench bench: engine %s%s%s%s, %d ranks%s, dtype %s, op %s, transport %s, %s%s%s\n", label,
            *note ? " (" : "", note, *note ? ")" : "", B->P,
            B->comm->world > B->cfg.nworkers ? " + dedicated servers" : "", dt_name(o->dtype), op_name(o->op),
-           s_transport(B), o->time_ranks != 3 ? ", time over the workers: " : "",
+           s_transport(B), o->in_place ? "in place" : "out-of-place", o->time_ranks != 3 ? ", time over the workers: " : "",
            o->time_ranks != 3 ? s_time_ranks[o->time_ranks] : "");
     printf("# %12s %12s %6s %6s %10s %9s %9s %8s %8s\n", "size(B)", "count", "type", "redop", "time(us)", "algbw",
            "busbw", "#wrong", "algo");
@@ -161,7 +161,8 @@ static int s_time_size(s_bench_t *B, size_t bytes, uint64_t *wrong)
     int dev = B->cfg.device >= 0;
     void *xsend = dev ? B->dsend : B->sendbuf, *xrecv = dev ? B->drecv : B->recvbuf;
     s_fill(B->sendbuf, count, o->dtype, B->comm->rank);
-    memset(B->recvbuf, 0xff, bytes);
+    memset(B->recvbuf, o->in_place ? 0 : 0xff, bytes); /* in place: zeros stay zeros, iteration after iteration */
+    if (o->in_place) xsend = xrecv;
     if (dev) {
         CHECK(dev_memcpy(B->dsend, B->sendbuf, bytes));
         CHECK(dev_memcpy(B->drecv, B->recvbuf, bytes));
@@ -181,6 +182,11 @@ static int s_time_size(s_bench_t *B, size_t bytes, uint64_t *wrong)
         s_progress(B, bytes, "timed", it + 1, o->iters, &last);
     }
     B->loop_us = (now_us() - l0) / o->iters;
+    if (o->in_place && o->check && o->op != OP_MOVE) { /* one more, untimed, over the input the check knows */
+        s_fill(B->recvbuf, count, o->dtype, B->comm->rank);
+        if (dev) CHECK(dev_memcpy(B->drecv, B->recvbuf, bytes));
+        CHECK(B->ops->allreduce(B->eng, xrecv, xrecv, count, o->dtype, o->op, B->tmo));
+    }
     if (dev) CHECK(dev_memcpy(B->recvbuf, B->drecv, bytes));
     /* op move (the ceiling) leaves no defined result to check */
     *wrong = o->check && o->op != OP_MOVE ? s_check(B->recvbuf, count, o->dtype, B->P, o->op) : 0;
@@ -271,6 +277,8 @@ static int s_row(const s_bench_t *B, size_t bytes, double t, double loop, uint64
     free(traffic);
     /* loop_us: the slowest worker's loop / iterations (s_gather), what harness model calibrates with */
     if (body) h_jmerge(body, json_pack("{s:f}", "loop_us", loop));
+    if (body && o->in_place) /* a configuration of its own: no fit reads it as the out-of-place collective's */
+        h_jmerge(body, json_pack("{s:b}", "in_place", 1));
     if (body && o->time_ranks != 3) /* -a: a configuration of its own (report never medians it with the max) */
         h_jmerge(body, json_pack("{s:s}", "time_ranks", s_time_ranks[o->time_ranks]));
     if (body && o->emu.nodes > 0) /* placed on emulated machines (--nodes, --net): the layout is part of the configuration */

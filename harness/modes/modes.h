@@ -21,6 +21,7 @@ typedef struct {
     dtype_t dtype;                    /* --dtype */
     redop_t op;                       /* --op */
     int check;                        /* --check: verify every element */
+    int in_place;                     /* --in-place: one buffer, the result over the input */
     int time_ranks;                   /* -a: an iteration's time over the workers: 0 rank 0's, 1 mean, 2 min, 3 max */
     int timeout_s;                    /* --timeout */
     int quiet;                        /* --quiet: no progress lines within a long size */

@@ -66,6 +66,7 @@ static void s_fit(const h_jobj_t *objs, size_t n, s_fit_t *f)
         for (size_t i = 0; i < n; i++) {
             const h_jobj_t *r = &objs[i];
             if (strcmp(h_jstr(r, "mode", ""), "bench") || strcmp(h_jstr(r, "engine_label", ""), h_engine_transport_probe()) ||
+                h_jget(r, "in_place") ||
                 (int)h_jnum(r, "world", 0) != P || h_jnum(r, "wrong", 0) != 0)
                 continue;
             double x = h_jnum(r, "bytes", 0), y = h_jnum(r, "time_us", 0) * 1e-6;
@@ -174,7 +175,7 @@ static int s_fit_server(const h_simulate_cfg_t *o, const h_jobj_t *objs, size_t 
         const h_jobj_t *r = &objs[i];
         const char *eng = h_jstr(r, "engine", ""), *label = h_jstr(r, "engine_label", ""), *net = h_jstr(r, "net", "");
         const engine_ops_t *ops = h_engine_find(eng);
-        if (strcmp(h_jstr(r, "mode", ""), "bench") || !ops || !ops->serve || !strstr(label, "-sync") ||
+        if (strcmp(h_jstr(r, "mode", ""), "bench") || !ops || !ops->serve || !strstr(label, "-sync") || h_jget(r, "in_place") ||
             h_jnum(r, "wrong", 0) != 0 || strcmp(h_jstr(r, "dtype", "f32"), "f32") || !h_jget(r, "nodes") || !*net ||
             h_jnum(r, "shrink", 1) != 1 || h_jnum(r, "dilate", 1) != 1 || !s_default_cc(r))
             continue;

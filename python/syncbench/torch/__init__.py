@@ -152,6 +152,11 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0, timeout=None):
     """tensor reduced in place over every worker; returns it."""
+    if prescale_factor == 1.0 and postscale_factor == 1.0:  # the blocking call: on this thread when nothing is queued
+        _tensor_arg(tensor, "allreduce_")
+        ptr, n, code = check_tensor(tensor.detach() if tensor.requires_grad else tensor, "allreduce_")
+        _core.allreduce_ptr(ptr, n, code, _op(average, op), timeout)
+        return tensor
     return allreduce_async_(tensor, average, name, op, prescale_factor, postscale_factor, timeout).wait()
 
 
