@@ -22,7 +22,8 @@ iteration the slowest rank's time, the median over iterations (as `harness bench
 buffer is zeros (an in-place sum keeps them), then one untimed allreduce of rank + 1 counts wrong elements.
 `summary FILE...` prints the step tables and, beside `harness bench` lines of the same engine, world and
 size found in the files, the Python API's overhead over the engine alone.
-One torch thread a rank; ranks unbound. Models: mlp (784-1024-1024-10, as `harness train`) or
+One torch thread a rank; ranks unbound for the steps, then bound as harness bench binds its ranks (local rank i
+on core i mod cores, every thread) for the allreduces. Models: mlp (784-1024-1024-10, as `harness train`) or
 head:H (784-H-10: a classifier whose head is most of the bytes)."""
 import argparse
 import json
@@ -199,7 +200,10 @@ def rank_main(a):
                      ratio_p50=statistics.median(times["hook"]) / statistics.median(times["gloo"]),
                      ratio_rounds=[h / g for h, g in zip(per_round["hook"], per_round["gloo"])],
                      max_param_diff=diff))
-    # the Python API's allreduce alone, timed like harness bench
+    # the Python API's allreduce alone, timed like harness bench, and bound like its ranks (--bind auto: local rank i
+    # on core i mod cores, every thread of the process)
+    if a.bench_sizes not in ("", "none"):
+        bind_like_bench(int(os.environ.get("LOCAL_RANK", r)))
     for nbytes in sizes(a.bench_sizes, a.factor) if a.bench_sizes not in ("", "none") else []:
         n = nbytes // 4
         buf = torch.zeros(n)  # zeros stay zeros under the in-place sum: back-to-back iterations, no refill
@@ -231,6 +235,18 @@ def rank_main(a):
         print_tables(rows)
     hvd.shutdown()
     dist.destroy_process_group()
+
+
+def bind_like_bench(local_rank):
+    """Every thread of this process on core local_rank mod the cores this process may use, as harness bench binds
+    its ranks by default (--bind auto: core)."""
+    cores = sorted(os.sched_getaffinity(0))
+    core = {cores[local_rank % len(cores)]}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), core)
+        except OSError:  # a thread that ended meanwhile
+            pass
 
 
 def print_tables(rows, bench=()):
