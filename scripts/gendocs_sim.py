@@ -202,3 +202,36 @@ def sim_check_families(results, name="sim-check", lat="with"):
     parts = [f"{k} {100 * min(v):+.1f}% to {100 * max(v):+.1f}% ({len(v)} configurations)" for k, v in fam.items() if v]
     return (f"The simulator against the emulated runs {lat} `lat=` (`results/{name}.jsonl`, simulated against emulated): " +
             ", ".join(parts) + ".")
+
+
+@block
+def reduction_table(results, name, flag):
+    """A row per engine label and model of results/NAME: for each value of flag, the step time's difference to the
+    flag 0 run of the same configuration (the full replay) and the seconds the run took to simulate."""
+    rs = load(results, name)
+    if rs is None:
+        return missing(name)
+    rs = [r for r in rs if r.get("kind") == "train" and _flag(r, flag) is not None]
+    key = lambda r: (r["engine_label"], r["model"], r["gpus"], r["lat_us"])
+    full = {key(r): r for r in rs if _flag(r, flag) == 0}
+    if not full:
+        raise BlockError(f"results/{name}.jsonl has no {flag} 0 run")
+    vals = sorted({_flag(r, flag) for r in rs})
+    cell = {(key(r), _flag(r, flag)): r for r in rs}
+    rows = []
+    for k in sorted(full):
+        f = full[k]
+        cells = []
+        for v in vals:
+            r = cell.get((k, v))
+            if r is None:
+                cells.append("")
+            elif v == 0:
+                cells.append(f"{r['step_ms']:.2f} ms ({r['sim_wall_s']:.1f} s)")
+            else:
+                cells.append(f"{100 * (r['step_ms'] - f['step_ms']) / f['step_ms']:+.2f}% ({r['sim_wall_s']:.1f} s)")
+        rows.append([f"`{k[0]}`", k[1], k[2]] + cells)
+    return (f"\n`results/{name}.jsonl`: the full replay's step time (`{flag} 0`), then each `{flag}` value's difference to "
+            "it, and in brackets the seconds this machine took to simulate the run:\n\n" +
+            table(["engine", "model", "GPUs"] + [f"`{flag} {v}`" for v in vals], rows,
+                  [False, False] + [True] * (1 + len(vals))) + "\n")
