@@ -212,7 +212,8 @@ def reduction_table(results, name, flag):
     if rs is None:
         return missing(name)
     rs = [r for r in rs if r.get("kind") == "train" and _flag(r, flag) is not None]
-    key = lambda r: (r["engine_label"], r["model"], r["gpus"], r["lat_us"])
+    # a run's configuration: layout, model, GPUs, latency and its PS partition size if given (--ps-partition-kb)
+    key = lambda r: (r["engine_label"], r["model"], r["gpus"], r["lat_us"], _flag(r, "--ps-partition-kb") or 0)
     full = {key(r): r for r in rs if _flag(r, flag) == 0}
     if not full:
         raise BlockError(f"results/{name}.jsonl has no {flag} 0 run")
@@ -230,7 +231,7 @@ def reduction_table(results, name, flag):
                 cells.append(f"{r['step_ms']:.2f} ms ({r['sim_wall_s']:.1f} s)")
             else:
                 cells.append(f"{100 * (r['step_ms'] - f['step_ms']) / f['step_ms']:+.2f}% ({r['sim_wall_s']:.1f} s)")
-        rows.append([f"`{k[0]}`", k[1], k[2]] + cells)
+        rows.append([f"`{k[0]}`", k[1] + (f", partitions of {k[4]:,} KiB" if k[4] else ""), k[2]] + cells)
     return (f"\n`results/{name}.jsonl`: the full replay's step time (`{flag} 0`), then each `{flag}` value's difference to "
             "it, and in brackets the seconds this machine took to simulate the run:\n\n" +
             table(["engine", "model", "GPUs"] + [f"`{flag} {v}`" for v in vals], rows,
