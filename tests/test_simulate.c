@@ -681,3 +681,38 @@ Test(simulate, a_connection_carries_its_sends_in_order, .timeout = 240)
     cr_expect(fabs(t[0] - t[1]) / t[1] < 0.01, "a bucket cut unevenly: %.1f ms, evenly %.1f ms", t[0] * 1e3, t[1] * 1e3);
     cr_expect(fabs(t[2] - t[0]) / t[0] < 0.01, "merged %.1f ms, every step %.1f ms", t[2] * 1e3, t[0] * 1e3);
 }
+
+/* Server machines are merged (--sim-bundles Q >= 2) only where every server of a merged group holds the same
+ * share in every bucket: 10 partitions of 4 MiB over 8 servers put two on servers 0 and 1, one on the others, so
+ * merging 4 to one is refused, naming the bucket; where every bucket falls evenly (8 partitions, one a server)
+ * it goes and keeps the step within 1% of every transfer replayed. */
+Test(simulate, servers_merged_only_with_equal_shares, .timeout = 120)
+{
+    s_need_simgrid();
+    sched_env_t env = {.workers = 16, .device = -1, .segmented = 1, .gpus_per_node = 4};
+    double f[16], ready[2] = {0.004, 0.006};
+    for (int i = 0; i < 16; i++) f[i] = 1 + 0.08 * ((i * 7) % 16) / 16.0;
+    h_sim_platform_t pl = {.nodes = 4, .gpus_per_node = 4, .inter_bps = 25e9, .intra_bps = H_SIM_INTRA_PCIE3_BPS,
+                           .lat_s = 5e-6, .framing = H_SIM_TCP_FRAMING, .timeout_s = 60, .server_nodes = 8};
+    ps_opts_t o = {.servers = 8};
+    for (int c = 0; c < 2; c++) {
+        sched_t s[2];
+        cr_assert_eq(ps_sched(&o, &env, 1 << 20, 4, &s[0]), 0);                  /* 8 partitions: one a server */
+        cr_assert_eq(ps_sched(&o, &env, c == 0 ? 10 << 20 : 2 << 20, 4, &s[1]), 0); /* 10: servers 0 and 1 hold two */
+        h_sim_work_t w = {.nb = 2, .sched = s, .ready_s = ready, .total_s = 0.008, .steps = 2, .factor = f};
+        h_sim_result_t all, four;
+        cr_assert_eq(h_sim_run(&pl, &w, &all), 0, "%s", err_detail());
+        w.fan_bundle = 4;
+        cr_assert_eq(h_sim_run(&pl, &w, &four), 0, "%s", err_detail());
+        if (c == 0) {
+            cr_expect_eq(four.pool, 0, "merged 4 to one with unequal shares");
+            cr_expect_eq(four.pool_unequal, 2, "the bucket named: %d", four.pool_unequal);
+        } else {
+            cr_expect_eq(four.pool, 4);
+            cr_expect_eq(four.pool_unequal, 0);
+            cr_expect(fabs(four.time_s - all.time_s) / all.time_s < 0.01, "merged 4 to one %.1f us, every transfer %.1f us",
+                      four.time_s * 1e6, all.time_s * 1e6);
+        }
+        for (int b = 0; b < 2; b++) sched_free(&s[b]);
+    }
+}

@@ -103,6 +103,9 @@ typedef struct {
     int      merge;               /* the most steps merged into one group (1: none) */
     int      stream;              /* the most pieces in one stream's middle (1: none) */
     int      bundle;              /* the most transfers in one fan-out bundle (1: none) */
+    int      pool;                /* server machines merged this many to one (0: none) */
+    int      pool_unequal;        /* > 0: merging was asked for but refused, bucket pool_unequal - 1's servers holding
+                                   * unequal shares (sim_plan.c s_unequal_shares) */
     int      machines;            /* GPU machines plus server machines */
 } h_sim_result_t;
 

@@ -60,6 +60,7 @@ typedef struct {
     int bundle;                   /* dataflow: the most transfers in one fan-out bundle (1: none) */
     int pool;                     /* the platform's dedicated server machines merged this many to one (h_sim_platform_t.pool,
                                    * the fan-out reduction; 0: none); machines counts them merged */
+    int pool_unequal;             /* h_sim_result_t.pool_unequal */
     int machines_apart;           /* the machines, none merged */
     int stale;                    /* the schedules' sched_t.stale (owners answering ahead of the others' pushes) */
 } h_sim_plan_t;

@@ -416,6 +416,40 @@ static int s_bucket(const h_sim_platform_t *pl, const sched_t *s, int max_groups
     return 0;
 }
 
+/* Server machines merged q to one are replayed as they run only where, in every bucket, every server of a merged
+ * group sends and receives as many transfers across machines as the others of its group in each step: then every
+ * bundle of a round carries q transfers, shared by the flow model as q would be (results/sim-reduction-pools: the
+ * K = N PS's step to the digit with equal shares, off by up to a quarter without). The first bucket where two
+ * servers of a group differ, -1 where none do, -2 out of memory. */
+static int s_unequal_shares(const h_sim_platform_t *pl, const h_sim_work_t *w, int q)
+{
+    const sched_t *s0 = &w->sched[0];
+    int S = s0->world - s0->workers;
+    uint32_t *cnt = calloc((size_t)(S > 0 ? S : 1) * 2, sizeof *cnt);
+    if (!cnt) return -2;
+    int bad = -1;
+    for (int b = 0; b < w->nb && bad < 0; b++) {
+        const sched_t *s = &w->sched[b];
+        for (int k = 0; k < s->nsteps && bad < 0; k++) {
+            memset(cnt, 0, (size_t)S * 2 * sizeof *cnt);
+            for (size_t i = s->steps[k].first; i < s->steps[k].first + s->steps[k].n; i++) {
+                const sched_xfer_t *x = &s->x[i];
+                if (h_sim_machine(pl, s->workers, x->src) == h_sim_machine(pl, s->workers, x->dst)) continue;
+                if (x->src >= s->workers) cnt[2 * (x->src - s->workers)]++;
+                if (x->dst >= s->workers) cnt[2 * (x->dst - s->workers) + 1]++;
+            }
+            /* server j is on server machine j mod K, merged with the others of (j mod K) / q */
+            for (int j = 0; j < S && bad < 0; j++)
+                for (int i = 0; i < j && bad < 0; i++)
+                    if ((i % pl->server_nodes) / q == (j % pl->server_nodes) / q &&
+                        (cnt[2 * i] != cnt[2 * j] || cnt[2 * i + 1] != cnt[2 * j + 1]))
+                        bad = b;
+        }
+    }
+    free(cnt);
+    return bad;
+}
+
 int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *p)
 {
     memset(p, 0, sizeof *p);
@@ -466,7 +500,16 @@ int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *
     int cpu = w->cpu_reduce && pl->server_Bps > 0, pooled = pl->server_nodes > 1 && pl->rack == 0 && s0->world > s0->workers;
     if (fan < 0) fan = nx * (uint64_t)w->steps > H_SIM_EXACT_FLOW;
     if (fan != 0 && (!s0->dataflow || s0->stale || cpu)) fan = 0;
-    if (fan > 1) pp.pool = pooled ? fan : 0, fan = 1;
+    if (fan > 1) {
+        int bad = pooled ? s_unequal_shares(pl, w, fan) : -1;
+        if (bad == -2) {
+            h_sim_plan_free(p);
+            free(nic), free(gl), free(up);
+            return err_set(ERR_NOMEM, "simulate: out of memory");
+        }
+        pp.pool = pooled && bad < 0 ? fan : 0, fan = 1;
+        p->pool_unequal = bad >= 0 ? bad + 1 : 0;
+    }
     p->pool = pp.pool > 1 ? pp.pool : 0;
     if (p->pool) p->machines = pl->nodes + (pl->server_nodes + p->pool - 1) / p->pool;
     for (int b = 0; b < w->nb && rc == 0; b++) {

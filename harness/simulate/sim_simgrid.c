@@ -602,6 +602,8 @@ int h_sim_run(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_result_t 
     out->merge = p.merge;
     out->stream = p.streams;
     out->bundle = p.bundle;
+    out->pool = p.pool;
+    out->pool_unequal = p.pool_unequal;
     out->link_is_nic = p.busy_is_nic;
     g.p = &p;
     g.w = w;

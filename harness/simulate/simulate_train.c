@@ -115,13 +115,17 @@ static int s_one(const h_simulate_cfg_t *o, const s_conf_t *c, const h_sim_platf
         printf("  %-15s %6d %4dx%-4d %9.2f %11.1f %8.2f %6.1f%% %9.1f %5.0f%% %-4s %10llu %3d %3d %7.1f\n", label, P, N, G,
                r.time_s * 1e3, sps, speedup, 100 * speedup / P, (double)r.nic_max_bytes / 1048576.0, 100 * r.link_util,
                busy, (unsigned long long)r.comms, r.merge > 1 ? r.merge : r.stream, r.bundle, r.wall_s);
+        if (r.pool_unequal > 0)
+            printf("  # %s: server machines not merged (--sim-bundles %d): in bucket %d its servers hold unequal shares, "
+                   "which a merged replay would not share as they run (results/sim-reduction-pools)\n", label,
+                   o->fan_bundle, r.pool_unequal - 1);
         fflush(stdout);
         if (o->out.json) {
             json_t *each = json_array();
             for (int k = 0; k < r.steps; k++) json_array_append_new(each, json_real(r.step_s[k] * 1e3));
             h_lines_add(lines, json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, "
                                          "s:o, s:f, s:f, s:f, s:I, s:f, s:s, s:I, s:i, s:i, s:f, s:f, s:f, s:f, s:f, "
-                                         "s:s, s:f, s:I, s:s, s:i, s:f, s:f, s:i, s:i, s:i}",
+                                         "s:s, s:f, s:I, s:s, s:i, s:f, s:f, s:i, s:i, s:i, s:i}",
                                          "kind", "train", "engine", c->engine, "engine_label", label, "model", wl->name,
                                          "device", dev->name, "gpus", P, "world", s[0].world, "nodes", N,
                                          "gpus_per_node", G, "server_nodes", pl.server_nodes, "batch_per_gpu", (int)lb,
@@ -135,7 +139,7 @@ static int s_one(const h_simulate_cfg_t *o, const s_conf_t *c, const h_sim_platf
                                          "framing", pl.framing, "spread", kind, "spread_param", param,
                                          "seed", (json_int_t)o->seed, "fabric", fab, "rack", pl.rack,
                                          "oversub", pl.oversub, "server_Bps", pl.server_Bps, "server_cores", pl.server_cores, "stream", r.stream,
-                                         "bundle", r.bundle));
+                                         "bundle", r.bundle, "pool", r.pool));
         }
     }
     for (int b = 0; b < built; b++) sched_free(&s[b]);
