@@ -236,3 +236,27 @@ def reduction_table(results, name, flag):
             "it, and in brackets the seconds this machine took to simulate the run:\n\n" +
             table(["engine", "model", "GPUs"] + [f"`{flag} {v}`" for v in vals], rows,
                   [False, False] + [True] * (1 + len(vals))) + "\n")
+
+
+@block
+def sim_train_table(results, name):
+    """A row per engine label and model of results/NAME's simulated training lines: at each GPU count the scaling
+    efficiency, the step time and the seconds the run took to simulate."""
+    rs = load(results, name)
+    if rs is None:
+        return missing(name)
+    rs = [r for r in rs if r.get("kind") == "train"]
+    if not rs:
+        raise BlockError(f"results/{name}.jsonl has no simulated training line")
+    gpus = sorted({r["gpus"] for r in rs})
+    by = {(r["engine_label"], r["model"], r["gpus"]): r for r in rs}
+    rows = []
+    for lab, model in sorted({(r["engine_label"], r["model"]) for r in rs}):
+        cells = []
+        for g in gpus:
+            r = by.get((lab, model, g))
+            cells.append(f"{100 * r['efficiency']:.1f}% ({r['step_ms']:.1f} ms, {r['sim_wall_s']:.1f} s)" if r else "")
+        rows.append([f"`{lab}`", model] + cells)
+    return (f"\n`results/{name}.jsonl`: scaling efficiency, and in brackets the step time and the seconds this machine "
+            "took to simulate the run:\n\n" + table(["engine", "model"] + [f"{g} GPUs" for g in gpus], rows,
+                                                    [False, False] + [True] * len(gpus)) + "\n")
