@@ -55,15 +55,22 @@ Test(harness, bench_ring_json, .timeout = 90)
     unlink(json);
 }
 
-Test(harness, bench_every_engine_exact, .timeout = 120)
+/* harness bench ARGS --json JSON (a new temporary file) on 3 ranks, its output into out; asserts it succeeded */
+static void s_bench_json(const char *args, char json[20], char *out, size_t len)
 {
     s_find();
-    char json[] = "/tmp/sb-test-XXXXXX", cmd[2048], out[1 << 16];
+    char cmd[2048];
+    snprintf(json, 20, "/tmp/sb-test-XXXXXX");
     close(mkstemp(json));
-    snprintf(cmd, sizeof cmd, "%s bench --engine ring,tree,ps --procs 3 --servers 2 --sizes 4K:256K --factor 8 "
-             "--iters 3 --warmup 1 --dtype f16 --json %s", g_harness, json);
-    int rc = run_cmd(cmd, out, sizeof out);
+    snprintf(cmd, sizeof cmd, "%s bench --engine ring,tree,ps --procs 3 %s --json %s", g_harness, args, json);
+    int rc = run_cmd(cmd, out, len);
     cr_assert_eq(rc, 0, "%s", out);
+}
+
+Test(harness, bench_every_engine_exact, .timeout = 120)
+{
+    char json[20], out[1 << 16];
+    s_bench_json("--servers 2 --sizes 4K:256K --factor 8 --iters 3 --warmup 1 --dtype f16", json, out, sizeof out);
     cr_expect_eq(count_lines(json, NULL), 9, "3 engines x 3 sizes");
     cr_expect_eq(count_lines(json, "\"wrong\":0,"), 9, "every element exact");
     cr_expect_eq(count_lines(json, "\"engine\":\"ps\""), 3);
@@ -79,13 +86,8 @@ Test(harness, bench_every_engine_exact, .timeout = 120)
  * never reads such a line as the out-of-place collective's */
 Test(harness, bench_in_place_every_engine_exact, .timeout = 120)
 {
-    s_find();
-    char json[] = "/tmp/sb-test-XXXXXX", cmd[2048], out[1 << 16];
-    close(mkstemp(json));
-    snprintf(cmd, sizeof cmd, "%s bench --engine ring,tree,ps --procs 3 --sizes 4K:1M --factor 16 --iters 3 --warmup 1 "
-             "--op avg --in-place --json %s", g_harness, json);
-    int rc = run_cmd(cmd, out, sizeof out);
-    cr_assert_eq(rc, 0, "%s", out);
+    char json[20], out[1 << 16];
+    s_bench_json("--sizes 4K:1M --factor 16 --iters 3 --warmup 1 --op avg --in-place", json, out, sizeof out);
     cr_expect_eq(count_lines(json, NULL), 9, "3 engines x 3 sizes");
     cr_expect_eq(count_lines(json, "\"wrong\":0,"), 9, "every element exact");
     cr_expect_eq(count_lines(json, "\"in_place\":true"), 9);

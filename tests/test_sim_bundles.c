@@ -14,6 +14,15 @@ static void s_need_simgrid(void)
     if (!h_sim_available(&why)) cr_skip_test("%s", why);
 }
 
+/* Both tests' cluster: 16 workers on 4 machines of 4 GPUs, 25 Gbit/s, 5 us a hop, an 8% compute spread */
+#define S_ENV {.workers = 16, .device = -1, .segmented = 1, .gpus_per_node = 4}
+#define S_PLATFORM {.nodes = 4, .gpus_per_node = 4, .inter_bps = 25e9, .intra_bps = H_SIM_INTRA_PCIE3_BPS, \
+                    .lat_s = 5e-6, .framing = H_SIM_TCP_FRAMING, .timeout_s = 60}
+static void s_spread(double f[16])
+{
+    for (int i = 0; i < 16; i++) f[i] = 1 + 0.08 * ((i * 7) % 16) / 16.0;
+}
+
 /* The fan-out bundles (h_sim_work_t.fan_bundle): a round of a PS's pushes and answers between two machines goes
  * as one communication crediting all its receivers (1), with the dedicated server machines merged two to one (2);
  * on a star, with stragglers, dedicated or colocated, the step keeps its time within 1% (the issue's bound for a
@@ -22,11 +31,10 @@ static void s_need_simgrid(void)
 Test(simulate, fan_out_bundles_keep_a_ps_step, .timeout = 120)
 {
     s_need_simgrid();
-    sched_env_t env = {.workers = 16, .device = -1, .segmented = 1, .gpus_per_node = 4};
+    sched_env_t env = S_ENV;
     double f[16], ready[2] = {0.004, 0.006};
-    for (int i = 0; i < 16; i++) f[i] = 1 + 0.08 * ((i * 7) % 16) / 16.0;
-    h_sim_platform_t pl = {.nodes = 4, .gpus_per_node = 4, .inter_bps = 25e9, .intra_bps = H_SIM_INTRA_PCIE3_BPS,
-                           .lat_s = 5e-6, .framing = H_SIM_TCP_FRAMING, .timeout_s = 60};
+    s_spread(f);
+    h_sim_platform_t pl = S_PLATFORM;
     ps_opts_t dedicated = {.servers = 8}, coloc = {.colocate = 1}, ssp = {.servers = 8, .mode = PS_SSP, .ssp_k = 1},
               node = {.servers = 4};
     const ps_opts_t *cases[] = {&dedicated, &dedicated, &coloc, &ssp, &node};
@@ -63,11 +71,11 @@ Test(simulate, fan_out_bundles_keep_a_ps_step, .timeout = 120)
 Test(simulate, servers_merged_only_with_equal_shares, .timeout = 120)
 {
     s_need_simgrid();
-    sched_env_t env = {.workers = 16, .device = -1, .segmented = 1, .gpus_per_node = 4};
+    sched_env_t env = S_ENV;
     double f[16], ready[2] = {0.004, 0.006};
-    for (int i = 0; i < 16; i++) f[i] = 1 + 0.08 * ((i * 7) % 16) / 16.0;
-    h_sim_platform_t pl = {.nodes = 4, .gpus_per_node = 4, .inter_bps = 25e9, .intra_bps = H_SIM_INTRA_PCIE3_BPS,
-                           .lat_s = 5e-6, .framing = H_SIM_TCP_FRAMING, .timeout_s = 60, .server_nodes = 8};
+    s_spread(f);
+    h_sim_platform_t pl = S_PLATFORM;
+    pl.server_nodes = 8;
     ps_opts_t o = {.servers = 8};
     for (int c = 0; c < 2; c++) {
         sched_t s[2];

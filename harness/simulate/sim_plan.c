@@ -426,7 +426,11 @@ static int s_unequal_shares(const h_sim_platform_t *pl, const h_sim_work_t *w, i
     const sched_t *s0 = &w->sched[0];
     int S = s0->world - s0->workers;
     uint32_t *cnt = calloc((size_t)(S > 0 ? S : 1) * 2, sizeof *cnt);
-    if (!cnt) return -2;
+    int *first = malloc((size_t)(S > 0 ? S : 1) * sizeof *first); /* a group's first server */
+    if (!cnt || !first) {
+        free(cnt), free(first);
+        return -2;
+    }
     int bad = -1;
     for (int b = 0; b < w->nb && bad < 0; b++) {
         const sched_t *s = &w->sched[b];
@@ -438,15 +442,17 @@ static int s_unequal_shares(const h_sim_platform_t *pl, const h_sim_work_t *w, i
                 if (x->src >= s->workers) cnt[2 * (x->src - s->workers)]++;
                 if (x->dst >= s->workers) cnt[2 * (x->dst - s->workers) + 1]++;
             }
-            /* server j is on server machine j mod K, merged with the others of (j mod K) / q */
-            for (int j = 0; j < S && bad < 0; j++)
-                for (int i = 0; i < j && bad < 0; i++)
-                    if ((i % pl->server_nodes) / q == (j % pl->server_nodes) / q &&
-                        (cnt[2 * i] != cnt[2 * j] || cnt[2 * i + 1] != cnt[2 * j + 1]))
-                        bad = b;
+            /* server j is on server machine j mod K, merged with the others of (j mod K) / q: each against its
+             * group's first */
+            for (int g = 0; g < S; g++) first[g] = -1;
+            for (int j = 0; j < S && bad < 0; j++) {
+                int g = (j % pl->server_nodes) / q, i = first[g];
+                if (i < 0) first[g] = j;
+                else if (cnt[2 * i] != cnt[2 * j] || cnt[2 * i + 1] != cnt[2 * j + 1]) bad = b;
+            }
         }
     }
-    free(cnt);
+    free(cnt), free(first);
     return bad;
 }
 
