@@ -37,12 +37,14 @@ Test(simulate, fan_out_bundles_keep_a_ps_step, .timeout = 120)
     h_sim_platform_t pl = S_PLATFORM;
     ps_opts_t dedicated = {.servers = 8}, coloc = {.colocate = 1}, ssp = {.servers = 8, .mode = PS_SSP, .ssp_k = 1},
               node = {.servers = 4};
-    const ps_opts_t *cases[] = {&dedicated, &dedicated, &coloc, &ssp, &node};
-    int fan[] = {1, 2, 1, 2, 1};
-    for (int c = 0; c < 5; c++) {
+    const ps_opts_t *cases[] = {&dedicated, &dedicated, &dedicated, &coloc, &ssp, &node};
+    int fan[] = {1, 2, 1, 1, 2, 1};
+    for (int c = 0; c < 6; c++) {
         sched_t s[2];
-        for (int b = 0; b < 2; b++) cr_assert_eq(ps_sched(cases[c], &env, 1 << 20, 4, &s[b]), 0);
-        pl.server_nodes = cases[c]->colocate || c == 4 ? 0 : 8;
+        /* case 2, unequal shares: the second bucket's 10 partitions of 4 MiB put two on servers 0 and 1, whose
+         * bundles come in a round after the others' (a worker's step ends only once every bundle into it is in) */
+        for (int b = 0; b < 2; b++) cr_assert_eq(ps_sched(cases[c], &env, c == 2 && b ? 10 << 20 : 1 << 20, 4, &s[b]), 0);
+        pl.server_nodes = cases[c]->colocate || c == 5 ? 0 : 8;
         h_sim_work_t all = {.nb = 2, .sched = s, .ready_s = ready, .total_s = 0.008, .steps = 2, .factor = f}, bu = all;
         bu.fan_bundle = fan[c];
         h_sim_result_t a, m;
@@ -50,7 +52,7 @@ Test(simulate, fan_out_bundles_keep_a_ps_step, .timeout = 120)
         cr_assert_eq(h_sim_run(&pl, &bu, &m), 0, "%s", err_detail());
         cr_expect_eq(a.bundle, 1);
         cr_expect_eq(m.machines, a.machines, "merged server machines are counted apart");
-        if (c >= 3) { /* a server a GPU machine: its answers would go in fours beside single pushes on each NIC */
+        if (c >= 4) { /* a server a GPU machine: its answers would go in fours beside single pushes on each NIC */
             cr_expect_eq(m.bundle, 1, "case %d: answers ahead, or bundles beside single transfers, are never bundled", c);
             cr_expect_eq(m.comms, a.comms);
         } else {

@@ -319,7 +319,15 @@ static void s_conn_actor(int argc, char **argv)
             s_mb(name, sizeof name, x->peer, st->rank, x->conn);
             sg_mailbox_get(sg_mailbox_by_name(name));
             if (x->npc > 1) sg_actor_sleep_for(x->lat_s); /* its pieces' latencies after the first, as a delay */
-            for (int j = 0; j < x->nbm; j++) s_hold_at(x->bm[j].rank, st->poff[x->b] + (size_t)x->bm[j].piece, x->step);
+            /* every transfer it carries is held; the credited ones are counted for their ranks' steps, not the
+             * one it came as (this rank's own receive, counted in st->left: credited too, it would end this
+             * rank's step before the bundles into it still on their way) */
+            for (int j = 0; j < x->nbm; j++) {
+                const h_sim_member_t *m = &x->bm[j];
+                size_t pi = st->poff[x->b] + (size_t)m->piece;
+                int own = m->rank == st->rank && m->src == x->peer && pi == (size_t)x->piece;
+                s_hold_at(m->rank, pi, own ? -1 : x->step);
+            }
             /* the receiver takes a push from another machine in (ZeroMQ over TCP) and sums it before it holds
              * it; a push inside a machine goes through the PS's shared-memory van and is not charged */
             if (st->cpu && x->conn == SCHED_REDUCE &&
