@@ -113,6 +113,13 @@ def _flag(r, flag):
     return int(m.group(1)) if m else None
 
 
+def _refused(r, flag):
+    """A run that asked --sim-bundles Q (Q >= 2) for merged server machines and was replayed with them apart (the
+    JSON line's pool below its Q: their servers' shares unequal), so it is no measure of the merging."""
+    v = _flag(r, flag)
+    return flag == "--sim-bundles" and v is not None and v >= 2 and r.get("pool", v) < 2
+
+
 @block
 def reduction_range(results, name, flag, at="", least=""):
     """One sentence: the largest |step time difference| between the runs given flag (at its values `at`,
@@ -129,10 +136,13 @@ def reduction_range(results, name, flag, at="", least=""):
     key = lambda r: (r["engine_label"], r["model"], r["gpus"], r["lat_us"])
     full = {key(r): r for r in rs if _flag(r, flag) == 0}
     worst = {}
-    n = 0
+    n = apart = 0
     for r in rs:
         v = _flag(r, flag)
         if v == 0 or (want is not None and v not in want) or (lo is not None and v < lo) or key(r) not in full:
+            continue
+        if _refused(r, flag):
+            apart += 1
             continue
         n += 1
         d = (r["step_ms"] - full[key(r)]["step_ms"]) / full[key(r)]["step_ms"]
@@ -143,8 +153,10 @@ def reduction_range(results, name, flag, at="", least=""):
     vals = at.replace(",", ", ") if at else f"{least} and above"
     parts = [f"{100 * abs(d):.2f}% at {lat:g} us a hop ({r['engine_label']}, {r['model']}, {r['gpus']} GPUs)"
              for lat, (d, r) in sorted(worst.items())]
+    left = (f"; {apart} more asked it and were replayed with their server machines apart (unequal shares)"
+            if apart else "")
     return (f"`{flag}` {vals} against `{flag} 0` (the full replay): the largest step time difference is " + ", ".join(parts) +
-            f", over {n} configurations (`results/{name}.jsonl`).")
+            f", over {n} configurations{left} (`results/{name}.jsonl`).")
 
 
 def _summaries(results, name):
@@ -229,11 +241,16 @@ def reduction_table(results, name, flag):
                 cells.append("")
             elif v == 0:
                 cells.append(f"{r['step_ms']:.2f} ms ({r['sim_wall_s']:.1f} s)")
+            elif _refused(r, flag):
+                cells.append(f"apart ({r['sim_wall_s']:.1f} s)")
             else:
                 cells.append(f"{100 * (r['step_ms'] - f['step_ms']) / f['step_ms']:+.2f}% ({r['sim_wall_s']:.1f} s)")
         rows.append([f"`{k[0]}`", k[1] + (f", partitions of {k[4]:,} KiB" if k[4] else ""), k[2]] + cells)
+    apart = any(_refused(r, flag) for r in rs)
     return (f"\n`results/{name}.jsonl`: the full replay's step time (`{flag} 0`), then each `{flag}` value's difference to "
-            "it, and in brackets the seconds this machine took to simulate the run:\n\n" +
+            "it, and in brackets the seconds this machine took to simulate the run" +
+            ("; \"apart\": merging asked for and refused, the server machines replayed apart (their shares unequal)"
+             if apart else "") + ":\n\n" +
             table(["engine", "model", "GPUs"] + [f"`{flag} {v}`" for v in vals], rows,
                   [False, False] + [True] * (1 + len(vals))) + "\n")
 

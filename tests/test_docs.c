@@ -285,6 +285,33 @@ Test(docs, simulate_blocks_computed_from_the_lines, .timeout = 60)
     tmpdir_remove(dir);
 }
 
+/* A merging the replay refused (--sim-bundles Q >= 2 whose JSON line's pool is 0: unequal shares, the server machines
+ * replayed apart) is no measure of the merging: counted apart in the range and marked in the table, not +0.00%. */
+Test(docs, refused_merging_is_no_reduction_figure, .timeout = 60)
+{
+    char gen[1024], path[1200];
+    static char out[1 << 16];
+    s_script("gen-docs", gen, sizeof gen);
+    char *dir = s_gen_tree("<!-- gen: reduction_range b --sim-bundles least=2 -->\n<!-- /gen -->\n"
+                           "<!-- gen: reduction_table b --sim-bundles -->\n<!-- /gen -->\n");
+    snprintf(path, sizeof path, "%s/results/b.jsonl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    const char *model[] = {"vgg16", "vgg16", "resnet50", "resnet50"};
+    int q[] = {0, 4, 0, 4}, pool[] = {0, 0, 0, 4}, ms[] = {1000, 1000, 200, 202};
+    for (int i = 0; i < 4; i++)
+        fprintf(f, "{\"kind\":\"train\",\"engine_label\":\"ps-K=N\",\"model\":\"%s\",\"gpus\":128,\"lat_us\":5,"
+                   "\"step_ms\":%d,\"sim_wall_s\":1,\"pool\":%d,\"cmdline\":\"harness simulate --sim-bundles %d\"}\n",
+                model[i], ms[i], pool[i], q[i]);
+    fclose(f);
+    cr_assert_eq(s_gen(dir, gen, "2>&1 && cat docs/m.md", out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "1.00% at 5 us a hop (ps-K=N, resnet50, 128 GPUs), over 1 configurations; 1 more asked it"),
+              "%s", out);
+    cr_expect(strstr(out, "| `ps-K=N` | vgg16 | 128 | 1000.00 ms (1.0 s) | apart (1.0 s) |"), "%s", out);
+    cr_expect(strstr(out, "| `ps-K=N` | resnet50 | 128 | 200.00 ms (1.0 s) | +1.00% (1.0 s) |"), "%s", out);
+    tmpdir_remove(dir);
+}
+
 Test(docs, markdown_renders, .timeout = 60)
 {
     char chk[1024], cmd[2048];
