@@ -1,12 +1,16 @@
 /* test_sim_bundles.c: the replay's fan-out reduction for a PS (harness/simulate/sim.h h_sim_work_t.fan_bundle): a
  * round of a machine pair's transfers as one communication, and server machines merged only where their servers
- * hold equal shares, each against every transfer replayed. Skipped, saying why, in a build without SimGrid. */
+ * hold equal shares, and a bundle going at its first piece (cut-through), each against every transfer replayed. Skipped, saying why, in a build without SimGrid. */
 #include <criterion/criterion.h>
+#include <jansson.h>
 #include <math.h>
+#include <stdio.h>
 #include "harness/simulate/sim.h"
 #include "core/err.h"
 #include "core/sched.h"
 #include "ps/ps.h"
+#include "tests/lib/ranks.h"
+#include "tests/lib/tmpdir.h"
 
 static void s_need_simgrid(void)
 {
@@ -99,4 +103,40 @@ Test(simulate, servers_merged_only_with_equal_shares, .timeout = 120)
         }
         for (int b = 0; b < 2; b++) sched_free(&s[b]);
     }
+}
+
+/* A bundle goes once the first piece it carries is held (cut-through, as the engine pushes each partition once it is
+ * summed): the K = N PS with machine-local aggregation, VGG-16 on 128 GPUs, partitions that fall evenly over the 32
+ * servers (results/sim-reduction-pools), merged 16 to one keeps the full replay's step within 1%; a bundle that
+ * waited for its last piece left each leader's NIC idle while its machine summed the rest (7% slower). */
+Test(simulate, merged_bundles_go_cut_through, .timeout = 240)
+{
+    s_need_simgrid();
+    char h[512], cmd[2048], path[600];
+    static char out[1 << 16];
+    cr_assert(harness_path(h, sizeof h) == 0, "build the harness first (make)");
+    char *dir = tmpdir_make();
+    snprintf(path, sizeof path, "%s/b.jsonl", dir);
+    for (int q = 0; q <= 16; q += 16) {
+        snprintf(cmd, sizeof cmd,
+                 "%s simulate --engine ps-K=N-localagg --model vgg16 --device v100 --gpus-per-node 4 --scaling 32 "
+                 "--net inter=25gbit --lat 5 --steps 2 --ps-partition-kb 12845 --sim-bundles %d --json %s", h, q, path);
+        cr_assert_eq(run_cmd(cmd, out, sizeof out), 0, "%s", out);
+    }
+    double ms[2] = {0, 0};
+    int pool[2] = {-1, -1}, n = 0;
+    FILE *f = fopen(path, "r");
+    cr_assert(f);
+    for (char line[16384]; n < 2 && fgets(line, sizeof line, f);) {
+        json_t *j = json_loads(line, 0, NULL);
+        if (!j) continue;
+        ms[n] = json_number_value(json_object_get(j, "step_ms"));
+        pool[n++] = (int)json_integer_value(json_object_get(j, "pool"));
+        json_decref(j);
+    }
+    fclose(f);
+    cr_assert_eq(n, 2, "two runs' lines");
+    cr_expect_eq(pool[1], 16, "merged 16 to one (the shares are equal)");
+    cr_expect(ms[0] > 0 && fabs(ms[1] - ms[0]) / ms[0] < 0.01, "merged 16 to one %.2f ms, every transfer %.2f ms", ms[1], ms[0]);
+    tmpdir_remove(dir);
 }

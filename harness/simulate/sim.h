@@ -81,7 +81,8 @@ typedef struct {
     int fan_bundle;               /* the third, for dataflow steps with many connections across machines (a PS's pushes
                                    * and pulls): one round of a machine pair's transfers of one op (each rank's first,
                                    * second, ... transfer to each in the step; from one worker, or from any dedicated
-                                   * ranks of the machine) goes as one communication that credits every receiver; 1:
+                                   * ranks of the machine) goes as one communication, once its first piece is
+                                   * held (cut-through), that credits every receiver once every piece it carries is; 1:
                                    * so; Q >= 2: so, with dedicated server machines merged Q to one (pl->pool: their
                                    * loads are alike, every worker sending each the same; experimental); 0: never; < 0
                                    * (auto): 1 once a run passes H_SIM_EXACT_FLOW communications. Only where both NICs

@@ -136,7 +136,8 @@ static int s_src_cmp(const void *a, const void *b)
  * each step, one round of a machine pair's transfers of one op (from one worker, or from any dedicated ranks of
  * the source machine; to any ranks of the destination machine) goes as one communication, on one of its
  * transfers' connection (taking turns over the pair's bundles), at that transfer's place in both ranks' orders;
- * it waits for every piece it carries at its sources and credits every receiver when it is in (the others'
+ * it goes once the first piece it carries is held at its sender (cut-through) and credits every receiver when it
+ * is in and every piece it carries is held at its source (the others'
  * receive entries become npc -1, their send entries go). A pair's transfers share its route but for the hops
  * inside the two machines, so on the flow model they share alike what they would have shared apart. bund marks
  * the transfers a bundle carries (the stream reduction leaves them). 0 or ERR_NOMEM. */

@@ -230,17 +230,18 @@ static int s_credited(const s_flow_t *st)
 }
 
 /* whether rank st may send x: its bucket released, and the receives of its piece before it held (a fan-out
- * bundle: of every piece it carries; *wait: the piece it waits for); an owner's answer ahead of the pushes
+ * bundle: of the first piece it carries from this rank, cut-through as the engine sends each piece once it is
+ * held, rather than idling the NIC until its last; *wait: the piece it waits for); an owner's answer ahead of the pushes
  * (sched_t.stale): the asking rank's own push of this step in, and (SSP) every rank's push of the step stale
  * steps before */
 static int s_may_send(const s_flow_t *st, const s_ftx_t *x, size_t *wait)
 {
     *wait = (size_t)x->piece;
     if (!st->released[x->b]) return 0;
-    for (int j = 0; j < x->nbm; j++) { /* its own pieces (another rank's: s_foreign_wait) */
+    for (int j = 0; j < x->nbm; j++) { /* cut-through: the first of its pieces this rank sends (s_pieces_in: the rest) */
         size_t pi = st->poff[x->b] + (size_t)x->bm[j].piece;
-        if (x->bm[j].src == st->rank && g.held[(size_t)st->rank * g.npc + pi] < x->step * st->nrecv[pi] + x->bm[j].req)
-            return *wait = pi, 0;
+        if (x->bm[j].src != st->rank) continue;
+        return g.held[(size_t)st->rank * g.npc + pi] < x->step * st->nrecv[pi] + x->bm[j].req ? (*wait = pi, 0) : 1;
     }
     if (x->nbm) return 1;
     if (g.p->stale && x->conn == SCHED_STORE && st->rank >= g.p->workers) {
@@ -252,14 +253,13 @@ static int s_may_send(const s_flow_t *st, const s_ftx_t *x, size_t *wait)
     return g.held[(size_t)st->rank * g.npc + (size_t)x->piece] >= x->step * st->nrecv[x->piece] + x->req;
 }
 
-/* A bundle's pieces that other dedicated ranks of its machine send: the bundles into them credit them all at once, so
- * they are held by the time the sender's own are; where one is not (a round some of them lack), wait in steps of a
- * hop's latency */
-static void s_foreign_wait(const s_flow_t *st, const s_ftx_t *x)
+/* A fan-out bundle that is in credits its receivers only once every piece it carries is held at its sender (it went
+ * at its first, s_may_send): a piece cannot arrive before it exists. Where one is not yet (seldom: the pieces of a
+ * bundle are held within a transfer's time of each other), wait in steps of a hop's latency. */
+static void s_pieces_in(const s_flow_t *st, const s_ftx_t *x)
 {
     for (int j = 0; j < x->nbm; j++) {
         const h_sim_member_t *m = &x->bm[j];
-        if (m->src == st->rank) continue;
         size_t pi = st->poff[x->b] + (size_t)m->piece, at = (size_t)m->src * g.npc + pi;
         while (g.held[at] < x->step * g.nrecv[at] + m->req) sg_actor_sleep_for(g.pl->lat_s > 0 ? g.pl->lat_s : 1e-6);
     }
@@ -285,7 +285,6 @@ static void s_conn_actor(int argc, char **argv)
                 sg_cond_wait(c->cv, st->mu);
             }
             sg_mutex_unlock(st->mu);
-            s_foreign_wait(st, x);
             s_mb(name, sizeof name, st->rank, x->peer, x->conn);
             double t0 = simgrid_get_clock();
             if (x->npc > 1) {
@@ -318,6 +317,7 @@ static void s_conn_actor(int argc, char **argv)
         } else {
             s_mb(name, sizeof name, x->peer, st->rank, x->conn);
             sg_mailbox_get(sg_mailbox_by_name(name));
+            if (x->nbm) s_pieces_in(st, x);
             if (x->npc > 1) sg_actor_sleep_for(x->lat_s); /* its pieces' latencies after the first, as a delay */
             /* every transfer it carries is held; the credited ones are counted for their ranks' steps, not the
              * one it came as (this rank's own receive, counted in st->left: credited too, it would end this
