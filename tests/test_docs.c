@@ -312,6 +312,32 @@ Test(docs, refused_merging_is_no_reduction_figure, .timeout = 60)
     tmpdir_remove(dir);
 }
 
+/* The README's scale-out table reads the merged K = N runs too (results/sim-train-pooled) and marks each cell whose
+ * replay merged the server machines (the JSON line's pool >= 2), saying so under it. */
+Test(docs, merged_replays_marked_in_the_readme, .timeout = 60)
+{
+    char gen[1024], path[1200];
+    static char out[1 << 16];
+    s_script("gen-docs", gen, sizeof gen);
+    char *dir = s_gen_tree("x\n");
+    const char *file[] = {"sim-train-scaling", "sim-train-pooled"};
+    int gpus[] = {32, 512}, pool[] = {0, 128};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/results/%s.jsonl", dir, file[i]);
+        FILE *f = fopen(path, "w");
+        cr_assert(f);
+        fprintf(f, "{\"kind\":\"train\",\"engine_label\":\"ps-K=N\",\"model\":\"resnet50\",\"gpus\":%d,\"efficiency\":0.719,"
+                   "\"device\":\"v100\",\"batch_per_gpu\":64,\"gpus_per_node\":4,\"inter_bps\":25e9,\"intra_bps\":126e9,"
+                   "\"lat_us\":5,\"spread\":\"none\",\"sim_wall_s\":1,\"comms\":1,\"pool\":%d,"
+                   "\"cmdline\":\"harness simulate\"}\n", gpus[i], pool[i]);
+        fclose(f);
+    }
+    cr_assert_eq(s_gen(dir, gen, "2>&1 && cat README.md", out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "| resnet50, ps-K=N | 71.9% | 71.9%* |"), "%s", out);
+    cr_expect(strstr(out, "*: server machines merged"), "%s", out);
+    tmpdir_remove(dir);
+}
+
 Test(docs, markdown_renders, .timeout = 60)
 {
     char chk[1024], cmd[2048];
