@@ -54,6 +54,16 @@ static int s_gen(const char *dir, const char *gen, const char *tail, char *out, 
     return run_cmd(cmd, out, len);
 }
 
+/* results/NAME.jsonl of the scratch checkout dir, opened for writing (the caller closes it) */
+static FILE *s_results(const char *dir, const char *name)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/results/%s.jsonl", dir, name);
+    FILE *f = fopen(path, "w");
+    cr_assert(f, "%s", path);
+    return f;
+}
+
 Test(docs, generated_from_results_and_not_stale, .timeout = 60)
 {
     char gen[1024], cmd[8192];
@@ -289,14 +299,12 @@ Test(docs, simulate_blocks_computed_from_the_lines, .timeout = 60)
  * replayed apart) is no measure of the merging: counted apart in the range and marked in the table, not +0.00%. */
 Test(docs, refused_merging_is_no_reduction_figure, .timeout = 60)
 {
-    char gen[1024], path[1200];
+    char gen[1024];
     static char out[1 << 16];
     s_script("gen-docs", gen, sizeof gen);
     char *dir = s_gen_tree("<!-- gen: reduction_range b --sim-bundles least=2 -->\n<!-- /gen -->\n"
                            "<!-- gen: reduction_table b --sim-bundles -->\n<!-- /gen -->\n");
-    snprintf(path, sizeof path, "%s/results/b.jsonl", dir);
-    FILE *f = fopen(path, "w");
-    cr_assert(f);
+    FILE *f = s_results(dir, "b");
     const char *model[] = {"vgg16", "vgg16", "resnet50", "resnet50"};
     int q[] = {0, 4, 0, 4}, pool[] = {0, 0, 0, 4}, ms[] = {1000, 1000, 200, 202};
     for (int i = 0; i < 4; i++)
@@ -316,16 +324,14 @@ Test(docs, refused_merging_is_no_reduction_figure, .timeout = 60)
  * replay merged the server machines (the JSON line's pool >= 2), saying so under it. */
 Test(docs, merged_replays_marked_in_the_readme, .timeout = 60)
 {
-    char gen[1024], path[1200];
+    char gen[1024];
     static char out[1 << 16];
     s_script("gen-docs", gen, sizeof gen);
     char *dir = s_gen_tree("x\n");
     const char *file[] = {"sim-train-scaling", "sim-train-pooled"};
     int gpus[] = {32, 512}, pool[] = {0, 128};
     for (int i = 0; i < 2; i++) {
-        snprintf(path, sizeof path, "%s/results/%s.jsonl", dir, file[i]);
-        FILE *f = fopen(path, "w");
-        cr_assert(f);
+        FILE *f = s_results(dir, file[i]);
         fprintf(f, "{\"kind\":\"train\",\"engine_label\":\"ps-K=N\",\"model\":\"resnet50\",\"gpus\":%d,\"efficiency\":0.719,"
                    "\"device\":\"v100\",\"batch_per_gpu\":64,\"gpus_per_node\":4,\"inter_bps\":25e9,\"intra_bps\":126e9,"
                    "\"lat_us\":5,\"spread\":\"none\",\"sim_wall_s\":1,\"comms\":1,\"pool\":%d,"
