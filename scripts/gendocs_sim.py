@@ -115,7 +115,8 @@ def _flag(r, flag):
 
 def _refused(r, flag):
     """A run that asked --sim-bundles Q (Q >= 2) for merged server machines and was replayed with them apart (the
-    JSON line's pool below its Q: their servers' shares unequal), so it is no measure of the merging."""
+    JSON line's pool below its Q: no dedicated server machines, or their servers' shares unequal), so it is no
+    measure of the merging."""
     v = _flag(r, flag)
     return flag == "--sim-bundles" and v is not None and v >= 2 and r.get("pool", v) < 2
 
@@ -136,13 +137,14 @@ def reduction_range(results, name, flag, at="", least=""):
     key = lambda r: (r["engine_label"], r["model"], r["gpus"], r["lat_us"])
     full = {key(r): r for r in rs if _flag(r, flag) == 0}
     worst = {}
-    n = apart = 0
+    n = apart = none = 0
     for r in rs:
         v = _flag(r, flag)
         if v == 0 or (want is not None and v not in want) or (lo is not None and v < lo) or key(r) not in full:
             continue
         if _refused(r, flag):
             apart += 1
+            none += not r.get("server_nodes")
             continue
         n += 1
         d = (r["step_ms"] - full[key(r)]["step_ms"]) / full[key(r)]["step_ms"]
@@ -153,8 +155,9 @@ def reduction_range(results, name, flag, at="", least=""):
     vals = at.replace(",", ", ") if at else f"{least} and above"
     parts = [f"{100 * abs(d):.2f}% at {lat:g} us a hop ({r['engine_label']}, {r['model']}, {r['gpus']} GPUs)"
              for lat, (d, r) in sorted(worst.items())]
-    left = (f"; {apart} more asked it and were replayed with their server machines apart (unequal shares)"
-            if apart else "")
+    why = ", ".join(w for w in (f"{none} with no server machines to merge" if none else "",
+                                 f"{apart - none} whose servers' shares are unequal" if apart > none else "") if w)
+    left = f"; {apart} more asked it and were replayed unmerged ({why})" if apart else ""
     return (f"`{flag}` {vals} against `{flag} 0` (the full replay): the largest step time difference is " + ", ".join(parts) +
             f", over {n} configurations{left} (`results/{name}.jsonl`).")
 

@@ -309,11 +309,12 @@ Test(docs, refused_merging_is_no_reduction_figure, .timeout = 60)
     int q[] = {0, 4, 0, 4}, pool[] = {0, 0, 0, 4}, ms[] = {1000, 1000, 200, 202};
     for (int i = 0; i < 4; i++)
         fprintf(f, "{\"kind\":\"train\",\"engine_label\":\"ps-K=N\",\"model\":\"%s\",\"gpus\":128,\"lat_us\":5,"
-                   "\"step_ms\":%d,\"sim_wall_s\":1,\"pool\":%d,\"cmdline\":\"harness simulate --sim-bundles %d\"}\n",
+                   "\"step_ms\":%d,\"sim_wall_s\":1,\"pool\":%d,\"server_nodes\":32,\"cmdline\":\"harness simulate --sim-bundles %d\"}\n",
                 model[i], ms[i], pool[i], q[i]);
     fclose(f);
     cr_assert_eq(s_gen(dir, gen, "2>&1 && cat docs/m.md", out, sizeof out), 0, "%s", out);
-    cr_expect(strstr(out, "1.00% at 5 us a hop (ps-K=N, resnet50, 128 GPUs), over 1 configurations; 1 more asked it"),
+    cr_expect(strstr(out, "1.00% at 5 us a hop (ps-K=N, resnet50, 128 GPUs), over 1 configurations; 1 more asked it and "
+                          "were replayed unmerged (1 whose servers' shares are unequal)"),
               "%s", out);
     cr_expect(strstr(out, "| `ps-K=N` | vgg16 | 128 | 1000.00 ms (1.0 s) | apart (1.0 s) |"), "%s", out);
     cr_expect(strstr(out, "| `ps-K=N` | resnet50 | 128 | 200.00 ms (1.0 s) | +1.00% (1.0 s) |"), "%s", out);
