@@ -18,6 +18,7 @@ OPS = {"sum": _lib.SUM, "avg": _lib.AVG, "average": _lib.AVG, "mean": _lib.AVG}
 class _Job:
     def __init__(self, comm, eng, spec, timeout_ms):
         self.comm, self.eng, self.spec, self.timeout_ms = comm, eng, spec, timeout_ms
+        self.allreduce = _lib.load().sb_allreduce  # bound once: the blocking allreduce's few lookups a call
         self.lock = threading.Lock()
         self.completer = None
 
@@ -125,6 +126,9 @@ def engine():
 
 
 def op_code(op):
+    code = OPS.get(op) if isinstance(op, str) else None  # the common spellings at once
+    if code is not None:
+        return code
     try:
         return OPS[op.lower()] if isinstance(op, str) else {_lib.SUM: _lib.SUM, _lib.AVG: _lib.AVG}[op]
     except (KeyError, AttributeError):
@@ -132,7 +136,11 @@ def op_code(op):
 
 
 def allreduce_ptr(ptr, count, dtype, op, timeout):
-    check(_lib.load().sb_allreduce(job().eng, ptr, count, dtype, op, _lib.ms(timeout)), "allreduce")
+    # few lookups a call: after a collective has streamed its buffers through the caches, each one costs a miss
+    j = _job or job()
+    rc = j.allreduce(j.eng, ptr, count, dtype, op, 0 if timeout is None else _lib.ms(timeout))
+    if rc < 0:
+        raise _lib.error(rc, "allreduce")
 
 
 def broadcast_ptr(ptr, nbytes, root, timeout):

@@ -65,6 +65,8 @@ class Compression:
 
 
 def _op(average, op):
+    if average is None and (op == Sum or op == Average):  # the common case at once
+        return _core.OPS[op]
     if average is not None and op is not None:
         raise ValueError("give op or the older average, not both")
     if op is None:
@@ -153,8 +155,7 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0, timeout=None):
     """tensor reduced in place over every worker; returns it."""
     if prescale_factor == 1.0 and postscale_factor == 1.0:  # the blocking call: on this thread when nothing is queued
-        _tensor_arg(tensor, "allreduce_")
-        ptr, n, code = check_tensor(tensor.detach() if tensor.requires_grad else tensor, "allreduce_")
+        ptr, n, code = check_tensor(tensor, "allreduce_")  # its storage, read through the pointer (no detach needed)
         _core.allreduce_ptr(ptr, n, code, _op(average, op), timeout)
         return tensor
     return allreduce_async_(tensor, average, name, op, prescale_factor, postscale_factor, timeout).wait()
