@@ -1,6 +1,7 @@
 /* test_sim_bundles.c: the replay's fan-out reduction for a PS (harness/simulate/sim.h h_sim_work_t.fan_bundle): a
- * round of a machine pair's transfers as one communication, and server machines merged only where their servers
- * hold equal shares, and a bundle going at its first piece (cut-through), each against every transfer replayed. Skipped, saying why, in a build without SimGrid. */
+ * round of a machine pair's transfers as one communication, server machines merged only where their servers hold
+ * equal shares, and a bundle going at its first piece (cut-through), each against every transfer replayed. Skipped,
+ * saying why, in a build without SimGrid. */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <math.h>
@@ -18,13 +19,28 @@ static void s_need_simgrid(void)
     if (!h_sim_available(&why)) cr_skip_test("%s", why);
 }
 
-/* Both tests' cluster: 16 workers on 4 machines of 4 GPUs, 25 Gbit/s, 5 us a hop, an 8% compute spread */
-#define S_ENV {.workers = 16, .device = -1, .segmented = 1, .gpus_per_node = 4}
-#define S_PLATFORM {.nodes = 4, .gpus_per_node = 4, .inter_bps = 25e9, .intra_bps = H_SIM_INTRA_PCIE3_BPS, \
-                    .lat_s = 5e-6, .framing = H_SIM_TCP_FRAMING, .timeout_s = 60}
-static void s_spread(double f[16])
+/* The first two tests' cluster: 16 workers on 4 machines of 4 GPUs, 25 Gbit/s, 5 us a hop, an 8% compute spread
+ * (skipped without SimGrid) */
+typedef struct {
+    sched_env_t env;
+    h_sim_platform_t pl;
+    double f[16];
+} s_cluster_t;
+
+static void s_cluster(s_cluster_t *k)
 {
-    for (int i = 0; i < 16; i++) f[i] = 1 + 0.08 * ((i * 7) % 16) / 16.0;
+    s_need_simgrid();
+    *k = (s_cluster_t){.env = {.workers = 16, .device = -1, .segmented = 1, .gpus_per_node = 4},
+                       .pl = {.nodes = 4, .gpus_per_node = 4, .inter_bps = 25e9, .intra_bps = H_SIM_INTRA_PCIE3_BPS,
+                              .lat_s = 5e-6, .framing = H_SIM_TCP_FRAMING, .timeout_s = 60}};
+    for (int i = 0; i < 16; i++) k->f[i] = 1 + 0.08 * ((i * 7) % 16) / 16.0;
+}
+
+/* two buckets' schedules s, ready at 4 and 6 ms, replayed for two steps of 8 ms of compute on k's GPUs */
+static const double s_ready[2] = {0.004, 0.006};
+static h_sim_work_t s_work(const sched_t *s, const s_cluster_t *k)
+{
+    return (h_sim_work_t){.nb = 2, .sched = s, .ready_s = s_ready, .total_s = 0.008, .steps = 2, .factor = k->f};
 }
 
 /* The fan-out bundles (h_sim_work_t.fan_bundle): a round of a PS's pushes and answers between two machines goes
@@ -34,11 +50,8 @@ static void s_spread(double f[16])
  * machine's answers, which would share each NIC with single pushes (the flow model shares by communication). */
 Test(simulate, fan_out_bundles_keep_a_ps_step, .timeout = 120)
 {
-    s_need_simgrid();
-    sched_env_t env = S_ENV;
-    double f[16], ready[2] = {0.004, 0.006};
-    s_spread(f);
-    h_sim_platform_t pl = S_PLATFORM;
+    s_cluster_t k;
+    s_cluster(&k);
     ps_opts_t dedicated = {.servers = 8}, coloc = {.colocate = 1}, ssp = {.servers = 8, .mode = PS_SSP, .ssp_k = 1},
               node = {.servers = 4};
     const ps_opts_t *cases[] = {&dedicated, &dedicated, &dedicated, &coloc, &ssp, &node};
@@ -47,13 +60,13 @@ Test(simulate, fan_out_bundles_keep_a_ps_step, .timeout = 120)
         sched_t s[2];
         /* case 2, unequal shares: the second bucket's 10 partitions of 4 MiB put two on servers 0 and 1, whose
          * bundles come in a round after the others' (a worker's step ends only once every bundle into it is in) */
-        for (int b = 0; b < 2; b++) cr_assert_eq(ps_sched(cases[c], &env, c == 2 && b ? 10 << 20 : 1 << 20, 4, &s[b]), 0);
-        pl.server_nodes = cases[c]->colocate || c == 5 ? 0 : 8;
-        h_sim_work_t all = {.nb = 2, .sched = s, .ready_s = ready, .total_s = 0.008, .steps = 2, .factor = f}, bu = all;
+        for (int b = 0; b < 2; b++) cr_assert_eq(ps_sched(cases[c], &k.env, c == 2 && b ? 10 << 20 : 1 << 20, 4, &s[b]), 0);
+        k.pl.server_nodes = cases[c]->colocate || c == 5 ? 0 : 8;
+        h_sim_work_t all = s_work(s, &k), bu = all;
         bu.fan_bundle = fan[c];
         h_sim_result_t a, m;
-        cr_assert_eq(h_sim_run(&pl, &all, &a), 0, "%s", err_detail());
-        cr_assert_eq(h_sim_run(&pl, &bu, &m), 0, "%s", err_detail());
+        cr_assert_eq(h_sim_run(&k.pl, &all, &a), 0, "%s", err_detail());
+        cr_assert_eq(h_sim_run(&k.pl, &bu, &m), 0, "%s", err_detail());
         cr_expect_eq(a.bundle, 1);
         cr_expect_eq(m.machines, a.machines, "merged server machines are counted apart");
         if (c >= 4) { /* a server a GPU machine: its answers would go in fours beside single pushes on each NIC */
@@ -76,22 +89,19 @@ Test(simulate, fan_out_bundles_keep_a_ps_step, .timeout = 120)
  * it goes and keeps the step within 1% of every transfer replayed. */
 Test(simulate, servers_merged_only_with_equal_shares, .timeout = 120)
 {
-    s_need_simgrid();
-    sched_env_t env = S_ENV;
-    double f[16], ready[2] = {0.004, 0.006};
-    s_spread(f);
-    h_sim_platform_t pl = S_PLATFORM;
-    pl.server_nodes = 8;
+    s_cluster_t k;
+    s_cluster(&k);
+    k.pl.server_nodes = 8;
     ps_opts_t o = {.servers = 8};
     for (int c = 0; c < 2; c++) {
         sched_t s[2];
-        cr_assert_eq(ps_sched(&o, &env, 1 << 20, 4, &s[0]), 0);                  /* 8 partitions: one a server */
-        cr_assert_eq(ps_sched(&o, &env, c == 0 ? 10 << 20 : 2 << 20, 4, &s[1]), 0); /* 10: servers 0 and 1 hold two */
-        h_sim_work_t w = {.nb = 2, .sched = s, .ready_s = ready, .total_s = 0.008, .steps = 2, .factor = f};
+        cr_assert_eq(ps_sched(&o, &k.env, 1 << 20, 4, &s[0]), 0);                  /* 8 partitions: one a server */
+        cr_assert_eq(ps_sched(&o, &k.env, c == 0 ? 10 << 20 : 2 << 20, 4, &s[1]), 0); /* 10: servers 0 and 1 hold two */
+        h_sim_work_t w = s_work(s, &k);
         h_sim_result_t all, four;
-        cr_assert_eq(h_sim_run(&pl, &w, &all), 0, "%s", err_detail());
+        cr_assert_eq(h_sim_run(&k.pl, &w, &all), 0, "%s", err_detail());
         w.fan_bundle = 4;
-        cr_assert_eq(h_sim_run(&pl, &w, &four), 0, "%s", err_detail());
+        cr_assert_eq(h_sim_run(&k.pl, &w, &four), 0, "%s", err_detail());
         if (c == 0) {
             cr_expect_eq(four.pool, 0, "merged 4 to one with unequal shares");
             cr_expect_eq(four.pool_unequal, 2, "the bucket named: %d", four.pool_unequal);
