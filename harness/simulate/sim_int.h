@@ -81,6 +81,9 @@ static inline double h_sim_up_Bps(const h_sim_platform_t *pl)
 /* Cut w's schedules for pl: 0, ERR_INVAL (bad work, ranks that do not fit) or ERR_NOMEM (err_set). */
 int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *p);
 void h_sim_plan_free(h_sim_plan_t *p);
+/* The replay of plan p on pl in a child process (sim_simgrid.c): writes 'R' and res's bytes (its step times), or
+ * '!' and a message, to fd, and exits. */
+void h_sim_child(int fd, const h_sim_platform_t *pl, const h_sim_plan_t *p, const h_sim_work_t *w, h_sim_result_t *res);
 /* The platform of plan p on pl as SimGrid XML into f: hosts r0.. (ranks), routers m0.. (machines, pl->pool's
  * server machines merged) and sw, links u/d (a host to its machine and back) and nu/nd (a machine to the switch and
  * back); a fat tree (pl->rack > 0) puts leaf routers l0.. with uplinks lu/ld between the machines and sw. */

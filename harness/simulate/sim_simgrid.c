@@ -30,12 +30,6 @@
 #include <simgrid/mutex.h>
 #include <simgrid/semaphore.h>
 
-int h_sim_available(const char **why)
-{
-    if (why) *why = NULL;
-    return 1;
-}
-
 /* what the child's actors read (set before the fork) */
 static struct {
     const h_sim_plan_t *p;
@@ -489,9 +483,10 @@ static void s_actor(int argc, char **argv)
     for (int i = 0; i < S_SEND_GROUPS; i++) free(k.sends[i].c);
 }
 
-/* The child: simulate, write the result (or a message starting with '!') to fd, exit. */
-static void s_child(int fd, const h_sim_platform_t *pl, const h_sim_plan_t *p, h_sim_result_t *res)
+void h_sim_child(int fd, const h_sim_platform_t *pl, const h_sim_plan_t *p, const h_sim_work_t *w, h_sim_result_t *res)
 {
+    g.p = p, g.w = w, g.pl = pl;
+    g.end = calloc((size_t)w->steps * (size_t)p->world, sizeof *g.end);
     char path[] = "/tmp/sb-sim-XXXXXX.xml";
     int x = mkstemps(path, 4);
     FILE *f = x >= 0 ? fdopen(x, "w") : NULL;
@@ -548,7 +543,7 @@ static void s_child(int fd, const h_sim_platform_t *pl, const h_sim_plan_t *p, h
             _exit(1);
         }
     }
-    if (!g.held || !g.need || !g.flow || !g.cred || !g.nrecv) {
+    if (!g.end || !g.held || !g.need || !g.flow || !g.cred || !g.nrecv) {
         dprintf(fd, "!out of memory for the replay's counters");
         _exit(1);
     }
@@ -592,94 +587,6 @@ static void s_child(int fd, const h_sim_platform_t *pl, const h_sim_plan_t *p, h
     char out[1 + sizeof *res];
     out[0] = 'R'; /* a result, not a message ('!') */
     memcpy(out + 1, res, sizeof *res);
-    ssize_t w = write(fd, out, sizeof out);
-    _exit(w == (ssize_t)sizeof out ? 0 : 1);
-}
-
-int h_sim_run(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_result_t *out)
-{
-    memset(out, 0, sizeof *out);
-    h_sim_plan_t p;
-    CHECK(h_sim_plan(pl, w, &p));
-    h_sim_platform_t pp = *pl; /* with the plan's merged server machines */
-    pp.pool = p.pool;
-    pl = &pp;
-    out->machines = p.machines_apart;
-    out->nic_max_bytes = p.nic_max_bytes;
-    out->comms = p.comms_step * (uint64_t)w->steps;
-    out->merge = p.merge;
-    out->stream = p.streams;
-    out->bundle = p.bundle;
-    out->pool = p.pool;
-    out->pool_unequal = p.pool_unequal;
-    out->link_is_nic = p.busy_is_nic;
-    g.p = &p;
-    g.w = w;
-    g.pl = pl;
-    g.end = calloc((size_t)w->steps * (size_t)p.world, sizeof *g.end);
-    int fds[2];
-    if (!g.end || pipe(fds) < 0) {
-        int e = errno;
-        free(g.end);
-        h_sim_plan_free(&p);
-        return err_set(ERR_NOMEM, "simulate: %s", g.end ? strerror(e) : "out of memory");
-    }
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(fds[0]);
-        s_child(fds[1], pl, &p, out);
-    }
-    close(fds[1]);
-    int rc = 0;
-    if (pid < 0) rc = err_set(ERR_IO, "simulate: fork: %s", strerror(errno));
-    char buf[1 + sizeof *out + 512];
-    size_t got = 0;
-    int tmo_ms = (pl->timeout_s > 0 ? pl->timeout_s : 600) * 1000;
-    while (rc == 0) {
-        struct pollfd pf = {.fd = fds[0], .events = POLLIN};
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        int left = tmo_ms - (int)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
-        int pr = left > 0 ? poll(&pf, 1, left) : 0;
-        if (pr < 0 && errno == EINTR) continue;
-        if (pr <= 0) {
-            kill(pid, SIGKILL);
-            rc = err_set(ERR_TIMEOUT, "simulate: gave up after %d s (--timeout); the simulation was stopped", tmo_ms / 1000);
-            break;
-        }
-        ssize_t n = read(fds[0], buf + got, sizeof buf - 1 - got);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        got += (size_t)n;
-    }
-    close(fds[0]);
-    int st = 0;
-    if (pid > 0) waitpid(pid, &st, 0);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double busy = p.busy_max_s;
-    free(g.end);
-    h_sim_plan_free(&p);
-    memset(&g, 0, sizeof g);
-    if (rc < 0) return rc;
-    buf[got] = '\0';
-    if (got && buf[0] == '!') return err_set(ERR_IO, "simulate: %s", buf + 1);
-    if (got != 1 + sizeof *out || buf[0] != 'R' || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        return err_set(ERR_IO, "simulate: the simulation failed (%s %d)", WIFSIGNALED(st) ? "signal" : "exit",
-                       WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
-    h_sim_result_t child;
-    memcpy(&child, buf + 1, sizeof child);
-    out->time_s = child.time_s;
-    out->steps = child.steps;
-    memcpy(out->step_s, child.step_s, sizeof out->step_s);
-    out->link_util = out->time_s > 0 ? busy / out->time_s : 0;
-    out->wall_s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-    return 0;
-}
-
-int h_sim_collective(const h_sim_platform_t *pl, const sched_t *s, h_sim_result_t *out)
-{
-    h_sim_work_t w = {.nb = 1, .sched = s, .steps = 1, .min_stream = -1};
-    return h_sim_run(pl, &w, out);
+    ssize_t wr = write(fd, out, sizeof out);
+    _exit(wr == (ssize_t)sizeof out ? 0 : 1);
 }
