@@ -441,8 +441,8 @@ const h_opt_t h_opt_table[] = {
              "                        communications, else 64; its error: results/sim-reduction)\n"},
     {.name = "sim-streams", .kind = K_INT, .off = F(sim_streams), .lo = 0, .hi = 1 << 20, .want = "0, or a run length >= 3",
      .modes = " simulate ",
-     .help = "  --sim-streams M       simulate: a tree's or a PS's connection sends a run of >= M like pieces as its first,\n"
-             "                        one cut-through stream of the middle, and its last (0: every piece; default: every\n"
+     .help = "  --sim-streams M       simulate: a tree's or a PS's connection sends a run of >= M like pieces as one\n"
+             "                        stream, each piece held as the flow carries it (0: every piece; default: every\n"
              "                        piece while a run stays under 200 k communications, else 4; results/sim-reduction-streams)\n"},
     {.name = "sim-bundles", .kind = K_INT, .off = F(sim_bundles), .lo = 0, .hi = 1 << 20, .want = "0, 1, or a pool >= 2",
      .modes = " simulate ",

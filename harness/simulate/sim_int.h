@@ -21,16 +21,17 @@ typedef struct {
                                    * owner and complete values back travel FIFOs of their own, as a PS's pushes and
                                    * pulls do); 0 otherwise */
     int req;                      /* dataflow sends: the receives of its piece this rank holds before it may go */
-    int npc;                      /* dataflow: the pieces this communication carries (1; > 1: a stream's middle, its
-                                   * pieces listed in h_sim_bplan_t.mp from mp0; -1: a receive that a fan-out bundle
-                                   * into another rank of the source's class credits, no communication of its own) */
+    int npc;                      /* dataflow: the pieces this communication carries (1; > 1: a stream, a connection's
+                                   * run of pieces, listed in h_sim_bplan_t.mp from mp0 with their bytes in mpb; -1: a
+                                   * receive that a fan-out bundle into another rank of the source's class credits, no
+                                   * communication of its own) */
     int nbm;                      /* dataflow: a fan-out bundle (> 0): the transfers it carries, listed in
                                    * h_sim_bplan_t.bm from bm0 (their receivers are credited when it is in) */
     uint32_t bm0;
     uint32_t mp0;
-    double hop_s;                 /* a stream's middle: its route's latency */
-    double lat_s;                 /* a stream's middle: the latencies of its pieces after the first, which a connection
-                                   * carrying them one at a time pays: both ends wait them once it is in */
+    double hop_s;                 /* a stream: its route's latency */
+    double lat_s;                 /* a stream: the latencies of its pieces after the first, which a connection carrying
+                                   * them one at a time pays (its pieces are held that much after the flow carried them) */
     uint64_t bytes;
 } h_sim_entry_t;
 
@@ -43,7 +44,9 @@ typedef struct {
                                    * group's sends. NULL when nothing is merged */
     int ngroups;
     int dataflow, npieces;        /* the schedule's sched_t.dataflow, and its pieces */
-    int *mp;                      /* the pieces of every stream middle (h_sim_entry_t.npc > 1); NULL: none */
+    int *mp;                      /* the pieces of every stream (h_sim_entry_t.npc > 1); NULL: none */
+    uint64_t *mpb;                /* their bytes, beside mp */
+    uint32_t nmp;                 /* mp's entries */
     h_sim_member_t *bm;           /* the transfers of every fan-out bundle (h_sim_entry_t.nbm > 0); NULL: none */
 } h_sim_bplan_t;
 

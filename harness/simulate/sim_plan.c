@@ -240,12 +240,13 @@ static int s_bundles(const h_sim_platform_t *pl, const sched_t *s, h_sim_bplan_t
 }
 
 /* The stream reduction (h_sim_work_t.min_stream): on each connection, a run of at least M consecutive
- * transfers of one size whose sends wait for the same count of receives goes as its first transfer, one
- * communication of the middle ones (npc pieces, listed in bp->mp) and its last; the replay makes the
- * middle's pieces held at the receiver one by one at the connection's pace. A run into a rank whose sums
- * cost CPU time (cpu: a push across machines to a server, sim.h server_Bps) keeps its pieces, each summed
- * as it comes. The merged entries after a middle's first are marked dead (npc 0) for the compaction.
- * sidx/ridx: each transfer's send and receive entry. 0 or ERR_NOMEM. */
+ * transfers whose sends wait for the same count of receives (of any sizes: a tree half's last segment is
+ * shorter) goes as one communication of all their bytes, its pieces listed in bp->mp and their bytes in
+ * bp->mpb; the replay holds each piece at the receiver once the flow has carried it (and its latencies
+ * before it have passed). A run into a rank whose sums cost CPU time (cpu: a push across machines to a
+ * server, sim.h server_Bps) keeps its pieces, each summed as it comes. The merged entries after a stream's
+ * first are marked dead (npc 0) for the compaction. sidx/ridx: each transfer's send and receive entry.
+ * 0 or ERR_NOMEM. */
 static double s_route_lat(const h_sim_platform_t *pl, int workers, int a, int b);
 static int s_streams(const h_sim_platform_t *pl, const sched_t *s, int M, int cpu, h_sim_bplan_t *bp,
                      const size_t *sidx, const size_t *ridx, const char *bund, int *longest)
@@ -253,7 +254,8 @@ static int s_streams(const h_sim_platform_t *pl, const sched_t *s, int M, int cp
     size_t nx = 0, nmp = 0;
     size_t *ord = malloc((s->nx ? s->nx : 1) * sizeof *ord);
     bp->mp = malloc((s->nx ? s->nx : 1) * sizeof *bp->mp);
-    if (!ord || !bp->mp) {
+    bp->mpb = malloc((s->nx ? s->nx : 1) * sizeof *bp->mpb);
+    if (!ord || !bp->mp || !bp->mpb) {
         free(ord);
         return err_set(ERR_NOMEM, "simulate: out of memory");
     }
@@ -267,21 +269,21 @@ static int s_streams(const h_sim_platform_t *pl, const sched_t *s, int M, int cp
         size_t b = a + 1;
         while (b < nx) {
             const sched_xfer_t *y = &s->x[ord[b]];
-            const h_sim_entry_t *f = &bp->e[sidx[ord[b]]];
-            if (y->src != x0->src || y->dst != x0->dst || y->op != x0->op || f->bytes != e0->bytes || f->req != e0->req) break;
+            if (y->src != x0->src || y->dst != x0->dst || y->op != x0->op || bp->e[sidx[ord[b]]].req != e0->req) break;
             b++;
         }
         /* pushes summed at a CPU's rate, or counted one by one by an owner that answers ahead (sched_t.stale) */
         int summed = x0->op == SCHED_REDUCE &&
                      ((cpu && h_sim_machine(pl, s->workers, x0->src) != h_sim_machine(pl, s->workers, x0->dst)) || s->stale);
-        if (b - a >= (size_t)M && M >= 3 && !summed) { /* a + 1 .. b - 2 become one communication */
-            h_sim_entry_t *hs = &bp->e[sidx[ord[a + 1]]], *hr = &bp->e[ridx[ord[a + 1]]];
+        if (b - a >= (size_t)M && M >= 3 && !summed) { /* a .. b - 1 become one communication */
+            h_sim_entry_t *hs = &bp->e[sidx[ord[a]]], *hr = &bp->e[ridx[ord[a]]];
             hs->mp0 = hr->mp0 = (uint32_t)nmp;
-            hs->npc = hr->npc = (int)(b - a - 2);
+            hs->npc = hr->npc = (int)(b - a);
             if (hs->npc > *longest) *longest = hs->npc;
-            for (size_t k = a + 1; k + 1 < b; k++) {
+            for (size_t k = a; k < b; k++) {
+                bp->mpb[nmp] = bp->e[sidx[ord[k]]].bytes;
                 bp->mp[nmp++] = s->x[ord[k]].piece;
-                if (k == a + 1) continue;
+                if (k == a) continue;
                 hs->bytes += bp->e[sidx[ord[k]]].bytes, hr->bytes += bp->e[ridx[ord[k]]].bytes;
                 bp->e[sidx[ord[k]]].npc = bp->e[ridx[ord[k]]].npc = 0;
             }
@@ -290,6 +292,7 @@ static int s_streams(const h_sim_platform_t *pl, const sched_t *s, int M, int cp
         }
         a = b;
     }
+    bp->nmp = (uint32_t)nmp;
     free(ord);
     return 0;
 }
@@ -552,7 +555,7 @@ int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *
 void h_sim_plan_free(h_sim_plan_t *p)
 {
     for (int b = 0; p->b && b < p->nb; b++)
-        free(p->b[b].e), free(p->b[b].first), free(p->b[b].delay), free(p->b[b].mp), free(p->b[b].bm);
+        free(p->b[b].e), free(p->b[b].first), free(p->b[b].delay), free(p->b[b].mp), free(p->b[b].mpb), free(p->b[b].bm);
     free(p->b);
     memset(p, 0, sizeof *p);
 }

@@ -12,14 +12,10 @@
 #include "harness/simulate/sim_int.h"
 #include "core/err.h"
 #include <errno.h>
-#include <poll.h>
-#include <signal.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 #include <simgrid/actor.h>
 #include <simgrid/comm.h>
@@ -46,8 +42,10 @@ static struct {
     int *atleast;             /* per piece and count c <= H_SIM_MAX_STEPS: the workers with at least c pushes in */
     int *pushers;             /* per piece: the workers that push it */
     int *cred;                /* steps x world: the receives fan-out bundles into other ranks credited to each rank */
-    int *nrecv;               /* per rank and piece: its receives of the piece a step (a stream's middle counting each
-                               * piece, a credited receive too) */
+    int *nrecv;               /* per rank and piece: its receives of the piece a step (a stream counting each piece,
+                               * a credited receive too) */
+    int *sdone;               /* per stream (s_ftx_t.sid): the steps whose stream its sender has held at its receiver */
+    double *held_t;           /* per rank and piece: when its last receive of it was held */
 } g;
 
 /* the mailbox of connection conn from src to dst (a dataflow schedule's steps are connections of their own) */
@@ -146,7 +144,9 @@ static int s_bucket(s_rank_t *k, const h_sim_bplan_t *bp, int r)
 #define S_FLOW_CONNS 4
 typedef struct {
     int b, piece, peer, conn, req, send, npc;
-    const int *mp;                /* npc > 1 (a stream's middle): its pieces, numbered in the bucket */
+    const int *mp;                /* npc > 1 (a stream): its pieces, numbered in the bucket */
+    const uint64_t *mpb;          /* npc > 1: their bytes */
+    size_t sid;                   /* npc > 1: the stream, numbered over the buckets (g.sdone) */
     const h_sim_member_t *bm;     /* nbm > 0 (a fan-out bundle): the transfers it carries */
     int nbm;
     double lat_s, hop_s;          /* npc > 1: h_sim_entry_t's */
@@ -202,6 +202,7 @@ static void s_wake(s_flow_t *st, ssize_t *list)
 static void s_hold_at(int r, size_t pi, int step)
 {
     g.held[(size_t)r * g.npc + pi]++;
+    g.held_t[(size_t)r * g.npc + pi] = simgrid_get_clock();
     if (step >= 0) g.cred[(size_t)step * (size_t)g.p->world + (size_t)r]++;
     s_flow_t *o = g.flow[r];
     if (!o) return;
@@ -259,6 +260,72 @@ static void s_pieces_in(const s_flow_t *st, const s_ftx_t *x)
     }
 }
 
+/* A stream (x->npc > 1): one communication of a connection's run of pieces. The receiver holds each piece it sends
+ * on by itself once the flow has carried the bytes up to its end (read from the flow's bytes to go: first at the
+ * earliest they can be there, the route's latency and the bytes at its rate, then when the rate seen between two
+ * reads says) and the latencies of the pieces before it have passed (a connection carrying them one at a time pays
+ * one each); its other pieces once it is in and those latencies have passed, the last no earlier than this rank
+ * holds the last piece's inputs plus a hop and the last piece at the run's rate (a run ends no earlier than its
+ * inputs). Then the receive is done (g.sdone). */
+double h_sim_comm_left(sg_comm_t c);
+static void s_stream(s_flow_t *st, ssize_t me, const s_ftx_t *x, const char *name)
+{
+    sg_comm_t cm = sg_mailbox_put_async(sg_mailbox_by_name(name), (void *)&g, (long)x->bytes);
+    double t0 = simgrid_get_clock(), tot = (double)x->bytes, nominal = s_route_Bps(st->rank, x->peer);
+    double B = 0, pt = -1, pd = 0, rate = 0;     /* bytes up to piece k's end; the read before: its time, bytes carried */
+    const char *need = g.need + (size_t)x->peer * g.npc;
+    int k = 0, in = 0;
+    for (; k + 1 < x->npc; k++) {
+        B += (double)x->mpb[k];
+        size_t pi = st->poff[x->b] + (size_t)x->mp[k];
+        if (!need[pi]) continue;                 /* nothing there sends it on by itself: held at the end */
+        double at = t0 + x->hop_s + B / nominal;
+        for (int reads = 0;; reads++) {
+            if (at > simgrid_get_clock()) sg_actor_sleep_until(at);
+            if ((in = sg_comm_test(cm))) break;
+            double now = simgrid_get_clock(), d = tot - h_sim_comm_left(cm);
+            if (d >= B * (1 - 1e-12) || reads >= 64) {
+                at = rate > 0 && d > B ? now - (d - B) / rate : now;
+                break;
+            }
+            if (pt >= 0 && d > pd && now > pt) rate = (d - pd) / (now - pt);
+            pt = now, pd = d;
+            at = now + (B - d) / (rate > 0 ? rate : nominal);
+        }
+        if (in) break;
+        at += k * x->hop_s;
+        if (at > simgrid_get_clock()) sg_actor_sleep_until(at);
+        s_hold(x->peer, pi);
+    }
+    if (!in) sg_comm_wait(cm);
+    double end = simgrid_get_clock(), R = end - t0 > x->hop_s ? tot / (end - t0 - x->hop_s) : nominal;
+    B = 0;
+    for (int j = 0; j + 1 < x->npc; j++) {     /* the rest of what it sends on by itself, carried before the end */
+        size_t pi = st->poff[x->b] + (size_t)x->mp[j];
+        B += (double)x->mpb[j];
+        if (j < k || !need[pi]) continue;
+        double at = end - (tot - B) / R + j * x->hop_s;
+        if (at > simgrid_get_clock()) sg_actor_sleep_until(at);
+        s_hold(x->peer, pi);
+    }
+    size_t pl = st->poff[x->b] + (size_t)x->mp[x->npc - 1];
+    sg_mutex_lock(st->mu);                        /* the last piece's inputs, held here */
+    while (g.held[(size_t)st->rank * g.npc + pl] < x->step * st->nrecv[pl] + x->req) {
+        st->conns[me].wnext = st->wait_piece[pl];
+        st->wait_piece[pl] = me;
+        sg_cond_wait(st->conns[me].cv, st->mu);
+    }
+    double in_t = x->req ? g.held_t[(size_t)st->rank * g.npc + pl] : t0; /* when they were */
+    sg_mutex_unlock(st->mu);
+    double last = fmax(end + x->lat_s, in_t + x->hop_s + (double)x->mpb[x->npc - 1] / R);
+    if (last > simgrid_get_clock()) sg_actor_sleep_until(last);
+    g.sdone[x->sid]++;
+    for (int j = 0; j < x->npc; j++) {
+        size_t pi = st->poff[x->b] + (size_t)x->mp[j];
+        if (!need[pi] || j + 1 == x->npc) s_hold(x->peer, pi);
+    }
+}
+
 static void s_conn_actor(int argc, char **argv)
 {
     (void)argc, (void)argv;
@@ -266,7 +333,6 @@ static void s_conn_actor(int argc, char **argv)
     s_flow_t *st = c->st;
     ssize_t me = c - st->conns;
     char name[48];
-    double last_s = 0, last_b = 0;               /* this connection's transfer before: how long it took, its bytes */
     for (ssize_t h = c->first; h >= 0; h = st->nxt[h]) {
         const s_ftx_t *x = &st->t[h];
         if (x->send) {
@@ -280,39 +346,22 @@ static void s_conn_actor(int argc, char **argv)
             }
             sg_mutex_unlock(st->mu);
             s_mb(name, sizeof name, st->rank, x->peer, x->conn);
-            double t0 = simgrid_get_clock();
-            if (x->npc > 1) {
-                /* a stream's middle: the receiver holds its pieces one by one at the connection's pace (its route's
-                 * latency and the piece before's time scaled to a piece), and may forward each from then, until the
-                 * stream is in; the rest, and its last, once its pieces' latencies after the first have passed */
-                sg_comm_t cm = sg_mailbox_put_async(sg_mailbox_by_name(name), (void *)&g, (long)x->bytes);
-                double per = last_b > 0 ? x->hop_s + (last_s - x->hop_s) * ((double)x->bytes / x->npc) / last_b : 0;
-                int k = 0, in = 0;
-                const char *need = g.need + (size_t)x->peer * g.npc;
-                for (; k + 1 < x->npc && !in; k++) {
-                    size_t pi = st->poff[x->b] + (size_t)x->mp[k];
-                    if (!need[pi]) continue;     /* nothing there sends it on by itself: held at the end */
-                    double at = t0 + (k + 1) * per;
-                    if (at > simgrid_get_clock()) sg_actor_sleep_until(at);
-                    if ((in = sg_comm_test(cm))) break;
-                    s_hold(x->peer, pi);
-                }
-                if (!in) sg_comm_wait(cm);
-                last_s = simgrid_get_clock() - t0, last_b = (double)x->bytes;
-                sg_actor_sleep_for(x->lat_s);
-                for (int j = 0; j < x->npc; j++) {
-                    size_t pi = st->poff[x->b] + (size_t)x->mp[j];
-                    if (j >= k || !need[pi]) s_hold(x->peer, pi);
-                }
-            } else {
-                sg_mailbox_put(sg_mailbox_by_name(name), (void *)&g, (long)x->bytes);
-                last_s = simgrid_get_clock() - t0, last_b = (double)x->bytes;
-            }
+            if (x->npc > 1) s_stream(st, me, x, name);
+            else sg_mailbox_put(sg_mailbox_by_name(name), (void *)&g, (long)x->bytes);
         } else {
             s_mb(name, sizeof name, x->peer, st->rank, x->conn);
             sg_mailbox_get(sg_mailbox_by_name(name));
             if (x->nbm) s_pieces_in(st, x);
-            if (x->npc > 1) sg_actor_sleep_for(x->lat_s); /* its pieces' latencies after the first, as a delay */
+            if (x->npc > 1) { /* a stream: done once its sender has held its pieces here (s_stream) */
+                size_t pl = st->poff[x->b] + (size_t)x->mp[x->npc - 1];
+                sg_mutex_lock(st->mu);
+                while (g.sdone[x->sid] < x->step + 1) {
+                    c->wnext = st->wait_piece[pl];
+                    st->wait_piece[pl] = me;
+                    sg_cond_wait(c->cv, st->mu);
+                }
+                sg_mutex_unlock(st->mu);
+            }
             /* every transfer it carries is held; the credited ones are counted for their ranks' steps, not the
              * one it came as (this rank's own receive, counted in st->left: credited too, it would end this
              * rank's step before the bundles into it still on their way) */
@@ -334,6 +383,7 @@ static void s_conn_actor(int argc, char **argv)
         sg_mutex_lock(st->mu);
         if (!x->send && x->npc <= 1 && !x->nbm) { /* a middle's pieces: held by its sender's pace; a bundle's: above */
             g.held[(size_t)st->rank * g.npc + (size_t)x->piece]++;
+            g.held_t[(size_t)st->rank * g.npc + (size_t)x->piece] = simgrid_get_clock();
             if (g.p->stale && x->conn == SCHED_REDUCE && st->rank >= g.p->workers && x->peer < g.p->workers) {
                 int c = ++g.pushed[(size_t)x->piece * (size_t)g.p->workers + (size_t)x->peer]; /* its pushes so far */
                 if (c <= H_SIM_MAX_STEPS) g.atleast[(size_t)x->piece * (H_SIM_MAX_STEPS + 1) + (size_t)c]++;
@@ -371,6 +421,8 @@ static int s_flow(int r, int step, int nsteps, double t0, double f, int worker)
     for (int b = 0; rc == 0 && b < nb; b++) poff[b + 1] = poff[b] + (size_t)p->b[b].npieces;
     for (int sk = 0, b = 0; rc == 0 && sk < nsteps; b = (b + 1) % nb, sk += b == 0) {
         const h_sim_bplan_t *bp = &p->b[b];
+        size_t soff = 0;                         /* the streams of the buckets before */
+        for (int q = 0; q < b; q++) soff += p->b[q].nmp;
         for (size_t i = bp->first[r]; i < bp->first[r + 1]; i++) {
             const h_sim_entry_t *e = &bp->e[i];
             if (e->npc < 0) { /* a receive a bundle credits: counted, carried by no connection of this rank */
@@ -382,6 +434,7 @@ static int s_flow(int r, int step, int nsteps, double t0, double f, int worker)
             size_t pi = poff[b] + (size_t)e->piece, key = ((size_t)e->peer * S_FLOW_CONNS + (size_t)conn) * 2 + !e->send;
             t[n] = (s_ftx_t){.b = b, .piece = (int)pi, .peer = e->peer, .conn = conn, .send = e->send, .bytes = e->bytes,
                              .req = e->send ? e->req : 0, .npc = e->npc, .mp = e->npc > 1 ? bp->mp + e->mp0 : NULL,
+                             .mpb = e->npc > 1 ? bp->mpb + e->mp0 : NULL, .sid = soff + e->mp0,
                              .lat_s = e->lat_s, .hop_s = e->hop_s, .step = step + sk, .nbm = e->nbm,
                              .bm = e->nbm ? bp->bm + e->bm0 : NULL};
             for (int k = 0; !e->send && sk == 0 && k < e->npc; k++) nrecv[e->npc > 1 ? poff[b] + (size_t)bp->mp[e->mp0 + k] : pi]++;
@@ -512,6 +565,10 @@ void h_sim_child(int fd, const h_sim_platform_t *pl, const h_sim_plan_t *p, cons
     g.flow = calloc((size_t)p->world, sizeof *g.flow);
     g.cred = calloc((size_t)p->world * (size_t)g.w->steps, sizeof *g.cred);
     g.nrecv = calloc((size_t)p->world * (g.npc + 1), sizeof *g.nrecv);
+    size_t nstreams = 0;
+    for (int b = 0; b < p->nb; b++) nstreams += p->b[b].nmp;
+    g.sdone = calloc(nstreams + 1, sizeof *g.sdone);
+    g.held_t = calloc((size_t)p->world * (g.npc + 1), sizeof *g.held_t);
     for (size_t b = 0, off = 0; g.need && g.nrecv && b < (size_t)p->nb; off += (size_t)p->b[b].npieces, b++)
         for (int r = 0; r < p->world; r++)
             for (size_t i = p->b[b].first[r]; i < p->b[b].first[r + 1]; i++) {
@@ -543,7 +600,7 @@ void h_sim_child(int fd, const h_sim_platform_t *pl, const h_sim_plan_t *p, cons
             _exit(1);
         }
     }
-    if (!g.end || !g.held || !g.need || !g.flow || !g.cred || !g.nrecv) {
+    if (!g.end || !g.held || !g.need || !g.flow || !g.cred || !g.nrecv || !g.sdone || !g.held_t) {
         dprintf(fd, "!out of memory for the replay's counters");
         _exit(1);
     }
