@@ -113,6 +113,26 @@ def _flag(r, flag):
     return int(m.group(1)) if m else None
 
 
+def run_key(r):
+    """A simulated run's configuration, to pair a reduced replay with its full one: layout, model, GPUs, machines,
+    latency, fabric, stragglers, and the PS partition size if given (two runs apart in any of these are two)."""
+    return (r["engine_label"], r["model"], r["gpus"], r.get("gpus_per_node", 0), r["lat_us"], r.get("fabric", "star"),
+            r.get("spread", "none"), r.get("spread_param", 0), _flag(r, "--ps-partition-kb") or 0)
+
+
+def run_extras(r):
+    """What sets a run apart from the plain case in words (machines other than of 4, a fabric other than the star,
+    stragglers), for a table's cell; empty for the plain case."""
+    w = []
+    if r.get("gpus_per_node", 4) != 4:
+        w.append(f"machines of {r['gpus_per_node']}")
+    if r.get("fabric", "star") != "star":
+        w.append(r["fabric"])
+    if r.get("spread", "none") != "none":
+        w.append(f"stragglers {r['spread']}:{r.get('spread_param', 0):g}")
+    return ", ".join(w)
+
+
 def _refused(r, flag):
     """A run that asked --sim-bundles Q (Q >= 2) for merged server machines and was replayed with them apart (the
     JSON line's pool below its Q: no dedicated server machines, or their servers' shares unequal), so it is no
@@ -134,7 +154,7 @@ def reduction_range(results, name, flag, at="", least=""):
     lo = int(least) if least else None
     if (want is None) == (lo is None):
         raise BlockError("give one of at=V[,V...] or least=V")
-    key = lambda r: (r["engine_label"], r["model"], r["gpus"], r["lat_us"])
+    key = run_key
     full = {key(r): r for r in rs if _flag(r, flag) == 0}
     worst = {}
     n = apart = none = 0
@@ -153,8 +173,8 @@ def reduction_range(results, name, flag, at="", least=""):
     if not worst:
         raise BlockError(f"results/{name}.jsonl has no {flag} run beside a {flag} 0 one")
     vals = at.replace(",", ", ") if at else f"{least} and above"
-    parts = [f"{100 * abs(d):.2f}% at {lat:g} us a hop ({r['engine_label']}, {r['model']}, {r['gpus']} GPUs)"
-             for lat, (d, r) in sorted(worst.items())]
+    parts = [f"{100 * abs(d):.2f}% at {lat:g} us a hop ({r['engine_label']}, {r['model']}, {r['gpus']} GPUs"
+             f"{', ' + run_extras(r) if run_extras(r) else ''})" for lat, (d, r) in sorted(worst.items())]
     why = ", ".join(w for w in (f"{none} with no server machines to merge" if none else "",
                                  f"{apart - none} whose servers' shares are unequal" if apart > none else "") if w)
     left = f"; {apart} more asked it and were replayed unmerged ({why})" if apart else ""
@@ -227,8 +247,7 @@ def reduction_table(results, name, flag):
     if rs is None:
         return missing(name)
     rs = [r for r in rs if r.get("kind") == "train" and _flag(r, flag) is not None]
-    # a run's configuration: layout, model, GPUs, latency and its PS partition size if given (--ps-partition-kb)
-    key = lambda r: (r["engine_label"], r["model"], r["gpus"], r["lat_us"], _flag(r, "--ps-partition-kb") or 0)
+    key = run_key
     full = {key(r): r for r in rs if _flag(r, flag) == 0}
     if not full:
         raise BlockError(f"results/{name}.jsonl has no {flag} 0 run")
@@ -248,7 +267,9 @@ def reduction_table(results, name, flag):
                 cells.append(f"apart ({r['sim_wall_s']:.1f} s)")
             else:
                 cells.append(f"{100 * (r['step_ms'] - f['step_ms']) / f['step_ms']:+.2f}% ({r['sim_wall_s']:.1f} s)")
-        rows.append([f"`{k[0]}`", k[1] + (f", partitions of {k[4]:,} KiB" if k[4] else ""), k[2]] + cells)
+        ex = run_extras(f)
+        rows.append([f"`{k[0]}`", k[1] + (f", partitions of {k[-1]:,} KiB" if k[-1] else "") + (f", {ex}" if ex else ""), k[2]] +
+                    cells)
     apart = any(_refused(r, flag) for r in rs)
     return (f"\n`results/{name}.jsonl`: the full replay's step time (`{flag} 0`), then each `{flag}` value's difference to "
             "it, and in brackets the seconds this machine took to simulate the run" +

@@ -295,6 +295,27 @@ Test(docs, simulate_blocks_computed_from_the_lines, .timeout = 60)
     tmpdir_remove(dir);
 }
 
+/* A reduced replay is set beside the full replay of its own configuration: two runs that differ only in their fabric,
+ * stragglers or machine size are two configurations, not one (the streams' check rows add a fat tree and stragglers). */
+Test(docs, reductions_pair_runs_of_one_platform, .timeout = 60)
+{
+    char gen[1024];
+    static char out[1 << 16];
+    s_script("gen-docs", gen, sizeof gen);
+    char *dir = s_gen_tree("<!-- gen: reduction_range r --sim-streams at=4 -->\n<!-- /gen -->\n");
+    FILE *f = s_results(dir, "r");
+    const char *fab[] = {"star", "star", "fattree:2:4", "fattree:2:4"};
+    int ms[] = {400, 404, 800, 808}, S[] = {0, 4, 0, 4};
+    for (int i = 0; i < 4; i++)
+        fprintf(f, "{\"kind\":\"train\",\"engine_label\":\"tree\",\"model\":\"vgg16\",\"gpus\":32,\"gpus_per_node\":4,"
+                   "\"lat_us\":5,\"fabric\":\"%s\",\"spread\":\"none\",\"step_ms\":%d,\"cmdline\":\"harness simulate "
+                   "--sim-streams %d\"}\n", fab[i], ms[i], S[i]);
+    fclose(f);
+    cr_assert_eq(s_gen(dir, gen, "2>&1 && cat docs/m.md", out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "1.00% at 5 us a hop (tree, vgg16, 32 GPUs), over 2 configurations"), "%s", out);
+    tmpdir_remove(dir);
+}
+
 /* A merging the replay refused (--sim-bundles Q >= 2 whose JSON line's pool is 0: unequal shares, the server machines
  * replayed apart) is no measure of the merging: counted apart in the range and marked in the table, not +0.00%. */
 Test(docs, refused_merging_is_no_reduction_figure, .timeout = 60)
