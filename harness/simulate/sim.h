@@ -73,11 +73,11 @@ typedef struct {
                                    * 0: every step replayed as its own; < 0 (auto): every step while the run stays
                                    * under H_SIM_EXACT_COMMS communications, else H_SIM_AUTO_GROUPS groups */
     int min_stream;               /* the other reduction, for dataflow schedules (a tree's, a PS's): a connection's run
-                                   * of at least this many consecutive transfers of one size and one wait goes as its
-                                   * first, one stream of the middle, and its last; the stream starts once the first
-                                   * piece of each of its inputs has come (cut-through, as the engines pipeline) and
-                                   * its pieces are held when it is in; 0: never; < 0 (auto): never while the run stays
-                                   * under H_SIM_EXACT_FLOW communications, else runs of H_SIM_AUTO_STREAM */
+                                   * of at least this many consecutive transfers of one wait goes as one communication,
+                                   * once its first piece is held (cut-through, as the engines pipeline); each piece
+                                   * is held as the flow carries it (sim_simgrid.c s_stream); 0: never; < 0 (auto):
+                                   * never while the run stays under H_SIM_EXACT_FLOW communications, else runs of
+                                   * H_SIM_AUTO_STREAM */
     int fan_bundle;               /* the third, for dataflow steps with many connections across machines (a PS's pushes
                                    * and pulls): one round of a machine pair's transfers of one op (each rank's first,
                                    * second, ... transfer to each in the step; from one worker, or from any dedicated
@@ -102,7 +102,7 @@ typedef struct {
     double   link_util;           /* the busiest link's (a NIC, a GPU's, a leaf's uplink) payload a step over its capacity */
     int      link_is_nic;         /* that link: 1 a machine's NIC, 2 a leaf switch's uplink, 0 a GPU's link to its machine */
     int      merge;               /* the most steps merged into one group (1: none) */
-    int      stream;              /* the most pieces in one stream's middle (1: none) */
+    int      stream;              /* the most pieces in one stream (1: none) */
     int      bundle;              /* the most transfers in one fan-out bundle (1: none) */
     int      pool;                /* server machines merged this many to one (0: none) */
     int      pool_unequal;        /* > 0: merging was asked for but refused, bucket pool_unequal - 1's servers holding

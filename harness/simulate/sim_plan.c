@@ -403,7 +403,7 @@ static int s_bucket(const h_sim_platform_t *pl, const sched_t *s, int max_groups
     for (size_t r = 0; r < W; r++) {
         h_sim_entry_t *a = bp->e + bp->first[r];
         size_t m = bp->first[r + 1] - bp->first[r], o = 0;
-        for (size_t i = 0; i < m && s->dataflow; i++)    /* a dataflow rank's order stays; a stream's middle is one */
+        for (size_t i = 0; i < m && s->dataflow; i++)    /* a dataflow rank's order stays; a stream is one */
             if (a[i].npc != 0) a[o++] = a[i];
         if (!s->dataflow) qsort(a, m, sizeof *a, s_cmp);
         for (size_t i = 0; i < m && !s->dataflow; i++) {

@@ -33,7 +33,7 @@ static struct {
     const h_sim_platform_t *pl;
     double *end;              /* steps x world: when each rank finished each step; < 0: out of memory */
     int *held;                /* dataflow: per rank and piece (world x the buckets' pieces), the receives of the piece
-                               * the rank holds, counted over the run (a stream's middle's pieces one by one) */
+                               * the rank holds, counted over the run (a stream's pieces one by one) */
     size_t npc;               /* the buckets' pieces in all */
     char *need;               /* per rank and piece: 1 where the rank sends the piece on by itself (a transfer of it
                                * alone, or the first of a stream), so a stream into it holds it as it comes */
@@ -169,7 +169,7 @@ typedef struct s_flow {
     sg_sem_t cpu;                 /* the rank's cores for its reductions (sim.h server_Bps), taken in arrival order;
                                    * NULL: reductions cost nothing */
     const size_t *poff;           /* per bucket: its first piece in the rank's numbering (every rank's the same) */
-    const int *nrecv;             /* per piece: the receives of it a step (a stream's middle counting each piece) */
+    const int *nrecv;             /* per piece: the receives of it a step (a stream counting each piece) */
     int step, nsteps, ncred;      /* the steps it replays, and the receives bundles into other ranks credit it in them */
     int users;                    /* other ranks' actors inside s_hold_at with it */
 } s_flow_t;
@@ -381,7 +381,7 @@ static void s_conn_actor(int argc, char **argv)
             }
         }
         sg_mutex_lock(st->mu);
-        if (!x->send && x->npc <= 1 && !x->nbm) { /* a middle's pieces: held by its sender's pace; a bundle's: above */
+        if (!x->send && x->npc <= 1 && !x->nbm) { /* a stream's pieces: held by its sender; a bundle's: above */
             g.held[(size_t)st->rank * g.npc + (size_t)x->piece]++;
             g.held_t[(size_t)st->rank * g.npc + (size_t)x->piece] = simgrid_get_clock();
             if (g.p->stale && x->conn == SCHED_REDUCE && st->rank >= g.p->workers && x->peer < g.p->workers) {
