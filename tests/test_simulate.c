@@ -524,6 +524,22 @@ Test(simulate, fabric_spellings)
     }
 }
 
+/* A PS schedule replayed with its runs streamed (runs of 3 or more) against every piece replayed: within tol. */
+static void s_ps_streamed(const ps_opts_t *po, const sched_env_t *env, const h_sim_platform_t *pl, double tol, const char *what)
+{
+    sched_t s;
+    cr_assert_eq(ps_sched(po, env, 1 << 22, 4, &s), 0);
+    h_sim_work_t all = {.nb = 1, .sched = &s, .steps = 1}, st = all;
+    st.min_stream = 3;
+    h_sim_result_t a, m;
+    cr_assert_eq(h_sim_run(pl, &all, &a), 0, "%s", err_detail());
+    cr_assert_eq(h_sim_run(pl, &st, &m), 0, "%s", err_detail());
+    cr_expect_gt(m.stream, 2, "%s: its runs streamed", what);
+    cr_expect(fabs(m.time_s - a.time_s) / a.time_s < tol, "%s: streamed %.1f us, every piece %.1f us", what, m.time_s * 1e6,
+              a.time_s * 1e6);
+    sched_free(&s);
+}
+
 /* The stream reduction (h_sim_work_t.min_stream) on a tree: each connection's run of segments goes as one
  * communication, its pieces held as the flow carries them, and its last no earlier than its inputs are in.
  * Without latency it is the full replay's time within 1%; at 5 us a hop within 4%; it replays one communication a
@@ -561,30 +577,13 @@ Test(simulate, streaming_a_tree_keeps_its_time, .timeout = 120)
     }
     sched_free(&t);
     ps_opts_t po = {.servers = 4, .local_agg = 1, .partition_bytes = 256 << 10}; /* 16 partitions a server */
-    sched_t s;
-    cr_assert_eq(ps_sched(&po, &env, 1 << 22, 4, &s), 0);
-    h_sim_work_t all = {.nb = 1, .sched = &s, .steps = 1}, st = all;
-    st.min_stream = 3;
-    h_sim_result_t a, m;
     pl.server_nodes = 4;
-    cr_assert_eq(h_sim_run(&pl, &all, &a), 0, "%s", err_detail());
-    cr_assert_eq(h_sim_run(&pl, &st, &m), 0, "%s", err_detail());
-    cr_expect_gt(m.stream, 2, "the local reductions' runs streamed");
-    cr_expect(fabs(m.time_s - a.time_s) / a.time_s < 0.01, "local aggregation: streamed %.1f us, every piece %.1f us",
-              m.time_s * 1e6, a.time_s * 1e6);
-    sched_free(&s);
+    s_ps_streamed(&po, &env, &pl, 0.01, "local aggregation");
     /* one server: its answers wait for every worker's push, and a run's last piece no later than its inputs allow;
      * a run whose inputs were in before it ended (a worker's own pushes) ends when it is in, not a piece later */
     po = (ps_opts_t){.servers = 1, .partition_bytes = 256 << 10};
-    cr_assert_eq(ps_sched(&po, &env, 1 << 22, 4, &s), 0);
-    all.sched = st.sched = &s;
     pl.server_nodes = 1;
-    cr_assert_eq(h_sim_run(&pl, &all, &a), 0, "%s", err_detail());
-    cr_assert_eq(h_sim_run(&pl, &st, &m), 0, "%s", err_detail());
-    cr_expect_gt(m.stream, 2, "the pushes and the answers streamed");
-    cr_expect(fabs(m.time_s - a.time_s) / a.time_s < 0.002, "one server: streamed %.1f us, every piece %.1f us",
-              m.time_s * 1e6, a.time_s * 1e6);
-    sched_free(&s);
+    s_ps_streamed(&po, &env, &pl, 0.002, "one server");
 }
 
 /* The PS's async and SSP modes (sched_t.stale): a server answers a worker's pull once that worker's own push
