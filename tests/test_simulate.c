@@ -7,10 +7,12 @@
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "harness/simulate/sim.h"
+#include "harness/simulate/sim_int.h"
 #include "core/err.h"
 #include "core/sched.h"
 #include "ring/ring.h"
@@ -571,6 +573,9 @@ Test(simulate, streaming_a_tree_keeps_its_time, .timeout = 120)
         }
         cr_expect_eq(m.comms, conns * 2, "streamed %llu communications, %zu connections x 2 steps (all: %llu)",
                      (unsigned long long)m.comms, conns, (unsigned long long)a.comms);
+        cr_expect_eq(m.actors, 16 + 2 * conns, "%llu actors: a rank's and one a connection's end",
+                     (unsigned long long)m.actors);
+        cr_expect_gt(m.rss_mb, 1, "the replay's peak memory, %.1f MiB", m.rss_mb);
         double tol = k ? 0.04 : 0.01; /* the measured errors: results/sim-reduction-streams */
         cr_expect(fabs(m.time_s - a.time_s) / a.time_s < tol, "lat %.0f us: streamed %.1f us, every piece %.1f us",
                   pl.lat_s * 1e6, m.time_s * 1e6, a.time_s * 1e6);
@@ -656,4 +661,19 @@ Test(simulate, a_connection_carries_its_sends_in_order, .timeout = 240)
     }
     cr_expect(fabs(t[0] - t[1]) / t[1] < 0.01, "a bucket cut unevenly: %.1f ms, evenly %.1f ms", t[0] * 1e3, t[1] * 1e3);
     cr_expect(fabs(t[2] - t[0]) / t[0] < 0.01, "merged %.1f ms, every step %.1f ms", t[2] * 1e3, t[0] * 1e3);
+}
+
+/* A replay's child that ends without a result is named for what ended it: a kill (the out-of-memory killer, most
+ * likely, as ResNet-50's per-node and colocated layouts at 256 GPUs met, two at once on 24 GiB) with the memory it
+ * reached, its actors and what was available; another signal by its name; an exit by its code. */
+Test(simulate, a_killed_replay_says_why)
+{
+    char w[512];
+    h_sim_fail_words(w, sizeof w, SIGKILL, 2048, 1234, 4096);
+    cr_expect(strstr(w, "killed (signal 9) after reaching 2.0 GiB, most likely by the kernel's out-of-memory killer (4.0 GiB "
+                        "were available when it started)") && strstr(w, "its 1234 actors"), "%s", w);
+    h_sim_fail_words(w, sizeof w, SIGSEGV, 0, 1, 0);
+    cr_expect(strstr(w, "signal 11") && !strstr(w, "out-of-memory"), "%s", w);
+    h_sim_fail_words(w, sizeof w, 3 << 8, 0, 1, 0);
+    cr_expect(strstr(w, "failed (exit 3)"), "%s", w);
 }

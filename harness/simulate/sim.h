@@ -98,6 +98,8 @@ typedef struct {
     int      steps;
     double   wall_s;              /* how long simulating took */
     uint64_t comms;               /* SimGrid communications replayed in all (a group's transfers between a pair: one) */
+    uint64_t actors;              /* SimGrid actors: one a rank, and a dataflow replay's one a connection and direction */
+    double   rss_mb;              /* the replay's peak resident memory (MiB, the child's getrusage) */
     uint64_t nic_max_bytes;       /* the busiest machine NIC, one direction, payload, a step */
     double   link_util;           /* the busiest link's (a NIC, a GPU's, a leaf's uplink) payload a step over its capacity */
     int      link_is_nic;         /* that link: 1 a machine's NIC, 2 a leaf switch's uplink, 0 a GPU's link to its machine */

@@ -66,7 +66,12 @@ typedef struct {
     int pool_unequal;             /* h_sim_result_t.pool_unequal */
     int machines_apart;           /* the machines, none merged */
     int stale;                    /* the schedules' sched_t.stale (owners answering ahead of the others' pushes) */
+    uint64_t actors;              /* the replay's actors: a rank's, and in a dataflow replay one a connection and
+                                   * direction (its memory grows with them: h_sim_result_t.rss_mb) */
 } h_sim_plan_t;
+
+/* A dataflow rank's connections: one a peer, direction and op, the ops past H_SIM_FLOW_CONNS - 1 sharing the last. */
+#define H_SIM_FLOW_CONNS 4
 
 /* The machine rank r is on: workers w on GPU machine w / G; dedicated servers (r >= workers) on machines
  * of their own (server j on nodes + j mod K) or, without server machines, on GPU machine j mod N. */
@@ -84,6 +89,10 @@ static inline double h_sim_up_Bps(const h_sim_platform_t *pl)
 /* Cut w's schedules for pl: 0, ERR_INVAL (bad work, ranks that do not fit) or ERR_NOMEM (err_set). */
 int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *p);
 void h_sim_plan_free(h_sim_plan_t *p);
+/* Why a replay's child ended without a result, in words, into out: its wait status, and for a kill the likely
+ * cause (the out-of-memory killer) with the memory it had reached (MiB, 0: unknown), its actors and the memory
+ * available when it started (MiB, 0: unknown). */
+void h_sim_fail_words(char *out, size_t len, int status, double rss_mb, uint64_t actors, double avail_mb);
 /* The replay of plan p on pl in a child process (sim_simgrid.c): writes 'R' and res's bytes (its step times), or
  * '!' and a message, to fd, and exits. */
 void h_sim_child(int fd, const h_sim_platform_t *pl, const h_sim_plan_t *p, const h_sim_work_t *w, h_sim_result_t *res);

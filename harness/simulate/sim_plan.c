@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
 
 int h_sim_machine(const h_sim_platform_t *pl, int workers, int r)
 {
@@ -548,8 +550,40 @@ int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *
     for (int k = 0; rc == 0 && up_Bps > 0 && k < 2 * racks; k++)
         if (up[k] / up_Bps > p->busy_max_s) p->busy_max_s = up[k] / up_Bps, p->busy_is_nic = 2;
     free(nic), free(gl), free(up);
+    p->actors = (uint64_t)p->world;                       /* and a dataflow rank's connections, each an actor */
+    int *seen = rc == 0 && p->dataflow ? calloc((size_t)p->world * H_SIM_FLOW_CONNS * 2, sizeof *seen) : NULL;
+    if (rc == 0 && p->dataflow && !seen) rc = err_set(ERR_NOMEM, "simulate: out of memory");
+    for (int r = 0; seen && r < p->world; r++)
+        for (int b = 0; b < p->nb; b++)
+            for (size_t i = p->b[b].first[r]; i < p->b[b].first[r + 1]; i++) {
+                const h_sim_entry_t *e = &p->b[b].e[i];
+                if (e->npc < 0) continue;
+                int c = e->conn < H_SIM_FLOW_CONNS ? e->conn : H_SIM_FLOW_CONNS - 1;
+                size_t key = ((size_t)e->peer * H_SIM_FLOW_CONNS + (size_t)c) * 2 + !e->send;
+                if (seen[key] != r + 1) seen[key] = r + 1, p->actors++;
+            }
+    free(seen);
     if (rc) h_sim_plan_free(p);
     return rc;
+}
+
+void h_sim_fail_words(char *out, size_t len, int status, double rss_mb, uint64_t actors, double avail_mb)
+{
+    if (!WIFSIGNALED(status)) {
+        snprintf(out, len, "the simulation failed (exit %d)", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        return;
+    }
+    int sig = WTERMSIG(status);
+    if (sig != SIGKILL) {
+        snprintf(out, len, "the simulation failed (signal %d, %s)", sig, strsignal(sig));
+        return;
+    }
+    char got[64] = "", av[64] = "";
+    if (rss_mb > 0) snprintf(got, sizeof got, " after reaching %.1f GiB", rss_mb / 1024);
+    if (avail_mb > 0) snprintf(av, sizeof av, " (%.1f GiB were available when it started)", avail_mb / 1024);
+    snprintf(out, len, "the simulation was killed (signal 9)%s, most likely by the kernel's out-of-memory killer%s: its "
+                       "memory grows with its %llu actors (a rank's, and one a connection); fewer GPUs, or a layout whose "
+                       "server machines merge (--sim-bundles K)", got, av, (unsigned long long)actors);
 }
 
 void h_sim_plan_free(h_sim_plan_t *p)

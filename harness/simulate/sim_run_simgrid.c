@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,6 +42,14 @@ int h_sim_run(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_result_t 
         h_sim_plan_free(&p);
         return err_set(ERR_IO, "simulate: pipe: %s", strerror(e));
     }
+    double avail_mb = 0;                            /* for a kill's words: the memory there was to take */
+    FILE *mi = fopen("/proc/meminfo", "r");
+    for (char line[128]; mi && fgets(line, sizeof line, mi);)
+        if (sscanf(line, "MemAvailable: %lf kB", &avail_mb) == 1) {
+            avail_mb /= 1024;
+            break;
+        }
+    if (mi) fclose(mi);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     fflush(NULL);
@@ -73,16 +82,22 @@ int h_sim_run(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_result_t 
     }
     close(fds[0]);
     int st = 0;
-    if (pid > 0) waitpid(pid, &st, 0);
+    struct rusage ru;
+    memset(&ru, 0, sizeof ru);
+    if (pid > 0) wait4(pid, &st, 0, &ru);
+    out->rss_mb = (double)ru.ru_maxrss / 1024;          /* KiB */
+    out->actors = p.actors;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double busy = p.busy_max_s;
     h_sim_plan_free(&p);
     if (rc < 0) return rc;
     buf[got] = '\0';
     if (got && buf[0] == '!') return err_set(ERR_IO, "simulate: %s", buf + 1);
-    if (got != 1 + sizeof *out || buf[0] != 'R' || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        return err_set(ERR_IO, "simulate: the simulation failed (%s %d)", WIFSIGNALED(st) ? "signal" : "exit",
-                       WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+    if (got != 1 + sizeof *out || buf[0] != 'R' || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        char why[512];
+        h_sim_fail_words(why, sizeof why, st, out->rss_mb, out->actors, avail_mb);
+        return err_set(ERR_IO, "simulate: %s", why);
+    }
     h_sim_result_t child;
     memcpy(&child, buf + 1, sizeof child);
     out->time_s = child.time_s;

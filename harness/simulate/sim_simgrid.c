@@ -141,7 +141,7 @@ static int s_bucket(s_rank_t *k, const h_sim_bplan_t *bp, int r)
  * transfer at a time in schedule order, as the transport does; the buckets overlap. Each connection is an
  * actor of its own (a blocking put or get at a time), woken through one condition; the rank's actor
  * releases the buckets and returns when all are done. 0 or -1 (out of memory). */
-#define S_FLOW_CONNS 4
+#define S_FLOW_CONNS H_SIM_FLOW_CONNS
 typedef struct {
     int b, piece, peer, conn, req, send, npc;
     const int *mp;                /* npc > 1 (a stream): its pieces, numbered in the bucket */

@@ -83,14 +83,14 @@ int h_simulate(const h_simulate_cfg_t *o)
                        busbw, (unsigned long long)r.nic_max_bytes, (unsigned long long)r.comms, r.wall_s);
                 fflush(stdout);
                 if (o->out.json)
-                    h_lines_add(&lines, json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:s, s:f, s:f, s:f, s:I, s:I, s:f, "
+                    h_lines_add(&lines, json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:s, s:f, s:f, s:f, s:I, s:I, s:f, s:f, s:I, "
                                                   "s:f, s:f, s:f, s:f, s:i, s:s, s:i, s:f, s:f, s:i}",
                                                   "engine", eng, "engine_label", eng, "gpus", P, "nodes", N,
                                                   "gpus_per_node", G, "server_nodes", o->server_nodes,
                                                   "bytes", (json_int_t)(count * esz), "algo", s.algo, "time_us", r.time_s * 1e6,
                                                   "algbw_gbs", algbw, "busbw_gbs", busbw,
                                                   "nic_max_bytes", (json_int_t)r.nic_max_bytes, "comms", (json_int_t)r.comms,
-                                                  "sim_wall_s", r.wall_s, "inter_bps", pl.inter_bps, "intra_bps", pl.intra_bps,
+                                                  "sim_wall_s", r.wall_s, "sim_rss_mb", r.rss_mb, "actors", (json_int_t)r.actors, "inter_bps", pl.inter_bps, "intra_bps", pl.intra_bps,
                                                   "lat_us", o->lat_us, "framing", pl.framing, "world", s.world,
                                                   "fabric", fab, "rack", pl.rack, "oversub", pl.oversub,
                                                   "server_Bps", pl.server_Bps, "server_cores", pl.server_cores));

@@ -124,7 +124,7 @@ static int s_one(const h_simulate_cfg_t *o, const s_conf_t *c, const h_sim_platf
             json_t *each = json_array();
             for (int k = 0; k < r.steps; k++) json_array_append_new(each, json_real(r.step_s[k] * 1e3));
             h_lines_add(lines, json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, "
-                                         "s:o, s:f, s:f, s:f, s:I, s:f, s:s, s:I, s:i, s:i, s:f, s:f, s:f, s:f, s:f, "
+                                         "s:o, s:f, s:f, s:f, s:I, s:f, s:s, s:I, s:i, s:i, s:f, s:f, s:I, s:f, s:f, s:f, s:f, "
                                          "s:s, s:f, s:I, s:s, s:i, s:f, s:f, s:i, s:i, s:i, s:i}",
                                          "kind", "train", "engine", c->engine, "engine_label", label, "model", wl->name,
                                          "device", dev->name, "gpus", P, "world", s[0].world, "nodes", N,
@@ -134,7 +134,7 @@ static int s_one(const h_simulate_cfg_t *o, const s_conf_t *c, const h_sim_platf
                                          "compute_ms", total * 1e3, "update_ms", update * 1e3,
                                          "nic_max_bytes", (json_int_t)r.nic_max_bytes, "link_util", r.link_util,
                                          "busiest_link", busy, "comms", (json_int_t)r.comms,
-                                         "steps", r.steps, "merge", r.merge, "sim_wall_s", r.wall_s,
+                                         "steps", r.steps, "merge", r.merge, "sim_wall_s", r.wall_s, "sim_rss_mb", r.rss_mb, "actors", (json_int_t)r.actors,
                                          "inter_bps", pl.inter_bps, "intra_bps", pl.intra_bps, "lat_us", pl.lat_s * 1e6,
                                          "framing", pl.framing, "spread", kind, "spread_param", param,
                                          "seed", (json_int_t)o->seed, "fabric", fab, "rack", pl.rack,
