@@ -70,8 +70,14 @@ typedef struct {
                                    * direction (its memory grows with them: h_sim_result_t.rss_mb) */
 } h_sim_plan_t;
 
-/* A dataflow rank's connections: one a peer, direction and op, the ops past H_SIM_FLOW_CONNS - 1 sharing the last. */
+/* A dataflow rank's connections: one a peer, direction and op, the ops past H_SIM_FLOW_CONNS - 1 sharing the last;
+ * h_sim_conn_key numbers entry e's among its rank's W x H_SIM_FLOW_CONNS x 2 (the replay's actor for it). */
 #define H_SIM_FLOW_CONNS 4
+static inline size_t h_sim_conn_key(const h_sim_entry_t *e)
+{
+    int c = e->conn < H_SIM_FLOW_CONNS ? e->conn : H_SIM_FLOW_CONNS - 1;
+    return ((size_t)e->peer * H_SIM_FLOW_CONNS + (size_t)c) * 2 + !e->send;
+}
 
 /* The machine rank r is on: workers w on GPU machine w / G; dedicated servers (r >= workers) on machines
  * of their own (server j on nodes + j mod K) or, without server machines, on GPU machine j mod N. */

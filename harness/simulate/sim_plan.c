@@ -7,7 +7,8 @@
  * transfers, 2 hops inside a machine, 4 across). Such a chain is bound by its slowest link whether it
  * goes step by step or K steps at once; any other step (a tree's, whose lock-step max over several
  * flows a merge would turn into a max of sums) is replayed as its own. results/sim-reduction measures
- * the merged replay against the full one. */
+ * the merged replay against the full one. Also, SimGrid-free so tests reach them: the plan's actors, and the
+ * words for a replay that ended without a result (h_sim_fail_words). */
 #include "harness/simulate/sim_int.h"
 #include "core/err.h"
 #include <math.h>
@@ -557,10 +558,8 @@ int h_sim_plan(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_plan_t *
         for (int b = 0; b < p->nb; b++)
             for (size_t i = p->b[b].first[r]; i < p->b[b].first[r + 1]; i++) {
                 const h_sim_entry_t *e = &p->b[b].e[i];
-                if (e->npc < 0) continue;
-                int c = e->conn < H_SIM_FLOW_CONNS ? e->conn : H_SIM_FLOW_CONNS - 1;
-                size_t key = ((size_t)e->peer * H_SIM_FLOW_CONNS + (size_t)c) * 2 + !e->send;
-                if (seen[key] != r + 1) seen[key] = r + 1, p->actors++;
+                size_t key = h_sim_conn_key(e);
+                if (e->npc >= 0 && seen[key] != r + 1) seen[key] = r + 1, p->actors++;
             }
     free(seen);
     if (rc) h_sim_plan_free(p);

@@ -141,7 +141,6 @@ static int s_bucket(s_rank_t *k, const h_sim_bplan_t *bp, int r)
  * transfer at a time in schedule order, as the transport does; the buckets overlap. Each connection is an
  * actor of its own (a blocking put or get at a time), woken through one condition; the rank's actor
  * releases the buckets and returns when all are done. 0 or -1 (out of memory). */
-#define S_FLOW_CONNS H_SIM_FLOW_CONNS
 typedef struct {
     int b, piece, peer, conn, req, send, npc;
     const int *mp;                /* npc > 1 (a stream): its pieces, numbered in the bucket */
@@ -399,7 +398,7 @@ static int s_flow(int r, int step, int nsteps, double t0, double f, int worker)
 {
     const h_sim_plan_t *p = g.p;
     int W = p->world, nb = p->nb, rc = 0;
-    size_t nt = 0, npc = 0, nk = (size_t)W * S_FLOW_CONNS * 2, ncr = 0;
+    size_t nt = 0, npc = 0, nk = (size_t)W * H_SIM_FLOW_CONNS * 2, ncr = 0;
     int ncred = 0;
     for (int b = 0; b < nb; b++) {
         npc += (size_t)p->b[b].npieces;
@@ -430,8 +429,8 @@ static int s_flow(int r, int step, int nsteps, double t0, double f, int worker)
                 ncred++;
                 continue;
             }
-            int conn = e->conn < S_FLOW_CONNS ? e->conn : S_FLOW_CONNS - 1;
-            size_t pi = poff[b] + (size_t)e->piece, key = ((size_t)e->peer * S_FLOW_CONNS + (size_t)conn) * 2 + !e->send;
+            int conn = e->conn < H_SIM_FLOW_CONNS ? e->conn : H_SIM_FLOW_CONNS - 1;
+            size_t pi = poff[b] + (size_t)e->piece, key = h_sim_conn_key(e);
             t[n] = (s_ftx_t){.b = b, .piece = (int)pi, .peer = e->peer, .conn = conn, .send = e->send, .bytes = e->bytes,
                              .req = e->send ? e->req : 0, .npc = e->npc, .mp = e->npc > 1 ? bp->mp + e->mp0 : NULL,
                              .mpb = e->npc > 1 ? bp->mpb + e->mp0 : NULL, .sid = soff + e->mp0,
@@ -502,7 +501,7 @@ static void s_actor(int argc, char **argv)
         const h_sim_bplan_t *bp = &g.p->b[b];
         for (size_t i = bp->first[r]; i < bp->first[r + 1]; i++)
             if (!bp->e[i].send && bp->e[i].npc > 0) {
-                int conn = bp->e[i].conn < S_FLOW_CONNS ? bp->e[i].conn : S_FLOW_CONNS - 1;
+                int conn = bp->e[i].conn < H_SIM_FLOW_CONNS ? bp->e[i].conn : H_SIM_FLOW_CONNS - 1;
                 s_mb(name, sizeof name, bp->e[i].peer, r, conn);
                 sg_mailbox_set_receiver(name);
             }

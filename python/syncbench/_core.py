@@ -138,7 +138,7 @@ def op_code(op):
 def allreduce_ptr(ptr, count, dtype, op, timeout):
     # few lookups a call: after a collective has streamed its buffers through the caches, each one costs a miss
     j = _job or job()
-    rc = j.allreduce(j.eng, ptr, count, dtype, op, 0 if timeout is None else _lib.ms(timeout))
+    rc = j.allreduce(j.eng, ptr, count, dtype, op, _lib.ms(timeout))
     if rc < 0:
         raise _lib.error(rc, "allreduce")
 
