@@ -142,10 +142,11 @@ def _refused(r, flag):
 
 
 @block
-def reduction_range(results, name, flag, at="", least=""):
+def reduction_range(results, name, flag, at="", least="", full=""):
     """One sentence: the largest |step time difference| between the runs given flag (at its values `at`,
     comma-separated, or at `least` and above) and the same configuration's run with flag 0 (every piece replayed),
-    a figure per us a hop, each with the configuration where it is largest."""
+    a figure per us a hop, each with the configuration where it is largest. full=FILE:FLAG takes the full replays
+    from results/FILE instead, its runs with FLAG 0."""
     rs = load(results, name)
     if rs is None:
         return missing(name)
@@ -155,7 +156,16 @@ def reduction_range(results, name, flag, at="", least=""):
     if (want is None) == (lo is None):
         raise BlockError("give one of at=V[,V...] or least=V")
     key = run_key
-    full = {key(r): r for r in rs if _flag(r, flag) == 0}
+    if full:
+        fname, _, fflag = full.partition(":")
+        fr = load(results, fname)
+        if fr is None:
+            return missing(fname)
+        full = {key(r): r for r in fr if r.get("kind") == "train" and _flag(r, fflag) == 0}
+        against, cite = f"`{fflag} 0` (the full replay, `results/{fname}.jsonl`)", f"`results/{name}.jsonl`"
+    else:
+        full = {key(r): r for r in rs if _flag(r, flag) == 0}
+        against, cite = f"`{flag} 0` (the full replay)", f"`results/{name}.jsonl`"
     worst = {}
     n = apart = none = 0
     for r in rs:
@@ -178,8 +188,8 @@ def reduction_range(results, name, flag, at="", least=""):
     why = ", ".join(w for w in (f"{none} with no server machines to merge" if none else "",
                                  f"{apart - none} whose servers' shares are unequal" if apart > none else "") if w)
     left = f"; {apart} more asked it and were replayed unmerged ({why})" if apart else ""
-    return (f"`{flag}` {vals} against `{flag} 0` (the full replay): the largest step time difference is " + ", ".join(parts) +
-            f", over {n} configurations{left} (`results/{name}.jsonl`).")
+    return (f"`{flag}` {vals} against {against}: the largest step time difference is " + ", ".join(parts) +
+            f", over {n} configurations{left} ({cite}).")
 
 
 def _summaries(results, name):

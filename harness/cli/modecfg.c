@@ -185,6 +185,7 @@ void h_simulate_cfg_of(const h_opts_t *o, h_simulate_cfg_t *c)
     c->max_groups = o->sim_groups;
     c->min_stream = o->sim_streams;
     c->fan_bundle = o->sim_bundles;
+    c->join = o->sim_join;
     c->nscaling = o->nscaling < H_SIM_MAX_SCALE ? o->nscaling : H_SIM_MAX_SCALE;
     memcpy(c->scaling, o->scaling, (size_t)c->nscaling * sizeof c->scaling[0]);
     c->emulated = o->sim_emulated;

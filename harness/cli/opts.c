@@ -366,6 +366,7 @@ static void s_defaults(h_opts_t *o, int argc, char **argv)
     o->lat_us = -1;
     o->sim_groups = -1;
     o->sim_streams = -1;
+    o->sim_join = 0; /* joined streams failed their check (results/sim-reduction-join) */
     o->sim_bundles = -1; /* auto: past 200 k communications a run (results/sim-reduction-bundles) */
     o->server_rate = -1;
     o->steps = 50;

@@ -71,6 +71,7 @@ typedef struct {
     const char *spread;               /* --spread DIST (simulate: the GPUs' compute spread; NULL: its default) */
     int   sim_groups;                 /* --sim-groups G (simulate; default 64, 0: no merging) */
     int   sim_streams;                /* --sim-streams M (simulate; -1: auto, 0: every transfer its own) */
+    int   sim_join;                   /* --sim-join J (simulate; 1: streams join, experimental; 0: never) */
     int   sim_bundles;                /* --sim-bundles Q (simulate; 0: every fan-out transfer its own) */
     double server_rate;               /* --server-rate MBPS (simulate: a server core's bytes a second, x 1e6; < 0: not
                                        * given, 0: infinite) */

@@ -444,6 +444,11 @@ const h_opt_t h_opt_table[] = {
      .help = "  --sim-streams M       simulate: a tree's or a PS's connection sends a run of >= M like pieces as one\n"
              "                        stream, each piece held as the flow carries it (0: every piece; default: every\n"
              "                        piece while a run stays under 200 k communications, else 4; results/sim-reduction-streams)\n"},
+    {.name = "sim-join", .kind = K_INT, .off = F(sim_join), .lo = 0, .hi = 1, .want = "0 or 1",
+     .modes = " simulate ",
+     .help = "  --sim-join J          simulate: with the streams, a stream takes in the streams after it on its\n"
+             "                        connection whose buckets are released when it starts, as one communication\n"
+             "                        (1, experimental: failed its check, results/sim-reduction-join); default 0\n"},
     {.name = "sim-bundles", .kind = K_INT, .off = F(sim_bundles), .lo = 0, .hi = 1 << 20, .want = "0, 1, or a pool >= 2",
      .modes = " simulate ",
      .help = "  --sim-bundles Q       simulate: a round of a PS's transfers between two machines as one communication\n"

@@ -78,6 +78,10 @@ typedef struct {
                                    * is held as the flow carries it (sim_simgrid.c s_stream); 0: never; < 0 (auto):
                                    * never while the run stays under H_SIM_EXACT_FLOW communications, else runs of
                                    * H_SIM_AUTO_STREAM */
+    int join;                     /* with the streams: when a connection starts a stream, the streams after it on the
+                                   * connection in the step whose buckets are released by then go in the same
+                                   * communication (1, experimental: it failed its declared check,
+                                   * results/sim-reduction-join); 0: never */
     int fan_bundle;               /* the third, for dataflow steps with many connections across machines (a PS's pushes
                                    * and pulls): one round of a machine pair's transfers of one op (each rank's first,
                                    * second, ... transfer to each in the step; from one worker, or from any dedicated
@@ -106,6 +110,7 @@ typedef struct {
     int      merge;               /* the most steps merged into one group (1: none) */
     int      stream;              /* the most pieces in one stream (1: none) */
     int      bundle;              /* the most transfers in one fan-out bundle (1: none) */
+    uint64_t joined;              /* streams that went in the communication of one before them (h_sim_work_t.join) */
     int      pool;                /* server machines merged this many to one (0: none) */
     int      pool_unequal;        /* > 0: merging was asked for but refused, bucket pool_unequal - 1's servers holding
                                    * unequal shares (sim_plan.c s_unequal_shares) */

@@ -102,6 +102,8 @@ int h_sim_run(const h_sim_platform_t *pl, const h_sim_work_t *w, h_sim_result_t 
     memcpy(&child, buf + 1, sizeof child);
     out->time_s = child.time_s;
     out->steps = child.steps;
+    out->joined = child.joined;
+    out->comms -= child.joined < out->comms ? child.joined : 0;
     memcpy(out->step_s, child.step_s, sizeof out->step_s);
     out->link_util = out->time_s > 0 ? busy / out->time_s : 0;
     out->wall_s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;

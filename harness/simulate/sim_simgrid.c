@@ -46,6 +46,8 @@ static struct {
                                * a credited receive too) */
     int *sdone;               /* per stream (s_ftx_t.sid): the steps whose stream its sender has held at its receiver */
     double *held_t;           /* per rank and piece: when its last receive of it was held */
+    char *sjoin;              /* per stream and step: 1 where it joined the stream before it on its connection */
+    uint64_t joined;          /* the streams that joined one before them */
 } g;
 
 /* the mailbox of connection conn from src to dst (a dataflow schedule's steps are connections of their own) */
@@ -153,6 +155,7 @@ typedef struct {
     uint64_t bytes;
 } s_ftx_t;
 
+#define S_JOIN_MAX 64 /* streams in one communication at most */
 typedef struct s_conn s_conn_t;
 typedef struct s_flow {
     sg_mutex_t mu;
@@ -259,70 +262,79 @@ static void s_pieces_in(const s_flow_t *st, const s_ftx_t *x)
     }
 }
 
-/* A stream (x->npc > 1): one communication of a connection's run of pieces. The receiver holds each piece it sends
- * on by itself once the flow has carried the bytes up to its end (read from the flow's bytes to go: first at the
- * earliest they can be there, the route's latency and the bytes at its rate, then when the rate seen between two
- * reads says) and the latencies of the pieces before it have passed (a connection carrying them one at a time pays
- * one each); its other pieces once it is in and those latencies have passed, the last no earlier than this rank
- * holds the last piece's inputs plus a hop and the last piece at the run's rate (a run ends no earlier than its
- * inputs). Then the receive is done (g.sdone). */
+/* A stream (x->npc > 1): one communication of a connection's run of pieces, with the nj - 1 streams after it on the
+ * connection that joined it (s_conn_actor). The receiver holds each piece it sends on by itself once the flow has
+ * carried the bytes up to its end (read from the flow's bytes to go: first at the earliest they can be there, the
+ * route's latency and the bytes at its rate, then when the rate seen between two reads says; once it is in, from
+ * its end at its mean rate) and the latencies of the pieces before it have passed (a connection carrying them one at
+ * a time pays one each). A run's other pieces are held with its last: when its bytes are carried so, and no earlier
+ * than this rank held the last piece's inputs plus a hop and that piece at the flow's rate (a run ends no earlier
+ * than its inputs); the last run's no earlier than the communication's end plus a hop. Then the run's receive is
+ * done (g.sdone). */
 double h_sim_comm_left(sg_comm_t c);
-static void s_stream(s_flow_t *st, ssize_t me, const s_ftx_t *x, const char *name)
+static void s_stream(s_flow_t *st, ssize_t me, const s_ftx_t *const *xs, int nj, const char *name)
 {
-    sg_comm_t cm = sg_mailbox_put_async(sg_mailbox_by_name(name), (void *)&g, (long)x->bytes);
-    double t0 = simgrid_get_clock(), tot = (double)x->bytes, nominal = s_route_Bps(st->rank, x->peer);
-    double B = 0, pt = -1, pd = 0, rate = 0;     /* bytes up to piece k's end; the read before: its time, bytes carried */
+    const s_ftx_t *x = xs[0];
+    int n = 0;
+    uint64_t bytes = 0;
+    for (int j = 0; j < nj; j++) n += xs[j]->npc, bytes += xs[j]->bytes;
+    size_t *pis = malloc((size_t)n * sizeof *pis);
+    double *pb = malloc((size_t)n * sizeof *pb);
+    if (!pis || !pb) abort(); /* a few kB; the child has no way to carry on */
+    for (int j = 0, q = 0; j < nj; j++)
+        for (int k = 0; k < xs[j]->npc; k++, q++)
+            pis[q] = st->poff[xs[j]->b] + (size_t)xs[j]->mp[k], pb[q] = (double)xs[j]->mpb[k];
+    sg_comm_t cm = sg_mailbox_put_async(sg_mailbox_by_name(name), (void *)&g, (long)bytes);
+    double t0 = simgrid_get_clock(), tot = (double)bytes, nominal = s_route_Bps(st->rank, x->peer);
+    double B = 0, pt = -1, pd = 0, rate = 0, end = 0, R = nominal; /* bytes up to piece q's end; the read before */
     const char *need = g.need + (size_t)x->peer * g.npc;
-    int k = 0, in = 0;
-    for (; k + 1 < x->npc; k++) {
-        B += (double)x->mpb[k];
-        size_t pi = st->poff[x->b] + (size_t)x->mp[k];
-        if (!need[pi]) continue;                 /* nothing there sends it on by itself: held at the end */
-        double at = t0 + x->hop_s + B / nominal;
-        for (int reads = 0;; reads++) {
-            if (at > simgrid_get_clock()) sg_actor_sleep_until(at);
-            if ((in = sg_comm_test(cm))) break;
-            double now = simgrid_get_clock(), d = tot - h_sim_comm_left(cm);
-            if (d >= B * (1 - 1e-12) || reads >= 64) {
-                at = rate > 0 && d > B ? now - (d - B) / rate : now;
-                break;
+    int in = 0;
+    for (int j = 0, q = 0, q0 = 0; j < nj; q0 += xs[j]->npc, j++) {
+        const s_ftx_t *y = xs[j];
+        for (q = q0; q < q0 + y->npc; q++) {
+            B += pb[q];
+            int last = q + 1 == q0 + y->npc;
+            if (!need[pis[q]] && !last) continue;    /* nothing there sends it on by itself: held with its run's last */
+            if (!in && j + 1 == nj && last) sg_comm_wait(cm), in = 1;
+            double at = t0 + x->hop_s + B / nominal;
+            for (int reads = 0; !in; reads++) {
+                if (at > simgrid_get_clock()) sg_actor_sleep_until(at);
+                if ((in = sg_comm_test(cm))) break;
+                double now = simgrid_get_clock(), d = tot - h_sim_comm_left(cm);
+                if (d >= B * (1 - 1e-12) || reads >= 64) {
+                    at = rate > 0 && d > B ? now - (d - B) / rate : now;
+                    break;
+                }
+                if (pt >= 0 && d > pd && now > pt) rate = (d - pd) / (now - pt);
+                pt = now, pd = d;
+                at = now + (B - d) / (rate > 0 ? rate : nominal);
             }
-            if (pt >= 0 && d > pd && now > pt) rate = (d - pd) / (now - pt);
-            pt = now, pd = d;
-            at = now + (B - d) / (rate > 0 ? rate : nominal);
+            if (in && end == 0) end = simgrid_get_clock(), R = end - t0 > x->hop_s ? tot / (end - t0 - x->hop_s) : nominal;
+            if (in) at = j + 1 == nj && last ? end + x->lat_s : end - (tot - B) / R;
+            at += (j + 1 == nj && last ? 0 : q * x->hop_s);
+            if (last) {                               /* its inputs, held here */
+                size_t pl = pis[q];
+                sg_mutex_lock(st->mu);
+                while (g.held[(size_t)st->rank * g.npc + pl] < y->step * st->nrecv[pl] + y->req) {
+                    st->conns[me].wnext = st->wait_piece[pl];
+                    st->wait_piece[pl] = me;
+                    sg_cond_wait(st->conns[me].cv, st->mu);
+                }
+                double in_t = y->req ? g.held_t[(size_t)st->rank * g.npc + pl] : t0; /* when they were */
+                sg_mutex_unlock(st->mu);
+                at = fmax(at, in_t + x->hop_s + pb[q] / (in ? R : rate > 0 ? rate : nominal));
+            }
+            if (at > simgrid_get_clock()) sg_actor_sleep_until(at);
+            if (!last) {
+                s_hold(x->peer, pis[q]);
+                continue;
+            }
+            g.sdone[y->sid]++;
+            for (int i = q0; i <= q; i++)
+                if (!need[pis[i]] || i == q) s_hold(x->peer, pis[i]);
         }
-        if (in) break;
-        at += k * x->hop_s;
-        if (at > simgrid_get_clock()) sg_actor_sleep_until(at);
-        s_hold(x->peer, pi);
     }
-    if (!in) sg_comm_wait(cm);
-    double end = simgrid_get_clock(), R = end - t0 > x->hop_s ? tot / (end - t0 - x->hop_s) : nominal;
-    B = 0;
-    for (int j = 0; j + 1 < x->npc; j++) {     /* the rest of what it sends on by itself, carried before the end */
-        size_t pi = st->poff[x->b] + (size_t)x->mp[j];
-        B += (double)x->mpb[j];
-        if (j < k || !need[pi]) continue;
-        double at = end - (tot - B) / R + j * x->hop_s;
-        if (at > simgrid_get_clock()) sg_actor_sleep_until(at);
-        s_hold(x->peer, pi);
-    }
-    size_t pl = st->poff[x->b] + (size_t)x->mp[x->npc - 1];
-    sg_mutex_lock(st->mu);                        /* the last piece's inputs, held here */
-    while (g.held[(size_t)st->rank * g.npc + pl] < x->step * st->nrecv[pl] + x->req) {
-        st->conns[me].wnext = st->wait_piece[pl];
-        st->wait_piece[pl] = me;
-        sg_cond_wait(st->conns[me].cv, st->mu);
-    }
-    double in_t = x->req ? g.held_t[(size_t)st->rank * g.npc + pl] : t0; /* when they were */
-    sg_mutex_unlock(st->mu);
-    double last = fmax(end + x->lat_s, in_t + x->hop_s + (double)x->mpb[x->npc - 1] / R);
-    if (last > simgrid_get_clock()) sg_actor_sleep_until(last);
-    g.sdone[x->sid]++;
-    for (int j = 0; j < x->npc; j++) {
-        size_t pi = st->poff[x->b] + (size_t)x->mp[j];
-        if (!need[pi] || j + 1 == x->npc) s_hold(x->peer, pi);
-    }
+    free(pis), free(pb);
 }
 
 static void s_conn_actor(int argc, char **argv)
@@ -334,6 +346,7 @@ static void s_conn_actor(int argc, char **argv)
     char name[48];
     for (ssize_t h = c->first; h >= 0; h = st->nxt[h]) {
         const s_ftx_t *x = &st->t[h];
+        int ndone = 1;                            /* the transfers it is: a stream and those that joined it */
         if (x->send) {
             sg_mutex_lock(st->mu);
             size_t wp;
@@ -345,11 +358,23 @@ static void s_conn_actor(int argc, char **argv)
             }
             sg_mutex_unlock(st->mu);
             s_mb(name, sizeof name, st->rank, x->peer, x->conn);
-            if (x->npc > 1) s_stream(st, me, x, name);
+            if (x->npc > 1) { /* the streams after it whose buckets are released join it (sim.h h_sim_work_t.join) */
+                const s_ftx_t *xs[S_JOIN_MAX];
+                int nj = 1;
+                xs[0] = x;
+                for (ssize_t h2 = st->nxt[h]; g.w->join > 0 && nj < S_JOIN_MAX && h2 >= 0; h2 = st->nxt[h2]) {
+                    const s_ftx_t *y = &st->t[h2];
+                    if (!y->send || y->npc < 2 || y->step != x->step || !st->released[y->b]) break;
+                    g.sjoin[y->sid * (size_t)g.w->steps + (size_t)y->step] = 1, xs[nj++] = y, h = h2;
+                }
+                g.joined += (uint64_t)(nj - 1), ndone = nj;
+                s_stream(st, me, xs, nj, name);
+            }
             else sg_mailbox_put(sg_mailbox_by_name(name), (void *)&g, (long)x->bytes);
         } else {
             s_mb(name, sizeof name, x->peer, st->rank, x->conn);
-            sg_mailbox_get(sg_mailbox_by_name(name));
+            if (x->npc < 2 || !g.sjoin[x->sid * (size_t)g.w->steps + (size_t)x->step]) /* joined: came with one before */
+                sg_mailbox_get(sg_mailbox_by_name(name));
             if (x->nbm) s_pieces_in(st, x);
             if (x->npc > 1) { /* a stream: done once its sender has held its pieces here (s_stream) */
                 size_t pl = st->poff[x->b] + (size_t)x->mp[x->npc - 1];
@@ -389,23 +414,40 @@ static void s_conn_actor(int argc, char **argv)
             }
             s_wake(st, &st->wait_piece[x->piece]);
         }
-        if (--st->left == 0) sg_cond_notify_all(st->done);
+        if ((st->left -= (size_t)ndone) == 0) sg_cond_notify_all(st->done);
         sg_mutex_unlock(st->mu);
     }
+}
+
+static int s_key_cmp(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return x < y ? -1 : x > y;
 }
 
 static int s_flow(int r, int step, int nsteps, double t0, double f, int worker)
 {
     const h_sim_plan_t *p = g.p;
-    int W = p->world, nb = p->nb, rc = 0;
-    size_t nt = 0, npc = 0, nk = (size_t)W * H_SIM_FLOW_CONNS * 2, ncr = 0;
+    int nb = p->nb, rc = 0;
+    size_t nt = 0, npc = 0, nk = 0, ncr = 0;
     int ncred = 0;
     for (int b = 0; b < nb; b++) {
         npc += (size_t)p->b[b].npieces;
         for (size_t i = p->b[b].first[r]; i < p->b[b].first[r + 1]; i++) nt += p->b[b].e[i].npc > 0, ncr += p->b[b].e[i].npc < 0;
     }
-    nt *= (size_t)nsteps;
     if (!nt && !ncr) return 0;
+    /* the rank's connections: the keys its transfers use, sorted (a rank talks to a few of the world's ranks) */
+    size_t *keys = malloc((nt ? nt : 1) * sizeof *keys);
+    if (!keys) return -1;
+    for (int b = 0; b < nb; b++)
+        for (size_t i = p->b[b].first[r]; i < p->b[b].first[r + 1]; i++)
+            if (p->b[b].e[i].npc > 0) keys[nk++] = h_sim_conn_key(&p->b[b].e[i]);
+    qsort(keys, nk, sizeof *keys, s_key_cmp);
+    size_t u = 0;
+    for (size_t i = 0; i < nk; i++)
+        if (!u || keys[u - 1] != keys[i]) keys[u++] = keys[i];
+    nk = u ? u : 1;
+    nt *= (size_t)nsteps;
     s_ftx_t *t = malloc((nt ? nt : 1) * sizeof *t);
     size_t *poff = calloc((size_t)nb + 1, sizeof *poff);
     int *nrecv = calloc(npc + 1, sizeof *nrecv);
@@ -430,7 +472,8 @@ static int s_flow(int r, int step, int nsteps, double t0, double f, int worker)
                 continue;
             }
             int conn = e->conn < H_SIM_FLOW_CONNS ? e->conn : H_SIM_FLOW_CONNS - 1;
-            size_t pi = poff[b] + (size_t)e->piece, key = h_sim_conn_key(e);
+            size_t ck = h_sim_conn_key(e), pi = poff[b] + (size_t)e->piece;
+            size_t key = (size_t)((const size_t *)bsearch(&ck, keys, nk, sizeof *keys, s_key_cmp) - keys);
             t[n] = (s_ftx_t){.b = b, .piece = (int)pi, .peer = e->peer, .conn = conn, .send = e->send, .bytes = e->bytes,
                              .req = e->send ? e->req : 0, .npc = e->npc, .mp = e->npc > 1 ? bp->mp + e->mp0 : NULL,
                              .mpb = e->npc > 1 ? bp->mpb + e->mp0 : NULL, .sid = soff + e->mp0,
@@ -485,6 +528,7 @@ static int s_flow(int r, int step, int nsteps, double t0, double f, int worker)
         g.flow[r] = NULL;
     }
     free(t), free(poff), free(nrecv), free(head), free(tail), free(nxt), free(released), free(conns), free(wait_piece);
+    free(keys);
     return rc;
 }
 
@@ -568,6 +612,7 @@ void h_sim_child(int fd, const h_sim_platform_t *pl, const h_sim_plan_t *p, cons
     for (int b = 0; b < p->nb; b++) nstreams += p->b[b].nmp;
     g.sdone = calloc(nstreams + 1, sizeof *g.sdone);
     g.held_t = calloc((size_t)p->world * (g.npc + 1), sizeof *g.held_t);
+    g.sjoin = calloc((nstreams + 1) * (size_t)w->steps, 1);
     for (size_t b = 0, off = 0; g.need && g.nrecv && b < (size_t)p->nb; off += (size_t)p->b[b].npieces, b++)
         for (int r = 0; r < p->world; r++)
             for (size_t i = p->b[b].first[r]; i < p->b[b].first[r + 1]; i++) {
@@ -599,7 +644,7 @@ void h_sim_child(int fd, const h_sim_platform_t *pl, const h_sim_plan_t *p, cons
             _exit(1);
         }
     }
-    if (!g.end || !g.held || !g.need || !g.flow || !g.cred || !g.nrecv || !g.sdone || !g.held_t) {
+    if (!g.end || !g.held || !g.need || !g.flow || !g.cred || !g.nrecv || !g.sdone || !g.held_t || !g.sjoin) {
         dprintf(fd, "!out of memory for the replay's counters");
         _exit(1);
     }
@@ -631,6 +676,7 @@ void h_sim_child(int fd, const h_sim_platform_t *pl, const h_sim_plan_t *p, cons
         before = last;
     }
     res->steps = g.w->steps;
+    res->joined = g.joined;
     res->time_s = sum / g.w->steps;
     if (p->stale) { /* workers that do not wait for each other: the step of the rate they train at together */
         double rate = 0;

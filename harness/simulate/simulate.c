@@ -75,7 +75,7 @@ int h_simulate(const h_simulate_cfg_t *o)
             h_sim_result_t r;
             const engine_ops_t *ops = h_engine_find(L ? L->engine : eng);
             h_sim_work_t w = {.nb = 1, .sched = &s, .steps = 1, .cpu_reduce = ops && ops->serve, .min_stream = o->min_stream,
-                              .fan_bundle = o->fan_bundle};
+                              .fan_bundle = o->fan_bundle, .join = o->join};
             rc = h_sim_run(&lp, &w, &r);
             if (rc == 0) {
                 double bytes = (double)(count * esz), algbw = bytes / r.time_s / 1e9, busbw = algbw * 2.0 * (P - 1) / P;

@@ -35,6 +35,7 @@ typedef struct {
     const char *spread;               /* --spread DIST (NULL: the cited default) */
     int max_groups;                   /* --sim-groups (0: every step of a schedule replayed as its own) */
     int min_stream;                   /* --sim-streams (0: every piece of a dataflow schedule its own; < 0 auto) */
+    int join;                         /* --sim-join (1: a stream takes in the released ones after it; 0: never) */
     int fan_bundle;                   /* --sim-bundles (0: every fan-out transfer its own; < 0 auto: 1 past 200 k communications) */
     int scaling[H_SIM_MAX_SCALE];     /* --scaling: machine counts (none: --nodes) */
     int nscaling;

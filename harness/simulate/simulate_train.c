@@ -103,7 +103,7 @@ static int s_one(const h_simulate_cfg_t *o, const s_conf_t *c, const h_sim_platf
         h_sim_work_t w = {.nb = nb, .sched = s, .ready_s = ready, .total_s = total,
                           .update_s = servers_update && P > 1 ? 0 : update, .steps = o->steps, .factor = f,
                           .max_groups = o->max_groups, .min_stream = o->min_stream, .fan_bundle = o->fan_bundle,
-                          .cpu_reduce = servers_update};
+                          .join = o->join, .cpu_reduce = servers_update};
         rc = h_sim_run(&pl, &w, &r);
     }
     char fab[64];
@@ -125,7 +125,7 @@ static int s_one(const h_simulate_cfg_t *o, const s_conf_t *c, const h_sim_platf
             for (int k = 0; k < r.steps; k++) json_array_append_new(each, json_real(r.step_s[k] * 1e3));
             h_lines_add(lines, json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, "
                                          "s:o, s:f, s:f, s:f, s:I, s:f, s:s, s:I, s:i, s:i, s:f, s:f, s:I, s:f, s:f, s:f, s:f, "
-                                         "s:s, s:f, s:I, s:s, s:i, s:f, s:f, s:i, s:i, s:i, s:i}",
+                                         "s:s, s:f, s:I, s:s, s:i, s:f, s:f, s:i, s:i, s:i, s:i, s:i, s:I}",
                                          "kind", "train", "engine", c->engine, "engine_label", label, "model", wl->name,
                                          "device", dev->name, "gpus", P, "world", s[0].world, "nodes", N,
                                          "gpus_per_node", G, "server_nodes", pl.server_nodes, "batch_per_gpu", (int)lb,
@@ -139,7 +139,8 @@ static int s_one(const h_simulate_cfg_t *o, const s_conf_t *c, const h_sim_platf
                                          "framing", pl.framing, "spread", kind, "spread_param", param,
                                          "seed", (json_int_t)o->seed, "fabric", fab, "rack", pl.rack,
                                          "oversub", pl.oversub, "server_Bps", pl.server_Bps, "server_cores", pl.server_cores, "stream", r.stream,
-                                         "bundle", r.bundle, "pool", r.pool));
+                                         "bundle", r.bundle, "pool", r.pool, "join", o->join > 0 && r.stream > 1,
+                                         "joined", (json_int_t)r.joined));
         }
     }
     for (int b = 0; b < built; b++) sched_free(&s[b]);
